@@ -1,0 +1,68 @@
+/* The node's configuration file (INTERFACES.md): one INI file per node.
+ * Relative paths are resolved against the directory of the file. Every problem
+ * is reported as "FILE:LINE: [section] key: what is wrong" and nothing is
+ * returned; defaults exist for everything but [node] id. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_ID_MAX 32
+#define CONFIG_POLICY_NAME_MAX 32
+#define CONFIG_POLICIES_MAX 64
+
+enum config_transport {
+	CONFIG_TRANSPORT_AUTO,
+	CONFIG_TRANSPORT_TCP,
+	CONFIG_TRANSPORT_RDMA,
+};
+
+struct config_policy {
+	char name[CONFIG_POLICY_NAME_MAX + 1];
+	uint32_t block_size;
+};
+
+struct ftvm_config {
+	char *path;                       /* the file as given */
+	char *dir;                        /* its directory, absolute */
+
+	/* [node] */
+	char id[CONFIG_ID_MAX + 1];
+	char *listen;                     /* host:port, [v6]:port */
+	char *partner;
+	enum config_transport transport;
+	char *socket_path;                /* absolute */
+	char *state_dir;                  /* absolute */
+	int log_level;                    /* LOG_LEVEL_*; key log_level, default info */
+
+	/* [memory] */
+	uint64_t memory_size;
+	uint32_t page_size;
+
+	/* [store] */
+	char *store_path;                 /* absolute */
+
+	/* [failover] */
+	uint32_t heartbeat_ms;
+	uint32_t dead_after_ms;
+	uint32_t request_timeout_ms;
+
+	/* [policy NAME], in file order */
+	size_t n_policies;
+	struct config_policy policies[CONFIG_POLICIES_MAX];
+};
+
+/* Reads and validates FILE. On failure returns -EINVAL (bad content) or
+ * -errno (cannot read) and writes one line naming file, line and key to err. */
+int config_load(const char *path, struct ftvm_config **ret, char *err, size_t err_len);
+
+void config_free(struct ftvm_config *c);
+
+const char *config_transport_name(enum config_transport t);
+
+/* "4096", "64K", "256M", "1G" (powers of 1024). -EINVAL on anything else,
+ * including overflow, an empty string and trailing garbage. */
+int config_parse_size(const char *s, uint64_t *ret);
+
+/* "host:port" or "[v6addr]:port" with port 1..65535. */
+int config_parse_endpoint(const char *s, char *host, size_t host_len, uint16_t *ret_port);

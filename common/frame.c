@@ -1,0 +1,90 @@
+#include "frame.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "crc32c.h"
+
+#define FRAME_MAGIC0 'F'
+#define FRAME_MAGIC1 'V'
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static uint32_t get_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+void frame_header_build(uint8_t hdr[FRAME_HEADER_SIZE], const void *payload, size_t payload_len)
+{
+	uint32_t crc;
+
+	hdr[0] = FRAME_MAGIC0;
+	hdr[1] = FRAME_MAGIC1;
+	hdr[2] = FRAME_VERSION;
+	hdr[3] = 0;
+	put_be32(hdr + 4, (uint32_t)payload_len);
+	crc = crc32c(0, hdr, 8);
+	crc = crc32c(crc, payload, payload_len);
+	put_be32(hdr + 8, crc);
+}
+
+void frame_seal(uint8_t *frame, size_t payload_len)
+{
+	frame_header_build(frame, frame + FRAME_HEADER_SIZE, payload_len);
+}
+
+int frame_header_check(const uint8_t hdr[FRAME_HEADER_SIZE], size_t max_payload,
+		       const char **ret_why)
+{
+	uint32_t len;
+
+	if (hdr[0] != FRAME_MAGIC0 || hdr[1] != FRAME_MAGIC1) {
+		*ret_why = "bad magic (not an ftvm frame)";
+		return -EBADMSG;
+	}
+	if (hdr[2] != FRAME_VERSION) {
+		*ret_why = "unknown frame version";
+		return -EBADMSG;
+	}
+	if (hdr[3] != 0) {
+		*ret_why = "reserved flags set";
+		return -EBADMSG;
+	}
+	len = get_be32(hdr + 4);
+	if (len > max_payload) {
+		*ret_why = "frame too long";
+		return -EBADMSG;
+	}
+	return (int)len;
+}
+
+int frame_decode(const uint8_t *buf, size_t len, size_t max_payload, const uint8_t **ret_payload,
+		 size_t *ret_payload_len, const char **ret_why)
+{
+	uint32_t crc;
+	int payload_len;
+
+	if (len < FRAME_HEADER_SIZE)
+		return 0;
+	payload_len = frame_header_check(buf, max_payload, ret_why);
+	if (payload_len < 0)
+		return payload_len;
+	if (len < FRAME_HEADER_SIZE + (size_t)payload_len)
+		return 0;
+	crc = crc32c(0, buf, 8);
+	crc = crc32c(crc, buf + FRAME_HEADER_SIZE, (size_t)payload_len);
+	if (crc != get_be32(buf + 8)) {
+		*ret_why = "checksum mismatch";
+		return -EBADMSG;
+	}
+	*ret_payload = buf + FRAME_HEADER_SIZE;
+	*ret_payload_len = (size_t)payload_len;
+	return (int)(FRAME_HEADER_SIZE + (size_t)payload_len);
+}

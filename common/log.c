@@ -1,0 +1,69 @@
+#include "log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static int max_level = LOG_LEVEL_INFO;
+
+void log_set_max_level(int level)
+{
+	max_level = level;
+}
+
+int log_get_max_level(void)
+{
+	return max_level;
+}
+
+int log_level_from_string(const char *s)
+{
+	static const struct {
+		const char *name;
+		int level;
+	} levels[] = {
+		{ "error", LOG_LEVEL_ERROR },
+		{ "warning", LOG_LEVEL_WARNING },
+		{ "info", LOG_LEVEL_INFO },
+		{ "debug", LOG_LEVEL_DEBUG },
+	};
+	for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
+		if (strcmp(s, levels[i].name) == 0)
+			return levels[i].level;
+	return -EINVAL;
+}
+
+static void log_vprintf(int level, const char *subsystem, const char *suffix, const char *fmt,
+			va_list ap)
+{
+	char msg[2048];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	/* One fprintf per line so lines from concurrent writers do not interleave. */
+	fprintf(stderr, "<%d>%s: %s%s\n", level, subsystem, msg, suffix ? suffix : "");
+}
+
+void log_printf(int level, const char *subsystem, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (level > max_level)
+		return;
+	va_start(ap, fmt);
+	log_vprintf(level, subsystem, NULL, fmt, ap);
+	va_end(ap);
+}
+
+int log_printf_errno(int level, int r, const char *subsystem, const char *fmt, ...)
+{
+	char suffix[256];
+	va_list ap;
+
+	if (level > max_level)
+		return r;
+	snprintf(suffix, sizeof(suffix), ": %s", strerror(r < 0 ? -r : r));
+	va_start(ap, fmt);
+	log_vprintf(level, subsystem, suffix, fmt, ap);
+	va_end(ap);
+	return r;
+}

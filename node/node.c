@@ -1,0 +1,272 @@
+#include "node.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "client.pb-c.h"
+#include "client_server.h"
+#include "clock.h"
+#include "frame.h"
+#include "log.h"
+#include "notify.h"
+#include "session.h"
+
+#define LOG_SUBSYSTEM "node"
+
+typedef Ftvm__Client__ClientRequest ClientRequest;
+typedef Ftvm__Client__ClientReply ClientReply;
+
+struct node {
+	const struct ftvm_config *config;
+	struct event_base *base;
+	const struct repl_transport_ops *transport;
+	char transport_reason[192];
+	int state; /* Ftvm__Partner__NodeState */
+	uint64_t epoch;
+	struct repl_session *session;
+	struct client_server *clients;
+	struct notify_watchdog *watchdog;
+	struct event *sigterm;
+	struct event *sigint;
+};
+
+static const char *state_name(const struct node *n)
+{
+	return codec_node_state_name(n->state);
+}
+
+static void set_state(struct node *n, int state)
+{
+	char status[160];
+	struct repl_session_stats st;
+
+	if (n->state != state)
+		log_info("node %s: %s -> %s", n->config->id, state_name(n),
+			 codec_node_state_name(state));
+	n->state = state;
+	repl_session_set_state(n->session, state);
+	repl_session_get_stats(n->session, &st);
+	snprintf(status, sizeof(status), "%s; partner %s %s", state_name(n),
+		 st.partner_id[0] ? st.partner_id : n->config->partner, st.link_up ? "up" : "down");
+	notify_status(status);
+}
+
+static void on_link_changed(struct repl_session *s, bool up, const char *reason, void *arg)
+{
+	struct node *n = arg;
+	struct repl_session_stats st;
+
+	repl_session_get_stats(s, &st);
+	if (up) {
+		log_info("partner %s (epoch %llu) linked: %s", st.partner_id,
+			 (unsigned long long)st.partner_epoch, reason);
+		set_state(n, FTVM__PARTNER__NODE_STATE__NODE_STATE_ACTIVE);
+	} else {
+		log_warning("partner %s down: %s", st.partner_id, reason);
+		set_state(n, FTVM__PARTNER__NODE_STATE__NODE_STATE_SOLO);
+	}
+}
+
+/* The partner's message response method (seed 002 Fig. 10) arrives with the
+ * memory manager; until then every paging message is answered, refused. */
+static void on_partner_request(struct repl_session *s, const Envelope *env, void *arg)
+{
+	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+	char reason[96];
+
+	snprintf(reason, sizeof(reason), "%s is not served by this node's version",
+		 codec_message_name(env));
+	cc.status = FTVM__PARTNER__STATUS__STATUS_UNSUPPORTED;
+	cc.reason = reason;
+	log_debug("partner seq %llu: %s", (unsigned long long)env->seq, reason);
+	repl_session_complete(s, env->seq, &cc);
+}
+
+static void on_protocol_error(struct repl_session *s, const char *peer, const char *reason,
+			      void *arg)
+{
+	log_warning("dropped connection from %s: %s", peer, reason);
+}
+
+static void reply_status(struct node *n, struct client_call *call)
+{
+	Ftvm__Client__StatusReply st = FTVM__CLIENT__STATUS_REPLY__INIT;
+	Ftvm__Client__PartnerStatus partner = FTVM__CLIENT__PARTNER_STATUS__INIT;
+	ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+	struct repl_session_stats rs;
+
+	repl_session_get_stats(n->session, &rs);
+	partner.id = rs.partner_id;
+	partner.link = rs.link_up ? "up" : "down";
+	partner.state = rs.link_up ? (char *)codec_node_state_name(rs.partner_state) : "unknown";
+	partner.endpoint = n->config->partner;
+	partner.link_changes = rs.link_changes;
+	partner.last_seen_ms = rs.link_up || !rs.last_rx_ms ? 0 : clock_now_ms() - rs.last_rx_ms;
+
+	st.node = (char *)n->config->id;
+	st.state = (char *)state_name(n);
+	st.epoch = n->epoch;
+	st.transport = (char *)n->transport->name;
+	st.transport_reason = n->transport_reason;
+	st.partner = &partner;
+	st.frames_total = n->config->memory_size / n->config->page_size;
+	st.frames_free = st.frames_total;
+	st.page_size = n->config->page_size;
+	st.pid = getpid();
+
+	reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_STATUS_REPLY;
+	reply.status_reply = &st;
+	client_call_reply(call, &reply);
+}
+
+static void on_client_request(struct client_call *call, const ClientRequest *req, void *arg)
+{
+	struct node *n = arg;
+
+	switch (req->request_case) {
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_STATUS:
+		reply_status(n, call);
+		break;
+	default: {
+		ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+		reply.status = FTVM__PARTNER__STATUS__STATUS_UNSUPPORTED;
+		reply.reason = "request not served by this node's version";
+		client_call_reply(call, &reply);
+		break;
+	}
+	}
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct node *n = arg;
+
+	log_info("node %s: %s, stopping", n->config->id, strsignal((int)sig));
+	notify_stopping();
+	event_base_loopexit(n->base, NULL);
+}
+
+static int make_state_dir(const char *path)
+{
+	struct stat st;
+
+	if (mkdir(path, 0750) < 0 && errno != EEXIST)
+		return log_error_errno(-errno, "state_dir %s: cannot create", path);
+	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode) || access(path, W_OK) < 0)
+		return log_error_errno(-(errno ? errno : ENOTDIR), "state_dir %s: not a writable directory", path);
+	return 0;
+}
+
+int node_new(struct event_base *base, const struct ftvm_config *config, struct node **ret)
+{
+	struct repl_session_config sc = {
+		.node_id = config->id,
+		.listen = config->listen,
+		.partner = config->partner,
+		.page_size = config->page_size,
+		.frame_count = config->memory_size / config->page_size,
+		.epoch = 1,
+		.heartbeat_ms = config->heartbeat_ms,
+		.dead_after_ms = config->dead_after_ms,
+		.max_payload = FRAME_MAX_PAYLOAD_DEFAULT,
+	};
+	static const struct repl_session_callbacks session_cb = {
+		.link_changed = on_link_changed,
+		.request = on_partner_request,
+		.protocol_error = on_protocol_error,
+	};
+	struct node *n;
+	int r;
+
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return log_error_errno(-ENOMEM, "node");
+	n->config = config;
+	n->base = base;
+	n->epoch = sc.epoch;
+	n->state = FTVM__PARTNER__NODE_STATE__NODE_STATE_STARTING;
+
+	n->transport = repl_transport_select(config_transport_name(config->transport),
+					     n->transport_reason, sizeof(n->transport_reason));
+	if (!n->transport) {
+		log_error("%s: %s", config->path, n->transport_reason);
+		r = -EPROTONOSUPPORT;
+		goto fail;
+	}
+	sc.transport = n->transport;
+
+	r = make_state_dir(config->state_dir);
+	if (r < 0)
+		goto fail;
+	r = repl_session_new(base, &sc, &session_cb, n, &n->session);
+	if (r < 0) {
+		log_error_errno(r, "partner session");
+		goto fail;
+	}
+	r = client_server_new(base, config->socket_path, FRAME_MAX_PAYLOAD_DEFAULT,
+			      on_client_request, n, &n->clients);
+	if (r < 0) {
+		log_error_errno(r, "client socket %s", config->socket_path);
+		goto fail;
+	}
+	r = repl_session_start(n->session);
+	if (r < 0) {
+		log_error_errno(r, "partner channel: cannot listen on %s", config->listen);
+		goto fail;
+	}
+	n->sigterm = evsignal_new(base, SIGTERM, on_signal, n);
+	n->sigint = evsignal_new(base, SIGINT, on_signal, n);
+	if (!n->sigterm || !n->sigint) {
+		r = log_error_errno(-ENOMEM, "signals");
+		goto fail;
+	}
+	evsignal_add(n->sigterm, NULL);
+	evsignal_add(n->sigint, NULL);
+	r = notify_watchdog_start(base, &n->watchdog);
+	if (r < 0) {
+		log_error_errno(r, "systemd watchdog");
+		goto fail;
+	}
+	*ret = n;
+	return 0;
+fail:
+	node_free(n);
+	return r;
+}
+
+int node_run(struct node *n)
+{
+	char status[192];
+
+	log_info("node %s: serving clients on %s; partner channel %s on %s, partner at %s "
+		 "(transport %s: %s)",
+		 n->config->id, n->config->socket_path, n->transport->name, n->config->listen,
+		 n->config->partner, n->transport->name, n->transport_reason);
+	snprintf(status, sizeof(status), "%s; waiting for partner at %s", state_name(n),
+		 n->config->partner);
+	notify_ready(status);
+	if (event_base_dispatch(n->base) < 0)
+		return log_error_errno(-EIO, "event loop failed");
+	return 0;
+}
+
+void node_free(struct node *n)
+{
+	if (!n)
+		return;
+	notify_watchdog_free(n->watchdog);
+	if (n->sigterm)
+		event_free(n->sigterm);
+	if (n->sigint)
+		event_free(n->sigint);
+	client_server_free(n->clients);
+	repl_session_free(n->session);
+	free(n);
+}

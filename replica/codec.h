@@ -1,0 +1,40 @@
+/* Envelopes to frame payloads and back, with the checks every receiver needs:
+ * the payload parses, the protocol version is one we speak, the sender is
+ * named. A failure returns -EBADMSG and says what was wrong in err. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "partner.pb-c.h"
+
+typedef Ftvm__Partner__Envelope Envelope;
+typedef Ftvm__Partner__CommandComplete CommandComplete;
+
+/* Packs msg (any protobuf-c message) into a new frame: header + payload.
+ * The caller frees *ret_frame. */
+int codec_frame_pack(const ProtobufCMessage *msg, uint8_t **ret_frame, size_t *ret_len);
+
+/* Packs msg into a new payload buffer without a header (for transports, which
+ * frame what they send). The caller frees *ret_payload. */
+int codec_payload_pack(const ProtobufCMessage *msg, uint8_t **ret_payload, size_t *ret_len);
+
+/* Parses and checks one envelope payload. Free with codec_envelope_free. */
+int codec_envelope_decode(const uint8_t *payload, size_t len, Envelope **ret, char *err,
+			  size_t err_len);
+
+/* Decodes a buffer that must hold exactly one whole frame with an envelope
+ * (traces, fuzzing, tests): truncation and trailing bytes are errors too. */
+int codec_envelope_decode_frame(const uint8_t *buf, size_t len, size_t max_payload, Envelope **ret,
+				char *err, size_t err_len);
+
+void codec_envelope_free(Envelope *env);
+
+/* "SpaceRequest", "CommandComplete", ... or "none" when no message is set
+ * (a newer partner's message this build does not know). */
+const char *codec_message_name(const Envelope *env);
+
+/* "OK", "DENIED", ... for logs and tools. */
+const char *codec_status_name(int status);
+
+const char *codec_node_state_name(int state);

@@ -1,0 +1,545 @@
+/* The partner link.
+ *
+ * Both nodes listen and both dial, so a pair may end up with two connections.
+ * Each connection goes through:
+ *
+ *   (transport conn_up) --send Hello--> HELLO --partner's Hello ok--> ESTABLISHED
+ *        any state --bad frame / bad message / refused Hello / silence--> closed
+ *
+ * The session's link is up while one ESTABLISHED connection is `active`. When a
+ * second connection becomes ESTABLISHED (both dialled at once), the pair keeps
+ * the one dialled by the node with the smaller id and closes the other; both
+ * nodes apply the same rule to the same facts, so they settle on the same
+ * connection without another message.
+ *
+ *   link down --dial (backoff 50 ms .. 2 s)--> dialling --Hello--> link up
+ *   link up --conn lost | partner silent dead_after_ms--> link down
+ *
+ * Going down fails every pending request with PARTNER_UNAVAILABLE. Heartbeats
+ * go out every heartbeat_ms while the link is up; any frame from the partner
+ * counts as a sign of life. */
+#include "session.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "clock.h"
+#include "log.h"
+
+#define LOG_SUBSYSTEM "session"
+
+#define DIAL_BACKOFF_MIN_MS 50u
+#define DIAL_BACKOFF_MAX_MS 2000u
+
+enum conn_state {
+	CONN_HELLO,
+	CONN_ESTABLISHED,
+};
+
+struct session_conn {
+	struct repl_session *session;
+	struct session_conn *next;
+	struct repl_conn *conn;
+	enum conn_state state;
+	bool inbound;
+	bool connecting;        /* outbound, transport has not reported it up yet */
+	uint64_t since_ms;      /* when it came up (for the Hello deadline) */
+};
+
+struct repl_session {
+	struct event_base *base;
+	struct repl_session_config config;
+	struct repl_session_callbacks cb;
+	void *cb_arg;
+
+	struct repl_transport *transport;
+	struct session_conn *conns;
+	struct session_conn *active;  /* the link, NULL while down */
+	struct session_conn *dialling;
+
+	struct pending_table *pending;
+	uint64_t next_seq;
+	int state;                    /* our NodeState, as advertised */
+
+	struct event *tick;           /* every heartbeat_ms */
+	struct event *redial;
+	uint32_t backoff_ms;
+
+	struct repl_session_stats stats;
+};
+
+static void schedule_dial(struct repl_session *s);
+
+static struct session_conn *find_conn(struct repl_session *s, struct repl_conn *conn)
+{
+	struct session_conn *sc = conn->user;
+
+	return sc && sc->session == s ? sc : NULL;
+}
+
+static void forget_conn(struct repl_session *s, struct session_conn *sc)
+{
+	struct session_conn **p = &s->conns;
+
+	while (*p && *p != sc)
+		p = &(*p)->next;
+	if (*p)
+		*p = sc->next;
+	if (s->dialling == sc)
+		s->dialling = NULL;
+	free(sc);
+}
+
+static void link_down(struct repl_session *s, const char *reason)
+{
+	s->active = NULL;
+	s->stats.link_up = false;
+	s->stats.link_changes++;
+	pending_fail_all(s->pending, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE, reason);
+	if (s->cb.link_changed)
+		s->cb.link_changed(s, false, reason, s->cb_arg);
+	schedule_dial(s);
+}
+
+/* Closes sc ourselves (no conn_down will follow) and handles the link. */
+static void drop_conn(struct repl_session *s, struct session_conn *sc, const char *reason)
+{
+	bool was_active = s->active == sc;
+
+	repl_conn_close(sc->conn);
+	forget_conn(s, sc);
+	if (was_active)
+		link_down(s, reason);
+	else if (!s->active && !s->dialling)
+		schedule_dial(s);
+}
+
+static void protocol_error(struct repl_session *s, struct session_conn *sc, const char *reason)
+{
+	if (s->cb.protocol_error)
+		s->cb.protocol_error(s, repl_conn_peer_name(sc->conn), reason, s->cb_arg);
+	drop_conn(s, sc, reason);
+}
+
+static void fill_header(struct repl_session *s, Envelope *env)
+{
+	env->version = FTVM__PARTNER__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
+	env->sender = (char *)s->config.node_id;
+	env->epoch = s->config.epoch;
+}
+
+static int send_envelope(struct repl_session *s, struct session_conn *sc, Envelope *env)
+{
+	uint8_t *payload;
+	size_t len;
+	int r;
+
+	fill_header(s, env);
+	r = codec_payload_pack(&env->base, &payload, &len);
+	if (r < 0)
+		return r;
+	r = repl_conn_send(sc->conn, payload, len);
+	free(payload);
+	return r;
+}
+
+static void send_hello(struct repl_session *s, struct session_conn *sc)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__Hello hello = FTVM__PARTNER__HELLO__INIT;
+
+	hello.node_id = (char *)s->config.node_id;
+	hello.version = FTVM__PARTNER__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
+	hello.epoch = s->config.epoch;
+	hello.page_size = s->config.page_size;
+	hello.frame_count = s->config.frame_count;
+	hello.initiator = !sc->inbound;
+	hello.state = s->state;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO;
+	env.hello = &hello;
+	send_envelope(s, sc, &env);
+}
+
+/* The node that dialled sc; simultaneous connects keep the smaller one's. */
+static const char *dialler_of(struct repl_session *s, struct session_conn *sc)
+{
+	return sc->inbound ? s->stats.partner_id : s->config.node_id;
+}
+
+static int check_hello(struct repl_session *s, const Ftvm__Partner__Hello *h, char *why,
+		       size_t why_len)
+{
+	if (h->version != FTVM__PARTNER__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT) {
+		snprintf(why, why_len, "partner speaks protocol version %u, this node %u",
+			 h->version, FTVM__PARTNER__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
+		return -EPROTO;
+	}
+	if (strcmp(h->node_id, s->config.node_id) == 0) {
+		snprintf(why, why_len, "partner has this node's own id '%s' (two nodes a, or "
+			 "a node dialling itself?)", h->node_id);
+		return -EPROTO;
+	}
+	if (strlen(h->node_id) >= sizeof(s->stats.partner_id) || h->node_id[0] == '\0') {
+		snprintf(why, why_len, "partner id '%.40s' is not a node id", h->node_id);
+		return -EPROTO;
+	}
+	if (s->stats.partner_id[0] && strcmp(h->node_id, s->stats.partner_id) != 0 && s->active) {
+		snprintf(why, why_len, "node '%s' answered, but partner '%s' is linked already",
+			 h->node_id, s->stats.partner_id);
+		return -EPROTO;
+	}
+	if (h->page_size != s->config.page_size) {
+		snprintf(why, why_len, "partner '%s' has page_size %u, this node %u", h->node_id,
+			 h->page_size, s->config.page_size);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static void on_hello(struct repl_session *s, struct session_conn *sc, const Envelope *env)
+{
+	const Ftvm__Partner__Hello *h = env->hello;
+	struct session_conn *old = s->active;
+	char why[192];
+
+	if (check_hello(s, h, why, sizeof(why)) < 0) {
+		protocol_error(s, sc, why);
+		return;
+	}
+	snprintf(s->stats.partner_id, sizeof(s->stats.partner_id), "%s", h->node_id);
+	s->stats.partner_state = h->state;
+	s->stats.partner_epoch = h->epoch;
+	sc->state = CONN_ESTABLISHED;
+	if (s->dialling == sc)
+		s->dialling = NULL;
+
+	if (old) {
+		/* Two links at once: keep the one the smaller id dialled. */
+		if (strcmp(dialler_of(s, sc), dialler_of(s, old)) >= 0) {
+			drop_conn(s, sc, "duplicate connection (simultaneous connect)");
+			return;
+		}
+		s->active = sc;
+		repl_conn_close(old->conn);
+		forget_conn(s, old);
+		pending_fail_all(s->pending, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+				 "connection replaced by a simultaneous connect");
+		return;
+	}
+	s->active = sc;
+	s->stats.last_rx_ms = clock_now_ms();
+	s->backoff_ms = 0;
+	s->stats.link_up = true;
+	s->stats.link_changes++;
+	if (s->redial)
+		evtimer_del(s->redial);
+	if (s->cb.link_changed)
+		s->cb.link_changed(s, true, sc->inbound ? "partner connected" : "connected to partner",
+				   s->cb_arg);
+}
+
+static void on_completion(struct repl_session *s, const Envelope *env)
+{
+	/* An answer to nothing pending came after its request timed out: harmless. */
+	if (!pending_complete(s->pending, env->answers, env->command_complete))
+		log_debug("late answer to seq %" PRIu64 " from %s", env->answers,
+			  s->stats.partner_id);
+}
+
+static void on_receive(struct repl_conn *conn, const uint8_t *payload, size_t len, void *arg)
+{
+	struct repl_session *s = arg;
+	struct session_conn *sc = find_conn(s, conn);
+	char err[160];
+	Envelope *env;
+
+	if (!sc)
+		return;
+	if (codec_envelope_decode(payload, len, &env, err, sizeof(err)) < 0) {
+		protocol_error(s, sc, err);
+		return;
+	}
+	if (sc->state == CONN_HELLO) {
+		if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO)
+			on_hello(s, sc, env);
+		else
+			protocol_error(s, sc, "first message is not a Hello");
+		goto out;
+	}
+	if (sc != s->active)
+		goto out; /* the losing half of a simultaneous connect, closing */
+	if (strcmp(env->sender, s->stats.partner_id) != 0) {
+		snprintf(err, sizeof(err), "message from '%.40s' on the link to '%s'", env->sender,
+			 s->stats.partner_id);
+		protocol_error(s, sc, err);
+		goto out;
+	}
+	s->stats.last_rx_ms = clock_now_ms();
+	s->stats.partner_epoch = env->epoch;
+	switch (env->message_case) {
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT:
+		s->stats.partner_state = env->heartbeat->state;
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO:
+		protocol_error(s, sc, "Hello on an established link");
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE:
+		on_completion(s, env);
+		break;
+	default:
+		if (env->seq == 0) {
+			protocol_error(s, sc, "request without a sequence number");
+			break;
+		}
+		s->stats.requests_received++;
+		s->cb.request(s, env, s->cb_arg);
+		break;
+	}
+out:
+	codec_envelope_free(env);
+}
+
+static void on_conn_up(struct repl_conn *conn, bool inbound, void *arg)
+{
+	struct repl_session *s = arg;
+	struct session_conn *sc = inbound ? NULL : find_conn(s, conn);
+
+	if (!sc) {
+		sc = calloc(1, sizeof(*sc));
+		if (!sc) {
+			repl_conn_close(conn);
+			return;
+		}
+		sc->session = s;
+		sc->conn = conn;
+		sc->inbound = true;
+		conn->user = sc;
+		sc->next = s->conns;
+		s->conns = sc;
+	}
+	sc->connecting = false;
+	sc->since_ms = clock_now_ms();
+	send_hello(s, sc);
+}
+
+static void on_conn_down(struct repl_conn *conn, int error, const char *reason, void *arg)
+{
+	struct repl_session *s = arg;
+	struct session_conn *sc = find_conn(s, conn);
+	bool was_active;
+
+	if (!sc)
+		return;
+	was_active = s->active == sc;
+	if (error == -EBADMSG && s->cb.protocol_error)
+		s->cb.protocol_error(s, repl_conn_peer_name(conn), reason, s->cb_arg);
+	forget_conn(s, sc);
+	if (was_active)
+		link_down(s, reason);
+	else if (!s->active && !s->dialling)
+		schedule_dial(s);
+}
+
+static void dial(struct repl_session *s)
+{
+	struct session_conn *sc;
+	struct repl_conn *conn;
+
+	if (s->active || s->dialling)
+		return;
+	sc = calloc(1, sizeof(*sc));
+	if (!sc)
+		goto retry;
+	if (s->transport->ops->connect(s->transport, s->config.partner, &conn) < 0) {
+		free(sc);
+		goto retry;
+	}
+	sc->session = s;
+	sc->conn = conn;
+	sc->connecting = true;
+	sc->since_ms = clock_now_ms();
+	conn->user = sc;
+	sc->next = s->conns;
+	s->conns = sc;
+	s->dialling = sc;
+	return;
+retry:
+	schedule_dial(s);
+}
+
+static void on_redial(evutil_socket_t fd, short what, void *arg)
+{
+	dial(arg);
+}
+
+static void schedule_dial(struct repl_session *s)
+{
+	struct timeval tv;
+
+	if (s->active || !s->redial)
+		return;
+	s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : DIAL_BACKOFF_MIN_MS;
+	if (s->backoff_ms > DIAL_BACKOFF_MAX_MS)
+		s->backoff_ms = DIAL_BACKOFF_MAX_MS;
+	tv.tv_sec = s->backoff_ms / 1000;
+	tv.tv_usec = (s->backoff_ms % 1000) * 1000;
+	if (!evtimer_pending(s->redial, NULL))
+		evtimer_add(s->redial, &tv);
+}
+
+static void send_heartbeat(struct repl_session *s)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__Heartbeat hb = FTVM__PARTNER__HEARTBEAT__INIT;
+
+	hb.sent_us = clock_now_us();
+	hb.state = s->state;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT;
+	env.heartbeat = &hb;
+	send_envelope(s, s->active, &env);
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct repl_session *s = arg;
+	uint64_t now = clock_now_ms();
+	struct session_conn *sc, *next;
+	char why[128];
+
+	/* A connection that never said Hello is a stranger or a hung partner. */
+	for (sc = s->conns; sc; sc = next) {
+		next = sc->next;
+		if (sc->state == CONN_HELLO && !sc->connecting &&
+		    now - sc->since_ms > s->config.dead_after_ms) {
+			snprintf(why, sizeof(why), "no Hello within %u ms", s->config.dead_after_ms);
+			protocol_error(s, sc, why);
+		}
+	}
+	if (!s->active)
+		return;
+	if (now - s->stats.last_rx_ms > s->config.dead_after_ms) {
+		snprintf(why, sizeof(why), "partner '%s' silent for %" PRIu64 " ms (dead_after_ms %u)",
+			 s->stats.partner_id, now - s->stats.last_rx_ms, s->config.dead_after_ms);
+		drop_conn(s, s->active, why);
+		return;
+	}
+	send_heartbeat(s);
+}
+
+int repl_session_new(struct event_base *base, const struct repl_session_config *config,
+		     const struct repl_session_callbacks *cb, void *arg, struct repl_session **ret)
+{
+	static const struct repl_transport_callbacks transport_cb = {
+		.conn_up = on_conn_up,
+		.receive = on_receive,
+		.conn_down = on_conn_down,
+	};
+	struct repl_session *s = calloc(1, sizeof(*s));
+	int r;
+
+	if (!s)
+		return -ENOMEM;
+	s->base = base;
+	s->config = *config;
+	s->cb = *cb;
+	s->cb_arg = arg;
+	s->state = FTVM__PARTNER__NODE_STATE__NODE_STATE_STARTING;
+	r = pending_table_new(base, &s->pending);
+	if (r < 0)
+		goto fail;
+	r = config->transport->create(base, &transport_cb, s, config->max_payload, &s->transport);
+	if (r < 0)
+		goto fail;
+	s->tick = event_new(base, -1, EV_PERSIST, on_tick, s);
+	s->redial = evtimer_new(base, on_redial, s);
+	if (!s->tick || !s->redial) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	*ret = s;
+	return 0;
+fail:
+	repl_session_free(s);
+	return r;
+}
+
+int repl_session_start(struct repl_session *s)
+{
+	struct timeval tv = {
+		.tv_sec = s->config.heartbeat_ms / 1000,
+		.tv_usec = (s->config.heartbeat_ms % 1000) * 1000,
+	};
+	int r;
+
+	r = s->transport->ops->listen(s->transport, s->config.listen);
+	if (r < 0)
+		return r;
+	evtimer_add(s->tick, &tv);
+	dial(s);
+	return 0;
+}
+
+void repl_session_free(struct repl_session *s)
+{
+	if (!s)
+		return;
+	pending_table_free(s->pending);
+	while (s->conns) {
+		struct session_conn *sc = s->conns;
+		repl_conn_close(sc->conn);
+		forget_conn(s, sc);
+	}
+	if (s->transport)
+		s->transport->ops->destroy(s->transport);
+	if (s->tick)
+		event_free(s->tick);
+	if (s->redial)
+		event_free(s->redial);
+	free(s);
+}
+
+int repl_session_request(struct repl_session *s, Envelope *env, uint32_t timeout_ms,
+			 pending_done_fn done, void *arg)
+{
+	int r;
+
+	if (!s->active)
+		return -ENOTCONN;
+	env->seq = ++s->next_seq;
+	env->answers = 0;
+	r = send_envelope(s, s->active, env);
+	if (r < 0)
+		return r;
+	s->stats.requests_sent++;
+	return pending_add(s->pending, env->seq, timeout_ms, done, arg);
+}
+
+int repl_session_complete(struct repl_session *s, uint64_t seq, const CommandComplete *cc)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+
+	if (!s->active)
+		return -ENOTCONN;
+	env.answers = seq;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE;
+	env.command_complete = (CommandComplete *)cc;
+	return send_envelope(s, s->active, &env);
+}
+
+void repl_session_set_state(struct repl_session *s, int node_state)
+{
+	s->state = node_state;
+}
+
+void repl_session_get_stats(const struct repl_session *s, struct repl_session_stats *ret)
+{
+	*ret = s->stats;
+	ret->connections = 0;
+	for (const struct session_conn *sc = s->conns; sc; sc = sc->next)
+		ret->connections++;
+}

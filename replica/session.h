@@ -1,0 +1,76 @@
+/* The link to the partner node: connection management, the Hello handshake,
+ * heartbeats and dead-partner detection, sequence numbers, and requests
+ * matched to their completions. It knows the protocol's envelope but nothing
+ * of pages or locks: paging messages go up to the request callback.
+ * The state machine is drawn at the top of session.c. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "codec.h"
+#include "pending.h"
+#include "transport.h"
+
+struct event_base;
+struct repl_session;
+
+struct repl_session_config {
+	const char *node_id;
+	const char *listen;               /* endpoint to accept on */
+	const char *partner;              /* endpoint to dial */
+	const struct repl_transport_ops *transport;
+	uint32_t page_size;
+	uint64_t frame_count;
+	uint64_t epoch;
+	uint32_t heartbeat_ms;
+	uint32_t dead_after_ms;
+	size_t max_payload;
+};
+
+struct repl_session_callbacks {
+	/* The link came up (Hello exchanged) or went down, with why. */
+	void (*link_changed)(struct repl_session *s, bool up, const char *reason, void *arg);
+	/* A request from the partner (a paging message, or a message this build
+	 * does not know). Answer with repl_session_complete(env->seq), now or
+	 * later; env is freed when this returns. */
+	void (*request)(struct repl_session *s, const Envelope *env, void *arg);
+	/* A connection was dropped for what it sent (a bad frame, a message that
+	 * does not decode, a refused Hello); peer names it. Optional. */
+	void (*protocol_error)(struct repl_session *s, const char *peer, const char *reason,
+			       void *arg);
+};
+
+struct repl_session_stats {
+	bool link_up;
+	char partner_id[64];              /* "" until a Hello was seen */
+	int partner_state;                /* Ftvm__Partner__NodeState */
+	uint64_t partner_epoch;
+	uint64_t link_changes;
+	uint64_t last_rx_ms;              /* monotonic ms of the last frame from the partner */
+	uint64_t requests_sent;
+	uint64_t requests_received;
+	unsigned connections;             /* open, in any state (1 when settled) */
+};
+
+int repl_session_new(struct event_base *base, const struct repl_session_config *config,
+		     const struct repl_session_callbacks *cb, void *arg, struct repl_session **ret);
+/* Listens and starts dialling the partner. */
+int repl_session_start(struct repl_session *s);
+/* Fails pending requests, closes connections. NULL is fine. */
+void repl_session_free(struct repl_session *s);
+
+/* Sends env (its message set by the caller; version, sender, epoch and seq
+ * are filled here) and calls done once with the answer. -ENOTCONN when the
+ * link is down (done is not called). */
+int repl_session_request(struct repl_session *s, Envelope *env, uint32_t timeout_ms,
+			 pending_done_fn done, void *arg);
+
+/* Answers the partner's request seq. -ENOTCONN when the link went down in
+ * between (the partner has failed the request on its side already). */
+int repl_session_complete(struct repl_session *s, uint64_t seq, const CommandComplete *cc);
+
+/* What this node says it is, in Hello and every heartbeat. */
+void repl_session_set_state(struct repl_session *s, int node_state);
+
+void repl_session_get_stats(const struct repl_session *s, struct repl_session_stats *ret);

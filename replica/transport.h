@@ -1,0 +1,87 @@
+/* The partner channel's transport interface: one ops table per backend (TCP
+ * now, RDMA later), so nothing above this file knows which one runs.
+ *
+ * A transport instance owns a listener and its connections. It moves whole
+ * frames (common/frame.h): send() takes one payload and frames it; the receive
+ * callback gets one whole, checksum-verified payload. A frame that is too
+ * long, truncated, or fails its checksum ends the connection (conn_down with
+ * the reason); the transport itself goes on listening.
+ *
+ * Every callback runs on the event loop thread, from the loop. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+struct repl_transport;
+struct repl_conn;
+
+struct repl_transport_callbacks {
+	/* conn can carry frames now: accepted (inbound) or connected (outbound). */
+	void (*conn_up)(struct repl_conn *conn, bool inbound, void *arg);
+	/* One frame's payload; the buffer is valid only during the call. */
+	void (*receive)(struct repl_conn *conn, const uint8_t *payload, size_t len, void *arg);
+	/* conn is gone: peer closed, I/O error, bad frame, or an outbound connect
+	 * failed. reason says which. conn is freed when this returns. Not called
+	 * for a connection the owner closed with close(). */
+	void (*conn_down)(struct repl_conn *conn, int error, const char *reason, void *arg);
+};
+
+struct repl_transport_ops {
+	const char *name;
+	/* A transport on base that reports to cb; frames above max_payload are
+	 * refused both ways. */
+	int (*create)(struct event_base *base, const struct repl_transport_callbacks *cb, void *arg,
+		      size_t max_payload, struct repl_transport **ret);
+	/* Accept connections on "host:port". */
+	int (*listen)(struct repl_transport *t, const char *endpoint);
+	/* Start connecting to "host:port": conn_up or conn_down follows later. */
+	int (*connect)(struct repl_transport *t, const char *endpoint, struct repl_conn **ret);
+	/* Queue one payload. The caller keeps its buffer (it is copied before
+	 * return). -EAGAIN: no send credits now, try after a completion. */
+	int (*send)(struct repl_conn *c, const void *payload, size_t len);
+	/* Close and free conn now; no conn_down follows. */
+	void (*close)(struct repl_conn *c);
+	/* Text naming the peer ("127.0.0.1:7102"), for logs. */
+	const char *(*peer_name)(const struct repl_conn *c);
+	/* Close everything; NULL is fine. */
+	void (*destroy)(struct repl_transport *t);
+};
+
+/* Every backend's instance and connection structs start with these, so a
+ * caller can get back to the ops and keep its own pointer on a connection. */
+struct repl_transport {
+	const struct repl_transport_ops *ops;
+};
+
+struct repl_conn {
+	struct repl_transport *transport;
+	void *user;
+};
+
+extern const struct repl_transport_ops repl_transport_tcp;
+
+/* The backend named name ("tcp", "rdma"), or NULL when this build has none. */
+const struct repl_transport_ops *repl_transport_find(const char *name);
+
+/* Picks the backend for a configured "auto" | "tcp" | "rdma". Returns it and
+ * writes why it was picked to reason; NULL with the reason it cannot run. */
+const struct repl_transport_ops *repl_transport_select(const char *configured, char *reason,
+						       size_t reason_len);
+
+static inline int repl_conn_send(struct repl_conn *c, const void *payload, size_t len)
+{
+	return c->transport->ops->send(c, payload, len);
+}
+
+static inline void repl_conn_close(struct repl_conn *c)
+{
+	c->transport->ops->close(c);
+}
+
+static inline const char *repl_conn_peer_name(const struct repl_conn *c)
+{
+	return c->transport->ops->peer_name(c);
+}

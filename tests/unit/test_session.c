@@ -1,0 +1,397 @@
+/* The partner session over real TCP sockets on loopback: two sessions in one
+ * process, plus raw sockets that play a hung or garbage-speaking partner. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "clock.h"
+#include "frame.h"
+#include "session.h"
+
+static int failures;
+static struct event_base *base;
+
+#define CHECK(cond, ...)                                                               \
+	do {                                                                           \
+		if (!(cond)) {                                                         \
+			failures++;                                                    \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);                                  \
+			fputc('\n', stderr);                                           \
+		}                                                                      \
+	} while (0)
+
+struct peer {
+	const char *id;
+	char listen[32];
+	char partner[32];
+	uint32_t page_size;
+	struct repl_session *s;
+	int link_ups, link_downs;
+	char last_reason[256];
+	int protocol_errors;
+	char last_protocol_error[256];
+	/* Requests answered by the test, not at once. */
+	uint64_t held_seq[16];
+	int n_held;
+	bool hold_requests;
+};
+
+static uint16_t free_port(void)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	bind(fd, (struct sockaddr *)&sin, sizeof(sin));
+	getsockname(fd, (struct sockaddr *)&sin, &len);
+	close(fd);
+	return ntohs(sin.sin_port);
+}
+
+static void on_link(struct repl_session *s, bool up, const char *reason, void *arg)
+{
+	struct peer *p = arg;
+
+	if (up)
+		p->link_ups++;
+	else
+		p->link_downs++;
+	snprintf(p->last_reason, sizeof(p->last_reason), "%s", reason);
+}
+
+static void answer(struct repl_session *s, uint64_t seq, uint64_t free_bytes)
+{
+	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+	Ftvm__Partner__SpaceStatus space = FTVM__PARTNER__SPACE_STATUS__INIT;
+
+	space.free_bytes = free_bytes;
+	cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE;
+	cc.space = &space;
+	repl_session_complete(s, seq, &cc);
+}
+
+/* Answers SpaceRequest{bytes} with free_bytes = bytes * 2, or holds it. */
+static void on_request(struct repl_session *s, const Envelope *env, void *arg)
+{
+	struct peer *p = arg;
+
+	if (p->hold_requests && p->n_held < 16) {
+		p->held_seq[p->n_held++] = env->seq;
+		return;
+	}
+	answer(s, env->seq, env->space_request->bytes * 2);
+}
+
+static void on_protocol_error(struct repl_session *s, const char *peer, const char *reason,
+			      void *arg)
+{
+	struct peer *p = arg;
+
+	p->protocol_errors++;
+	snprintf(p->last_protocol_error, sizeof(p->last_protocol_error), "%s", reason);
+}
+
+static const struct repl_session_callbacks callbacks = {
+	.link_changed = on_link,
+	.request = on_request,
+	.protocol_error = on_protocol_error,
+};
+
+static void peer_init(struct peer *p, const char *id, uint16_t listen, uint16_t partner)
+{
+	memset(p, 0, sizeof(*p));
+	p->id = id;
+	p->page_size = 4096;
+	snprintf(p->listen, sizeof(p->listen), "127.0.0.1:%u", listen);
+	snprintf(p->partner, sizeof(p->partner), "127.0.0.1:%u", partner);
+}
+
+static int peer_start(struct peer *p)
+{
+	struct repl_session_config c = {
+		.node_id = p->id,
+		.listen = p->listen,
+		.partner = p->partner,
+		.transport = &repl_transport_tcp,
+		.page_size = p->page_size,
+		.frame_count = 1024,
+		.epoch = 1,
+		.heartbeat_ms = 20,
+		.dead_after_ms = 150,
+		.max_payload = FRAME_MAX_PAYLOAD_DEFAULT,
+	};
+	int r = repl_session_new(base, &c, &callbacks, p, &p->s);
+
+	return r < 0 ? r : repl_session_start(p->s);
+}
+
+static void peer_stop(struct peer *p)
+{
+	repl_session_free(p->s);
+	p->s = NULL;
+}
+
+/* Runs the loop until cond holds or timeout_ms pass; returns cond. */
+#define RUN_UNTIL(cond, timeout_ms)                                                    \
+	({                                                                             \
+		uint64_t deadline_ = clock_now_ms() + (timeout_ms);                    \
+		while (!(cond) && clock_now_ms() < deadline_)                          \
+			event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK),          \
+				usleep(200);                                           \
+		(cond);                                                                \
+	})
+
+static bool link_up(struct peer *p)
+{
+	struct repl_session_stats st;
+
+	repl_session_get_stats(p->s, &st);
+	return st.link_up;
+}
+
+static unsigned connections(struct peer *p)
+{
+	struct repl_session_stats st;
+
+	repl_session_get_stats(p->s, &st);
+	return st.connections;
+}
+
+struct result {
+	bool done;
+	int status;
+	uint64_t free_bytes;
+	char reason[128];
+};
+
+static void on_done(const CommandComplete *cc, void *arg)
+{
+	struct result *r = arg;
+
+	r->done = true;
+	r->status = cc->status;
+	if (cc->payload_case == FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE)
+		r->free_bytes = cc->space->free_bytes;
+	snprintf(r->reason, sizeof(r->reason), "%s", cc->reason ? cc->reason : "");
+}
+
+static int send_space_request(struct peer *p, uint64_t bytes, uint32_t timeout_ms,
+			      struct result *res)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__SpaceRequest req = FTVM__PARTNER__SPACE_REQUEST__INIT;
+
+	memset(res, 0, sizeof(*res));
+	req.bytes = bytes;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+	env.space_request = &req;
+	return repl_session_request(p->s, &env, timeout_ms, on_done, res);
+}
+
+static void test_handshake_and_requests(void)
+{
+	uint16_t pa = free_port(), pb = free_port();
+	struct peer a, b;
+	struct result res[8];
+	struct repl_session_stats st;
+
+	peer_init(&a, "a", pa, pb);
+	peer_init(&b, "b", pb, pa);
+	CHECK(peer_start(&a) == 0, "start a");
+	CHECK(peer_start(&b) == 0, "start b");
+	CHECK(RUN_UNTIL(link_up(&a) && link_up(&b), 3000), "link up on both");
+	/* Both dialled: they must settle on one connection, the same on both. */
+	CHECK(RUN_UNTIL(connections(&a) == 1 && connections(&b) == 1, 2000),
+	      "one connection each, got a=%u b=%u", connections(&a), connections(&b));
+	repl_session_get_stats(a.s, &st);
+	CHECK(strcmp(st.partner_id, "b") == 0, "a's partner is '%s'", st.partner_id);
+
+	/* Several in flight, answered in reverse order: each gets its own. */
+	b.hold_requests = true;
+	for (int i = 0; i < 8; i++)
+		CHECK(send_space_request(&a, 100 + i, 2000, &res[i]) == 0, "request %d", i);
+	CHECK(RUN_UNTIL(b.n_held == 8, 2000), "b got 8 requests, has %d", b.n_held);
+	for (int i = 7; i >= 0; i--)
+		answer(b.s, b.held_seq[i], 1000 + (uint64_t)i);
+	CHECK(RUN_UNTIL(res[0].done && res[7].done, 2000), "answers arrived");
+	for (int i = 0; i < 8; i++)
+		CHECK(res[i].done && res[i].status == 0 && res[i].free_bytes == 1000 + (uint64_t)i,
+		      "request %d: done %d status %d free %llu", i, res[i].done, res[i].status,
+		      (unsigned long long)res[i].free_bytes);
+
+	/* A request nobody answers fails at its deadline. */
+	b.n_held = 0;
+	uint64_t t0 = clock_now_ms();
+	send_space_request(&a, 1, 100, &res[0]);
+	CHECK(RUN_UNTIL(res[0].done, 2000), "timeout reported");
+	CHECK(res[0].status == FTVM__PARTNER__STATUS__STATUS_TIMEOUT, "status %d", res[0].status);
+	CHECK(clock_now_ms() - t0 >= 100, "timed out early, after %llu ms",
+	      (unsigned long long)(clock_now_ms() - t0));
+	/* Its late answer is ignored without harm. */
+	answer(b.s, b.held_seq[0], 5);
+	b.hold_requests = false;
+	CHECK(send_space_request(&a, 21, 2000, &res[1]) == 0, "request after late answer");
+	CHECK(RUN_UNTIL(res[1].done, 2000) && res[1].free_bytes == 42, "answered 42, got %llu",
+	      (unsigned long long)res[1].free_bytes);
+
+	/* The partner goes away with a request pending: it fails at once, clearly. */
+	b.hold_requests = true;
+	b.n_held = 0;
+	send_space_request(&a, 1, 5000, &res[2]);
+	CHECK(RUN_UNTIL(b.n_held == 1, 2000), "b holds it");
+	peer_stop(&b);
+	CHECK(RUN_UNTIL(res[2].done, 1000), "pending failed on link down");
+	CHECK(res[2].status == FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE, "status %d",
+	      res[2].status);
+	CHECK(!link_up(&a) && a.link_downs == 1, "a sees the link down (%d downs)", a.link_downs);
+	CHECK(send_space_request(&a, 1, 100, &res[3]) == -ENOTCONN, "request while down");
+
+	/* It comes back: a redials on its own. */
+	peer_init(&b, "b", pb, pa);
+	CHECK(peer_start(&b) == 0, "restart b");
+	CHECK(RUN_UNTIL(link_up(&a) && link_up(&b), 5000), "link back");
+	peer_stop(&a);
+	peer_stop(&b);
+}
+
+/* Writes one envelope frame to a raw socket. */
+static void raw_send(int fd, Envelope *env)
+{
+	uint8_t *frame;
+	size_t len;
+
+	codec_frame_pack(&env->base, &frame, &len);
+	CHECK(write(fd, frame, len) == (ssize_t)len, "raw write");
+	free(frame);
+}
+
+static void raw_hello(int fd, const char *id, uint32_t page_size)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__Hello hello = FTVM__PARTNER__HELLO__INIT;
+
+	hello.node_id = (char *)id;
+	hello.version = 1;
+	hello.page_size = page_size;
+	env.version = 1;
+	env.sender = (char *)id;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO;
+	env.hello = &hello;
+	raw_send(fd, &env);
+}
+
+static int raw_connect(uint16_t port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port),
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	CHECK(connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0, "raw connect");
+	return fd;
+}
+
+static void test_silent_partner(void)
+{
+	uint16_t pa = free_port(), pb = free_port();
+	struct peer a;
+	uint64_t t0;
+	int fd;
+
+	/* "b" is a raw socket: it says Hello, then nothing, as a hung process would. */
+	peer_init(&a, "a", pa, pb);
+	CHECK(peer_start(&a) == 0, "start a");
+	fd = raw_connect(pa);
+	raw_hello(fd, "b", 4096);
+	CHECK(RUN_UNTIL(link_up(&a), 2000), "linked to the raw partner");
+	t0 = clock_now_ms();
+	CHECK(RUN_UNTIL(!link_up(&a), 2000), "silent partner reported down");
+	CHECK(clock_now_ms() - t0 <= 150 + 20 + 100, "down after %llu ms (dead_after 150)",
+	      (unsigned long long)(clock_now_ms() - t0));
+	CHECK(strstr(a.last_reason, "silent") != NULL, "reason: %s", a.last_reason);
+	close(fd);
+	peer_stop(&a);
+}
+
+static void test_bad_input(void)
+{
+	uint16_t pa = free_port(), pb = free_port();
+	struct peer a, b;
+	char garbage[4096];
+	struct result res;
+	int fd;
+
+	peer_init(&a, "a", pa, pb);
+	peer_init(&b, "b", pb, pa);
+	CHECK(peer_start(&a) == 0 && peer_start(&b) == 0, "start");
+	CHECK(RUN_UNTIL(link_up(&a) && link_up(&b), 3000), "link up");
+
+	/* Garbage on a's port: dropped with a reason, the link to b unharmed. */
+	srand(7);
+	for (size_t i = 0; i < sizeof(garbage); i++)
+		garbage[i] = (char)rand();
+	fd = raw_connect(pa);
+	CHECK(write(fd, garbage, sizeof(garbage)) == (ssize_t)sizeof(garbage), "garbage write");
+	CHECK(RUN_UNTIL(a.protocol_errors > 0, 2000), "garbage noticed");
+	CHECK(strstr(a.last_protocol_error, "bad frame") != NULL, "reason: %s",
+	      a.last_protocol_error);
+	close(fd);
+
+	/* A Hello with another page size is refused, naming both sizes. */
+	a.protocol_errors = 0;
+	fd = raw_connect(pa);
+	raw_hello(fd, "b", 8192);
+	CHECK(RUN_UNTIL(a.protocol_errors > 0, 2000), "page size mismatch noticed");
+	CHECK(strstr(a.last_protocol_error, "page_size 8192") != NULL, "reason: %s",
+	      a.last_protocol_error);
+	close(fd);
+
+	/* A node claiming a's own id is refused. */
+	a.protocol_errors = 0;
+	fd = raw_connect(pa);
+	raw_hello(fd, "a", 4096);
+	CHECK(RUN_UNTIL(a.protocol_errors > 0, 2000), "own id noticed");
+	CHECK(strstr(a.last_protocol_error, "own id") != NULL, "reason: %s",
+	      a.last_protocol_error);
+	close(fd);
+
+	/* A connection that never says Hello is closed after dead_after_ms. */
+	a.protocol_errors = 0;
+	fd = raw_connect(pa);
+	CHECK(RUN_UNTIL(a.protocol_errors > 0, 2000), "mute connection closed");
+	CHECK(strstr(a.last_protocol_error, "no Hello") != NULL, "reason: %s",
+	      a.last_protocol_error);
+	close(fd);
+
+	CHECK(link_up(&a) && a.link_downs == 0, "link to b never dropped (%d downs)", a.link_downs);
+	CHECK(send_space_request(&a, 8, 2000, &res) == 0, "request");
+	CHECK(RUN_UNTIL(res.done, 2000) && res.free_bytes == 16, "still served");
+	peer_stop(&a);
+	peer_stop(&b);
+}
+
+int main(void)
+{
+	struct event_config *cfg = event_config_new();
+
+	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+	base = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	test_handshake_and_requests();
+	test_silent_partner();
+	test_bad_input();
+	event_base_free(base);
+	if (failures) {
+		fprintf(stderr, "%d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("session: all checks passed\n");
+	return 0;
+}
