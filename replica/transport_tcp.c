@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -31,6 +32,7 @@ struct tcp_conn {
 	 * and the read loop frees it once the callback has returned. */
 	bool dispatching;
 	bool closed;
+	bool connected;
 };
 
 struct tcp_transport {
@@ -151,6 +153,7 @@ static void on_event(struct bufferevent *bev, short events, void *arg)
 
 	if (events & BEV_EVENT_CONNECTED) {
 		set_nodelay(bufferevent_getfd(bev));
+		c->connected = true;
 		c->dispatching = true;
 		t->cb.conn_up(&c->base, false, t->cb_arg);
 		c->dispatching = false;
@@ -223,6 +226,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 		evutil_closesocket(fd);
 		return;
 	}
+	c->connected = true;
 	c->dispatching = true;
 	t->cb.conn_up(&c->base, true, t->cb_arg);
 	c->dispatching = false;
@@ -291,18 +295,40 @@ static int tcp_connect(struct repl_transport *base, const char *endpoint, struct
 	return 0;
 }
 
+/* Writes what the socket takes now and returns how much; 0 on EAGAIN or an
+ * error (the bufferevent then sees the error on its own write). */
+static size_t write_now(struct tcp_conn *c, const uint8_t *hdr, const void *payload, size_t len)
+{
+	struct iovec iov[2] = {
+		{ .iov_base = (void *)hdr, .iov_len = FRAME_HEADER_SIZE },
+		{ .iov_base = (void *)payload, .iov_len = len },
+	};
+	ssize_t n = writev(bufferevent_getfd(c->bev), iov, 2);
+
+	return n > 0 ? (size_t)n : 0;
+}
+
 static int tcp_send(struct repl_conn *base, const void *payload, size_t len)
 {
 	struct tcp_conn *c = (struct tcp_conn *)base;
 	struct evbuffer *out = bufferevent_get_output(c->bev);
 	uint8_t hdr[FRAME_HEADER_SIZE];
+	size_t done = 0;
 
 	if (c->closed)
 		return -ENOTCONN;
 	if (len > c->transport->max_payload)
 		return -EMSGSIZE;
 	frame_header_build(hdr, payload, len);
-	if (evbuffer_add(out, hdr, sizeof(hdr)) < 0 || evbuffer_add(out, payload, len) < 0)
+	/* With nothing queued, write straight away: leaving it to the bufferevent
+	 * costs one more trip through the event loop on every message. */
+	if (c->connected && evbuffer_get_length(out) == 0)
+		done = write_now(c, hdr, payload, len);
+	if (done < FRAME_HEADER_SIZE &&
+	    evbuffer_add(out, hdr + done, FRAME_HEADER_SIZE - done) < 0)
+		return -ENOMEM;
+	done = done > FRAME_HEADER_SIZE ? done - FRAME_HEADER_SIZE : 0;
+	if (done < len && evbuffer_add(out, (const uint8_t *)payload + done, len - done) < 0)
 		return -ENOMEM;
 	return 0;
 }
