@@ -33,8 +33,8 @@ int log_level_from_string(const char *s)
 	return -EINVAL;
 }
 
-static void log_vprintf(int level, const char *subsystem, const char *suffix, const char *fmt,
-			va_list ap)
+__attribute__((format(printf, 4, 0))) static void
+log_vprintf(int level, const char *subsystem, const char *suffix, const char *fmt, va_list ap)
 {
 	char msg[2048];
 

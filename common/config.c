@@ -1,0 +1,913 @@
+/* The node's configuration file: INI read by libinih, each key checked as inih
+ * hands it over, then the keys checked against each other once the whole file
+ * is in (page_size may come after size, and so on).
+ *
+ * Debian's inih gives the handler no line number, so lines reach inih through
+ * read_line(), which counts them: while the handler runs, the count is the
+ * line being handled. read_line() also
+ *  - drops leading blanks, so an indented key is a key and not, as inih would
+ *    take it, a continuation of the previous key's value;
+ *  - ends a line at a '#' that follows a blank, the comment style of the
+ *    documented example (inih itself only knows ';' inline);
+ *  - refuses a line longer than inih's buffer, which inih would cut in two;
+ *  - sees section headers, because inih calls the handler only for keys and
+ *    an empty section ([policy x] with nothing under it, a misspelt [nodes])
+ *    must still be caught. inih, not this file, takes the name out of the
+ *    header (section_name()), so both always agree on what it is.
+ * The first problem found stops the reading; it is the one reported. */
+#include "config.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+
+#include <ini.h>
+
+#include "log.h"
+
+#define READ_MAX 4096          /* longest physical line read_line() takes in */
+#define SECTION_NAME_MAX 64    /* more than inih keeps (49) */
+#define HOST_MAX 256           /* a DNS name is at most 253 */
+#define BLOCK_SIZE_MAX (4u << 20)
+#define PAGE_SIZE_MIN 512u
+#define PAGE_SIZE_MAX (1u << 20)
+#define HEARTBEAT_MS_MAX 60000u
+#define TIMEOUT_MS_MAX 600000u
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+enum section {
+	SECTION_NONE, /* before the first header */
+	SECTION_NODE,
+	SECTION_MEMORY,
+	SECTION_STORE,
+	SECTION_FAILOVER,
+	SECTION_POLICY,
+};
+
+enum key_index {
+	KEY_ID,
+	KEY_LISTEN,
+	KEY_PARTNER,
+	KEY_TRANSPORT,
+	KEY_SOCKET,
+	KEY_STATE_DIR,
+	KEY_LOG_LEVEL,
+	KEY_SIZE,
+	KEY_PAGE_SIZE,
+	KEY_STORE_PATH,
+	KEY_HEARTBEAT_MS,
+	KEY_DEAD_AFTER_MS,
+	KEY_REQUEST_TIMEOUT_MS,
+	KEY_BLOCK_SIZE, /* one per policy: its line lives with the policy */
+	N_KEYS,
+};
+
+struct parser {
+	const char *path; /* as given, for messages */
+	FILE *f;
+	unsigned line; /* lines read so far: inside the handler, the current one */
+	int read_errno;
+	struct ftvm_config *c;
+
+	enum section section;                     /* where keys go now */
+	char section_name[SECTION_NAME_MAX];      /* as written, for messages */
+	const char *key;                          /* the key being set, for messages */
+	unsigned line_of[N_KEYS];                 /* where each key was set; 0: default */
+	unsigned policy_line[CONFIG_POLICIES_MAX];     /* each policy's header */
+	unsigned block_size_line[CONFIG_POLICIES_MAX]; /* and its block_size */
+
+	int r; /* the first problem; the reading stops there */
+	unsigned err_line;
+	char *err;
+	size_t err_len;
+};
+
+struct key {
+	enum section section;
+	const char *name;
+	int (*set)(struct parser *p, const char *value);
+};
+
+/* ---- messages ---- */
+
+__attribute__((format(printf, 6, 0))) static int vfail(struct parser *p, int r, unsigned line,
+							      const char *section, const char *key,
+							      const char *fmt, va_list ap)
+{
+	char where[64 + SECTION_NAME_MAX] = "";
+	char what[512];
+
+	if (p->r < 0)
+		return p->r;
+	p->r = r;
+	p->err_line = line;
+	if (!p->err || p->err_len == 0)
+		return r;
+
+	if (line)
+		snprintf(where, sizeof(where), ":%u", line);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	snprintf(p->err, p->err_len, "%s%s: %s%s%s%s%s%s", p->path, where, section ? "[" : "",
+		 section ? section : "", section ? "]" : "", section && key ? " " : "",
+		 key ? key : "", section || key ? ": " : "");
+	/* The message goes after the prefix, however long the path was. */
+	size_t used = strlen(p->err);
+	snprintf(p->err + used, p->err_len - used, "%s", what);
+	return r;
+}
+
+/* "FILE:LINE: [section] key: what"; line 0 leaves ":LINE" out, a NULL section
+ * or key leaves that part out. Keeps the first problem only. */
+__attribute__((format(printf, 5, 6))) static int fail(struct parser *p, unsigned line,
+						       const char *section, const char *key,
+						       const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = vfail(p, -EINVAL, line, section, key, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* The key being set, on the current line. */
+__attribute__((format(printf, 2, 3))) static int fail_key(struct parser *p, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = vfail(p, -EINVAL, p->line, p->section_name, p->key, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+__attribute__((format(printf, 3, 4))) static int fail_errno(struct parser *p, int r,
+							     const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	r = vfail(p, r, 0, NULL, NULL, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+static int fail_oom(struct parser *p)
+{
+	return fail_errno(p, -ENOMEM, "out of memory");
+}
+
+/* ---- values ---- */
+
+static bool is_digit(char ch)
+{
+	return ch >= '0' && ch <= '9';
+}
+
+/* Decimal digits only (no sign, no blanks), at most max. */
+static int parse_decimal(const char *s, uint64_t max, uint64_t *ret)
+{
+	uint64_t n = 0;
+
+	if (!is_digit(*s))
+		return -EINVAL;
+	for (; is_digit(*s); s++) {
+		unsigned d = (unsigned)(*s - '0');
+
+		if (n > (max - d) / 10)
+			return -EINVAL;
+		n = n * 10 + d;
+	}
+	if (*s)
+		return -EINVAL;
+	*ret = n;
+	return 0;
+}
+
+int config_parse_size(const char *s, uint64_t *ret)
+{
+	uint64_t n = 0, unit = 1;
+
+	if (!s || !is_digit(*s))
+		return -EINVAL;
+	for (; is_digit(*s); s++) {
+		unsigned d = (unsigned)(*s - '0');
+
+		if (n > (UINT64_MAX - d) / 10)
+			return -EINVAL;
+		n = n * 10 + d;
+	}
+	switch (*s) {
+	case 'K':
+		unit = UINT64_C(1) << 10;
+		s++;
+		break;
+	case 'M':
+		unit = UINT64_C(1) << 20;
+		s++;
+		break;
+	case 'G':
+		unit = UINT64_C(1) << 30;
+		s++;
+		break;
+	default:
+		break;
+	}
+	if (*s || n > UINT64_MAX / unit)
+		return -EINVAL;
+	*ret = n * unit;
+	return 0;
+}
+
+/* What is wrong with endpoint s, or NULL (and host and port filled in). */
+static const char *endpoint_problem(const char *s, char *host, size_t host_len,
+				    uint16_t *ret_port)
+{
+	const char *h, *colon;
+	size_t hl;
+	uint64_t port;
+
+	if (s[0] == '[') {
+		const char *close = strchr(s, ']');
+
+		if (!close)
+			return "no ']' after the IPv6 address";
+		h = s + 1;
+		hl = (size_t)(close - h);
+		colon = close + 1;
+		if (*colon != ':')
+			return *colon ? "text between ']' and ':'" : "missing port";
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon)
+			return "missing port";
+		h = s;
+		hl = (size_t)(colon - s);
+		if (memchr(h, ':', hl))
+			return "an IPv6 address needs brackets";
+	}
+	if (hl == 0)
+		return "empty host";
+	for (size_t i = 0; i < hl; i++)
+		if ((unsigned char)h[i] <= ' ' || h[i] == 0x7f || h[i] == '[' || h[i] == ']')
+			return "bad character in host";
+	if (hl >= host_len)
+		return "host too long";
+	if (parse_decimal(colon + 1, 65535, &port) < 0 || port == 0)
+		return "port is not a number from 1 to 65535";
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	*ret_port = (uint16_t)port;
+	return NULL;
+}
+
+int config_parse_endpoint(const char *s, char *host, size_t host_len, uint16_t *ret_port)
+{
+	assert(s && host && ret_port);
+	return endpoint_problem(s, host, host_len, ret_port) ? -EINVAL : 0;
+}
+
+static const char *const transport_names[] = {
+	[CONFIG_TRANSPORT_AUTO] = "auto",
+	[CONFIG_TRANSPORT_TCP] = "tcp",
+	[CONFIG_TRANSPORT_RDMA] = "rdma",
+};
+
+const char *config_transport_name(enum config_transport t)
+{
+	if ((size_t)t >= ARRAY_SIZE(transport_names))
+		return NULL;
+	return transport_names[t];
+}
+
+/* 1..max characters from [a-z0-9] and extra. */
+static bool is_token(const char *s, size_t max, const char *extra)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > max)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || is_digit(*s) || strchr(extra, *s)))
+			return false;
+	return true;
+}
+
+/* value if absolute, else dir/value; NULL when out of memory. */
+static char *path_join(const char *dir, const char *value)
+{
+	size_t n;
+	char *s;
+
+	if (value[0] == '/')
+		return strdup(value);
+	n = strlen(dir) + 1 + strlen(value) + 1;
+	s = malloc(n);
+	if (s)
+		snprintf(s, n, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", value);
+	return s;
+}
+
+static int replace_string(struct parser *p, char **field, char *s)
+{
+	if (!s)
+		return fail_oom(p);
+	free(*field);
+	*field = s;
+	return 0;
+}
+
+/* ---- keys ---- */
+
+static int set_id(struct parser *p, const char *v)
+{
+	if (!is_token(v, CONFIG_ID_MAX, "-"))
+		return fail_key(p, "'%s' is not a valid node id (want [a-z0-9-]{1,%d})", v,
+				CONFIG_ID_MAX);
+	memcpy(p->c->id, v, strlen(v) + 1);
+	return 0;
+}
+
+static int set_endpoint(struct parser *p, char **field, const char *v)
+{
+	char host[HOST_MAX];
+	uint16_t port;
+	const char *why = endpoint_problem(v, host, sizeof(host), &port);
+
+	if (why)
+		return fail_key(p, "'%s' is not an endpoint: %s (want host:port or [v6addr]:port)",
+				v, why);
+	return replace_string(p, field, strdup(v));
+}
+
+static int set_listen(struct parser *p, const char *v)
+{
+	return set_endpoint(p, &p->c->listen, v);
+}
+
+static int set_partner(struct parser *p, const char *v)
+{
+	return set_endpoint(p, &p->c->partner, v);
+}
+
+static int set_transport(struct parser *p, const char *v)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(transport_names); i++)
+		if (strcmp(v, transport_names[i]) == 0) {
+			p->c->transport = (enum config_transport)i;
+			return 0;
+		}
+	return fail_key(p, "'%s' is not a transport (want auto, tcp or rdma)", v);
+}
+
+static int set_socket(struct parser *p, const char *v)
+{
+	return replace_string(p, &p->c->socket_path, path_join(p->c->dir, v));
+}
+
+static int set_state_dir(struct parser *p, const char *v)
+{
+	return replace_string(p, &p->c->state_dir, path_join(p->c->dir, v));
+}
+
+static int set_log_level(struct parser *p, const char *v)
+{
+	int level = log_level_from_string(v);
+
+	if (level < 0)
+		return fail_key(p, "'%s' is not a log level (want error, warning, info or debug)",
+				v);
+	p->c->log_level = level;
+	return 0;
+}
+
+static int parse_size_value(struct parser *p, const char *v, uint64_t *ret)
+{
+	if (config_parse_size(v, ret) < 0)
+		return fail_key(p, "'%s' is not a size (want a number with optional K, M or G)",
+				v);
+	return 0;
+}
+
+static int set_size(struct parser *p, const char *v)
+{
+	uint64_t n;
+	int r = parse_size_value(p, v, &n);
+
+	if (r < 0)
+		return r;
+	if (n == 0)
+		return fail_key(p, "'%s' is too small (want at least one page)", v);
+	p->c->memory_size = n;
+	return 0;
+}
+
+static int set_page_size(struct parser *p, const char *v)
+{
+	uint64_t n;
+	int r = parse_size_value(p, v, &n);
+
+	if (r < 0)
+		return r;
+	if (n < PAGE_SIZE_MIN || n > PAGE_SIZE_MAX || (n & (n - 1)))
+		return fail_key(p, "'%s' is not a power of two from %u to %u", v, PAGE_SIZE_MIN,
+				PAGE_SIZE_MAX);
+	p->c->page_size = (uint32_t)n;
+	return 0;
+}
+
+static int set_store_path(struct parser *p, const char *v)
+{
+	return replace_string(p, &p->c->store_path, path_join(p->c->dir, v));
+}
+
+static int parse_ms(struct parser *p, const char *v, uint32_t max, uint32_t *ret)
+{
+	uint64_t n;
+
+	if (parse_decimal(v, max, &n) < 0 || n == 0)
+		return fail_key(p, "'%s' is not a number of milliseconds from 1 to %" PRIu32, v,
+				max);
+	*ret = (uint32_t)n;
+	return 0;
+}
+
+static int set_heartbeat_ms(struct parser *p, const char *v)
+{
+	return parse_ms(p, v, HEARTBEAT_MS_MAX, &p->c->heartbeat_ms);
+}
+
+static int set_dead_after_ms(struct parser *p, const char *v)
+{
+	return parse_ms(p, v, TIMEOUT_MS_MAX, &p->c->dead_after_ms);
+}
+
+static int set_request_timeout_ms(struct parser *p, const char *v)
+{
+	return parse_ms(p, v, TIMEOUT_MS_MAX, &p->c->request_timeout_ms);
+}
+
+static int set_block_size(struct parser *p, const char *v)
+{
+	uint64_t n;
+	int r = parse_size_value(p, v, &n);
+
+	if (r < 0)
+		return r;
+	if (n == 0 || n > BLOCK_SIZE_MAX)
+		return fail_key(p, "'%s' is out of range (want a multiple of page_size up to 4M)",
+				v);
+	p->c->policies[p->c->n_policies - 1].block_size = (uint32_t)n;
+	return 0;
+}
+
+static const struct key keys[N_KEYS] = {
+	[KEY_ID] = { SECTION_NODE, "id", set_id },
+	[KEY_LISTEN] = { SECTION_NODE, "listen", set_listen },
+	[KEY_PARTNER] = { SECTION_NODE, "partner", set_partner },
+	[KEY_TRANSPORT] = { SECTION_NODE, "transport", set_transport },
+	[KEY_SOCKET] = { SECTION_NODE, "socket", set_socket },
+	[KEY_STATE_DIR] = { SECTION_NODE, "state_dir", set_state_dir },
+	[KEY_LOG_LEVEL] = { SECTION_NODE, "log_level", set_log_level },
+	[KEY_SIZE] = { SECTION_MEMORY, "size", set_size },
+	[KEY_PAGE_SIZE] = { SECTION_MEMORY, "page_size", set_page_size },
+	[KEY_STORE_PATH] = { SECTION_STORE, "path", set_store_path },
+	[KEY_HEARTBEAT_MS] = { SECTION_FAILOVER, "heartbeat_ms", set_heartbeat_ms },
+	[KEY_DEAD_AFTER_MS] = { SECTION_FAILOVER, "dead_after_ms", set_dead_after_ms },
+	[KEY_REQUEST_TIMEOUT_MS] = { SECTION_FAILOVER, "request_timeout_ms",
+				     set_request_timeout_ms },
+	[KEY_BLOCK_SIZE] = { SECTION_POLICY, "block_size", set_block_size },
+};
+
+/* Where the line a key was set on is kept. */
+static unsigned *key_line(struct parser *p, enum key_index k)
+{
+	if (k == KEY_BLOCK_SIZE)
+		return &p->block_size_line[p->c->n_policies - 1];
+	return &p->line_of[k];
+}
+
+static int set_key(struct parser *p, const char *name, const char *value)
+{
+	unsigned *line;
+	size_t k;
+
+	p->key = name;
+	if (p->section == SECTION_NONE)
+		return fail(p, p->line, NULL, name,
+			    "not in a section (want it under [node], [memory], [store], "
+			    "[failover] or [policy NAME])");
+	if (!*name)
+		return fail(p, p->line, p->section_name, NULL, "a value with no key");
+	for (k = 0; k < N_KEYS; k++)
+		if (keys[k].section == p->section && strcmp(keys[k].name, name) == 0)
+			break;
+	if (k == N_KEYS)
+		return fail_key(p, "unknown key");
+	line = key_line(p, (enum key_index)k);
+	if (*line)
+		return fail_key(p, "duplicate key (first set on line %u)", *line);
+	if (!*value)
+		return fail_key(p, "empty value");
+	*line = p->line;
+	return keys[k].set(p, value);
+}
+
+/* ---- sections ---- */
+
+static int begin_policy(struct parser *p, const char *name)
+{
+	struct ftvm_config *c = p->c;
+	struct config_policy *pol;
+
+	if (!is_token(name, CONFIG_POLICY_NAME_MAX, "_-"))
+		return fail(p, p->line, p->section_name, NULL,
+			    "'%s' is not a valid policy name (want [a-z0-9_-]{1,%d})", name,
+			    CONFIG_POLICY_NAME_MAX);
+	for (size_t i = 0; i < c->n_policies; i++)
+		if (strcmp(c->policies[i].name, name) == 0)
+			return fail(p, p->line, p->section_name, NULL,
+				    "duplicate policy (first on line %u)", p->policy_line[i]);
+	if (c->n_policies == CONFIG_POLICIES_MAX)
+		return fail(p, p->line, p->section_name, NULL, "too many policies (at most %d)",
+			    CONFIG_POLICIES_MAX);
+	pol = &c->policies[c->n_policies];
+	memcpy(pol->name, name, strlen(name) + 1);
+	pol->block_size = 0;
+	p->policy_line[c->n_policies] = p->line;
+	p->block_size_line[c->n_policies] = 0;
+	c->n_policies++;
+	p->section = SECTION_POLICY;
+	return 0;
+}
+
+static int begin_section(struct parser *p, const char *name)
+{
+	static const struct {
+		const char *name;
+		enum section section;
+	} fixed[] = {
+		{ "node", SECTION_NODE },
+		{ "memory", SECTION_MEMORY },
+		{ "store", SECTION_STORE },
+		{ "failover", SECTION_FAILOVER },
+	};
+
+	snprintf(p->section_name, sizeof(p->section_name), "%s", name);
+	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
+		if (strcmp(name, fixed[i].name) == 0) {
+			p->section = fixed[i].section;
+			return 0;
+		}
+	if (strcmp(name, "policy") == 0)
+		return fail(p, p->line, name, NULL, "policy without a name (want [policy NAME])");
+	if (strncmp(name, "policy ", strlen("policy ")) == 0)
+		return begin_policy(p, name + strlen("policy "));
+	return fail(p, p->line, name, NULL, "unknown section");
+}
+
+struct section_grab {
+	char name[SECTION_NAME_MAX];
+	bool found;
+};
+
+static int grab_section(void *user, const char *section, const char *name, const char *value)
+{
+	struct section_grab *g = user;
+
+	(void)name;
+	(void)value;
+	snprintf(g->name, sizeof(g->name), "%s", section);
+	g->found = true;
+	return 1;
+}
+
+/* The section name in header line s, as inih reads it: s followed by one key
+ * goes through inih, which hands the key over with its section. */
+static int section_name(const char *s, char *name, size_t name_len)
+{
+	char text[READ_MAX + 8];
+	struct section_grab g = { .found = false };
+
+	snprintf(text, sizeof(text), "%s\nk=v\n", s);
+	if (ini_parse_string(text, grab_section, &g) != 0 || !g.found)
+		return -EINVAL;
+	snprintf(name, name_len, "%s", g.name);
+	return 0;
+}
+
+static void on_header(struct parser *p, const char *s)
+{
+	char name[SECTION_NAME_MAX];
+
+	/* A header inih cannot read is a syntax error, which inih reports. */
+	if (section_name(s, name, sizeof(name)) < 0)
+		return;
+	begin_section(p, name);
+}
+
+/* ---- reading ---- */
+
+/* Ends s at a '#' that follows a blank: "size = 1M   # comment". */
+static void cut_hash_comment(char *s)
+{
+	for (size_t i = 1; s[i]; i++)
+		if (s[i] == '#' && (s[i - 1] == ' ' || s[i - 1] == '\t')) {
+			s[i] = '\0';
+			return;
+		}
+}
+
+/* inih's ini_reader: fgets with a line count, see the top of the file. */
+static char *read_line(char *str, int num, void *stream)
+{
+	struct parser *p = stream;
+	char buf[READ_MAX];
+	char *s = buf;
+	size_t len;
+
+	if (p->r < 0)
+		return NULL;
+	if (!fgets(buf, sizeof(buf), p->f)) {
+		if (ferror(p->f))
+			p->read_errno = errno ? errno : EIO;
+		return NULL;
+	}
+	p->line++;
+
+	len = strlen(buf);
+	if (len > 0 && buf[len - 1] == '\n')
+		buf[--len] = '\0';
+	else if (!feof(p->f))
+		goto too_long;
+	if (len > 0 && buf[len - 1] == '\r')
+		buf[--len] = '\0';
+	if (p->line == 1 && strncmp(s, "\xef\xbb\xbf", 3) == 0)
+		s += 3;
+	s += strspn(s, " \t\f\v");
+	cut_hash_comment(s);
+
+	len = strlen(s);
+	if (num < 2 || len > (size_t)num - 2)
+		goto too_long;
+	memcpy(str, s, len);
+	str[len] = '\n';
+	str[len + 1] = '\0';
+	if (s[0] == '[')
+		on_header(p, s);
+	return str;
+
+too_long:
+	fail(p, p->line, NULL, NULL, "line too long (at most %d characters)",
+	     (num < READ_MAX ? num : READ_MAX) - 2);
+	return NULL;
+}
+
+static int on_key(void *user, const char *section, const char *name, const char *value)
+{
+	struct parser *p = user;
+
+	/* The section is followed through the headers read_line() sees. */
+	(void)section;
+	if (p->r < 0)
+		return 0;
+	return set_key(p, name, value) >= 0;
+}
+
+static int parse(struct parser *p)
+{
+	int n = ini_parse_stream(read_line, p, on_key, p);
+
+	if (p->read_errno) {
+		p->r = 0;
+		return fail_errno(p, -p->read_errno, "cannot read: %s", strerror(p->read_errno));
+	}
+	if (n == -2) {
+		p->r = 0;
+		return fail_oom(p);
+	}
+	/* inih's number is the first line it had trouble with: a line that is no
+	 * header, key or comment, or a key our handler refused. */
+	if (n > 0 && (p->r == 0 || (unsigned)n < p->err_line)) {
+		p->r = 0;
+		return fail(p, (unsigned)n, NULL, NULL,
+			    "syntax error (want [section], key = value or a comment)");
+	}
+	return p->r;
+}
+
+/* ---- the file as a whole ---- */
+
+static int check_memory(struct parser *p)
+{
+	const struct ftvm_config *c = p->c;
+	unsigned ls = p->line_of[KEY_SIZE], lp = p->line_of[KEY_PAGE_SIZE];
+
+	if (c->memory_size % c->page_size == 0)
+		return 0;
+	if (ls >= lp)
+		return fail(p, ls, "memory", "size",
+			    "%" PRIu64 " bytes is not a multiple of page_size (%" PRIu32 ")",
+			    c->memory_size, c->page_size);
+	return fail(p, lp, "memory", "page_size",
+		    "%" PRIu32 " does not divide size (%" PRIu64 " bytes, line %u)", c->page_size,
+		    c->memory_size, ls);
+}
+
+static int check_failover(struct parser *p)
+{
+	const struct ftvm_config *c = p->c;
+	unsigned lh = p->line_of[KEY_HEARTBEAT_MS], ld = p->line_of[KEY_DEAD_AFTER_MS];
+
+	if (c->dead_after_ms > c->heartbeat_ms)
+		return 0;
+	if (ld >= lh)
+		return fail(p, ld, "failover", "dead_after_ms",
+			    "%" PRIu32 " must be greater than heartbeat_ms (%" PRIu32 ")",
+			    c->dead_after_ms, c->heartbeat_ms);
+	return fail(p, lh, "failover", "heartbeat_ms",
+		    "%" PRIu32 " must be less than dead_after_ms (%" PRIu32 ")", c->heartbeat_ms,
+		    c->dead_after_ms);
+}
+
+static int check_policy(struct parser *p, size_t i)
+{
+	const struct ftvm_config *c = p->c;
+	const struct config_policy *pol = &c->policies[i];
+	unsigned lb = p->block_size_line[i], lp = p->line_of[KEY_PAGE_SIZE];
+	char section[SECTION_NAME_MAX];
+
+	snprintf(section, sizeof(section), "policy %s", pol->name);
+	if (!lb)
+		return fail(p, p->policy_line[i], section, "block_size",
+			    "missing (every policy needs one)");
+	if (pol->block_size % c->page_size == 0)
+		return 0;
+	if (lb >= lp)
+		return fail(p, lb, section, "block_size",
+			    "%" PRIu32 " is not a multiple of page_size (%" PRIu32 ")",
+			    pol->block_size, c->page_size);
+	return fail(p, lp, "memory", "page_size",
+		    "%" PRIu32 " does not divide block_size of [%s] (%" PRIu32 ", line %u)",
+		    c->page_size, section, pol->block_size, lb);
+}
+
+/* Defaults that depend on the id. */
+static int fill_node_paths(struct parser *p)
+{
+	struct ftvm_config *c = p->c;
+	char name[CONFIG_ID_MAX + sizeof(".sock")];
+	int r;
+
+	if (!c->socket_path) {
+		snprintf(name, sizeof(name), "%s.sock", c->id);
+		r = replace_string(p, &c->socket_path, path_join(c->dir, name));
+		if (r < 0)
+			return r;
+	}
+	if (!c->state_dir) {
+		r = replace_string(p, &c->state_dir, path_join(c->dir, c->id));
+		if (r < 0)
+			return r;
+	}
+	/* Checked here rather than at bind() so the message names the key. */
+	if (strlen(c->socket_path) >= sizeof(((struct sockaddr_un *)NULL)->sun_path))
+		return fail(p, p->line_of[KEY_SOCKET], "node", "socket",
+			    "'%s' is too long for a unix socket (at most %zu bytes)",
+			    c->socket_path, sizeof(((struct sockaddr_un *)NULL)->sun_path) - 1);
+	return 0;
+}
+
+static int validate(struct parser *p)
+{
+	int r;
+
+	if (!p->c->id[0])
+		return fail(p, 0, "node", "id", "missing (every node needs one)");
+	r = check_memory(p);
+	if (r < 0)
+		return r;
+	r = check_failover(p);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < p->c->n_policies; i++) {
+		r = check_policy(p, i);
+		if (r < 0)
+			return r;
+	}
+	return fill_node_paths(p);
+}
+
+/* ---- loading ---- */
+
+/* The absolute directory of path (which exists: the file was opened). */
+static int dir_of(struct parser *p, char **ret)
+{
+	char *copy = strdup(p->path);
+	char *dir;
+	int r;
+
+	if (!copy)
+		return fail_oom(p);
+	dir = realpath(dirname(copy), NULL);
+	if (!dir) {
+		r = -errno;
+		fail_errno(p, r, "cannot resolve its directory: %s", strerror(-r));
+		goto out;
+	}
+	*ret = dir;
+	r = 0;
+out:
+	free(copy);
+	return r;
+}
+
+static int config_new(struct parser *p, struct ftvm_config **ret)
+{
+	struct ftvm_config *c = calloc(1, sizeof(*c));
+	int r;
+
+	if (!c)
+		return fail_oom(p);
+	c->transport = CONFIG_TRANSPORT_AUTO;
+	c->log_level = LOG_LEVEL_INFO;
+	c->memory_size = UINT64_C(256) << 20;
+	c->page_size = 4096;
+	c->heartbeat_ms = 100;
+	c->dead_after_ms = 500;
+	c->request_timeout_ms = 5000;
+
+	r = dir_of(p, &c->dir);
+	if (r < 0)
+		goto fail;
+	c->path = strdup(p->path);
+	c->listen = strdup("127.0.0.1:7101");
+	c->partner = strdup("127.0.0.1:7102");
+	c->store_path = path_join(c->dir, "shared/store");
+	if (!c->path || !c->listen || !c->partner || !c->store_path) {
+		r = fail_oom(p);
+		goto fail;
+	}
+	*ret = c;
+	return 0;
+fail:
+	config_free(c);
+	return r;
+}
+
+int config_load(const char *path, struct ftvm_config **ret, char *err, size_t err_len)
+{
+	struct parser p = { .path = path, .err = err, .err_len = err_len };
+	int r;
+
+	assert(path && ret);
+	if (err && err_len)
+		err[0] = '\0';
+
+	p.f = fopen(path, "re");
+	if (!p.f) {
+		r = -errno;
+		return fail_errno(&p, r, "cannot read: %s", strerror(-r));
+	}
+	r = config_new(&p, &p.c);
+	if (r < 0)
+		goto out_close;
+	r = parse(&p);
+	if (r < 0)
+		goto out_free;
+	r = validate(&p);
+	if (r < 0)
+		goto out_free;
+	*ret = p.c;
+	p.c = NULL;
+out_free:
+	config_free(p.c);
+out_close:
+	fclose(p.f);
+	return r;
+}
+
+void config_free(struct ftvm_config *c)
+{
+	if (!c)
+		return;
+	free(c->path);
+	free(c->dir);
+	free(c->listen);
+	free(c->partner);
+	free(c->socket_path);
+	free(c->state_dir);
+	free(c->store_path);
+	free(c);
+}
