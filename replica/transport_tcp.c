@@ -133,7 +133,7 @@ static void on_read(struct bufferevent *bev, void *arg)
 			evbuffer_drain(in, (size_t)r);
 		continue;
 	bad_frame:
-		snprintf(reason, sizeof(reason), "bad frame from %s: %s", c->peer, why);
+		snprintf(reason, sizeof(reason), "bad frame: %s", why);
 		c->dispatching = false;
 		conn_fail(c, -EBADMSG, reason);
 		return;

@@ -1,0 +1,516 @@
+/* The client API socket (client_server.h).
+ *
+ * A connection's life:
+ *
+ *   open ──the client shuts its sending side (EOF)──> draining
+ *     │                                                  │
+ *     │ bad frame, unparsable request, I/O error,        │ every call answered,
+ *     │ client_server_free() (also from draining)        │ every reply written
+ *     ▼                                                  ▼
+ *   closed: bufferevent freed, out of the server's list
+ *
+ * A closed connection's struct lives on while calls made on it are
+ * outstanding: each call holds a reference, so a late client_call_reply()
+ * finds bev == NULL and drops its reply instead of touching freed memory.
+ * "draining" lets `printf req | socat - UNIX-CONNECT:...` style clients, which
+ * shut down their sending side and then wait, still get their answers.
+ *
+ * A client with CLIENT_CALLS_MAX calls unanswered is not read from until some
+ * are answered, which bounds the memory one client can pin in the node. */
+#define _GNU_SOURCE /* struct ucred */
+#define LOG_SUBSYSTEM "client"
+
+#include "client_server.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "frame.h"
+#include "ftvm_build.h"
+#include "log.h"
+
+#define CLIENT_CALLS_MAX 64u
+#define CLIENT_BACKLOG 64
+/* After accept() failed for want of fds or memory, wait this long before
+ * trying again instead of spinning on a listener that stays readable. */
+#define ACCEPT_RETRY_MS 1000
+
+struct client_conn {
+	struct client_server *server; /* NULL once closed */
+	struct bufferevent *bev;      /* NULL once closed */
+	struct client_conn *prev, *next;
+	unsigned refs;	/* one for the open connection, one per outstanding call */
+	unsigned calls; /* outstanding calls */
+	bool read_eof;	/* the client shut down its sending side */
+	bool paused;	/* reading stopped at CLIENT_CALLS_MAX */
+	pid_t pid;
+	uid_t uid;
+};
+
+struct client_call {
+	struct client_conn *conn; /* holds a reference */
+	uint64_t id;
+	pid_t pid;
+};
+
+struct client_server {
+	struct event_base *base;
+	struct evconnlistener *listener;
+	struct event *accept_retry;
+	char *path;
+	dev_t dev; /* the socket file we made, so free unlinks only that */
+	ino_t ino;
+	size_t max_payload;
+	client_request_fn fn;
+	void *arg;
+	struct client_conn *conns;
+};
+
+static void conn_unref(struct client_conn *conn)
+{
+	if (--conn->refs == 0)
+		free(conn);
+}
+
+static void conn_close(struct client_conn *conn)
+{
+	struct client_server *s = conn->server;
+
+	if (!conn->bev)
+		return;
+	bufferevent_free(conn->bev);
+	conn->bev = NULL;
+	if (conn->prev)
+		conn->prev->next = conn->next;
+	else
+		s->conns = conn->next;
+	if (conn->next)
+		conn->next->prev = conn->prev;
+	conn->prev = conn->next = NULL;
+	conn->server = NULL;
+	conn_unref(conn);
+}
+
+/* Closes a draining connection once nothing is left to send. */
+static void conn_maybe_finish(struct client_conn *conn)
+{
+	if (!conn->bev || !conn->read_eof || conn->calls > 0)
+		return;
+	if (evbuffer_get_length(bufferevent_get_output(conn->bev)) > 0)
+		return; /* write_cb comes back when the output is flushed */
+	log_debug("client pid %d: done", (int)conn->pid);
+	conn_close(conn);
+}
+
+static void free_frame(const void *data, size_t len, void *arg)
+{
+	free((void *)data);
+}
+
+static void send_reply(struct client_conn *conn, Ftvm__Client__ClientReply *reply)
+{
+	Ftvm__Client__ClientReply too_big = FTVM__CLIENT__CLIENT_REPLY__INIT;
+	size_t len = ftvm__client__client_reply__get_packed_size(reply);
+	uint8_t *frame;
+
+	if (len > conn->server->max_payload) {
+		/* The client would refuse the frame and drop the connection; say
+		 * what happened instead. */
+		log_debug("client pid %d: reply to request %" PRIu64 " is %zu bytes, above %zu",
+			  (int)conn->pid, reply->id, len, conn->server->max_payload);
+		too_big.id = reply->id;
+		too_big.status = FTVM__PARTNER__STATUS__STATUS_INTERNAL;
+		too_big.reason = (char *)"reply too large for a frame";
+		reply = &too_big;
+		len = ftvm__client__client_reply__get_packed_size(reply);
+	}
+	frame = malloc(FRAME_HEADER_SIZE + len);
+	if (!frame)
+		goto fail;
+	ftvm__client__client_reply__pack(reply, frame + FRAME_HEADER_SIZE);
+	frame_seal(frame, len);
+	/* By reference: a page-sized reply is not copied again. */
+	if (evbuffer_add_reference(bufferevent_get_output(conn->bev), frame,
+				   FRAME_HEADER_SIZE + len, free_frame, NULL) < 0) {
+		free(frame);
+		goto fail;
+	}
+	return;
+fail:
+	log_debug("client pid %d: cannot queue reply to request %" PRIu64 ", closing",
+		  (int)conn->pid, reply->id);
+	conn_close(conn);
+}
+
+void client_call_reply(struct client_call *call, Ftvm__Client__ClientReply *reply)
+{
+	struct client_conn *conn = call->conn;
+
+	reply->id = call->id;
+	if (conn->bev)
+		send_reply(conn, reply);
+	else
+		log_debug("client pid %d gone, reply to request %" PRIu64 " dropped",
+			  (int)call->pid, call->id);
+	conn->calls--;
+	free(call);
+
+	if (conn->bev && conn->paused && conn->calls < CLIENT_CALLS_MAX) {
+		conn->paused = false;
+		bufferevent_enable(conn->bev, EV_READ);
+		/* Frames may already wait in the input buffer, and no new bytes
+		 * need to come to read them; deferred, so the callback does not run
+		 * inside a caller that is itself inside the read callback. */
+		bufferevent_trigger(conn->bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
+	}
+	conn_maybe_finish(conn);
+	conn_unref(conn);
+}
+
+pid_t client_call_peer_pid(const struct client_call *call)
+{
+	return call->pid;
+}
+
+static void dispatch(struct client_conn *conn, const Ftvm__Client__ClientRequest *req)
+{
+	struct client_server *s = conn->server;
+	struct client_call *call = calloc(1, sizeof(*call));
+
+	if (!call) {
+		log_warning("client pid %d: out of memory for request %" PRIu64 ", closing",
+			    (int)conn->pid, req->id);
+		conn_close(conn);
+		return;
+	}
+	call->conn = conn;
+	call->id = req->id;
+	call->pid = conn->pid;
+	conn->refs++;
+	conn->calls++;
+
+	if (req->request_case == FTVM__CLIENT__CLIENT_REQUEST__REQUEST__NOT_SET) {
+		/* A newer client's request: its oneof member is a field this build
+		 * does not know (client.proto's evolution rule). */
+		Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+
+		log_debug("client pid %d: request %" PRIu64 " of a kind this node does not know",
+			  (int)conn->pid, req->id);
+		reply.status = FTVM__PARTNER__STATUS__STATUS_UNSUPPORTED;
+		reply.reason = (char *)"request not known to this node (ftvmd " FTVM_VERSION ")";
+		client_call_reply(call, &reply);
+		return;
+	}
+	s->fn(call, req, s->arg);
+}
+
+/* Handles the first frame in the input buffer. Returns 1 when one was
+ * handled, 0 when a whole frame is not there yet, -EBADMSG when the
+ * connection was closed for it. */
+static int read_one(struct client_conn *conn)
+{
+	struct evbuffer *in = bufferevent_get_input(conn->bev);
+	size_t avail = evbuffer_get_length(in), total, payload_len;
+	size_t max_payload = conn->server->max_payload;
+	Ftvm__Client__ClientRequest *req;
+	const uint8_t *payload;
+	const char *why;
+	uint8_t *buf;
+	int r;
+
+	if (avail < FRAME_HEADER_SIZE)
+		return 0;
+	buf = evbuffer_pullup(in, FRAME_HEADER_SIZE);
+	if (!buf)
+		goto nomem;
+	r = frame_header_check(buf, max_payload, &why);
+	if (r < 0)
+		goto bad_frame;
+	total = FRAME_HEADER_SIZE + (size_t)r;
+	if (avail < total)
+		return 0;
+	buf = evbuffer_pullup(in, (ev_ssize_t)total);
+	if (!buf)
+		goto nomem;
+	r = frame_decode(buf, total, max_payload, &payload, &payload_len, &why);
+	if (r < 0)
+		goto bad_frame;
+	if (r == 0) {
+		why = "frame shorter than its header says"; /* cannot happen: total is there */
+		goto bad_frame;
+	}
+	req = ftvm__client__client_request__unpack(NULL, payload_len, payload);
+	evbuffer_drain(in, total);
+	if (!req) {
+		log_warning("client pid %d: request does not parse as a ClientRequest (%zu bytes), "
+			    "closing",
+			    (int)conn->pid, payload_len);
+		conn_close(conn);
+		return -EBADMSG;
+	}
+	dispatch(conn, req);
+	ftvm__client__client_request__free_unpacked(req, NULL);
+	return 1;
+
+bad_frame:
+	log_warning("client pid %d: bad frame: %s, closing", (int)conn->pid, why);
+	conn_close(conn);
+	return -EBADMSG;
+nomem:
+	log_warning("client pid %d: out of memory reading a %zu byte frame, closing",
+		    (int)conn->pid, avail);
+	conn_close(conn);
+	return -ENOMEM;
+}
+
+static void read_cb(struct bufferevent *bev, void *ctx)
+{
+	struct client_conn *conn = ctx;
+
+	/* The callback may answer, and anything it does may close this
+	 * connection (even free the server): keep conn alive until we are done
+	 * looking at it. */
+	conn->refs++;
+	while (conn->bev && !conn->paused) {
+		if (conn->calls >= CLIENT_CALLS_MAX) {
+			log_debug("client pid %d: %u calls outstanding, reading paused",
+				  (int)conn->pid, conn->calls);
+			conn->paused = true;
+			bufferevent_disable(conn->bev, EV_READ);
+			break;
+		}
+		if (read_one(conn) <= 0)
+			break;
+	}
+	conn_unref(conn);
+}
+
+static void write_cb(struct bufferevent *bev, void *ctx)
+{
+	conn_maybe_finish(ctx);
+}
+
+static void event_cb(struct bufferevent *bev, short what, void *ctx)
+{
+	struct client_conn *conn = ctx;
+
+	if (what & BEV_EVENT_ERROR) {
+		int err = EVUTIL_SOCKET_ERROR();
+
+		log_debug("client pid %d: %s error: %s, closing", (int)conn->pid,
+			  what & BEV_EVENT_READING ? "read" : "write", strerror(err));
+		conn_close(conn);
+		return;
+	}
+	if (what & BEV_EVENT_EOF) {
+		size_t left = evbuffer_get_length(bufferevent_get_input(bev));
+
+		if (left > 0)
+			log_debug("client pid %d: closed in the middle of a frame (%zu bytes)",
+				  (int)conn->pid, left);
+		conn->read_eof = true;
+		bufferevent_disable(bev, EV_READ);
+		conn_maybe_finish(conn);
+	}
+}
+
+static void accept_cb(struct evconnlistener *listener, evutil_socket_t fd, struct sockaddr *addr,
+		      int socklen, void *ctx)
+{
+	struct client_server *s = ctx;
+	struct ucred cred = { 0 };
+	socklen_t len = sizeof(cred);
+	struct client_conn *conn;
+
+	conn = calloc(1, sizeof(*conn));
+	if (!conn)
+		goto fail;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+		conn->pid = cred.pid;
+		conn->uid = cred.uid;
+	}
+	conn->bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (!conn->bev)
+		goto fail;
+	bufferevent_setcb(conn->bev, read_cb, write_cb, event_cb, conn);
+	if (bufferevent_enable(conn->bev, EV_READ | EV_WRITE) < 0) {
+		bufferevent_free(conn->bev); /* closes fd */
+		free(conn);
+		log_debug("cannot watch a new client connection");
+		return;
+	}
+	conn->server = s;
+	conn->refs = 1;
+	conn->next = s->conns;
+	if (s->conns)
+		s->conns->prev = conn;
+	s->conns = conn;
+	log_debug("client pid %d uid %u connected", (int)conn->pid, (unsigned)conn->uid);
+	return;
+fail:
+	log_debug("out of memory for a new client connection");
+	free(conn);
+	evutil_closesocket(fd);
+}
+
+static void accept_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct client_server *s = arg;
+
+	evconnlistener_enable(s->listener);
+}
+
+static void accept_error_cb(struct evconnlistener *listener, void *ctx)
+{
+	struct client_server *s = ctx;
+	struct timeval tv = { .tv_sec = ACCEPT_RETRY_MS / 1000,
+			      .tv_usec = (ACCEPT_RETRY_MS % 1000) * 1000 };
+	int err = EVUTIL_SOCKET_ERROR();
+
+	/* The owner is never told of this, so it is said here: clients cannot
+	 * connect until it passes (EMFILE, ENOBUFS...). */
+	log_warning("accept on %s failed: %s; retrying in %d ms", s->path, strerror(err),
+		    ACCEPT_RETRY_MS);
+	evconnlistener_disable(listener);
+	evtimer_add(s->accept_retry, &tv);
+}
+
+/* Makes path free for bind(): nothing there, or a socket file nobody answers
+ * on (left by a process that died), which is removed. */
+static int claim_path(const struct sockaddr_un *sa)
+{
+	struct stat st;
+	int fd, r;
+
+	if (lstat(sa->sun_path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode))
+		return -EEXIST;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	r = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0 ? -errno : 0;
+	close(fd);
+	if (r == 0 || r == -EAGAIN)
+		return -EADDRINUSE; /* someone answers, or their backlog is full */
+	if (r != -ECONNREFUSED)
+		return r;
+	if (unlink(sa->sun_path) < 0 && errno != ENOENT)
+		return -errno;
+	log_debug("removed stale socket %s", sa->sun_path);
+	return 0;
+}
+
+int client_server_new(struct event_base *base, const char *path, size_t max_payload,
+		      client_request_fn fn, void *arg, struct client_server **ret)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct client_server *s;
+	struct stat st;
+	bool bound = false;
+	int fd = -1, r;
+
+	if (!base || !path || !fn || !ret || max_payload == 0)
+		return -EINVAL;
+	if (path[0] == '\0' || strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->base = base;
+	s->max_payload = max_payload;
+	s->fn = fn;
+	s->arg = arg;
+	s->path = strdup(path);
+	if (!s->path) {
+		r = -ENOMEM;
+		goto fail;
+	}
+
+	r = claim_path(&sa);
+	if (r < 0)
+		goto fail;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	bound = true;
+	/* Before listen(): nobody can connect yet, so nobody slips in under the
+	 * umask's mode. */
+	if (chmod(path, 0660) < 0 || lstat(path, &st) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	s->dev = st.st_dev;
+	s->ino = st.st_ino;
+	if (listen(fd, CLIENT_BACKLOG) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	s->accept_retry = evtimer_new(base, accept_retry_cb, s);
+	if (!s->accept_retry) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	/* backlog 0: already listening. */
+	s->listener = evconnlistener_new(base, accept_cb, s,
+					 LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+	if (!s->listener) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	evconnlistener_set_error_cb(s->listener, accept_error_cb);
+	log_debug("listening on %s", path);
+	*ret = s;
+	return 0;
+
+fail:
+	if (s->accept_retry)
+		event_free(s->accept_retry);
+	if (bound)
+		unlink(path);
+	if (fd >= 0)
+		close(fd);
+	free(s->path);
+	free(s);
+	return r;
+}
+
+void client_server_free(struct client_server *s)
+{
+	struct stat st;
+
+	if (!s)
+		return;
+	while (s->conns)
+		conn_close(s->conns);
+	if (s->listener)
+		evconnlistener_free(s->listener);
+	if (s->accept_retry)
+		event_free(s->accept_retry);
+	/* Only our own file: a successor may already have replaced it. */
+	if (lstat(s->path, &st) == 0 && st.st_dev == s->dev && st.st_ino == s->ino)
+		unlink(s->path);
+	free(s->path);
+	free(s);
+}

@@ -1,0 +1,48 @@
+/* The daemon side of the client API: a unix socket on the event loop that
+ * local processes (libftvm, ftvmctl) send ClientRequest frames to.
+ *
+ * Each request becomes a client_call handed to the owner's callback, which
+ * answers it with client_call_reply() now or later (an answer that needs the
+ * partner waits for it). Replies are matched to requests by id, so they may go
+ * out in any order. A frame that fails its checks or a payload that does not
+ * parse as a ClientRequest closes that client only; a request this build does
+ * not know (no oneof member set) is answered STATUS_UNSUPPORTED here without
+ * reaching the callback.
+ *
+ * Everything runs on the event loop thread. */
+#pragma once
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "client.pb-c.h"
+
+struct event_base;
+struct client_server;
+struct client_call;
+
+/* One request. req is valid only during the call; the call is the callee's
+ * until it passes it to client_call_reply(). */
+typedef void (*client_request_fn)(struct client_call *call, const Ftvm__Client__ClientRequest *req,
+				  void *arg);
+
+/* Listens on the unix socket path (mode 0660). A stale socket file left by a
+ * dead process is replaced; -EADDRINUSE when a live process answers on path,
+ * -EEXIST when path is something other than a socket. Frames above
+ * max_payload are refused both ways. */
+int client_server_new(struct event_base *base, const char *path, size_t max_payload,
+		      client_request_fn fn, void *arg, struct client_server **ret);
+
+/* Closes every client and the listener and unlinks the socket file. Calls
+ * still outstanding stay valid: each must still be passed to
+ * client_call_reply(), which then drops the reply. NULL is fine. */
+void client_server_free(struct client_server *s);
+
+/* Sends reply (its id is set from the request here; the reply itself stays the
+ * caller's) and frees call: exactly once per call. When the client went away
+ * meanwhile the reply is dropped silently. */
+void client_call_reply(struct client_call *call, Ftvm__Client__ClientReply *reply);
+
+/* The pid of the process that sent the request (SO_PEERCRED at accept), for
+ * lock owners; 0 when the kernel did not say. */
+pid_t client_call_peer_pid(const struct client_call *call);
