@@ -1,0 +1,113 @@
+# Helpers for end-to-end tests: real ftvmd processes on loopback, driven with
+# ftvmctl. Sourced by test_*.sh. Polls with deadlines; never bare sleeps.
+set -euo pipefail
+
+FTVMD=${FTVMD:?FTVMD must name the ftvmd binary}
+FTVMCTL=${FTVMCTL:?FTVMCTL must name the ftvmctl binary}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/ftvm-e2e.XXXXXX")
+declare -A PIDS=()
+FAILED=0
+
+cleanup() {
+	local id
+	for id in "${!PIDS[@]}"; do
+		kill -CONT "${PIDS[$id]}" 2>/dev/null || true
+		kill -9 "${PIDS[$id]}" 2>/dev/null || true
+	done
+	wait 2>/dev/null || true
+	if [ "$FAILED" -ne 0 ] || [ -n "${E2E_KEEP_LOGS:-}" ]; then
+		for f in "$WORK"/*.log; do
+			[ -f "$f" ] && { echo "---- $f"; tail -n 40 "$f"; }
+		done
+	fi
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+fail() {
+	echo "FAIL: $*" >&2
+	FAILED=1
+	exit 1
+}
+
+ok() {
+	echo "ok: $*"
+}
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# write_pair_configs [extra ini lines for both]: a.conf and b.conf in $WORK.
+write_pair_configs() {
+	PORT_A=$(free_port)
+	PORT_B=$(free_port)
+	local id port partner
+	for id in a b; do
+		if [ "$id" = a ]; then port=$PORT_A; partner=$PORT_B; else port=$PORT_B; partner=$PORT_A; fi
+		cat >"$WORK/$id.conf" <<-CONF
+		[node]
+		id = $id
+		listen = 127.0.0.1:$port
+		partner = 127.0.0.1:$partner
+		socket = $id.sock
+		state_dir = $id
+		log_level = debug
+		[memory]
+		size = 16M
+		[store]
+		path = shared/store
+		[failover]
+		heartbeat_ms = 50
+		dead_after_ms = 300
+		CONF
+	done
+}
+
+start_node() {
+	local id=$1
+	"$FTVMD" --config "$WORK/$id.conf" >>"$WORK/$id.log" 2>&1 &
+	PIDS[$id]=$!
+	wait_for 5000 "node $id serving" ctl_ok "$id"
+}
+
+ctl_ok() {
+	"$FTVMCTL" --config "$WORK/$1.conf" status >/dev/null 2>&1
+}
+
+ctl() {
+	local id=$1
+	shift
+	"$FTVMCTL" --config "$WORK/$id.conf" "$@"
+}
+
+# status_field ID PATH: one field of `ftvmctl status --json`, e.g. partner.link
+status_field() {
+	ctl "$1" --json status 2>/dev/null | jq -r ".$2"
+}
+
+field_is() {
+	[ "$(status_field "$1" "$2" 2>/dev/null)" = "$3" ]
+}
+
+# wait_for TIMEOUT_MS WHAT COMMAND...: polls COMMAND until it succeeds.
+wait_for() {
+	local timeout_ms=$1 what=$2
+	shift 2
+	local deadline=$(($(date +%s%3N) + timeout_ms))
+	until "$@"; do
+		if [ "$(date +%s%3N)" -ge "$deadline" ]; then
+			fail "timed out after ${timeout_ms} ms waiting for: $what"
+		fi
+		sleep 0.01
+	done
+}
+
+now_ms() {
+	date +%s%3N
+}
+
+pair_up() {
+	field_is a partner.link up && field_is b partner.link up &&
+		field_is a state active && field_is b state active
+}

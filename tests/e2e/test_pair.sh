@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Two real daemons find each other, handshake, keep the link with heartbeats,
+# and `ftvmctl status` on either shows the partner; SIGTERM stops them cleanly.
+. "$(dirname "$0")/lib.sh"
+
+write_pair_configs
+start_node a
+start_node b
+wait_for 5000 "both nodes active with the link up" pair_up
+ok "pair linked"
+
+[ "$(status_field a partner.id)" = b ] || fail "a's partner is not b"
+[ "$(status_field b partner.id)" = a ] || fail "b's partner is not a"
+[ "$(status_field a transport)" = tcp ] || fail "transport is not tcp"
+[ "$(status_field a frames.total)" = 4096 ] || fail "16M of 4K pages is not 4096 frames"
+ctl a status | grep -q "partner b: link up" || fail "text status lacks the partner line"
+ok "status shows the partner on both nodes"
+
+# Heartbeats keep an idle link up far past dead_after_ms (300 ms).
+changes=$(status_field a partner.link_changes)
+sleep 1.5
+[ "$(status_field a partner.link_changes)" = "$changes" ] || fail "idle link flapped"
+field_is a partner.link up || fail "idle link went down"
+grep -q "Heartbeat\|linked" "$WORK/a.log" || true
+ok "idle link held by heartbeats for 1.5 s (${changes} link change)"
+
+kill -TERM "${PIDS[a]}"
+wait "${PIDS[a]}" || fail "ftvmd a exited with $? on SIGTERM"
+unset 'PIDS[a]'
+grep -q "stopped" "$WORK/a.log" || fail "a did not log a clean stop"
+[ ! -e "$WORK/a.sock" ] || fail "a left its client socket behind"
+wait_for 2000 "b sees a gone" field_is b partner.link down
+ok "SIGTERM: clean exit 0, socket removed, partner notices"

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# A partner killed with SIGKILL, or hung with SIGSTOP, is reported down within
+# dead_after_ms plus a margin; when it comes back the link is restored.
+. "$(dirname "$0")/lib.sh"
+
+DEAD_AFTER_MS=300
+MARGIN_MS=400
+
+write_pair_configs
+start_node a
+start_node b
+wait_for 5000 "pair linked" pair_up
+
+# kill -9: the kernel resets the connection, so a knows at once.
+t0=$(now_ms)
+kill -9 "${PIDS[b]}"
+wait "${PIDS[b]}" 2>/dev/null || true
+unset 'PIDS[b]'
+wait_for $((DEAD_AFTER_MS + MARGIN_MS)) "a reports b down after kill -9" field_is a partner.link down
+ok "kill -9 b: a reported the link down after $(($(now_ms) - t0)) ms"
+[ "$(status_field a state)" = solo ] || fail "a is not solo without its partner"
+ctl a status | grep -q "last seen" || fail "text status does not say when b was last seen"
+
+start_node b
+wait_for 5000 "link back after restart" pair_up
+ok "b restarted: link back, both active"
+
+# SIGSTOP: the connection stays open and silent; only the heartbeat timeout
+# can tell.
+kill -STOP "${PIDS[b]}"
+t0=$(now_ms)
+wait_for $((DEAD_AFTER_MS + MARGIN_MS)) "a reports a hung b down" field_is a partner.link down
+elapsed=$(($(now_ms) - t0))
+[ "$elapsed" -ge $((DEAD_AFTER_MS - 100)) ] || fail "hung partner reported after only $elapsed ms"
+grep -q "silent for" "$WORK/a.log" || fail "a's log does not say the partner went silent"
+ok "SIGSTOP b: a reported it silent after $elapsed ms (dead_after_ms $DEAD_AFTER_MS)"
+
+kill -CONT "${PIDS[b]}"
+wait_for 5000 "link back after SIGCONT" pair_up
+ok "SIGCONT b: link back"

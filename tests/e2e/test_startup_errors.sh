@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Bad configuration and impossible requests stop ftvmd at start with a message
+# naming the problem; ftvmctl's exit codes follow INTERFACES.md.
+. "$(dirname "$0")/lib.sh"
+
+# expect_start_failure CONF PATTERN: ftvmd --config CONF exits 1 saying PATTERN.
+expect_start_failure() {
+	local conf=$1 pattern=$2 out rc=0
+	out=$(timeout 10 "$FTVMD" --config "$conf" 2>&1) || rc=$?
+	[ "$rc" -eq 1 ] || fail "ftvmd with $(basename "$conf") exited $rc, wanted 1; said: $out"
+	grep -q -- "$pattern" <<<"$out" || fail "ftvmd said '$out', wanted '$pattern'"
+	ok "$(basename "$conf"): $(grep -m1 -- "$pattern" <<<"$out")"
+}
+
+write_pair_configs
+
+printf '[node]\nid = a\n[memory]\nsize = 12Q\n' >"$WORK/badsize.conf"
+expect_start_failure "$WORK/badsize.conf" "badsize.conf:4: \[memory\] size"
+
+printf '[node]\nid = a\nlisten = 127.0.0.1:7101\nfrobnicate = yes\n' >"$WORK/unknown.conf"
+expect_start_failure "$WORK/unknown.conf" "unknown.conf:4: \[node\] frobnicate: unknown key"
+
+printf '[memory]\nsize = 1M\n' >"$WORK/noid.conf"
+expect_start_failure "$WORK/noid.conf" "noid.conf.*\[node\] id"
+
+expect_start_failure "$WORK/missing.conf" "missing.conf"
+
+sed 's/^log_level = debug$/log_level = debug\ntransport = rdma/' "$WORK/a.conf" >"$WORK/rdma.conf"
+expect_start_failure "$WORK/rdma.conf" "no RDMA transport"
+[ ! -e "$WORK/a.sock" ] || fail "a refused start left a socket behind"
+
+# The partner port taken by another process (here a running node a).
+start_node a
+sed -e 's/^socket = a.sock$/socket = a2.sock/' -e 's/^state_dir = a$/state_dir = a2/' \
+	"$WORK/a.conf" >"$WORK/a2.conf"
+expect_start_failure "$WORK/a2.conf" "cannot listen on 127.0.0.1:$PORT_A"
+[ ! -e "$WORK/a2.sock" ] || fail "the refused node left its client socket behind"
+
+# A second node on a's client socket while a lives.
+sed -e 's/^listen = .*$/listen = 127.0.0.1:1/' "$WORK/a.conf" >"$WORK/a3.conf"
+expect_start_failure "$WORK/a3.conf" "a.sock"
+ctl a status >/dev/null || fail "a stopped serving after another node tried its socket"
+
+# --check validates without starting.
+"$FTVMD" --config "$WORK/a.conf" --check | grep -q "ok" || fail "--check on a good config"
+ok "ftvmd --check accepts a good config"
+
+# ftvmctl: 3 when the node cannot be reached, 2 on usage errors.
+rc=0; "$FTVMCTL" --socket "$WORK/nobody.sock" status >/dev/null 2>&1 || rc=$?
+[ "$rc" -eq 3 ] || fail "ftvmctl against no node exited $rc, wanted 3"
+rc=0; "$FTVMCTL" --socket "$WORK/nobody.sock" frobnicate >/dev/null 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || fail "ftvmctl with an unknown command exited $rc, wanted 2"
+rc=0; "$FTVMCTL" --config "$WORK/badsize.conf" status >/dev/null 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || fail "ftvmctl with a bad config exited $rc, wanted 2"
+ok "ftvmctl exit codes 3 (unreachable) and 2 (usage)"
