@@ -33,9 +33,9 @@
 
 #include "log.h"
 
-#define READ_MAX 4096          /* longest physical line read_line() takes in */
-#define SECTION_NAME_MAX 64    /* more than inih keeps (49) */
-#define HOST_MAX 256           /* a DNS name is at most 253 */
+#define READ_MAX 4096	    /* longest physical line read_line() takes in */
+#define SECTION_NAME_MAX 64 /* more than inih keeps (49) */
+#define HOST_MAX 256	    /* a DNS name is at most 253 */
 #define BLOCK_SIZE_MAX (4u << 20)
 #define PAGE_SIZE_MIN 512u
 #define PAGE_SIZE_MAX (1u << 20)
@@ -78,10 +78,10 @@ struct parser {
 	int read_errno;
 	struct ftvm_config *c;
 
-	enum section section;                     /* where keys go now */
-	char section_name[SECTION_NAME_MAX];      /* as written, for messages */
-	const char *key;                          /* the key being set, for messages */
-	unsigned line_of[N_KEYS];                 /* where each key was set; 0: default */
+	enum section section;			       /* where keys go now */
+	char section_name[SECTION_NAME_MAX];	       /* as written, for messages */
+	const char *key;			       /* the key being set, for messages */
+	unsigned line_of[N_KEYS];		       /* where each key was set; 0: default */
 	unsigned policy_line[CONFIG_POLICIES_MAX];     /* each policy's header */
 	unsigned block_size_line[CONFIG_POLICIES_MAX]; /* and its block_size */
 
@@ -100,8 +100,8 @@ struct key {
 /* ---- messages ---- */
 
 __attribute__((format(printf, 6, 0))) static int vfail(struct parser *p, int r, unsigned line,
-							      const char *section, const char *key,
-							      const char *fmt, va_list ap)
+						       const char *section, const char *key,
+						       const char *fmt, va_list ap)
 {
 	char where[64 + SECTION_NAME_MAX] = "";
 	char what[512];
@@ -127,9 +127,8 @@ __attribute__((format(printf, 6, 0))) static int vfail(struct parser *p, int r, 
 
 /* "FILE:LINE: [section] key: what"; line 0 leaves ":LINE" out, a NULL section
  * or key leaves that part out. Keeps the first problem only. */
-__attribute__((format(printf, 5, 6))) static int fail(struct parser *p, unsigned line,
-						       const char *section, const char *key,
-						       const char *fmt, ...)
+__attribute__((format(printf, 5, 6))) static int
+fail(struct parser *p, unsigned line, const char *section, const char *key, const char *fmt, ...)
 {
 	va_list ap;
 	int r;
@@ -153,7 +152,7 @@ __attribute__((format(printf, 2, 3))) static int fail_key(struct parser *p, cons
 }
 
 __attribute__((format(printf, 3, 4))) static int fail_errno(struct parser *p, int r,
-							     const char *fmt, ...)
+							    const char *fmt, ...)
 {
 	va_list ap;
 
@@ -231,8 +230,7 @@ int config_parse_size(const char *s, uint64_t *ret)
 }
 
 /* What is wrong with endpoint s, or NULL (and host and port filled in). */
-static const char *endpoint_problem(const char *s, char *host, size_t host_len,
-				    uint16_t *ret_port)
+static const char *endpoint_problem(const char *s, char *host, size_t host_len, uint16_t *ret_port)
 {
 	const char *h, *colon;
 	size_t hl;
@@ -395,8 +393,7 @@ static int set_log_level(struct parser *p, const char *v)
 static int parse_size_value(struct parser *p, const char *v, uint64_t *ret)
 {
 	if (config_parse_size(v, ret) < 0)
-		return fail_key(p, "'%s' is not a size (want a number with optional K, M or G)",
-				v);
+		return fail_key(p, "'%s' is not a size (want a number with optional K, M or G)", v);
 	return 0;
 }
 

@@ -23,24 +23,24 @@ struct config_policy {
 };
 
 struct ftvm_config {
-	char *path;                       /* the file as given */
-	char *dir;                        /* its directory, absolute */
+	char *path; /* the file as given */
+	char *dir;  /* its directory, absolute */
 
 	/* [node] */
 	char id[CONFIG_ID_MAX + 1];
-	char *listen;                     /* host:port, [v6]:port */
+	char *listen; /* host:port, [v6]:port */
 	char *partner;
 	enum config_transport transport;
-	char *socket_path;                /* absolute */
-	char *state_dir;                  /* absolute */
-	int log_level;                    /* LOG_LEVEL_*; key log_level, default info */
+	char *socket_path; /* absolute */
+	char *state_dir;   /* absolute */
+	int log_level;	   /* LOG_LEVEL_*; key log_level, default info */
 
 	/* [memory] */
 	uint64_t memory_size;
 	uint32_t page_size;
 
 	/* [store] */
-	char *store_path;                 /* absolute */
+	char *store_path; /* absolute */
 
 	/* [failover] */
 	uint32_t heartbeat_ms;

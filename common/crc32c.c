@@ -30,7 +30,7 @@ static uint32_t crc32c_table(uint32_t crc, const uint8_t *p, size_t len)
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, const uint8_t *p,
-								size_t len)
+							       size_t len)
 {
 	uint64_t c = crc;
 

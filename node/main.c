@@ -17,13 +17,12 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"Usage: ftvmd --config FILE [--check]\n"
-		"Runs one node of an ftvm pair.\n\n"
-		"  -c, --config FILE  the node's configuration (INI, see INTERFACES.md)\n"
-		"      --check        validate the configuration and exit\n"
-		"  -h, --help         show this help\n"
-		"      --version      show the version\n");
+	fprintf(out, "Usage: ftvmd --config FILE [--check]\n"
+		     "Runs one node of an ftvm pair.\n\n"
+		     "  -c, --config FILE  the node's configuration (INI, see INTERFACES.md)\n"
+		     "      --check        validate the configuration and exit\n"
+		     "  -h, --help         show this help\n"
+		     "      --version      show the version\n");
 }
 
 /* Precise timers: libevent's default coarse clock can fire a deadline or a
@@ -43,7 +42,10 @@ static struct event_base *new_event_base(void)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_CHECK = 0x100, OPT_VERSION };
+	enum {
+		OPT_CHECK = 0x100,
+		OPT_VERSION
+	};
 	static const struct option options[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "check", no_argument, NULL, OPT_CHECK },
@@ -79,7 +81,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!config_path || optind != argc) {
-		fprintf(stderr, "ftvmd: %s\n", config_path ? "unexpected arguments" : "--config FILE is required");
+		fprintf(stderr, "ftvmd: %s\n",
+			config_path ? "unexpected arguments" : "--config FILE is required");
 		usage(stderr);
 		return 2;
 	}

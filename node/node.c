@@ -160,7 +160,8 @@ static int make_state_dir(const char *path)
 	if (mkdir(path, 0750) < 0 && errno != EEXIST)
 		return log_error_errno(-errno, "state_dir %s: cannot create", path);
 	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode) || access(path, W_OK) < 0)
-		return log_error_errno(-(errno ? errno : ENOTDIR), "state_dir %s: not a writable directory", path);
+		return log_error_errno(-(errno ? errno : ENOTDIR),
+				       "state_dir %s: not a writable directory", path);
 	return 0;
 }
 

@@ -47,8 +47,8 @@ struct session_conn {
 	struct repl_conn *conn;
 	enum conn_state state;
 	bool inbound;
-	bool connecting;        /* outbound, transport has not reported it up yet */
-	uint64_t since_ms;      /* when it came up (for the Hello deadline) */
+	bool connecting;   /* outbound, transport has not reported it up yet */
+	uint64_t since_ms; /* when it came up (for the Hello deadline) */
 };
 
 struct repl_session {
@@ -59,14 +59,14 @@ struct repl_session {
 
 	struct repl_transport *transport;
 	struct session_conn *conns;
-	struct session_conn *active;  /* the link, NULL while down */
+	struct session_conn *active; /* the link, NULL while down */
 	struct session_conn *dialling;
 
 	struct pending_table *pending;
 	uint64_t next_seq;
-	int state;                    /* our NodeState, as advertised */
+	int state; /* our NodeState, as advertised */
 
-	struct event *tick;           /* every heartbeat_ms */
+	struct event *tick; /* every heartbeat_ms */
 	struct event *redial;
 	uint32_t backoff_ms;
 
@@ -180,8 +180,10 @@ static int check_hello(struct repl_session *s, const Ftvm__Partner__Hello *h, ch
 		return -EPROTO;
 	}
 	if (strcmp(h->node_id, s->config.node_id) == 0) {
-		snprintf(why, why_len, "partner has this node's own id '%s' (two nodes a, or "
-			 "a node dialling itself?)", h->node_id);
+		snprintf(why, why_len,
+			 "partner has this node's own id '%s' (two nodes a, or "
+			 "a node dialling itself?)",
+			 h->node_id);
 		return -EPROTO;
 	}
 	if (strlen(h->node_id) >= sizeof(s->stats.partner_id) || h->node_id[0] == '\0') {
@@ -239,7 +241,8 @@ static void on_hello(struct repl_session *s, struct session_conn *sc, const Enve
 	if (s->redial)
 		evtimer_del(s->redial);
 	if (s->cb.link_changed)
-		s->cb.link_changed(s, true, sc->inbound ? "partner connected" : "connected to partner",
+		s->cb.link_changed(s, true,
+				   sc->inbound ? "partner connected" : "connected to partner",
 				   s->cb_arg);
 }
 
@@ -416,14 +419,16 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		next = sc->next;
 		if (sc->state == CONN_HELLO && !sc->connecting &&
 		    now - sc->since_ms > s->config.dead_after_ms) {
-			snprintf(why, sizeof(why), "no Hello within %u ms", s->config.dead_after_ms);
+			snprintf(why, sizeof(why), "no Hello within %u ms",
+				 s->config.dead_after_ms);
 			protocol_error(s, sc, why);
 		}
 	}
 	if (!s->active)
 		return;
 	if (now - s->stats.last_rx_ms > s->config.dead_after_ms) {
-		snprintf(why, sizeof(why), "partner '%s' silent for %" PRIu64 " ms (dead_after_ms %u)",
+		snprintf(why, sizeof(why),
+			 "partner '%s' silent for %" PRIu64 " ms (dead_after_ms %u)",
 			 s->stats.partner_id, now - s->stats.last_rx_ms, s->config.dead_after_ms);
 		drop_conn(s, s->active, why);
 		return;

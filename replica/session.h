@@ -17,8 +17,8 @@ struct repl_session;
 
 struct repl_session_config {
 	const char *node_id;
-	const char *listen;               /* endpoint to accept on */
-	const char *partner;              /* endpoint to dial */
+	const char *listen;  /* endpoint to accept on */
+	const char *partner; /* endpoint to dial */
 	const struct repl_transport_ops *transport;
 	uint32_t page_size;
 	uint64_t frame_count;
@@ -43,14 +43,14 @@ struct repl_session_callbacks {
 
 struct repl_session_stats {
 	bool link_up;
-	char partner_id[64];              /* "" until a Hello was seen */
-	int partner_state;                /* Ftvm__Partner__NodeState */
+	char partner_id[64]; /* "" until a Hello was seen */
+	int partner_state;   /* Ftvm__Partner__NodeState */
 	uint64_t partner_epoch;
 	uint64_t link_changes;
-	uint64_t last_rx_ms;              /* monotonic ms of the last frame from the partner */
+	uint64_t last_rx_ms; /* monotonic ms of the last frame from the partner */
 	uint64_t requests_sent;
 	uint64_t requests_received;
-	unsigned connections;             /* open, in any state (1 when settled) */
+	unsigned connections; /* open, in any state (1 when settled) */
 };
 
 int repl_session_new(struct event_base *base, const struct repl_session_config *config,

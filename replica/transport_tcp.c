@@ -132,7 +132,7 @@ static void on_read(struct bufferevent *bev, void *arg)
 		if (!c->closed)
 			evbuffer_drain(in, (size_t)r);
 		continue;
-	bad_frame:
+bad_frame:
 		snprintf(reason, sizeof(reason), "bad frame: %s", why);
 		c->dispatching = false;
 		conn_fail(c, -EBADMSG, reason);
@@ -234,8 +234,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 		conn_free(c);
 }
 
-static int tcp_create(struct event_base *base, const struct repl_transport_callbacks *cb,
-		      void *arg, size_t max_payload, struct repl_transport **ret)
+static int tcp_create(struct event_base *base, const struct repl_transport_callbacks *cb, void *arg,
+		      size_t max_payload, struct repl_transport **ret)
 {
 	struct tcp_transport *t = calloc(1, sizeof(*t));
 
@@ -324,8 +324,7 @@ static int tcp_send(struct repl_conn *base, const void *payload, size_t len)
 	 * costs one more trip through the event loop on every message. */
 	if (c->connected && evbuffer_get_length(out) == 0)
 		done = write_now(c, hdr, payload, len);
-	if (done < FRAME_HEADER_SIZE &&
-	    evbuffer_add(out, hdr + done, FRAME_HEADER_SIZE - done) < 0)
+	if (done < FRAME_HEADER_SIZE && evbuffer_add(out, hdr + done, FRAME_HEADER_SIZE - done) < 0)
 		return -ENOMEM;
 	done = done > FRAME_HEADER_SIZE ? done - FRAME_HEADER_SIZE : 0;
 	if (done < len && evbuffer_add(out, (const uint8_t *)payload + done, len - done) < 0)

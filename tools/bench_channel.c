@@ -35,7 +35,8 @@ struct bench {
 
 static uint16_t free_port(void)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(sin);
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
@@ -207,7 +208,8 @@ static void nodelay(int fd)
 
 static void bench_floor(struct bench *b)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(sin);
 	uint8_t buf[256] = { 0 };
 	int lfd = socket(AF_INET, SOCK_STREAM, 0), fd;

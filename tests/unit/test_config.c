@@ -36,11 +36,11 @@ static char realdir[PATH_MAX]; /* and resolved, as config.c reports it */
 			FAIL("%s: expected %lld, got %lld", (what), e_, g_); \
 	} while (0)
 
-#define CHECK_STR(what, expected, got)                                                     \
-	do {                                                                               \
-		const char *e_ = (expected), *g_ = (got);                                  \
-		checks++;                                                                  \
-		if (!g_ || strcmp(e_, g_) != 0)                                            \
+#define CHECK_STR(what, expected, got)                                                           \
+	do {                                                                                     \
+		const char *e_ = (expected), *g_ = (got);                                        \
+		checks++;                                                                        \
+		if (!g_ || strcmp(e_, g_) != 0)                                                  \
 			FAIL("%s: expected \"%s\", got \"%s\"", (what), e_, g_ ? g_ : "(null)"); \
 	} while (0)
 
@@ -330,7 +330,7 @@ static void test_relative_load_path(void)
 
 struct bad {
 	const char *text;
-	unsigned line;     /* 0: the message names no line */
+	unsigned line;	   /* 0: the message names no line */
 	const char *where; /* "[section] key" as in the message, or NULL */
 	const char *what;  /* a part of the message after it */
 };
@@ -372,8 +372,9 @@ static const struct bad bad_cases[] = {
 	{ NODE "log_level = loud\n", 3, "[node] log_level", "'loud' is not a log level" },
 	{ NODE "log_level = 7\n", 3, "[node] log_level", "not a log level" },
 	{ NODE "socket =\n", 3, "[node] socket", "empty value" },
-	{ NODE "socket = aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-	       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
+	{ NODE
+	  "socket = aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
 	  3, "[node] socket", "too long for a unix socket" },
 	{ NODE "state_dir =\n", 3, "[node] state_dir", "empty value" },
 	{ NODE "[store]\npath =\n", 4, "[store] path", "empty value" },
@@ -419,16 +420,16 @@ static const struct bad bad_cases[] = {
 	  "not a number of milliseconds" },
 	{ NODE "[failover]\nheartbeat_ms = 10ms\n", 4, "[failover] heartbeat_ms",
 	  "not a number of milliseconds" },
-	{ NODE "[failover]\nheartbeat_ms = 99999999999999999999999\n", 4,
-	  "[failover] heartbeat_ms", "not a number of milliseconds" },
+	{ NODE "[failover]\nheartbeat_ms = 99999999999999999999999\n", 4, "[failover] heartbeat_ms",
+	  "not a number of milliseconds" },
 	{ NODE "[failover]\ndead_after_ms = 600001\n", 4, "[failover] dead_after_ms",
 	  "from 1 to 600000" },
 	{ NODE "[failover]\ndead_after_ms = 0\n", 4, "[failover] dead_after_ms",
 	  "not a number of milliseconds" },
 	{ NODE "[failover]\nrequest_timeout_ms = 0\n", 4, "[failover] request_timeout_ms",
 	  "from 1 to 600000" },
-	{ NODE "[failover]\nrequest_timeout_ms = 600001\n", 4,
-	  "[failover] request_timeout_ms", "from 1 to 600000" },
+	{ NODE "[failover]\nrequest_timeout_ms = 600001\n", 4, "[failover] request_timeout_ms",
+	  "from 1 to 600000" },
 	{ NODE "[failover]\nrequest_timeout_ms = 1e3\n", 4, "[failover] request_timeout_ms",
 	  "not a number of milliseconds" },
 	{ NODE "[failover]\ndead_after_ms = 100\n", 4, "[failover] dead_after_ms",
@@ -448,11 +449,10 @@ static const struct bad bad_cases[] = {
 	  "6144 is not a multiple of page_size (4096)" },
 	{ NODE "[memory]\npage_size = 8K\n[policy a]\nblock_size = 4K\n", 6,
 	  "[policy a] block_size", "not a multiple of page_size (8192)" },
-	{ NODE "[policy a]\nblock_size = 4K\n[memory]\npage_size = 8K\n", 6,
-	  "[memory] page_size", "does not divide block_size of [policy a] (4096, line 4)" },
+	{ NODE "[policy a]\nblock_size = 4K\n[memory]\npage_size = 8K\n", 6, "[memory] page_size",
+	  "does not divide block_size of [policy a] (4096, line 4)" },
 	{ NODE "[policy a]\n", 3, "[policy a] block_size", "missing (every policy needs one)" },
-	{ NODE "[policy a]\n[policy b]\nblock_size = 4K\n", 3, "[policy a] block_size",
-	  "missing" },
+	{ NODE "[policy a]\n[policy b]\nblock_size = 4K\n", 3, "[policy a] block_size", "missing" },
 	{ NODE "[policy a]\n; nothing\n[memory]\nsize = 1M\n", 3, "[policy a] block_size",
 	  "missing" },
 	{ NODE "[policy a]\nblock_size = 4K\nbogus = 1\n", 5, "[policy a] bogus", "unknown key" },
@@ -641,9 +641,25 @@ static void test_parse_size(void)
 		{ "17592186044415M", 17592186044415ull << 20 },
 	};
 	static const char *const bad[] = {
-		"",      "K",     "-1",    "+1",   " 1",  "1 ",   "1KB", "1k",
-		"1T",    "0x10",  "1.5K",  "1KK",  "M1",  "1 K",  "1\n", "18446744073709551616",
-		"17179869184G", "17592186044416M", "99999999999999999999999999",
+		"",
+		"K",
+		"-1",
+		"+1",
+		" 1",
+		"1 ",
+		"1KB",
+		"1k",
+		"1T",
+		"0x10",
+		"1.5K",
+		"1KK",
+		"M1",
+		"1 K",
+		"1\n",
+		"18446744073709551616",
+		"17179869184G",
+		"17592186044416M",
+		"99999999999999999999999999",
 	};
 
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
@@ -681,9 +697,9 @@ static void test_parse_endpoint(void)
 		{ "a:00080", "a", 80 },
 	};
 	static const char *const bad[] = {
-		"",       ":1",     "h",       "h:",      "h:0",      "h:65536", "h:-1",
-		"h:+1",   "h:1x",   "h: 1",    "[::1]",   "[::1]x:1", "[]:1",    "::1:1",
-		"[::1:1", "h h:1",  "h[:1",    "h:99999999999999999999",
+		"",	":1",	 "h",	   "h:",    "h:0",   "h:65536",
+		"h:-1", "h:+1",	 "h:1x",   "h: 1",  "[::1]", "[::1]x:1",
+		"[]:1", "::1:1", "[::1:1", "h h:1", "h[:1",  "h:99999999999999999999",
 	};
 	char host[64];
 	uint16_t port;

@@ -18,14 +18,14 @@
 static int failures;
 static struct event_base *base;
 
-#define CHECK(cond, ...)                                                               \
-	do {                                                                           \
-		if (!(cond)) {                                                         \
-			failures++;                                                    \
+#define CHECK(cond, ...)                                                                \
+	do {                                                                            \
+		if (!(cond)) {                                                          \
+			failures++;                                                     \
 			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                  \
-			fputc('\n', stderr);                                           \
-		}                                                                      \
+			fprintf(stderr, __VA_ARGS__);                                   \
+			fputc('\n', stderr);                                            \
+		}                                                                       \
 	} while (0)
 
 struct peer {
@@ -46,7 +46,8 @@ struct peer {
 
 static uint16_t free_port(void)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(sin);
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
@@ -140,13 +141,12 @@ static void peer_stop(struct peer *p)
 }
 
 /* Runs the loop until cond holds or timeout_ms pass; returns cond. */
-#define RUN_UNTIL(cond, timeout_ms)                                                    \
-	({                                                                             \
-		uint64_t deadline_ = clock_now_ms() + (timeout_ms);                    \
-		while (!(cond) && clock_now_ms() < deadline_)                          \
-			event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK),          \
-				usleep(200);                                           \
-		(cond);                                                                \
+#define RUN_UNTIL(cond, timeout_ms)                                                        \
+	({                                                                                 \
+		uint64_t deadline_ = clock_now_ms() + (timeout_ms);                        \
+		while (!(cond) && clock_now_ms() < deadline_)                              \
+			event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK), usleep(200); \
+		(cond);                                                                    \
 	})
 
 static bool link_up(struct peer *p)
@@ -290,7 +290,8 @@ static void raw_hello(int fd, const char *id, uint32_t page_size)
 
 static int raw_connect(uint16_t port)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port),
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_port = htons(port),
 				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
@@ -358,8 +359,7 @@ static void test_bad_input(void)
 	fd = raw_connect(pa);
 	raw_hello(fd, "a", 4096);
 	CHECK(RUN_UNTIL(a.protocol_errors > 0, 2000), "own id noticed");
-	CHECK(strstr(a.last_protocol_error, "own id") != NULL, "reason: %s",
-	      a.last_protocol_error);
+	CHECK(strstr(a.last_protocol_error, "own id") != NULL, "reason: %s", a.last_protocol_error);
 	close(fd);
 
 	/* A connection that never says Hello is closed after dead_after_ms. */

@@ -1,0 +1,1048 @@
+/* The partner codec: every Envelope message round-trips through a frame with
+ * every field intact, and everything a broken or hostile peer could send is
+ * refused with -EBADMSG and a reason, never a crash. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "frame.h"
+
+#define PV_CURRENT FTVM__PARTNER__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+static int failures;
+
+#define FAIL(...)                                                    \
+	do {                                                         \
+		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+		fprintf(stderr, __VA_ARGS__);                        \
+		fputc('\n', stderr);                                 \
+		failures++;                                          \
+	} while (0)
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (!p) {
+		fprintf(stderr, "out of memory\n");
+		exit(99);
+	}
+	return p;
+}
+
+static uint32_t rng_state = 0x1234567u;
+
+static uint32_t rng(void)
+{
+	uint32_t x = rng_state;
+
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	return rng_state = x;
+}
+
+/* ---- Field comparisons, named by where the field sits ------------------ */
+
+static void eq_u(const char *ctx, const char *field, uint64_t e, uint64_t g)
+{
+	if (e != g)
+		FAIL("%s: %s: expected %llu (0x%llx), got %llu (0x%llx)", ctx, field,
+		     (unsigned long long)e, (unsigned long long)e, (unsigned long long)g,
+		     (unsigned long long)g);
+}
+
+static void eq_s(const char *ctx, const char *field, const char *e, const char *g)
+{
+	if (!g || strcmp(e, g) != 0)
+		FAIL("%s: %s: expected \"%s\", got \"%s\"", ctx, field, e, g ? g : "(null)");
+}
+
+static void eq_b(const char *ctx, const char *field, ProtobufCBinaryData e, ProtobufCBinaryData g)
+{
+	if (e.len != g.len)
+		FAIL("%s: %s: expected %zu bytes, got %zu", ctx, field, e.len, g.len);
+	else if (e.len && memcmp(e.data, g.data, e.len) != 0)
+		FAIL("%s: %s: the %zu bytes differ", ctx, field, e.len);
+}
+
+#define EQ_U(f) eq_u(ctx, #f, (uint64_t)e->f, (uint64_t)g->f)
+#define EQ_S(f) eq_s(ctx, #f, e->f, g->f)
+#define EQ_B(f) eq_b(ctx, #f, e->f, g->f)
+
+/* "Every field set to a non-default value" is checked on what is sent, by
+ * walking the descriptors, so a field added to partner.proto later fails
+ * here until this test sets (and compares) it too. */
+static void check_all_set(const char *path, const ProtobufCMessage *m)
+{
+	const ProtobufCMessageDescriptor *d = m->descriptor;
+
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		const char *member = (const char *)m + f->offset;
+		int unset = 0;
+
+		if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+			uint32_t which;
+
+			memcpy(&which, (const char *)m + f->quantifier_offset, sizeof(which));
+			if (which != f->id)
+				continue;
+		}
+		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			size_t n;
+
+			memcpy(&n, (const char *)m + f->quantifier_offset, sizeof(n));
+			if (n == 0)
+				FAIL("%s.%s: the test sends it empty", path, f->name);
+			if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
+				const ProtobufCMessage *const *elems;
+
+				memcpy(&elems, member, sizeof(elems));
+				for (size_t k = 0; k < n; k++)
+					check_all_set(f->name, elems[k]);
+			}
+			continue;
+		}
+		switch (f->type) {
+		case PROTOBUF_C_TYPE_INT32:
+		case PROTOBUF_C_TYPE_SINT32:
+		case PROTOBUF_C_TYPE_SFIXED32:
+		case PROTOBUF_C_TYPE_UINT32:
+		case PROTOBUF_C_TYPE_FIXED32:
+		case PROTOBUF_C_TYPE_ENUM:
+		case PROTOBUF_C_TYPE_BOOL:
+		case PROTOBUF_C_TYPE_FLOAT: {
+			uint32_t v;
+
+			memcpy(&v, member, sizeof(v));
+			unset = v == 0;
+			break;
+		}
+		case PROTOBUF_C_TYPE_INT64:
+		case PROTOBUF_C_TYPE_SINT64:
+		case PROTOBUF_C_TYPE_SFIXED64:
+		case PROTOBUF_C_TYPE_UINT64:
+		case PROTOBUF_C_TYPE_FIXED64:
+		case PROTOBUF_C_TYPE_DOUBLE: {
+			uint64_t v;
+
+			memcpy(&v, member, sizeof(v));
+			unset = v == 0;
+			break;
+		}
+		case PROTOBUF_C_TYPE_STRING: {
+			const char *s;
+
+			memcpy(&s, member, sizeof(s));
+			unset = !s || !*s;
+			break;
+		}
+		case PROTOBUF_C_TYPE_BYTES: {
+			ProtobufCBinaryData b;
+
+			memcpy(&b, member, sizeof(b));
+			unset = b.len == 0;
+			break;
+		}
+		case PROTOBUF_C_TYPE_MESSAGE: {
+			const ProtobufCMessage *sub;
+
+			memcpy(&sub, member, sizeof(sub));
+			if (sub)
+				check_all_set(f->name, sub);
+			unset = !sub;
+			break;
+		}
+		}
+		if (unset)
+			FAIL("%s.%s: the test sends the default value", path, f->name);
+	}
+}
+
+/* ---- What is sent: one of each, every field non-default ---------------- */
+
+/* Distinct values per field, wide enough to catch truncation to 32 bits or a
+ * sign bit. */
+static const uint8_t blob[] = { 0x00, 0xff, 0x01, 0x80, 'h', 'd', 'r', 0x00, 0x7f };
+static uint8_t page_data[4096];
+static char owner_a[] = "owner-a", owner_b[] = "owner-b", owner_c[] = "";
+static char *owners[] = { owner_a, owner_b, owner_c };
+
+struct sent {
+	Ftvm__Partner__Hello hello;
+	Ftvm__Partner__Heartbeat heartbeat;
+	Ftvm__Partner__CommandComplete command_complete;
+	Ftvm__Partner__SpaceStatus space;
+	Ftvm__Partner__LockStatus lock;
+	Ftvm__Partner__Header header;
+	Ftvm__Partner__MediaCapacity media[2];
+	Ftvm__Partner__MediaCapacity *media_ptrs[2];
+	Ftvm__Partner__SenseInformation sense;
+	Ftvm__Partner__SpaceRequest space_request;
+	Ftvm__Partner__AllocateMemory allocate_memory;
+	Ftvm__Partner__ReleaseMemory release_memory;
+	Ftvm__Partner__LockRequest lock_request;
+	Ftvm__Partner__ReadHeader read_header;
+	Ftvm__Partner__WritePage write_page;
+	Ftvm__Partner__SenseRequest sense_request;
+	Ftvm__Partner__AllocateRead allocate_read;
+	Ftvm__Partner__AllocateWrite allocate_write;
+	Ftvm__Partner__ReleasePointer release_pointer;
+};
+
+static void sent_init(struct sent *s)
+{
+	for (size_t i = 0; i < sizeof(page_data); i++)
+		page_data[i] = (uint8_t)(i * 7 + 3);
+
+	s->hello = (Ftvm__Partner__Hello)FTVM__PARTNER__HELLO__INIT;
+	s->hello.node_id = "node-b";
+	s->hello.version = 0x80000001u;
+	s->hello.epoch = 0x1111222233334444ull;
+	s->hello.page_size = 65536;
+	s->hello.frame_count = 0xfffffffffffffffeull;
+	s->hello.initiator = 1;
+	s->hello.state = FTVM__PARTNER__NODE_STATE__NODE_STATE_RESYNCING;
+
+	s->heartbeat = (Ftvm__Partner__Heartbeat)FTVM__PARTNER__HEARTBEAT__INIT;
+	s->heartbeat.sent_us = 0x0000123456789abcull;
+	s->heartbeat.state = FTVM__PARTNER__NODE_STATE__NODE_STATE_FENCED;
+
+	s->space = (Ftvm__Partner__SpaceStatus)FTVM__PARTNER__SPACE_STATUS__INIT;
+	s->space.free_bytes = 0x0000000500000001ull;
+	s->space.total_bytes = 0x0000000a00000002ull;
+
+	s->lock = (Ftvm__Partner__LockStatus)FTVM__PARTNER__LOCK_STATUS__INIT;
+	s->lock.mode = FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ;
+	s->lock.n_owners = ARRAY_SIZE(owners);
+	s->lock.owners = owners;
+
+	s->header = (Ftvm__Partner__Header)FTVM__PARTNER__HEADER__INIT;
+	s->header.guid = "6f1c2a9e-0d2b-4c8e-9a51-3b7d1e0f4a22";
+	s->header.size = 0x0000010000000000ull;
+	s->header.block_size = 0x80001000u;
+	s->header.pages = 0x00000000ffffffffull + 2;
+	s->header.policy = "mirrored";
+	s->header.home = "node-a";
+	s->header.owner = "node-b";
+	s->header.header = (ProtobufCBinaryData){ sizeof(blob), (uint8_t *)blob };
+
+	for (int i = 0; i < 2; i++) {
+		s->media[i] = (Ftvm__Partner__MediaCapacity)FTVM__PARTNER__MEDIA_CAPACITY__INIT;
+		s->media[i].type = i ? "flash" : "dram";
+		s->media[i].capacity = 0x100000000ull << i;
+		s->media[i].free = 0x30000000ull + (uint64_t)i;
+		s->media_ptrs[i] = &s->media[i];
+	}
+	s->sense = (Ftvm__Partner__SenseInformation)FTVM__PARTNER__SENSE_INFORMATION__INIT;
+	s->sense.n_media = 2;
+	s->sense.media = s->media_ptrs;
+	s->sense.paging_queue = 0x100000001ull;
+	s->sense.destage_queue = 0x200000002ull;
+	s->sense.replacement_queue = 0x300000003ull;
+
+	s->command_complete = (CommandComplete)FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+	s->command_complete.status = FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN;
+	s->command_complete.reason = "node-b is stopping";
+
+	s->space_request = (Ftvm__Partner__SpaceRequest)FTVM__PARTNER__SPACE_REQUEST__INIT;
+	s->space_request.bytes = 0x0000000200000003ull;
+
+	s->allocate_memory = (Ftvm__Partner__AllocateMemory)FTVM__PARTNER__ALLOCATE_MEMORY__INIT;
+	s->allocate_memory.guid = "a1";
+	s->allocate_memory.size = 0x0000002000000000ull;
+	s->allocate_memory.block_size = 0x80000200u;
+	s->allocate_memory.policy = "immediate";
+	s->allocate_memory.home = "node-a";
+	s->allocate_memory.header = (ProtobufCBinaryData){ sizeof(blob), (uint8_t *)blob };
+
+	s->release_memory = (Ftvm__Partner__ReleaseMemory)FTVM__PARTNER__RELEASE_MEMORY__INIT;
+	s->release_memory.guid = "a2";
+
+	s->lock_request = (Ftvm__Partner__LockRequest)FTVM__PARTNER__LOCK_REQUEST__INIT;
+	s->lock_request.guid = "a3";
+	s->lock_request.page = 0x0000000100000007ull;
+	s->lock_request.mode = FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE;
+
+	s->read_header = (Ftvm__Partner__ReadHeader)FTVM__PARTNER__READ_HEADER__INIT;
+	s->read_header.guid = "a4";
+
+	s->write_page = (Ftvm__Partner__WritePage)FTVM__PARTNER__WRITE_PAGE__INIT;
+	s->write_page.guid = "a5";
+	s->write_page.page = 0xfffffffffffffff0ull;
+	s->write_page.data = (ProtobufCBinaryData){ sizeof(page_data), page_data };
+	s->write_page.crc32c = 0xe3069283u;
+
+	s->sense_request = (Ftvm__Partner__SenseRequest)FTVM__PARTNER__SENSE_REQUEST__INIT;
+	s->sense_request.capacity = 1;
+	s->sense_request.queues = 1;
+
+	s->allocate_read = (Ftvm__Partner__AllocateRead)FTVM__PARTNER__ALLOCATE_READ__INIT;
+	s->allocate_read.guid = "a6";
+	s->allocate_read.page = 0x0000000300000009ull;
+	s->allocate_read.owner = "reader-1";
+
+	s->allocate_write = (Ftvm__Partner__AllocateWrite)FTVM__PARTNER__ALLOCATE_WRITE__INIT;
+	s->allocate_write.guid = "a7";
+	s->allocate_write.page = 0x000000040000000bull;
+	s->allocate_write.owner = "writer-1";
+
+	s->release_pointer = (Ftvm__Partner__ReleasePointer)FTVM__PARTNER__RELEASE_POINTER__INIT;
+	s->release_pointer.guid = "a8";
+	s->release_pointer.page = 0x000000050000000dull;
+	s->release_pointer.owner = "writer-2";
+	s->release_pointer.modified = 1;
+}
+
+/* An envelope around one message. */
+static Envelope envelope(Ftvm__Partner__Envelope__MessageCase which, void *msg)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+
+	env.version = PV_CURRENT;
+	env.sender = "node-a";
+	env.epoch = 0x0123456789abcdefull;
+	env.seq = 0x00000001fffffffeull;
+	env.answers = 0x0000000100000001ull;
+	env.message_case = which;
+	/* Every member of the union is a pointer; which one is in message_case. */
+	env.hello = msg;
+	return env;
+}
+
+/* ---- What came back: every field compared ------------------------------ */
+
+static void cmp_command_complete(const char *ctx, const CommandComplete *e,
+				 const CommandComplete *g)
+{
+	EQ_U(status);
+	EQ_S(reason);
+	EQ_U(payload_case);
+	if (e->payload_case != g->payload_case)
+		return;
+	switch (e->payload_case) {
+	case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE:
+		EQ_U(space->free_bytes);
+		EQ_U(space->total_bytes);
+		break;
+	case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LOCK:
+		EQ_U(lock->mode);
+		EQ_U(lock->n_owners);
+		for (size_t i = 0; i < e->lock->n_owners && i < g->lock->n_owners; i++)
+			EQ_S(lock->owners[i]);
+		break;
+	case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_HEADER:
+		EQ_S(header->guid);
+		EQ_U(header->size);
+		EQ_U(header->block_size);
+		EQ_U(header->pages);
+		EQ_S(header->policy);
+		EQ_S(header->home);
+		EQ_S(header->owner);
+		EQ_B(header->header);
+		break;
+	case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SENSE:
+		EQ_U(sense->n_media);
+		for (size_t i = 0; i < e->sense->n_media && i < g->sense->n_media; i++) {
+			EQ_S(sense->media[i]->type);
+			EQ_U(sense->media[i]->capacity);
+			EQ_U(sense->media[i]->free);
+		}
+		EQ_U(sense->paging_queue);
+		EQ_U(sense->destage_queue);
+		EQ_U(sense->replacement_queue);
+		break;
+	case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD__NOT_SET:
+	default:
+		break;
+	}
+}
+
+static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
+{
+	EQ_U(version);
+	EQ_S(sender);
+	EQ_U(epoch);
+	EQ_U(seq);
+	EQ_U(answers);
+	EQ_U(message_case);
+	if (e->message_case != g->message_case)
+		return;
+	switch (e->message_case) {
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO:
+		EQ_S(hello->node_id);
+		EQ_U(hello->version);
+		EQ_U(hello->epoch);
+		EQ_U(hello->page_size);
+		EQ_U(hello->frame_count);
+		EQ_U(hello->initiator);
+		EQ_U(hello->state);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT:
+		EQ_U(heartbeat->sent_us);
+		EQ_U(heartbeat->state);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE:
+		cmp_command_complete(ctx, e->command_complete, g->command_complete);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST:
+		EQ_U(space_request->bytes);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_MEMORY:
+		EQ_S(allocate_memory->guid);
+		EQ_U(allocate_memory->size);
+		EQ_U(allocate_memory->block_size);
+		EQ_S(allocate_memory->policy);
+		EQ_S(allocate_memory->home);
+		EQ_B(allocate_memory->header);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_MEMORY:
+		EQ_S(release_memory->guid);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_LOCK_REQUEST:
+		EQ_S(lock_request->guid);
+		EQ_U(lock_request->page);
+		EQ_U(lock_request->mode);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_READ_HEADER:
+		EQ_S(read_header->guid);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE:
+		EQ_S(write_page->guid);
+		EQ_U(write_page->page);
+		EQ_B(write_page->data);
+		EQ_U(write_page->crc32c);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_SENSE_REQUEST:
+		EQ_U(sense_request->capacity);
+		EQ_U(sense_request->queues);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_READ:
+		EQ_S(allocate_read->guid);
+		EQ_U(allocate_read->page);
+		EQ_S(allocate_read->owner);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_WRITE:
+		EQ_S(allocate_write->guid);
+		EQ_U(allocate_write->page);
+		EQ_S(allocate_write->owner);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER:
+		EQ_S(release_pointer->guid);
+		EQ_U(release_pointer->page);
+		EQ_S(release_pointer->owner);
+		EQ_U(release_pointer->modified);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE__NOT_SET:
+	default:
+		FAIL("%s: the test sent an envelope with message case %d", ctx, e->message_case);
+		break;
+	}
+}
+
+/* ---- Round trips -------------------------------------------------------- */
+
+struct round_trip_case {
+	const char *ctx;
+	const char *name; /* codec_message_name's answer */
+	Ftvm__Partner__Envelope__MessageCase which;
+	Ftvm__Partner__CommandComplete__PayloadCase payload;
+};
+
+static const struct round_trip_case round_trip_cases[] = {
+	{ "Hello", "Hello", FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO, 0 },
+	{ "Heartbeat", "Heartbeat", FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT, 0 },
+	{ "CommandComplete{}", "CommandComplete", FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE,
+	  FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD__NOT_SET },
+	{ "CommandComplete{space}", "CommandComplete",
+	  FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE,
+	  FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE },
+	{ "CommandComplete{lock}", "CommandComplete",
+	  FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE,
+	  FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LOCK },
+	{ "CommandComplete{header}", "CommandComplete",
+	  FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE,
+	  FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_HEADER },
+	{ "CommandComplete{sense}", "CommandComplete",
+	  FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE,
+	  FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SENSE },
+	{ "SpaceRequest", "SpaceRequest", FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST, 0 },
+	{ "AllocateMemory", "AllocateMemory", FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_MEMORY, 0 },
+	{ "ReleaseMemory", "ReleaseMemory", FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_MEMORY, 0 },
+	{ "LockRequest", "LockRequest", FTVM__PARTNER__ENVELOPE__MESSAGE_LOCK_REQUEST, 0 },
+	{ "ReadHeader", "ReadHeader", FTVM__PARTNER__ENVELOPE__MESSAGE_READ_HEADER, 0 },
+	{ "WritePage", "WritePage", FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE, 0 },
+	{ "SenseRequest", "SenseRequest", FTVM__PARTNER__ENVELOPE__MESSAGE_SENSE_REQUEST, 0 },
+	{ "AllocateRead", "AllocateRead", FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_READ, 0 },
+	{ "AllocateWrite", "AllocateWrite", FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_WRITE, 0 },
+	{ "ReleasePointer", "ReleasePointer", FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER, 0 },
+};
+
+/* The message a case sends, wired into s. */
+static void *case_message(struct sent *s, const struct round_trip_case *c)
+{
+	switch (c->which) {
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO:
+		return &s->hello;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT:
+		return &s->heartbeat;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE:
+		s->command_complete.payload_case = c->payload;
+		switch (c->payload) {
+		case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE:
+			s->command_complete.space = &s->space;
+			break;
+		case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LOCK:
+			s->command_complete.lock = &s->lock;
+			break;
+		case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_HEADER:
+			s->command_complete.header = &s->header;
+			break;
+		case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SENSE:
+			s->command_complete.sense = &s->sense;
+			break;
+		default:
+			s->command_complete.space = NULL;
+			break;
+		}
+		return &s->command_complete;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST:
+		return &s->space_request;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_MEMORY:
+		return &s->allocate_memory;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_MEMORY:
+		return &s->release_memory;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_LOCK_REQUEST:
+		return &s->lock_request;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_READ_HEADER:
+		return &s->read_header;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE:
+		return &s->write_page;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_SENSE_REQUEST:
+		return &s->sense_request;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_READ:
+		return &s->allocate_read;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_WRITE:
+		return &s->allocate_write;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER:
+		return &s->release_pointer;
+	default:
+		return NULL;
+	}
+}
+
+static void test_round_trips(void)
+{
+	struct sent s;
+	int seen[64] = { 0 };
+
+	sent_init(&s);
+	for (size_t i = 0; i < ARRAY_SIZE(round_trip_cases); i++) {
+		const struct round_trip_case *c = &round_trip_cases[i];
+		Envelope sent = envelope(c->which, case_message(&s, c));
+		Envelope *got = NULL;
+		uint8_t *frame = NULL, *payload = NULL;
+		size_t frame_len, payload_len;
+		char err[256] = "";
+		int r;
+
+		seen[c->which] = 1;
+		check_all_set(c->ctx, &sent.base);
+		eq_s(c->ctx, "codec_message_name(sent)", c->name, codec_message_name(&sent));
+
+		r = codec_frame_pack(&sent.base, &frame, &frame_len);
+		if (r < 0) {
+			FAIL("%s: codec_frame_pack: %d", c->ctx, r);
+			continue;
+		}
+		r = codec_envelope_decode_frame(frame, frame_len, FRAME_MAX_PAYLOAD_DEFAULT, &got,
+						err, sizeof(err));
+		if (r < 0 || !got) {
+			FAIL("%s: codec_envelope_decode_frame: expected 0, got %d (%s)", c->ctx, r,
+			     err);
+		} else {
+			cmp_envelope(c->ctx, &sent, got);
+			eq_s(c->ctx, "codec_message_name(decoded)", c->name,
+			     codec_message_name(got));
+		}
+		codec_envelope_free(got);
+		got = NULL;
+
+		/* The header-less form transports use decodes to the same. */
+		r = codec_payload_pack(&sent.base, &payload, &payload_len);
+		if (r < 0) {
+			FAIL("%s: codec_payload_pack: %d", c->ctx, r);
+		} else {
+			if (payload_len != frame_len - FRAME_HEADER_SIZE ||
+			    memcmp(payload, frame + FRAME_HEADER_SIZE, payload_len) != 0)
+				FAIL("%s: codec_payload_pack differs from the frame's payload",
+				     c->ctx);
+			r = codec_envelope_decode(payload, payload_len, &got, err, sizeof(err));
+			if (r < 0 || !got)
+				FAIL("%s: codec_envelope_decode: expected 0, got %d (%s)", c->ctx,
+				     r, err);
+			else
+				cmp_envelope(c->ctx, &sent, got);
+			codec_envelope_free(got);
+		}
+		free(payload);
+		free(frame);
+	}
+
+	/* Every member of the oneof has a case above. */
+	for (unsigned i = 0; i < ftvm__partner__envelope__descriptor.n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &ftvm__partner__envelope__descriptor.fields[i];
+
+		if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+		    (f->id >= ARRAY_SIZE(seen) || !seen[f->id]))
+			FAIL("Envelope.%s (field %u) has no round-trip case", f->name, f->id);
+	}
+}
+
+/* An envelope whose message this build does not know decodes, with no
+ * message set (partner.proto: the receiver answers UNSUPPORTED, it does not
+ * drop the link). */
+static void test_unknown_message(void)
+{
+	Envelope sent = FTVM__PARTNER__ENVELOPE__INIT, *got = NULL;
+	/* Field 99, length-delimited, 3 bytes: a message from a newer partner. */
+	static const uint8_t extra[] = { 0x9a, 0x06, 0x03, 0x08, 0x01, 0x00 };
+	uint8_t *frame, *bigger;
+	size_t len;
+	char err[256] = "";
+	int r;
+
+	sent.version = PV_CURRENT;
+	sent.sender = "node-c";
+	sent.seq = 9;
+	eq_s("no message", "codec_message_name", "none", codec_message_name(&sent));
+	if (codec_frame_pack(&sent.base, &frame, &len) < 0) {
+		FAIL("codec_frame_pack failed");
+		return;
+	}
+	bigger = xmalloc(len + sizeof(extra));
+	memcpy(bigger, frame, len);
+	memcpy(bigger + len, extra, sizeof(extra));
+	frame_seal(bigger, len - FRAME_HEADER_SIZE + sizeof(extra));
+
+	r = codec_envelope_decode_frame(frame, len, FRAME_MAX_PAYLOAD_DEFAULT, &got, err,
+					sizeof(err));
+	if (r < 0 || !got)
+		FAIL("envelope with no message: expected 0, got %d (%s)", r, err);
+	else
+		eq_s("envelope with no message", "codec_message_name", "none",
+		     codec_message_name(got));
+	codec_envelope_free(got);
+	got = NULL;
+
+	r = codec_envelope_decode_frame(bigger, len + sizeof(extra), FRAME_MAX_PAYLOAD_DEFAULT,
+					&got, err, sizeof(err));
+	if (r < 0 || !got) {
+		FAIL("envelope with an unknown field 99: expected 0, got %d (%s)", r, err);
+	} else {
+		eq_s("envelope with an unknown field 99", "codec_message_name", "none",
+		     codec_message_name(got));
+		eq_u("envelope with an unknown field 99", "seq", 9, got->seq);
+	}
+	codec_envelope_free(got);
+	free(bigger);
+	free(frame);
+}
+
+static void test_names(void)
+{
+	eq_s("codec_status_name", "OK", "OK", codec_status_name(FTVM__PARTNER__STATUS__STATUS_OK));
+	eq_s("codec_status_name", "DENIED", "DENIED",
+	     codec_status_name(FTVM__PARTNER__STATUS__STATUS_DENIED));
+	eq_s("codec_status_name", "SHUTTING_DOWN", "SHUTTING_DOWN",
+	     codec_status_name(FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN));
+	eq_s("codec_status_name", "1000", "UNKNOWN", codec_status_name(1000));
+	eq_s("codec_status_name", "-1", "UNKNOWN", codec_status_name(-1));
+	eq_s("codec_node_state_name", "ACTIVE", "active",
+	     codec_node_state_name(FTVM__PARTNER__NODE_STATE__NODE_STATE_ACTIVE));
+	eq_s("codec_node_state_name", "FENCED", "fenced",
+	     codec_node_state_name(FTVM__PARTNER__NODE_STATE__NODE_STATE_FENCED));
+	eq_s("codec_node_state_name", "99", "unknown", codec_node_state_name(99));
+	eq_s("codec_node_state_name", "-1", "unknown", codec_node_state_name(-1));
+}
+
+/* ---- Refusals ----------------------------------------------------------- */
+
+/* Decodes a whole frame (or with frame == 0, a bare payload) and expects
+ * -EBADMSG, no envelope, and a reason; with want non-NULL the reason must
+ * contain it. */
+static void expect_bad(const char *what, const uint8_t *buf, size_t len, size_t max_payload,
+		       int frame, const char *want)
+{
+	Envelope *got = NULL;
+	char err[256];
+	int r;
+
+	memset(err, 0, sizeof(err));
+	if (frame)
+		r = codec_envelope_decode_frame(buf, len, max_payload, &got, err, sizeof(err));
+	else
+		r = codec_envelope_decode(buf, len, &got, err, sizeof(err));
+	if (r != -EBADMSG)
+		FAIL("%s: expected %d (-EBADMSG), got %d (%s)", what, -EBADMSG, r, err);
+	if (got) {
+		FAIL("%s: an envelope came back with the error", what);
+		codec_envelope_free(got);
+	}
+	if (err[0] == '\0')
+		FAIL("%s: no reason given", what);
+	else if (want && !strstr(err, want))
+		FAIL("%s: expected a reason mentioning \"%s\", got \"%s\"", what, want, err);
+}
+
+/* A valid frame around sent. */
+static uint8_t *pack(const Envelope *sent, size_t *ret_len)
+{
+	uint8_t *frame;
+
+	if (codec_frame_pack(&sent->base, &frame, ret_len) < 0) {
+		fprintf(stderr, "codec_frame_pack failed\n");
+		exit(99);
+	}
+	return frame;
+}
+
+/* A frame with any payload, sealed correctly. */
+static uint8_t *seal(const uint8_t *payload, size_t len, size_t *ret_len)
+{
+	uint8_t *f = xmalloc(FRAME_HEADER_SIZE + len);
+
+	if (len)
+		memcpy(f + FRAME_HEADER_SIZE, payload, len);
+	frame_seal(f, len);
+	*ret_len = FRAME_HEADER_SIZE + len;
+	return f;
+}
+
+static void test_truncated(struct sent *s)
+{
+	Envelope sent =
+		envelope(FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_MEMORY, &s->allocate_memory);
+	size_t len;
+	uint8_t *frame = pack(&sent, &len);
+
+	for (size_t cut = 0; cut < len; cut++) {
+		/* A copy of exactly cut bytes, so ASan sees any read past it. */
+		uint8_t *part = xmalloc(cut);
+		char what[64];
+
+		memcpy(part, frame, cut);
+		snprintf(what, sizeof(what), "first %zu of %zu bytes", cut, len);
+		expect_bad(what, part, cut, FRAME_MAX_PAYLOAD_DEFAULT, 1, "truncated frame");
+		free(part);
+	}
+	free(frame);
+}
+
+static void test_oversized(struct sent *s)
+{
+	Envelope sent = envelope(FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE, &s->write_page);
+	uint8_t hdr[FRAME_HEADER_SIZE];
+	size_t len;
+	uint8_t *frame = pack(&sent, &len);
+
+	/* A 4 KiB page against a 1 KiB limit: refused, whole or in part. */
+	expect_bad("4 KiB page, 1 KiB limit", frame, len, 1024, 1, "too long");
+	expect_bad("4 KiB page, 1 KiB limit, header only", frame, FRAME_HEADER_SIZE, 1024, 1,
+		   "too long");
+	expect_bad("4 KiB page, limit one byte short", frame, len, len - FRAME_HEADER_SIZE - 1, 1,
+		   "too long");
+	free(frame);
+
+	/* A header claiming more than the default limit, nothing after it. */
+	frame_seal(hdr, 0);
+	hdr[4] = 0x7f;
+	expect_bad("2 GiB claimed", hdr, sizeof(hdr), FRAME_MAX_PAYLOAD_DEFAULT, 1, "too long");
+}
+
+static void test_corrupted(struct sent *s)
+{
+	Envelope sent =
+		envelope(FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER, &s->release_pointer);
+	size_t len;
+	uint8_t *frame = pack(&sent, &len);
+
+	for (size_t byte = 0; byte < len; byte++) {
+		for (int bit = 0; bit < 8; bit++) {
+			char what[64];
+
+			snprintf(what, sizeof(what), "bit %d of byte %zu of %zu flipped", bit, byte,
+				 len);
+			frame[byte] ^= (uint8_t)(1u << bit);
+			expect_bad(what, frame, len, FRAME_MAX_PAYLOAD_DEFAULT, 1, NULL);
+			frame[byte] ^= (uint8_t)(1u << bit);
+		}
+		/* And the whole byte inverted. */
+		frame[byte] ^= 0xff;
+		expect_bad("byte inverted", frame, len, FRAME_MAX_PAYLOAD_DEFAULT, 1, NULL);
+		frame[byte] ^= 0xff;
+	}
+	/* The checksum is what catches a flip in the payload. */
+	frame[len - 1] ^= 1;
+	expect_bad("last payload byte flipped", frame, len, FRAME_MAX_PAYLOAD_DEFAULT, 1,
+		   "checksum");
+	free(frame);
+}
+
+static void test_trailing(struct sent *s)
+{
+	Envelope sent = envelope(FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT, &s->heartbeat);
+	size_t len;
+	uint8_t *frame = pack(&sent, &len);
+	uint8_t *two = xmalloc(2 * len);
+
+	memcpy(two, frame, len);
+	memcpy(two + len, frame, len);
+	expect_bad("one byte after the frame", two, len + 1, FRAME_MAX_PAYLOAD_DEFAULT, 1,
+		   "after the frame");
+	expect_bad("a second frame after the frame", two, 2 * len, FRAME_MAX_PAYLOAD_DEFAULT, 1,
+		   "after the frame");
+	free(two);
+	free(frame);
+}
+
+static void test_bad_envelopes(struct sent *s)
+{
+	static const struct {
+		const char *what;
+		uint32_t version;
+		const char *sender;
+		uint64_t answers;
+		int command_complete;
+		const char *want;
+	} cases[] = {
+		{ "protocol version 2", PV_CURRENT + 1, "node-a", 1, 0, "protocol version" },
+		{ "protocol version 0xffffffff", 0xffffffffu, "node-a", 1, 0, "protocol version" },
+		{ "no protocol version", 0, "node-a", 1, 0, "protocol version" },
+		{ "empty sender", PV_CURRENT, "", 1, 0, "sender" },
+		{ "CommandComplete with answers=0", PV_CURRENT, "node-a", 0, 1, "answers" },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		Envelope sent;
+		uint8_t *frame;
+		size_t len;
+
+		if (cases[i].command_complete) {
+			s->command_complete.payload_case =
+				FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE;
+			s->command_complete.space = &s->space;
+			sent = envelope(FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE,
+					&s->command_complete);
+		} else {
+			sent = envelope(FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO, &s->hello);
+		}
+		sent.version = cases[i].version;
+		sent.sender = (char *)cases[i].sender;
+		sent.answers = cases[i].answers;
+		frame = pack(&sent, &len);
+		expect_bad(cases[i].what, frame, len, FRAME_MAX_PAYLOAD_DEFAULT, 1, cases[i].want);
+		expect_bad(cases[i].what, frame + FRAME_HEADER_SIZE, len - FRAME_HEADER_SIZE,
+			   FRAME_MAX_PAYLOAD_DEFAULT, 0, cases[i].want);
+		free(frame);
+	}
+
+	/* The bare minimum is fine: answers=0 matters only for CommandComplete. */
+	{
+		Envelope sent = envelope(FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT, &s->heartbeat),
+			 *got = NULL;
+		char err[256] = "";
+		uint8_t *frame;
+		size_t len;
+		int r;
+
+		sent.answers = 0;
+		sent.seq = 0;
+		sent.epoch = 0;
+		frame = pack(&sent, &len);
+		r = codec_envelope_decode_frame(frame, len, FRAME_MAX_PAYLOAD_DEFAULT, &got, err,
+						sizeof(err));
+		if (r < 0)
+			FAIL("Heartbeat with answers=0: expected 0, got %d (%s)", r, err);
+		codec_envelope_free(got);
+		free(frame);
+	}
+}
+
+/* Payloads protobuf cannot parse, each in a frame that is itself fine. */
+static void test_unparsable(void)
+{
+	static const struct {
+		const char *what;
+		uint8_t bytes[16];
+		size_t len;
+	} cases[] = {
+		{ "wire type 7", { 0x0f }, 1 },
+		{ "wire type 6", { 0x0e, 0x00 }, 2 },
+		{ "field number 0", { 0x00, 0x01 }, 2 },
+		{ "tag varint never ends", { 0x80, 0x80, 0x80, 0x80, 0x80 }, 5 },
+		{ "version varint never ends", { 0x08, 0xff, 0xff }, 3 },
+		{ "11-byte varint",
+		  { 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01 },
+		  12 },
+		{ "sender longer than the payload", { 0x08, 0x01, 0x12, 0x10, 'n', 'o' }, 6 },
+		{ "sender length varint cut", { 0x08, 0x01, 0x12, 0x80 }, 4 },
+		{ "Hello longer than the payload",
+		  { 0x08, 0x01, 0x12, 0x01, 'a', 0x52, 0x05, 0x0a },
+		  8 },
+		{ "Hello with a bad inner tag",
+		  { 0x08, 0x01, 0x12, 0x01, 'a', 0x52, 0x01, 0x0f },
+		  8 },
+		{ "sender as a varint", { 0x08, 0x01, 0x10, 0x05 }, 4 },
+		{ "fixed64 cut short", { 0x08, 0x01, 0x19, 0x01, 0x02 }, 5 },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		size_t len;
+		uint8_t *frame = seal(cases[i].bytes, cases[i].len, &len);
+
+		expect_bad(cases[i].what, frame, len, FRAME_MAX_PAYLOAD_DEFAULT, 1, "parse");
+		expect_bad(cases[i].what, cases[i].bytes, cases[i].len, FRAME_MAX_PAYLOAD_DEFAULT,
+			   0, "parse");
+		free(frame);
+	}
+	/* An empty payload parses, to an envelope with no version. */
+	{
+		size_t len;
+		uint8_t *frame = seal(NULL, 0, &len);
+
+		expect_bad("empty payload", frame, len, FRAME_MAX_PAYLOAD_DEFAULT, 1,
+			   "protocol version");
+		free(frame);
+	}
+}
+
+/* A short error buffer truncates the reason and overruns nothing. */
+static void test_short_err(void)
+{
+	char err[8];
+	Envelope *got = NULL;
+	static const uint8_t junk[] = { 'X', 'Y', 1, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+
+	memset(err, 0x55, sizeof(err));
+	if (codec_envelope_decode_frame(junk, sizeof(junk), FRAME_MAX_PAYLOAD_DEFAULT, &got, err,
+					sizeof(err)) != -EBADMSG)
+		FAIL("short error buffer: expected -EBADMSG");
+	if (memchr(err, '\0', sizeof(err)) == NULL)
+		FAIL("short error buffer: the reason is not terminated");
+	codec_envelope_free(got);
+}
+
+/* Whatever comes in, decoding returns 0 with a well-formed envelope or
+ * -EBADMSG with a reason. Three shapes of input: raw random bytes (they die at
+ * the frame header), random payloads in valid frames (they reach protobuf),
+ * and valid payloads with a few bytes changed, in valid frames (they get
+ * deepest). The seed is fixed, so a failure reproduces. */
+#define RANDOM_ROUNDS 20000
+
+static void test_random(struct sent *s)
+{
+	Envelope templ =
+		envelope(FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE, &s->command_complete);
+	uint8_t *valid;
+	size_t valid_len;
+	unsigned decoded[3] = { 0 };
+
+	s->command_complete.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SENSE;
+	s->command_complete.sense = &s->sense;
+	valid = pack(&templ, &valid_len);
+
+	rng_state = 0xdecafbadu;
+	for (int round = 0; round < RANDOM_ROUNDS; round++) {
+		int shape = round % 3;
+		size_t len = rng() % 200;
+		uint8_t *buf, *frame = NULL;
+		size_t frame_len = 0;
+		Envelope *got = NULL;
+		char err[256];
+		int r;
+
+		if (shape == 2)
+			len = valid_len - FRAME_HEADER_SIZE;
+		buf = xmalloc(len);
+		if (shape == 2) {
+			int changes = 1 + (int)(rng() % 4);
+
+			memcpy(buf, valid + FRAME_HEADER_SIZE, len);
+			for (int k = 0; k < changes; k++)
+				buf[rng() % len] = (uint8_t)rng();
+		} else {
+			for (size_t i = 0; i < len; i++)
+				buf[i] = (uint8_t)rng();
+		}
+		if (shape == 0) {
+			frame = buf;
+			frame_len = len;
+		} else {
+			frame = seal(buf, len, &frame_len);
+		}
+
+		err[0] = '\0';
+		r = codec_envelope_decode_frame(frame, frame_len, FRAME_MAX_PAYLOAD_DEFAULT, &got,
+						err, sizeof(err));
+		if (shape == 0 && r != -EBADMSG) {
+			FAIL("random round %d: %zu random bytes: expected -EBADMSG, got %d", round,
+			     len, r);
+		} else if (r == 0) {
+			decoded[shape]++;
+			if (!got || got->version != PV_CURRENT || !got->sender || !got->sender[0] ||
+			    (got->message_case ==
+				     FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE &&
+			     got->answers == 0))
+				FAIL("random round %d: accepted an envelope that breaks the rules",
+				     round);
+			else
+				(void)codec_message_name(got);
+		} else if (r != -EBADMSG) {
+			FAIL("random round %d: expected 0 or -EBADMSG, got %d", round, r);
+		} else if (got) {
+			FAIL("random round %d: an envelope came back with the error", round);
+		} else if (err[0] == '\0') {
+			FAIL("random round %d: -EBADMSG with no reason", round);
+		}
+		codec_envelope_free(got);
+		if (frame != buf)
+			free(frame);
+		free(buf);
+	}
+	printf("codec: %d random inputs: %u raw, %u random payloads, %u mutated payloads "
+	       "decoded\n",
+	       RANDOM_ROUNDS, decoded[0], decoded[1], decoded[2]);
+	free(valid);
+}
+
+int main(void)
+{
+	struct sent s;
+
+	test_round_trips();
+	test_unknown_message();
+	test_names();
+
+	sent_init(&s);
+	test_truncated(&s);
+	test_oversized(&s);
+	test_corrupted(&s);
+	test_trailing(&s);
+	test_bad_envelopes(&s);
+	test_unparsable();
+	test_short_err();
+	test_random(&s);
+
+	if (failures) {
+		fprintf(stderr, "%d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("codec: all checks passed\n");
+	return 0;
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages that building, testing, fuzzing and the
+# README demo need. Idempotent: when everything is already installed it does
+# not touch apt at all. Uses sudo when not run as root.
+set -euo pipefail
+
+packages=(
+	# build: meson.build, proto/meson.build
+	meson ninja-build pkg-config gcc protobuf-c-compiler
+	libevent-dev libprotobuf-c-dev libsqlite3-dev libsystemd-dev libinih-dev libjson-c-dev
+	# the RDMA transport (meson option rdma=auto builds it when these are found)
+	libibverbs-dev librdmacm-dev
+	# the ASan+UBSan build and the libFuzzer targets
+	clang libclang-rt-14-dev
+	# the style check in `tools/dev.sh test` (.clang-format)
+	clang-format
+	# tests/e2e and the demo: free ports (python3), `ftvmctl --json` (jq), processes
+	python3 jq procps iproute2
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
+	[ "${status:0:2}" = "ii" ] || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "install-deps: all ${#packages[@]} packages already installed"
+	exit 0
+fi
+
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+	if ! command -v sudo >/dev/null; then
+		echo "install-deps: not root and no sudo; as root, run:" >&2
+		echo "  apt-get install -y --no-install-recommends ${missing[*]}" >&2
+		exit 1
+	fi
+	sudo=(sudo)
+fi
+
+echo "install-deps: installing ${#missing[@]} package(s): ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+	apt-get install -y --no-install-recommends "${missing[@]}"
+echo "install-deps: done"
