@@ -538,7 +538,12 @@ int repl_session_complete(struct repl_session *s, uint64_t seq, const CommandCom
 
 void repl_session_set_state(struct repl_session *s, int node_state)
 {
+	bool changed = s->state != node_state;
+
 	s->state = node_state;
+	/* Tell the partner now rather than at the next tick: its status shows ours. */
+	if (changed && s->active)
+		send_heartbeat(s);
 }
 
 void repl_session_get_stats(const struct repl_session *s, struct repl_session_stats *ret)

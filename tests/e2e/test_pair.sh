@@ -8,6 +8,8 @@ start_node a
 start_node b
 wait_for 5000 "both nodes active with the link up" pair_up
 ok "pair linked"
+wait_for 2000 "each node sees the other active" \
+	eval 'field_is a partner.state active && field_is b partner.state active'
 
 [ "$(status_field a partner.id)" = b ] || fail "a's partner is not b"
 [ "$(status_field b partner.id)" = a ] || fail "b's partner is not a"
