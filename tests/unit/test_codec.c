@@ -7,44 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "codec.h"
 #include "frame.h"
 
 #define PV_CURRENT FTVM__PARTNER__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-
-static int failures;
-
-#define FAIL(...)                                                    \
-	do {                                                         \
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-		fprintf(stderr, __VA_ARGS__);                        \
-		fputc('\n', stderr);                                 \
-		failures++;                                          \
-	} while (0)
-
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-
-	if (!p) {
-		fprintf(stderr, "out of memory\n");
-		exit(99);
-	}
-	return p;
-}
-
-static uint32_t rng_state = 0x1234567u;
-
-static uint32_t rng(void)
-{
-	uint32_t x = rng_state;
-
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	return rng_state = x;
-}
 
 /* ---- Field comparisons, named by where the field sits ------------------ */
 
@@ -1025,6 +993,7 @@ int main(void)
 {
 	struct sent s;
 
+	rng_seed(0x1234567u);
 	test_round_trips();
 	test_unknown_message();
 	test_names();

@@ -12,43 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "config.h"
 #include "log.h"
 
-static int failures;
-static int checks;
 static char tmpdir[PATH_MAX];  /* as mkdtemp made it */
 static char realdir[PATH_MAX]; /* and resolved, as config.c reports it */
-
-#define FAIL(...)                                                    \
-	do {                                                         \
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-		fprintf(stderr, __VA_ARGS__);                        \
-		fputc('\n', stderr);                                 \
-		failures++;                                          \
-	} while (0)
-
-#define CHECK_INT(what, expected, got)                                       \
-	do {                                                                 \
-		long long e_ = (long long)(expected), g_ = (long long)(got); \
-		checks++;                                                    \
-		if (e_ != g_)                                                \
-			FAIL("%s: expected %lld, got %lld", (what), e_, g_); \
-	} while (0)
-
-#define CHECK_STR(what, expected, got)                                                           \
-	do {                                                                                     \
-		const char *e_ = (expected), *g_ = (got);                                        \
-		checks++;                                                                        \
-		if (!g_ || strcmp(e_, g_) != 0)                                                  \
-			FAIL("%s: expected \"%s\", got \"%s\"", (what), e_, g_ ? g_ : "(null)"); \
-	} while (0)
-
-static void die(const char *what)
-{
-	fprintf(stderr, "ERROR %s: %s\n", what, strerror(errno));
-	exit(99);
-}
 
 /* tmpdir/name, in a static buffer. */
 static const char *tmp_path(const char *name)

@@ -6,44 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "crc32c.h"
 #include "frame.h"
-
-static int failures;
-
-#define FAIL(...)                                                    \
-	do {                                                         \
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-		fprintf(stderr, __VA_ARGS__);                        \
-		fputc('\n', stderr);                                 \
-		failures++;                                          \
-	} while (0)
-
-#define CHECK_INT(what, expected, got)                                       \
-	do {                                                                 \
-		long long e_ = (expected), g_ = (got);                       \
-		if (e_ != g_)                                                \
-			FAIL("%s: expected %lld, got %lld", (what), e_, g_); \
-	} while (0)
-
-#define CHECK_STR(what, expected, got)                                                           \
-	do {                                                                                     \
-		const char *e_ = (expected), *g_ = (got);                                        \
-		if (!g_ || strcmp(e_, g_) != 0)                                                  \
-			FAIL("%s: expected \"%s\", got \"%s\"", (what), e_, g_ ? g_ : "(null)"); \
-	} while (0)
-
-static uint32_t rng_state = 0x9e3779b9u;
-
-static uint32_t rng(void)
-{
-	uint32_t x = rng_state;
-
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	return rng_state = x;
-}
 
 static uint32_t be32(const uint8_t *p)
 {
@@ -54,12 +19,8 @@ static uint32_t be32(const uint8_t *p)
  * more bytes after it (zeroed). */
 static uint8_t *make_frame(size_t len, size_t pad)
 {
-	uint8_t *f = calloc(1, FRAME_HEADER_SIZE + len + pad);
+	uint8_t *f = xcalloc(FRAME_HEADER_SIZE + len + pad);
 
-	if (!f) {
-		fprintf(stderr, "out of memory\n");
-		exit(99);
-	}
 	for (size_t i = 0; i < len; i++)
 		f[FRAME_HEADER_SIZE + i] = (uint8_t)rng();
 	frame_seal(f, len);
@@ -136,18 +97,14 @@ static void test_header_build(void)
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
 		size_t len = lens[i];
 		uint8_t *sealed = make_frame(len, 0), *joined;
-		uint8_t *elsewhere = malloc(len ? len : 1);
+		uint8_t *elsewhere = xmalloc(len);
 		uint8_t hdr[FRAME_HEADER_SIZE];
 		const uint8_t *payload;
 		size_t payload_len;
 		const char *why = NULL;
 		char what[64];
 
-		joined = malloc(FRAME_HEADER_SIZE + len);
-		if (!elsewhere || !joined) {
-			fprintf(stderr, "out of memory\n");
-			exit(99);
-		}
+		joined = xmalloc(FRAME_HEADER_SIZE + len);
 		if (len)
 			memcpy(elsewhere, sealed + FRAME_HEADER_SIZE, len);
 		frame_header_build(hdr, elsewhere, len);
@@ -319,11 +276,7 @@ static void test_back_to_back(void)
 		frames[i] = make_frame(lens[i], 0);
 		total += FRAME_HEADER_SIZE + lens[i];
 	}
-	stream = malloc(total);
-	if (!stream) {
-		fprintf(stderr, "out of memory\n");
-		exit(99);
-	}
+	stream = xmalloc(total);
 	for (size_t i = 0; i < n; i++) {
 		memcpy(stream + off, frames[i], FRAME_HEADER_SIZE + lens[i]);
 		off += FRAME_HEADER_SIZE + lens[i];
@@ -357,6 +310,7 @@ static void test_back_to_back(void)
 
 int main(void)
 {
+	rng_seed(0x9e3779b9u);
 	test_layout();
 	test_round_trip();
 	test_header_build();

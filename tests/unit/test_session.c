@@ -11,22 +11,12 @@
 
 #include <event2/event.h>
 
+#include "check.h"
 #include "clock.h"
 #include "frame.h"
 #include "session.h"
 
-static int failures;
 static struct event_base *base;
-
-#define CHECK(cond, ...)                                                                \
-	do {                                                                            \
-		if (!(cond)) {                                                          \
-			failures++;                                                     \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                   \
-			fputc('\n', stderr);                                            \
-		}                                                                       \
-	} while (0)
 
 struct peer {
 	const char *id;
