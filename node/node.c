@@ -17,6 +17,7 @@
 #include "log.h"
 #include "notify.h"
 #include "session.h"
+#include "vmm.h"
 
 #define LOG_SUBSYSTEM "node"
 
@@ -30,6 +31,7 @@ struct node {
 	char transport_reason[192];
 	int state; /* Ftvm__Partner__NodeState */
 	uint64_t epoch;
+	struct vmm *vmm;
 	struct repl_session *session;
 	struct client_server *clients;
 	struct notify_watchdog *watchdog;
@@ -74,19 +76,11 @@ static void on_link_changed(struct repl_session *s, bool up, const char *reason,
 	}
 }
 
-/* The partner's message response method (seed 002 Fig. 10) arrives with the
- * memory manager; until then every paging message is answered, refused. */
-static void on_partner_request(struct repl_session *s, const Envelope *env, void *arg)
+static void on_partner_request(struct repl_session *s, Envelope *const *envs, size_t n, void *arg)
 {
-	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
-	char reason[96];
+	struct node *n_ = arg;
 
-	snprintf(reason, sizeof(reason), "%s is not served by this node's version",
-		 codec_message_name(env));
-	cc.status = FTVM__PARTNER__STATUS__STATUS_UNSUPPORTED;
-	cc.reason = reason;
-	log_debug("partner seq %llu: %s", (unsigned long long)env->seq, reason);
-	repl_session_complete(s, env->seq, &cc);
+	vmm_partner_request(n_->vmm, envs, n);
 }
 
 static void on_protocol_error(struct repl_session *s, const char *peer, const char *reason,
@@ -101,6 +95,7 @@ static void reply_status(struct node *n, struct client_call *call)
 	Ftvm__Client__PartnerStatus partner = FTVM__CLIENT__PARTNER_STATUS__INIT;
 	ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	struct repl_session_stats rs;
+	struct vmm_counts counts;
 
 	repl_session_get_stats(n->session, &rs);
 	partner.id = rs.partner_id;
@@ -116,8 +111,11 @@ static void reply_status(struct node *n, struct client_call *call)
 	st.transport = (char *)n->transport->name;
 	st.transport_reason = n->transport_reason;
 	st.partner = &partner;
-	st.frames_total = n->config->memory_size / n->config->page_size;
-	st.frames_free = st.frames_total;
+	vmm_get_counts(n->vmm, &counts);
+	st.frames_total = counts.frames_total;
+	st.frames_free = counts.frames_free;
+	st.allocations_own = counts.allocations_own;
+	st.allocations_partner = counts.allocations_partner;
 	st.page_size = n->config->page_size;
 	st.pid = getpid();
 
@@ -134,13 +132,9 @@ static void on_client_request(struct client_call *call, const ClientRequest *req
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_STATUS:
 		reply_status(n, call);
 		break;
-	default: {
-		ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
-		reply.status = FTVM__PARTNER__STATUS__STATUS_UNSUPPORTED;
-		reply.reason = "request not served by this node's version";
-		client_call_reply(call, &reply);
+	default:
+		vmm_client_request(n->vmm, call, req);
 		break;
-	}
 	}
 }
 
@@ -206,11 +200,15 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 	r = make_state_dir(config->state_dir);
 	if (r < 0)
 		goto fail;
+	r = vmm_new(base, config, &n->vmm);
+	if (r < 0)
+		goto fail;
 	r = repl_session_new(base, &sc, &session_cb, n, &n->session);
 	if (r < 0) {
 		log_error_errno(r, "partner session");
 		goto fail;
 	}
+	vmm_set_session(n->vmm, n->session);
 	r = client_server_new(base, config->socket_path, FRAME_MAX_PAYLOAD_DEFAULT,
 			      on_client_request, n, &n->clients);
 	if (r < 0) {
@@ -268,6 +266,8 @@ void node_free(struct node *n)
 	if (n->sigint)
 		event_free(n->sigint);
 	client_server_free(n->clients);
+	/* The memory manager commits first; the session then fails what waits. */
+	vmm_free(n->vmm);
 	repl_session_free(n->session);
 	free(n);
 }

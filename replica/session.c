@@ -64,6 +64,10 @@ struct repl_session {
 
 	struct pending_table *pending;
 	uint64_t next_seq;
+	/* Packed envelopes held back by repl_session_cork(). */
+	bool corked;
+	ProtobufCBinaryData *held;
+	size_t n_held, held_cap;
 	int state; /* our NodeState, as advertised */
 
 	struct event *tick; /* every heartbeat_ms */
@@ -74,6 +78,7 @@ struct repl_session {
 };
 
 static void schedule_dial(struct repl_session *s);
+static void drop_held(struct repl_session *s);
 
 static struct session_conn *find_conn(struct repl_session *s, struct repl_conn *conn)
 {
@@ -98,6 +103,7 @@ static void forget_conn(struct repl_session *s, struct session_conn *sc)
 static void link_down(struct repl_session *s, const char *reason)
 {
 	s->active = NULL;
+	drop_held(s); /* answers to a partner that is gone */
 	s->stats.link_up = false;
 	s->stats.link_changes++;
 	pending_fail_all(s->pending, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE, reason);
@@ -133,6 +139,51 @@ static void fill_header(struct repl_session *s, Envelope *env)
 	env->epoch = s->config.epoch;
 }
 
+static void drop_held(struct repl_session *s)
+{
+	for (size_t i = 0; i < s->n_held; i++)
+		free(s->held[i].data);
+	s->n_held = 0;
+}
+
+static int hold(struct repl_session *s, uint8_t *payload, size_t len)
+{
+	if (s->n_held == s->held_cap) {
+		size_t cap = s->held_cap ? 2 * s->held_cap : 16;
+		ProtobufCBinaryData *h = realloc(s->held, cap * sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		s->held = h;
+		s->held_cap = cap;
+	}
+	s->held[s->n_held++] = (ProtobufCBinaryData){ .len = len, .data = payload };
+	return 0;
+}
+
+/* Sends the held envelopes as one Batch (or alone, when there is one). */
+static int send_held(struct repl_session *s)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__Batch batch = FTVM__PARTNER__BATCH__INIT;
+	uint8_t *payload;
+	size_t len;
+	int r;
+
+	if (s->n_held == 1)
+		return repl_conn_send(s->active->conn, s->held[0].data, s->held[0].len);
+	batch.n_envelopes = s->n_held;
+	batch.envelopes = s->held;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH;
+	env.batch = &batch;
+	fill_header(s, &env);
+	r = codec_payload_pack(&env.base, &payload, &len);
+	if (r < 0)
+		return r;
+	r = repl_conn_send(s->active->conn, payload, len);
+	free(payload);
+	return r;
+}
+
 static int send_envelope(struct repl_session *s, struct session_conn *sc, Envelope *env)
 {
 	uint8_t *payload;
@@ -143,6 +194,14 @@ static int send_envelope(struct repl_session *s, struct session_conn *sc, Envelo
 	r = codec_payload_pack(&env->base, &payload, &len);
 	if (r < 0)
 		return r;
+	/* Heartbeats never wait behind held answers (and never go in a batch). */
+	if (s->corked && sc == s->active &&
+	    env->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT) {
+		r = hold(s, payload, len);
+		if (r < 0)
+			free(payload);
+		return r;
+	}
 	r = repl_conn_send(sc->conn, payload, len);
 	free(payload);
 	return r;
@@ -254,6 +313,60 @@ static void on_completion(struct repl_session *s, const Envelope *env)
 			  s->stats.partner_id);
 }
 
+/* A batch holds completions (answers to our batch) or requests, never both
+ * and never another batch; each inner envelope is checked like any other. */
+static void on_batch(struct repl_session *s, struct session_conn *sc,
+		     const Ftvm__Partner__Batch *batch)
+{
+	Envelope **envs = calloc(batch->n_envelopes ? batch->n_envelopes : 1, sizeof(*envs));
+	size_t n = 0, completions = 0;
+	char err[160];
+
+	if (!envs) {
+		protocol_error(s, sc, "out of memory for a batch");
+		return;
+	}
+	for (; n < batch->n_envelopes; n++) {
+		Envelope *e;
+		if (codec_envelope_decode(batch->envelopes[n].data, batch->envelopes[n].len, &e,
+					  err, sizeof(err)) < 0)
+			goto bad;
+		envs[n] = e;
+		if (e->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE)
+			completions++;
+		else if (e->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH ||
+			 e->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO ||
+			 e->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT ||
+			 e->seq == 0) {
+			snprintf(err, sizeof(err),
+				 "batch item %zu is a %s without a sequence number "
+				 "or cannot be batched",
+				 n, codec_message_name(e));
+			n++;
+			goto bad;
+		}
+	}
+	if (completions && completions != n) {
+		snprintf(err, sizeof(err), "batch mixes %zu completions with %zu requests",
+			 completions, n - completions);
+		goto bad;
+	}
+	if (completions) {
+		for (size_t i = 0; i < n; i++)
+			on_completion(s, envs[i]);
+	} else if (n) {
+		s->stats.requests_received += n;
+		s->cb.request(s, envs, n, s->cb_arg);
+	}
+	goto out;
+bad:
+	protocol_error(s, sc, err);
+out:
+	for (size_t i = 0; i < n; i++)
+		codec_envelope_free(envs[i]);
+	free(envs);
+}
+
 static void on_receive(struct repl_conn *conn, const uint8_t *payload, size_t len, void *arg)
 {
 	struct repl_session *s = arg;
@@ -294,13 +407,16 @@ static void on_receive(struct repl_conn *conn, const uint8_t *payload, size_t le
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE:
 		on_completion(s, env);
 		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH:
+		on_batch(s, sc, env->batch);
+		break;
 	default:
 		if (env->seq == 0) {
 			protocol_error(s, sc, "request without a sequence number");
 			break;
 		}
 		s->stats.requests_received++;
-		s->cb.request(s, env, s->cb_arg);
+		s->cb.request(s, &env, 1, s->cb_arg);
 		break;
 	}
 out:
@@ -494,6 +610,8 @@ void repl_session_free(struct repl_session *s)
 	if (!s)
 		return;
 	pending_table_free(s->pending);
+	drop_held(s);
+	free(s->held);
 	while (s->conns) {
 		struct session_conn *sc = s->conns;
 		repl_conn_close(sc->conn);
@@ -511,17 +629,57 @@ void repl_session_free(struct repl_session *s)
 int repl_session_request(struct repl_session *s, Envelope *env, uint32_t timeout_ms,
 			 pending_done_fn done, void *arg)
 {
-	int r;
+	return repl_session_request_batch(s, &env, 1, timeout_ms, done, &arg);
+}
+
+int repl_session_request_batch(struct repl_session *s, Envelope *const *envs, size_t n,
+			       uint32_t timeout_ms, pending_done_fn done, void *const *args)
+{
+	uint64_t first = s->next_seq + 1;
+	int r = 0;
 
 	if (!s->active)
 		return -ENOTCONN;
-	env->seq = ++s->next_seq;
-	env->answers = 0;
-	r = send_envelope(s, s->active, env);
+	if (s->corked)
+		return -EBUSY; /* answers are held back: they must go first */
+	s->corked = true;
+	for (size_t i = 0; i < n && r >= 0; i++) {
+		envs[i]->seq = ++s->next_seq;
+		envs[i]->answers = 0;
+		r = send_envelope(s, s->active, envs[i]);
+	}
+	s->corked = false;
+	if (r < 0) {
+		drop_held(s);
+		return r;
+	}
+	r = send_held(s);
+	drop_held(s);
 	if (r < 0)
 		return r;
-	s->stats.requests_sent++;
-	return pending_add(s->pending, env->seq, timeout_ms, done, arg);
+	for (size_t i = 0; i < n; i++) {
+		s->stats.requests_sent++;
+		r = pending_add(s->pending, first + i, timeout_ms, done, args[i]);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+void repl_session_cork(struct repl_session *s)
+{
+	s->corked = true;
+}
+
+int repl_session_uncork(struct repl_session *s, bool send)
+{
+	int r = 0;
+
+	s->corked = false;
+	if (send && s->n_held && s->active)
+		r = send_held(s);
+	drop_held(s);
+	return r;
 }
 
 int repl_session_complete(struct repl_session *s, uint64_t seq, const CommandComplete *cc)
@@ -544,6 +702,11 @@ void repl_session_set_state(struct repl_session *s, int node_state)
 	/* Tell the partner now rather than at the next tick: its status shows ours. */
 	if (changed && s->active)
 		send_heartbeat(s);
+}
+
+const char *repl_session_partner_id(const struct repl_session *s)
+{
+	return s->stats.partner_id;
 }
 
 void repl_session_get_stats(const struct repl_session *s, struct repl_session_stats *ret)

@@ -31,10 +31,12 @@ struct repl_session_config {
 struct repl_session_callbacks {
 	/* The link came up (Hello exchanged) or went down, with why. */
 	void (*link_changed)(struct repl_session *s, bool up, const char *reason, void *arg);
-	/* A request from the partner (a paging message, or a message this build
-	 * does not know). Answer with repl_session_complete(env->seq), now or
-	 * later; env is freed when this returns. */
-	void (*request)(struct repl_session *s, const Envelope *env, void *arg);
+	/* Requests from the partner (paging messages, or messages this build
+	 * does not know): n > 1 when they came in one Batch, to be applied in
+	 * order, the rest answered ABORTED after one fails. Answer each with
+	 * repl_session_complete(envs[i]->seq), now or later; envs are freed when
+	 * this returns. */
+	void (*request)(struct repl_session *s, Envelope *const *envs, size_t n, void *arg);
 	/* A connection was dropped for what it sent (a bad frame, a message that
 	 * does not decode, a refused Hello); peer names it. Optional. */
 	void (*protocol_error)(struct repl_session *s, const char *peer, const char *reason,
@@ -60,11 +62,23 @@ int repl_session_start(struct repl_session *s);
 /* Fails pending requests, closes connections. NULL is fine. */
 void repl_session_free(struct repl_session *s);
 
-/* Sends env (its message set by the caller; version, sender, epoch and seq
- * are filled here) and calls done once with the answer. -ENOTCONN when the
- * link is down (done is not called). */
+/* Sends env (its message and lsn set by the caller; version, sender, epoch
+ * and seq are filled here) and calls done once with the answer. -ENOTCONN
+ * when the link is down, -EBUSY while corked (done is not called). */
 int repl_session_request(struct repl_session *s, Envelope *env, uint32_t timeout_ms,
 			 pending_done_fn done, void *arg);
+
+/* Sends the n envelopes in one Batch frame, each a request with its own seq
+ * and its own call of done(cc, args[i]). All or none are sent. -EBUSY while
+ * corked: held answers go first. */
+int repl_session_request_batch(struct repl_session *s, Envelope *const *envs, size_t n,
+			       uint32_t timeout_ms, pending_done_fn done, void *const *args);
+
+/* While corked, what the session sends is held back and goes out as one
+ * Batch frame at uncork (send = true), or is dropped (send = false: the
+ * answers must not go out, e.g. when their commit failed). */
+void repl_session_cork(struct repl_session *s);
+int repl_session_uncork(struct repl_session *s, bool send);
 
 /* Answers the partner's request seq. -ENOTCONN when the link went down in
  * between (the partner has failed the request on its side already). */
@@ -74,3 +88,6 @@ int repl_session_complete(struct repl_session *s, uint64_t seq, const CommandCom
 void repl_session_set_state(struct repl_session *s, int node_state);
 
 void repl_session_get_stats(const struct repl_session *s, struct repl_session_stats *ret);
+
+/* The partner's node id, "" until a Hello was seen. */
+const char *repl_session_partner_id(const struct repl_session *s);

@@ -124,7 +124,7 @@ static void on_link(struct repl_session *s, bool up, const char *reason, void *a
 }
 
 /* The responder: answers every SpaceRequest as a partner's Fig. 10 would. */
-static void on_request(struct repl_session *s, const Envelope *env, void *arg)
+static void on_request(struct repl_session *s, Envelope *const *envs, size_t n, void *arg)
 {
 	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
 	Ftvm__Partner__SpaceStatus space = FTVM__PARTNER__SPACE_STATUS__INIT;
@@ -133,7 +133,8 @@ static void on_request(struct repl_session *s, const Envelope *env, void *arg)
 	space.total_bytes = 1u << 30;
 	cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE;
 	cc.space = &space;
-	repl_session_complete(s, env->seq, &cc);
+	for (size_t i = 0; i < n; i++)
+		repl_session_complete(s, envs[i]->seq, &cc);
 }
 
 static void run_session(struct bench *b, const char *id, uint16_t listen, uint16_t partner)

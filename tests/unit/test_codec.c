@@ -140,6 +140,13 @@ static const uint8_t blob[] = { 0x00, 0xff, 0x01, 0x80, 'h', 'd', 'r', 0x00, 0x7
 static uint8_t page_data[4096];
 static char owner_a[] = "owner-a", owner_b[] = "owner-b", owner_c[] = "";
 static char *owners[] = { owner_a, owner_b, owner_c };
+static uint64_t page_versions[] = { 1, 0x0000000100000000ull, 0xffffffffffffffffull };
+static uint32_t page_crcs[] = { 0xe3069283u, 0x00000001u, 0x80000000u };
+
+/* A batch carries whole packed envelopes: these three, the ones of a
+ * whole-page write to a page homed on the other node (VMM.md, Batches). */
+#define BATCH_N 3
+static Envelope batch_inner[BATCH_N];
 
 struct sent {
 	Ftvm__Partner__Hello hello;
@@ -150,6 +157,8 @@ struct sent {
 	Ftvm__Partner__Header header;
 	Ftvm__Partner__MediaCapacity media[2];
 	Ftvm__Partner__MediaCapacity *media_ptrs[2];
+	Ftvm__Partner__AllocationDigest digest[2];
+	Ftvm__Partner__AllocationDigest *digest_ptrs[2];
 	Ftvm__Partner__SenseInformation sense;
 	Ftvm__Partner__SpaceRequest space_request;
 	Ftvm__Partner__AllocateMemory allocate_memory;
@@ -161,7 +170,11 @@ struct sent {
 	Ftvm__Partner__AllocateRead allocate_read;
 	Ftvm__Partner__AllocateWrite allocate_write;
 	Ftvm__Partner__ReleasePointer release_pointer;
+	Ftvm__Partner__Batch batch;
+	ProtobufCBinaryData batch_bytes[BATCH_N];
 };
+
+static Envelope envelope(Ftvm__Partner__Envelope__MessageCase which, void *msg);
 
 static void sent_init(struct sent *s)
 {
@@ -189,6 +202,7 @@ static void sent_init(struct sent *s)
 	s->lock.mode = FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ;
 	s->lock.n_owners = ARRAY_SIZE(owners);
 	s->lock.owners = owners;
+	s->lock.version = 0x0000000800000003ull;
 
 	s->header = (Ftvm__Partner__Header)FTVM__PARTNER__HEADER__INIT;
 	s->header.guid = "6f1c2a9e-0d2b-4c8e-9a51-3b7d1e0f4a22";
@@ -213,10 +227,23 @@ static void sent_init(struct sent *s)
 	s->sense.paging_queue = 0x100000001ull;
 	s->sense.destage_queue = 0x200000002ull;
 	s->sense.replacement_queue = 0x300000003ull;
+	for (int i = 0; i < 2; i++) {
+		s->digest[i] =
+			(Ftvm__Partner__AllocationDigest)FTVM__PARTNER__ALLOCATION_DIGEST__INIT;
+		s->digest[i].header = &s->header;
+		s->digest[i].n_page_version = ARRAY_SIZE(page_versions) - (size_t)i;
+		s->digest[i].page_version = page_versions;
+		s->digest[i].n_page_crc32c = ARRAY_SIZE(page_crcs) - (size_t)i;
+		s->digest[i].page_crc32c = page_crcs;
+		s->digest_ptrs[i] = &s->digest[i];
+	}
+	s->sense.n_allocations = 2;
+	s->sense.allocations = s->digest_ptrs;
 
 	s->command_complete = (CommandComplete)FTVM__PARTNER__COMMAND_COMPLETE__INIT;
 	s->command_complete.status = FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN;
 	s->command_complete.reason = "node-b is stopping";
+	s->command_complete.applied_lsn = 0x0000000700000001ull;
 
 	s->space_request = (Ftvm__Partner__SpaceRequest)FTVM__PARTNER__SPACE_REQUEST__INIT;
 	s->space_request.bytes = 0x0000000200000003ull;
@@ -249,6 +276,7 @@ static void sent_init(struct sent *s)
 	s->sense_request = (Ftvm__Partner__SenseRequest)FTVM__PARTNER__SENSE_REQUEST__INIT;
 	s->sense_request.capacity = 1;
 	s->sense_request.queues = 1;
+	s->sense_request.page_table = 1;
 
 	s->allocate_read = (Ftvm__Partner__AllocateRead)FTVM__PARTNER__ALLOCATE_READ__INIT;
 	s->allocate_read.guid = "a6";
@@ -265,6 +293,31 @@ static void sent_init(struct sent *s)
 	s->release_pointer.page = 0x000000050000000dull;
 	s->release_pointer.owner = "writer-2";
 	s->release_pointer.modified = 1;
+	s->release_pointer.version = 0x0000000600000001ull;
+	s->release_pointer.crc32c = 0x9a71bb4cu;
+
+	batch_inner[0] = envelope(FTVM__PARTNER__ENVELOPE__MESSAGE_LOCK_REQUEST, &s->lock_request);
+	batch_inner[1] =
+		envelope(FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_WRITE, &s->allocate_write);
+	batch_inner[2] = envelope(FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE, &s->write_page);
+	s->batch = (Ftvm__Partner__Batch)FTVM__PARTNER__BATCH__INIT;
+	for (int i = 0; i < BATCH_N; i++) {
+		batch_inner[i].seq += (uint64_t)i;
+		batch_inner[i].lsn += (uint64_t)i;
+		if (codec_payload_pack(&batch_inner[i].base, &s->batch_bytes[i].data,
+				       &s->batch_bytes[i].len) < 0) {
+			fprintf(stderr, "codec_payload_pack failed\n");
+			exit(99);
+		}
+	}
+	s->batch.n_envelopes = BATCH_N;
+	s->batch.envelopes = s->batch_bytes;
+}
+
+static void sent_free(struct sent *s)
+{
+	for (int i = 0; i < BATCH_N; i++)
+		free(s->batch_bytes[i].data);
 }
 
 /* An envelope around one message. */
@@ -277,6 +330,7 @@ static Envelope envelope(Ftvm__Partner__Envelope__MessageCase which, void *msg)
 	env.epoch = 0x0123456789abcdefull;
 	env.seq = 0x00000001fffffffeull;
 	env.answers = 0x0000000100000001ull;
+	env.lsn = 0x0000000200000005ull;
 	env.message_case = which;
 	/* Every member of the union is a pointer; which one is in message_case. */
 	env.hello = msg;
@@ -290,6 +344,7 @@ static void cmp_command_complete(const char *ctx, const CommandComplete *e,
 {
 	EQ_U(status);
 	EQ_S(reason);
+	EQ_U(applied_lsn);
 	EQ_U(payload_case);
 	if (e->payload_case != g->payload_case)
 		return;
@@ -303,6 +358,7 @@ static void cmp_command_complete(const char *ctx, const CommandComplete *e,
 		EQ_U(lock->n_owners);
 		for (size_t i = 0; i < e->lock->n_owners && i < g->lock->n_owners; i++)
 			EQ_S(lock->owners[i]);
+		EQ_U(lock->version);
 		break;
 	case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_HEADER:
 		EQ_S(header->guid);
@@ -324,10 +380,62 @@ static void cmp_command_complete(const char *ctx, const CommandComplete *e,
 		EQ_U(sense->paging_queue);
 		EQ_U(sense->destage_queue);
 		EQ_U(sense->replacement_queue);
+		EQ_U(sense->n_allocations);
+		for (size_t i = 0; i < e->sense->n_allocations && i < g->sense->n_allocations;
+		     i++) {
+			EQ_S(sense->allocations[i]->header->guid);
+			EQ_U(sense->allocations[i]->header->size);
+			EQ_U(sense->allocations[i]->header->block_size);
+			EQ_U(sense->allocations[i]->header->pages);
+			EQ_S(sense->allocations[i]->header->policy);
+			EQ_S(sense->allocations[i]->header->home);
+			EQ_S(sense->allocations[i]->header->owner);
+			EQ_B(sense->allocations[i]->header->header);
+			EQ_U(sense->allocations[i]->n_page_version);
+			for (size_t k = 0; k < e->sense->allocations[i]->n_page_version &&
+					   k < g->sense->allocations[i]->n_page_version;
+			     k++)
+				EQ_U(sense->allocations[i]->page_version[k]);
+			EQ_U(sense->allocations[i]->n_page_crc32c);
+			for (size_t k = 0; k < e->sense->allocations[i]->n_page_crc32c &&
+					   k < g->sense->allocations[i]->n_page_crc32c;
+			     k++)
+				EQ_U(sense->allocations[i]->page_crc32c[k]);
+		}
 		break;
 	case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD__NOT_SET:
 	default:
 		break;
+	}
+}
+
+static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g);
+
+/* A batch's envelopes came back byte for byte, and each decodes on its own to
+ * the envelope that was packed into it. */
+static void cmp_batch(const char *ctx, const Ftvm__Partner__Batch *e, const Ftvm__Partner__Batch *g)
+{
+	EQ_U(n_envelopes);
+	for (size_t i = 0; i < e->n_envelopes && i < g->n_envelopes; i++) {
+		char inner_ctx[128], err[256] = "";
+		Envelope *inner = NULL;
+		int r;
+
+		snprintf(inner_ctx, sizeof(inner_ctx), "%s.envelopes[%zu]", ctx, i);
+		eq_b(inner_ctx, "bytes", e->envelopes[i], g->envelopes[i]);
+		r = codec_envelope_decode(g->envelopes[i].data, g->envelopes[i].len, &inner, err,
+					  sizeof(err));
+		if (r < 0 || !inner) {
+			FAIL("%s: codec_envelope_decode: expected 0, got %d (%s)", inner_ctx, r,
+			     err);
+			continue;
+		}
+		if (i < BATCH_N) {
+			cmp_envelope(inner_ctx, &batch_inner[i], inner);
+			eq_s(inner_ctx, "codec_message_name", codec_message_name(&batch_inner[i]),
+			     codec_message_name(inner));
+		}
+		codec_envelope_free(inner);
 	}
 }
 
@@ -338,6 +446,7 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 	EQ_U(epoch);
 	EQ_U(seq);
 	EQ_U(answers);
+	EQ_U(lsn);
 	EQ_U(message_case);
 	if (e->message_case != g->message_case)
 		return;
@@ -389,6 +498,7 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_SENSE_REQUEST:
 		EQ_U(sense_request->capacity);
 		EQ_U(sense_request->queues);
+		EQ_U(sense_request->page_table);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_READ:
 		EQ_S(allocate_read->guid);
@@ -405,6 +515,11 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_U(release_pointer->page);
 		EQ_S(release_pointer->owner);
 		EQ_U(release_pointer->modified);
+		EQ_U(release_pointer->version);
+		EQ_U(release_pointer->crc32c);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH:
+		cmp_batch(ctx, e->batch, g->batch);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE__NOT_SET:
 	default:
@@ -449,6 +564,7 @@ static const struct round_trip_case round_trip_cases[] = {
 	{ "AllocateRead", "AllocateRead", FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_READ, 0 },
 	{ "AllocateWrite", "AllocateWrite", FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_WRITE, 0 },
 	{ "ReleasePointer", "ReleasePointer", FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER, 0 },
+	{ "Batch", "Batch", FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH, 0 },
 };
 
 /* The message a case sends, wired into s. */
@@ -499,6 +615,8 @@ static void *case_message(struct sent *s, const struct round_trip_case *c)
 		return &s->allocate_write;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER:
 		return &s->release_pointer;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH:
+		return &s->batch;
 	default:
 		return NULL;
 	}
@@ -521,6 +639,9 @@ static void test_round_trips(void)
 
 		seen[c->which] = 1;
 		check_all_set(c->ctx, &sent.base);
+		if (c->which == FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH)
+			for (int k = 0; k < BATCH_N; k++)
+				check_all_set("Batch.envelopes", &batch_inner[k].base);
 		eq_s(c->ctx, "codec_message_name(sent)", c->name, codec_message_name(&sent));
 
 		r = codec_frame_pack(&sent.base, &frame, &frame_len);
@@ -570,6 +691,7 @@ static void test_round_trips(void)
 		    (f->id >= ARRAY_SIZE(seen) || !seen[f->id]))
 			FAIL("Envelope.%s (field %u) has no round-trip case", f->name, f->id);
 	}
+	sent_free(&s);
 }
 
 /* An envelope whose message this build does not know decodes, with no
@@ -629,6 +751,9 @@ static void test_names(void)
 	     codec_status_name(FTVM__PARTNER__STATUS__STATUS_DENIED));
 	eq_s("codec_status_name", "SHUTTING_DOWN", "SHUTTING_DOWN",
 	     codec_status_name(FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN));
+	eq_s("codec_status_name", "ABORTED", "ABORTED",
+	     codec_status_name(FTVM__PARTNER__STATUS__STATUS_ABORTED));
+	eq_s("codec_status_name", "12", "ABORTED", codec_status_name(12));
 	eq_s("codec_status_name", "1000", "UNKNOWN", codec_status_name(1000));
 	eq_s("codec_status_name", "-1", "UNKNOWN", codec_status_name(-1));
 	eq_s("codec_node_state_name", "ACTIVE", "active",
@@ -1007,6 +1132,7 @@ int main(void)
 	test_unparsable();
 	test_short_err();
 	test_random(&s);
+	sent_free(&s);
 
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);

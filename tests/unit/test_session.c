@@ -32,6 +32,7 @@ struct peer {
 	uint64_t held_seq[16];
 	int n_held;
 	bool hold_requests;
+	size_t last_batch; /* requests in the last delivery */
 };
 
 static uint16_t free_port(void)
@@ -69,16 +70,23 @@ static void answer(struct repl_session *s, uint64_t seq, uint64_t free_bytes)
 	repl_session_complete(s, seq, &cc);
 }
 
-/* Answers SpaceRequest{bytes} with free_bytes = bytes * 2, or holds it. */
-static void on_request(struct repl_session *s, const Envelope *env, void *arg)
+/* Answers each SpaceRequest{bytes} with free_bytes = bytes * 2, or holds it;
+ * the answers to a batch go back corked, as one batch. */
+static void on_request(struct repl_session *s, Envelope *const *envs, size_t n, void *arg)
 {
 	struct peer *p = arg;
 
-	if (p->hold_requests && p->n_held < 16) {
-		p->held_seq[p->n_held++] = env->seq;
-		return;
+	p->last_batch = n;
+	if (n > 1)
+		repl_session_cork(s);
+	for (size_t i = 0; i < n; i++) {
+		if (p->hold_requests && p->n_held < 16)
+			p->held_seq[p->n_held++] = envs[i]->seq;
+		else
+			answer(s, envs[i]->seq, envs[i]->space_request->bytes * 2);
 	}
-	answer(s, env->seq, env->space_request->bytes * 2);
+	if (n > 1)
+		repl_session_uncork(s, true);
 }
 
 static void on_protocol_error(struct repl_session *s, const char *peer, const char *reason,
@@ -216,6 +224,36 @@ static void test_handshake_and_requests(void)
 		CHECK(res[i].done && res[i].status == 0 && res[i].free_bytes == 1000 + (uint64_t)i,
 		      "request %d: done %d status %d free %llu", i, res[i].done, res[i].status,
 		      (unsigned long long)res[i].free_bytes);
+
+	/* A batch: one delivery of three requests, three answers in one batch. */
+	{
+		Ftvm__Partner__SpaceRequest reqs[3];
+		Envelope envs[3], *ptrs[3];
+		void *args[3];
+
+		b.hold_requests = false;
+		for (int i = 0; i < 3; i++) {
+			ftvm__partner__space_request__init(&reqs[i]);
+			ftvm__partner__envelope__init(&envs[i]);
+			reqs[i].bytes = 10 + (uint64_t)i;
+			envs[i].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+			envs[i].space_request = &reqs[i];
+			ptrs[i] = &envs[i];
+			memset(&res[i], 0, sizeof(res[i]));
+			args[i] = &res[i];
+		}
+		CHECK(repl_session_request_batch(a.s, ptrs, 3, 2000, on_done, args) == 0, "batch");
+		CHECK(RUN_UNTIL(res[0].done && res[1].done && res[2].done, 2000), "batch answered");
+		CHECK(b.last_batch == 3, "b got the batch in one delivery of %zu", b.last_batch);
+		for (int i = 0; i < 3; i++)
+			CHECK(res[i].free_bytes == 20 + 2 * (uint64_t)i, "batch answer %d: %llu", i,
+			      (unsigned long long)res[i].free_bytes);
+		/* While corked, a request must wait for the held answers. */
+		repl_session_cork(a.s);
+		CHECK(send_space_request(&a, 1, 100, &res[0]) == -EBUSY, "request while corked");
+		repl_session_uncork(a.s, true);
+		b.hold_requests = true;
+	}
 
 	/* A request nobody answers fails at its deadline. */
 	b.n_held = 0;

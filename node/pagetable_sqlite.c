@@ -1,0 +1,946 @@
+/* The page table in SQLite (VMM.md, "The page table in SQLite").
+ *
+ * One connection, WAL, every statement prepared once at open and kept. Values
+ * only ever reach SQL through bindings; the only SQL text not in stmt_sql[] is
+ * the fixed PRAGMAs and the migration steps.
+ *
+ * Transactions: the first change opens one (BEGIN IMMEDIATE, so a lock
+ * conflict shows at the start and not halfway), pagetable_commit() ends it.
+ * Each change runs inside SAVEPOINT change, so a change that fails halfway (a
+ * duplicate guid, a full disk on the 500th page row) is undone alone and the
+ * group's earlier changes stay.
+ *
+ * Counters: guid numbers and LSNs leave this node (in envelopes, in guids a
+ * client holds) possibly before the transaction they were taken in commits, so
+ * they come from leases: meta holds the first number not leased yet, written
+ * and committed before any number below it is handed out. A restart resumes at
+ * that bound and so skips what was leased and unused; nothing repeats.
+ *
+ *     open:    next = durable = meta bound; lease [next, next + block), commit
+ *     take:    next < durable ? next++ : commit a new lease first
+ *     commit:  less than half a lease left? write a new bound into this commit
+ */
+#include "pagetable_sqlite.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "log.h"
+
+#define LOG_SUBSYSTEM "pagetable"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#define BUSY_TIMEOUT_MS 5000
+#define GUID_LEASE 64
+#define LSN_LEASE 65536
+
+/* Step i takes schema i to i + 1 inside one transaction; the caller then sets
+ * schema_version. Append only: a step, once released, never changes. */
+static const struct migration {
+	const char *what;
+	const char *sql;
+} migrations[] = {
+	{ "create the page table",
+	  "CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+	  "CREATE TABLE allocations(guid TEXT PRIMARY KEY, home TEXT NOT NULL,"
+	  " owner TEXT NOT NULL, size INTEGER NOT NULL, block_size INTEGER NOT NULL,"
+	  " pages INTEGER NOT NULL, policy TEXT NOT NULL, header BLOB NOT NULL);"
+	  "CREATE TABLE pages(guid TEXT NOT NULL REFERENCES allocations(guid) ON DELETE CASCADE,"
+	  " page INTEGER NOT NULL, version INTEGER NOT NULL, crc32c INTEGER NOT NULL,"
+	  " dirty INTEGER NOT NULL, PRIMARY KEY (guid, page)) WITHOUT ROWID;"
+	  "CREATE TABLE journal(lsn INTEGER PRIMARY KEY, origin TEXT NOT NULL,"
+	  " origin_lsn INTEGER NOT NULL, op TEXT NOT NULL, guid TEXT NOT NULL,"
+	  " page INTEGER, version INTEGER, crc32c INTEGER);"
+	  "INSERT INTO meta(key, value) VALUES ('next_guid', 1), ('next_lsn', 1),"
+	  " ('partner_applied_lsn', 0), ('applied_by_partner_lsn', 0), ('schema_version', 0);" },
+};
+
+#define SCHEMA_VERSION ((int64_t)ARRAY_SIZE(migrations))
+
+enum stmt {
+	ST_BEGIN,
+	ST_COMMIT,
+	ST_ROLLBACK,
+	ST_SAVEPOINT,
+	ST_RELEASE,
+	ST_ROLLBACK_TO,
+	ST_META_GET,
+	ST_META_SET,
+	ST_ALLOC_INSERT,
+	ST_PAGE_INSERT,
+	ST_ALLOC_DELETE,
+	ST_PAGE_UPDATE,
+	ST_JOURNAL_INSERT,
+	ST_JOURNAL_MAX,
+	ST_JOURNAL_COUNT,
+	ST_ALLOC_SELECT,
+	ST_PAGE_SELECT,
+	ST__MAX
+};
+
+static const char *const stmt_sql[ST__MAX] = {
+	[ST_BEGIN] = "BEGIN IMMEDIATE",
+	[ST_COMMIT] = "COMMIT",
+	[ST_ROLLBACK] = "ROLLBACK",
+	[ST_SAVEPOINT] = "SAVEPOINT change",
+	[ST_RELEASE] = "RELEASE change",
+	[ST_ROLLBACK_TO] = "ROLLBACK TO change",
+	[ST_META_GET] = "SELECT value FROM meta WHERE key = ?1",
+	[ST_META_SET] = "INSERT INTO meta(key, value) VALUES (?1, ?2)"
+			" ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+	[ST_ALLOC_INSERT] = "INSERT INTO allocations(guid, home, owner, size, block_size, pages,"
+			    " policy, header) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	[ST_PAGE_INSERT] = "INSERT INTO pages(guid, page, version, crc32c, dirty)"
+			   " VALUES (?1, ?2, 0, ?3, 0)",
+	[ST_ALLOC_DELETE] = "DELETE FROM allocations WHERE guid = ?1",
+	[ST_PAGE_UPDATE] = "UPDATE pages SET version = ?3, crc32c = ?4, dirty = ?5"
+			   " WHERE guid = ?1 AND page = ?2",
+	[ST_JOURNAL_INSERT] = "INSERT INTO journal(lsn, origin, origin_lsn, op, guid, page,"
+			      " version, crc32c) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	[ST_JOURNAL_MAX] = "SELECT coalesce(max(lsn), 0) FROM journal",
+	[ST_JOURNAL_COUNT] = "SELECT count(*) FROM journal",
+	[ST_ALLOC_SELECT] = "SELECT guid, home, owner, size, block_size, pages, policy, header"
+			    " FROM allocations ORDER BY guid",
+	[ST_PAGE_SELECT] = "SELECT page, version, crc32c, dirty FROM pages WHERE guid = ?1"
+			   " ORDER BY page",
+};
+
+/* Numbers below durable may have been handed out, and meta says so on disk;
+ * next is the next one to hand out (next <= durable). */
+struct lease {
+	const char *key; /* its meta row */
+	uint64_t block;
+	uint64_t next;
+	uint64_t durable;
+};
+
+struct pagetable {
+	sqlite3 *db;
+	sqlite3_stmt *stmt[ST__MAX];
+	struct lease guid, lsn;
+	uint64_t partner_applied_lsn, applied_by_partner_lsn;
+	char err[512];
+};
+
+static _Thread_local char open_error[512];
+
+static int fail(struct pagetable *pt, int r, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Records why, and returns r. The arguments may include pt->err itself. */
+static int fail(struct pagetable *pt, int r, const char *fmt, ...)
+{
+	char buf[sizeof(pt->err)];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	memcpy(pt->err, buf, sizeof(buf));
+	log_debug("%s", pt->err);
+	return r;
+}
+
+/* SQLite's result code as -errno. */
+static int sql_errno(sqlite3 *db, int rc)
+{
+	int e;
+
+	switch (rc & 0xff) {
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_CONSTRAINT:
+		return -EEXIST;
+	case SQLITE_NOTADB:
+	case SQLITE_CORRUPT:
+		return -EBADMSG;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_CANTOPEN:
+	case SQLITE_IOERR:
+		/* The system's reason (EACCES, ENOSPC, ...) says more than EIO. */
+		e = db ? sqlite3_system_errno(db) : 0;
+		return e > 0 ? -e : -EIO;
+	default:
+		return -EIO;
+	}
+}
+
+/* Records "<what>: <SQLite's message>" and returns rc as -errno. Call before
+ * resetting the statement that failed, which keeps the message anyway. */
+static int sql_fail(struct pagetable *pt, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int sql_fail(struct pagetable *pt, int rc, const char *fmt, ...)
+{
+	char what[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return fail(pt, sql_errno(pt->db, rc), "%s: %s (SQLite code %d)", what,
+		    pt->db ? sqlite3_errmsg(pt->db) : sqlite3_errstr(rc), rc);
+}
+
+/* ---- Statements --------------------------------------------------------- */
+
+static void done(sqlite3_stmt *st)
+{
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+}
+
+/* Steps a cached statement to its end, ignoring rows, and resets it. */
+static int run(struct pagetable *pt, enum stmt s, const char *what)
+{
+	sqlite3_stmt *st = pt->stmt[s];
+	int rc, r = 0;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		;
+	if (rc != SQLITE_DONE)
+		r = sql_fail(pt, rc, "%s", what);
+	done(st);
+	return r;
+}
+
+/* Steps a cached statement for one integer; *ret = 0 when there is no row. */
+static int run_int(struct pagetable *pt, enum stmt s, const char *what, int64_t *ret)
+{
+	sqlite3_stmt *st = pt->stmt[s];
+	int rc, r = 0;
+
+	*ret = 0;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*ret = sqlite3_column_int64(st, 0);
+	else if (rc != SQLITE_DONE)
+		r = sql_fail(pt, rc, "%s", what);
+	done(st);
+	return r;
+}
+
+/* Binding fails only on a programmer's error or a value too big for SQLite. */
+static int bind_check(struct pagetable *pt, sqlite3_stmt *st, int rc, const char *what)
+{
+	int r;
+
+	if (rc == SQLITE_OK)
+		return 0;
+	r = sql_fail(pt, rc, "%s: binding a value", what);
+	done(st);
+	return r;
+}
+
+static int bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+	return sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+}
+
+/* SQLite integers are signed 64 bits: a uint64_t goes in and comes back out
+ * bit for bit. */
+static int bind_u64(sqlite3_stmt *st, int i, uint64_t v)
+{
+	return sqlite3_bind_int64(st, i, (sqlite3_int64)v);
+}
+
+/* Runs fixed SQL text (PRAGMAs, migrations); with ret, the first column of
+ * the first row as text. */
+static int exec_fixed(struct pagetable *pt, const char *sql, char *ret, size_t ret_len)
+{
+	sqlite3_stmt *st;
+	const char *tail = sql;
+	int rc, r = 0;
+
+	if (ret)
+		ret[0] = '\0';
+	while (*tail) {
+		rc = sqlite3_prepare_v2(pt->db, tail, -1, &st, &tail);
+		if (rc != SQLITE_OK)
+			return sql_fail(pt, rc, "%.60s", sql);
+		if (!st) /* trailing blanks */
+			break;
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+			const unsigned char *t = sqlite3_column_text(st, 0);
+
+			if (ret && !ret[0] && t)
+				snprintf(ret, ret_len, "%s", (const char *)t);
+		}
+		if (rc != SQLITE_DONE)
+			r = sql_fail(pt, rc, "%.60s", sql);
+		sqlite3_finalize(st);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* ---- Transactions ------------------------------------------------------- */
+
+bool pagetable_in_transaction(const struct pagetable *pt)
+{
+	return !sqlite3_get_autocommit(pt->db);
+}
+
+static int begin(struct pagetable *pt)
+{
+	if (pagetable_in_transaction(pt))
+		return 0;
+	return run(pt, ST_BEGIN, "begin a transaction");
+}
+
+static int meta_set(struct pagetable *pt, const char *key, uint64_t value)
+{
+	sqlite3_stmt *st = pt->stmt[ST_META_SET];
+	int r;
+
+	r = begin(pt);
+	if (r < 0)
+		return r;
+	r = bind_check(pt, st, bind_text(st, 1, key), key);
+	if (r == 0)
+		r = bind_check(pt, st, bind_u64(st, 2, value), key);
+	if (r < 0)
+		return r;
+	return run(pt, ST_META_SET, key);
+}
+
+/* Commits the open transaction (opening one when force_lease is set and none
+ * is), first writing a new bound for each lease that is below half full or is
+ * force_lease. */
+static int commit_leases(struct pagetable *pt, struct lease *force_lease)
+{
+	struct lease *leases[] = { &pt->guid, &pt->lsn };
+	uint64_t bound[ARRAY_SIZE(leases)] = { 0 };
+	int r;
+
+	if (!force_lease && !pagetable_in_transaction(pt))
+		return 0;
+	for (size_t i = 0; i < ARRAY_SIZE(leases); i++) {
+		struct lease *l = leases[i];
+
+		if (l != force_lease && l->durable - l->next >= l->block / 2)
+			continue;
+		bound[i] = l->next + l->block;
+		r = meta_set(pt, l->key, bound[i]);
+		if (r < 0)
+			return r;
+	}
+	r = run(pt, ST_COMMIT, "commit");
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < ARRAY_SIZE(leases); i++)
+		if (bound[i] > leases[i]->durable)
+			leases[i]->durable = bound[i];
+	return 0;
+}
+
+int pagetable_commit(struct pagetable *pt)
+{
+	return commit_leases(pt, NULL);
+}
+
+static int lease_take(struct pagetable *pt, struct lease *l, uint64_t *ret)
+{
+	int r;
+
+	if (l->next >= l->durable) {
+		log_debug("%s: lease used up inside one transaction; committing it early", l->key);
+		r = commit_leases(pt, l);
+		if (r < 0)
+			return r;
+	}
+	*ret = l->next++;
+	return 0;
+}
+
+uint64_t pagetable_next_guid(struct pagetable *pt)
+{
+	uint64_t v;
+
+	return lease_take(pt, &pt->guid, &v) < 0 ? 0 : v;
+}
+
+uint64_t pagetable_reserve_lsn(struct pagetable *pt)
+{
+	uint64_t v;
+
+	return lease_take(pt, &pt->lsn, &v) < 0 ? 0 : v;
+}
+
+/* ---- Changes ------------------------------------------------------------ */
+
+static bool empty(const char *s)
+{
+	return !s || !*s;
+}
+
+/* Checks the origin, works out the journal row's LSN, and opens the change's
+ * savepoint (and the transaction when none is open). */
+static int change_begin(struct pagetable *pt, const struct pt_origin *o, const char *guid,
+			uint64_t *ret_lsn)
+{
+	int r;
+
+	if (!o || empty(o->node))
+		return fail(pt, -EINVAL, "%s: a change needs an origin node", guid);
+	if (o->own) {
+		if (o->lsn == 0 || o->lsn >= pt->lsn.next)
+			return fail(pt, -EINVAL,
+				    "%s: own LSN %" PRIu64 " was not reserved by this table", guid,
+				    o->lsn);
+		*ret_lsn = o->lsn;
+	} else {
+		/* Before the savepoint: a new lease may commit. */
+		r = lease_take(pt, &pt->lsn, ret_lsn);
+		if (r < 0)
+			return r;
+	}
+	r = begin(pt);
+	if (r < 0)
+		return r;
+	return run(pt, ST_SAVEPOINT, "savepoint");
+}
+
+/* Keeps the change when r >= 0, undoes it otherwise; returns r or the error
+ * releasing it. SQLite may have rolled the whole transaction back by itself
+ * (a full disk, an I/O error): then there is nothing left to undo. */
+static int change_end(struct pagetable *pt, int r)
+{
+	if (r >= 0)
+		return run(pt, ST_RELEASE, "release the savepoint");
+	if (pagetable_in_transaction(pt)) {
+		char keep[sizeof(pt->err)];
+
+		/* The first error is the one reported. */
+		memcpy(keep, pt->err, sizeof(keep));
+		if (run(pt, ST_ROLLBACK_TO, "roll back the change") == 0)
+			run(pt, ST_RELEASE, "release the savepoint");
+		memcpy(pt->err, keep, sizeof(keep));
+	}
+	return r;
+}
+
+static int journal_append(struct pagetable *pt, uint64_t lsn, const struct pt_origin *o,
+			  const char *op, const char *guid, const struct pt_page *p)
+{
+	sqlite3_stmt *st = pt->stmt[ST_JOURNAL_INSERT];
+	int rc;
+
+	rc = bind_u64(st, 1, lsn);
+	rc = rc ?: bind_text(st, 2, o->node);
+	rc = rc ?: bind_u64(st, 3, o->lsn);
+	rc = rc ?: bind_text(st, 4, op);
+	rc = rc ?: bind_text(st, 5, guid);
+	if (p) {
+		rc = rc ?: bind_u64(st, 6, p->page);
+		rc = rc ?: bind_u64(st, 7, p->version);
+		rc = rc ?: sqlite3_bind_int64(st, 8, p->crc32c);
+	}
+	if (rc != SQLITE_OK)
+		return bind_check(pt, st, rc, "journal");
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE) {
+		int r = sql_fail(pt, rc, "%s: journal row LSN %" PRIu64, guid, lsn);
+
+		done(st);
+		return r;
+	}
+	done(st);
+	return 0;
+}
+
+/* Steps a cached statement that changes rows; -ENOENT when it changed none. */
+static int run_change(struct pagetable *pt, sqlite3_stmt *st, int rc, const char *what,
+		      const char *guid)
+{
+	if (rc != SQLITE_OK)
+		return bind_check(pt, st, rc, what);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE) {
+		int r = sql_fail(pt, rc, "%s %s", what, guid);
+
+		done(st);
+		return r;
+	}
+	done(st);
+	if (sqlite3_changes(pt->db) == 0)
+		return fail(pt, -ENOENT, "%s %s: no such row", what, guid);
+	return 0;
+}
+
+int pagetable_alloc_put(struct pagetable *pt, const struct pt_alloc *a, uint32_t zero_crc,
+			const struct pt_origin *o)
+{
+	sqlite3_stmt *st;
+	uint64_t lsn;
+	int rc, r;
+
+	if (!a || empty(a->guid) || !a->home || !a->owner || !a->policy ||
+	    (a->header_len && !a->header))
+		return fail(pt, -EINVAL, "%s: an allocation needs guid, home, owner and policy",
+			    a && a->guid ? a->guid : "(no guid)");
+	r = change_begin(pt, o, a->guid, &lsn);
+	if (r < 0)
+		return r;
+
+	st = pt->stmt[ST_ALLOC_INSERT];
+	rc = bind_text(st, 1, a->guid);
+	rc = rc ?: bind_text(st, 2, a->home);
+	rc = rc ?: bind_text(st, 3, a->owner);
+	rc = rc ?: bind_u64(st, 4, a->size);
+	rc = rc ?: sqlite3_bind_int64(st, 5, a->block_size);
+	rc = rc ?: bind_u64(st, 6, a->pages);
+	rc = rc ?: bind_text(st, 7, a->policy);
+	/* A NULL blob would bind SQL NULL, which header NOT NULL refuses. */
+	rc = rc
+		     ?: (a->header_len ? sqlite3_bind_blob64(st, 8, a->header, a->header_len,
+							     SQLITE_STATIC)
+				       : sqlite3_bind_zeroblob(st, 8, 0));
+	r = run_change(pt, st, rc, "insert allocation", a->guid);
+
+	st = pt->stmt[ST_PAGE_INSERT];
+	for (uint64_t i = 0; r == 0 && i < a->pages; i++) {
+		rc = bind_text(st, 1, a->guid);
+		rc = rc ?: bind_u64(st, 2, i);
+		rc = rc ?: sqlite3_bind_int64(st, 3, zero_crc);
+		r = run_change(pt, st, rc, "insert page of", a->guid);
+	}
+	if (r == 0)
+		r = journal_append(pt, lsn, o, "alloc", a->guid, NULL);
+	return change_end(pt, r);
+}
+
+int pagetable_alloc_delete(struct pagetable *pt, const char *guid, const struct pt_origin *o)
+{
+	sqlite3_stmt *st = pt->stmt[ST_ALLOC_DELETE];
+	uint64_t lsn;
+	int r;
+
+	if (empty(guid))
+		return fail(pt, -EINVAL, "delete: no guid");
+	r = change_begin(pt, o, guid, &lsn);
+	if (r < 0)
+		return r;
+	/* The pages go with it: ON DELETE CASCADE. */
+	r = run_change(pt, st, bind_text(st, 1, guid), "delete allocation", guid);
+	if (r == 0)
+		r = journal_append(pt, lsn, o, "free", guid, NULL);
+	return change_end(pt, r);
+}
+
+int pagetable_page_put(struct pagetable *pt, const struct pt_page *p, const struct pt_origin *o)
+{
+	sqlite3_stmt *st = pt->stmt[ST_PAGE_UPDATE];
+	char what[64];
+	uint64_t lsn;
+	int rc, r;
+
+	if (!p || empty(p->guid))
+		return fail(pt, -EINVAL, "page: no guid");
+	r = change_begin(pt, o, p->guid, &lsn);
+	if (r < 0)
+		return r;
+	rc = bind_text(st, 1, p->guid);
+	rc = rc ?: bind_u64(st, 2, p->page);
+	rc = rc ?: bind_u64(st, 3, p->version);
+	rc = rc ?: sqlite3_bind_int64(st, 4, p->crc32c);
+	rc = rc ?: sqlite3_bind_int(st, 5, p->dirty);
+	snprintf(what, sizeof(what), "update page %" PRIu64 " of", p->page);
+	r = run_change(pt, st, rc, what, p->guid);
+	if (r == 0)
+		r = journal_append(pt, lsn, o, "page", p->guid, p);
+	return change_end(pt, r);
+}
+
+/* ---- Partner LSNs ------------------------------------------------------- */
+
+int pagetable_set_partner_applied_lsn(struct pagetable *pt, uint64_t lsn)
+{
+	int r = meta_set(pt, "partner_applied_lsn", lsn);
+
+	if (r == 0)
+		pt->partner_applied_lsn = lsn;
+	return r;
+}
+
+uint64_t pagetable_partner_applied_lsn(const struct pagetable *pt)
+{
+	return pt->partner_applied_lsn;
+}
+
+int pagetable_set_applied_by_partner_lsn(struct pagetable *pt, uint64_t lsn)
+{
+	int r = meta_set(pt, "applied_by_partner_lsn", lsn);
+
+	if (r == 0)
+		pt->applied_by_partner_lsn = lsn;
+	return r;
+}
+
+uint64_t pagetable_applied_by_partner_lsn(const struct pagetable *pt)
+{
+	return pt->applied_by_partner_lsn;
+}
+
+/* ---- Reading back ------------------------------------------------------- */
+
+uint64_t pagetable_journal_count(struct pagetable *pt)
+{
+	int64_t n;
+
+	return run_int(pt, ST_JOURNAL_COUNT, "count the journal", &n) < 0 ? 0 : (uint64_t)n;
+}
+
+static int load_pages(struct pagetable *pt, const struct pt_alloc *a,
+		      int (*page_cb)(const struct pt_page *p, void *arg), void *arg)
+{
+	sqlite3_stmt *st = pt->stmt[ST_PAGE_SELECT];
+	uint64_t expect = 0;
+	int rc, r = 0;
+
+	rc = bind_text(st, 1, a->guid);
+	if (rc != SQLITE_OK)
+		return bind_check(pt, st, rc, a->guid);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct pt_page p = {
+			.guid = a->guid,
+			.page = (uint64_t)sqlite3_column_int64(st, 0),
+			.version = (uint64_t)sqlite3_column_int64(st, 1),
+			.dirty = sqlite3_column_int64(st, 3) != 0,
+		};
+		int64_t crc = sqlite3_column_int64(st, 2);
+
+		if (p.page != expect) {
+			r = fail(pt, -EBADMSG,
+				 "allocation %s: page row %" PRIu64 " where %" PRIu64
+				 " was expected (a page row is missing)",
+				 a->guid, p.page, expect);
+			break;
+		}
+		if (crc < 0 || crc > UINT32_MAX) {
+			r = fail(pt, -EBADMSG,
+				 "allocation %s page %" PRIu64 ": crc32c %" PRId64 " out of range",
+				 a->guid, p.page, (int64_t)crc);
+			break;
+		}
+		p.crc32c = (uint32_t)crc;
+		expect++;
+		if (page_cb) {
+			r = page_cb(&p, arg);
+			if (r < 0)
+				break;
+		}
+	}
+	if (r == 0 && rc != SQLITE_DONE)
+		r = sql_fail(pt, rc, "read the pages of %s", a->guid);
+	if (r == 0 && expect != a->pages)
+		r = fail(pt, -EBADMSG, "allocation %s has %" PRIu64 " page rows, expected %" PRIu64,
+			 a->guid, expect, a->pages);
+	done(st);
+	return r;
+}
+
+int pagetable_load(struct pagetable *pt, int (*alloc_cb)(const struct pt_alloc *a, void *arg),
+		   int (*page_cb)(const struct pt_page *p, void *arg), void *arg)
+{
+	sqlite3_stmt *st = pt->stmt[ST_ALLOC_SELECT];
+	int rc, r = 0;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		/* Column pointers stay valid until the next step of st. */
+		struct pt_alloc a = {
+			.guid = (const char *)sqlite3_column_text(st, 0),
+			.home = (const char *)sqlite3_column_text(st, 1),
+			.owner = (const char *)sqlite3_column_text(st, 2),
+			.size = (uint64_t)sqlite3_column_int64(st, 3),
+			.pages = (uint64_t)sqlite3_column_int64(st, 5),
+			.policy = (const char *)sqlite3_column_text(st, 6),
+			.header = sqlite3_column_blob(st, 7),
+			.header_len = (size_t)sqlite3_column_bytes(st, 7),
+		};
+		int64_t block_size = sqlite3_column_int64(st, 4);
+
+		if (!a.guid || !a.home || !a.owner || !a.policy) {
+			r = fail(pt, -EBADMSG, "allocation %s: a text column is NULL",
+				 a.guid ? a.guid : "(NULL)");
+			break;
+		}
+		if (block_size < 0 || block_size > UINT32_MAX) {
+			r = fail(pt, -EBADMSG, "allocation %s: block_size %" PRId64 " out of range",
+				 a.guid, (int64_t)block_size);
+			break;
+		}
+		a.block_size = (uint32_t)block_size;
+		if (!a.header)
+			a.header = (const uint8_t *)"";
+		if (alloc_cb) {
+			r = alloc_cb(&a, arg);
+			if (r < 0)
+				break;
+		}
+		r = load_pages(pt, &a, page_cb, arg);
+		if (r < 0)
+			break;
+	}
+	if (r == 0 && rc != SQLITE_DONE)
+		r = sql_fail(pt, rc, "read the allocations");
+	done(st);
+	return r;
+}
+
+/* ---- Open and close ----------------------------------------------------- */
+
+const char *pagetable_last_error(const struct pagetable *pt)
+{
+	return pt ? pt->err : open_error;
+}
+
+void pagetable_close(struct pagetable *pt)
+{
+	if (!pt)
+		return;
+	if (pt->db && pagetable_in_transaction(pt) && pt->stmt[ST_ROLLBACK])
+		run(pt, ST_ROLLBACK, "roll back at close");
+	for (size_t i = 0; i < ST__MAX; i++)
+		sqlite3_finalize(pt->stmt[i]);
+	/* Every statement is finalized, so this closes (and checkpoints). */
+	sqlite3_close(pt->db);
+	free(pt);
+}
+
+/* schema_version, or 0 for a database with nothing in it. */
+static int read_schema_version(struct pagetable *pt, const char *path, int64_t *ret)
+{
+	static const char meta_sql[] = "SELECT value FROM meta WHERE key = 'schema_version'";
+	char buf[32];
+	int r;
+
+	r = exec_fixed(pt,
+		       "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
+		       buf, sizeof(buf));
+	if (r < 0)
+		return r;
+	if (strcmp(buf, "0") == 0) {
+		r = exec_fixed(pt, "SELECT count(*) FROM sqlite_master", buf, sizeof(buf));
+		if (r < 0)
+			return r;
+		if (strcmp(buf, "0") != 0)
+			return fail(
+				pt, -EBADMSG,
+				"%s is an SQLite database but not an ftvm page table (no meta table)",
+				path);
+		*ret = 0;
+		return 0;
+	}
+	r = exec_fixed(pt, meta_sql, buf, sizeof(buf));
+	if (r < 0)
+		return r;
+	if (!buf[0])
+		return fail(pt, -EBADMSG, "%s: the meta table has no schema_version", path);
+	*ret = strtoll(buf, NULL, 10);
+	if (*ret <= 0)
+		return fail(pt, -EBADMSG, "%s: schema_version %s is not a version", path, buf);
+	return 0;
+}
+
+/* Before the cached statements exist. */
+static int set_schema_version(struct pagetable *pt, int64_t v)
+{
+	sqlite3_stmt *st;
+	int rc, r = 0;
+
+	rc = sqlite3_prepare_v2(pt->db, "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
+				-1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return sql_fail(pt, rc, "prepare the schema_version update");
+	rc = sqlite3_bind_int64(st, 1, v);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE)
+		r = sql_fail(pt, rc, "set schema_version %" PRId64, v);
+	else if (sqlite3_changes(pt->db) == 0)
+		r = fail(pt, -EBADMSG, "the meta table has no schema_version row to update");
+	sqlite3_finalize(st);
+	return r;
+}
+
+/* Brings the schema to SCHEMA_VERSION, one step per transaction; the version
+ * is read again inside each, so two processes opening at once do not both
+ * migrate. */
+static int migrate(struct pagetable *pt, const char *path)
+{
+	for (;;) {
+		int64_t v = 0;
+		int r;
+
+		r = exec_fixed(pt, "BEGIN IMMEDIATE", NULL, 0);
+		if (r < 0)
+			return r;
+		r = read_schema_version(pt, path, &v);
+		if (r == 0 && v > SCHEMA_VERSION)
+			r = fail(pt, -EPROTONOSUPPORT,
+				 "%s: the page table's schema version is %" PRId64
+				 "; this build knows versions up to %" PRId64
+				 " (a newer ftvm wrote it)",
+				 path, v, SCHEMA_VERSION);
+		if (r == 0 && v == SCHEMA_VERSION)
+			return exec_fixed(pt, "COMMIT", NULL, 0);
+		if (r == 0) {
+			r = exec_fixed(pt, migrations[v].sql, NULL, 0);
+			if (r < 0)
+				r = fail(pt, r,
+					 "%s: schema step %" PRId64 " -> %" PRId64 " (%s): %.300s",
+					 path, v, v + 1, migrations[v].what, pt->err);
+		}
+		if (r == 0)
+			r = set_schema_version(pt, v + 1);
+		if (r == 0)
+			r = exec_fixed(pt, "COMMIT", NULL, 0);
+		if (r < 0) {
+			if (pagetable_in_transaction(pt)) {
+				char keep[sizeof(pt->err)];
+
+				memcpy(keep, pt->err, sizeof(keep));
+				exec_fixed(pt, "ROLLBACK", NULL, 0);
+				memcpy(pt->err, keep, sizeof(keep));
+			}
+			return r;
+		}
+		log_debug("%s: schema %" PRId64 " -> %" PRId64 ": %s", path, v, v + 1,
+			  migrations[v].what);
+	}
+}
+
+static int meta_get(struct pagetable *pt, const char *key, uint64_t *ret)
+{
+	sqlite3_stmt *st = pt->stmt[ST_META_GET];
+	int64_t v;
+	int r;
+
+	r = bind_check(pt, st, bind_text(st, 1, key), key);
+	if (r < 0)
+		return r;
+	r = run_int(pt, ST_META_GET, key, &v);
+	*ret = (uint64_t)v;
+	return r;
+}
+
+static int load_counters(struct pagetable *pt)
+{
+	uint64_t guid_bound, lsn_bound;
+	int64_t journal_max;
+	int r;
+
+	r = meta_get(pt, "next_guid", &guid_bound);
+	if (r == 0)
+		r = meta_get(pt, "next_lsn", &lsn_bound);
+	if (r == 0)
+		r = meta_get(pt, "partner_applied_lsn", &pt->partner_applied_lsn);
+	if (r == 0)
+		r = meta_get(pt, "applied_by_partner_lsn", &pt->applied_by_partner_lsn);
+	if (r == 0)
+		r = run_int(pt, ST_JOURNAL_MAX, "the journal's last LSN", &journal_max);
+	if (r < 0)
+		return r;
+	if ((uint64_t)journal_max >= lsn_bound)
+		lsn_bound = (uint64_t)journal_max + 1;
+	pt->guid = (struct lease){ .key = "next_guid",
+				   .block = GUID_LEASE,
+				   .next = guid_bound ?: 1,
+				   .durable = guid_bound ?: 1 };
+	pt->lsn = (struct lease){ .key = "next_lsn",
+				  .block = LSN_LEASE,
+				  .next = lsn_bound ?: 1,
+				  .durable = lsn_bound ?: 1 };
+	/* Lease now, outside any caller's transaction: both leases are empty,
+	 * so this one commit renews both. */
+	return commit_leases(pt, &pt->guid);
+}
+
+int pagetable_open(const char *path, bool synchronous_full, struct pagetable **ret)
+{
+	int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+	struct pagetable *pt;
+	char mode[32];
+	int rc, r;
+
+	*ret = NULL;
+	open_error[0] = '\0';
+	pt = calloc(1, sizeof(*pt));
+	if (!pt) {
+		snprintf(open_error, sizeof(open_error), "%s: out of memory", path);
+		return -ENOMEM;
+	}
+#ifdef SQLITE_OPEN_EXRESCODE
+	flags |= SQLITE_OPEN_EXRESCODE;
+#endif
+	rc = sqlite3_open_v2(path, &pt->db, flags, NULL);
+	if (rc != SQLITE_OK) {
+		r = sql_fail(pt, rc, "%s: cannot open", path);
+		goto fail;
+	}
+	sqlite3_extended_result_codes(pt->db, 1);
+	sqlite3_busy_timeout(pt->db, BUSY_TIMEOUT_MS);
+
+	/* The first statement that reads the file: where a file that is not a
+	 * database shows. */
+	r = exec_fixed(pt, "PRAGMA journal_mode=WAL", mode, sizeof(mode));
+	if (r == -EBADMSG) {
+		r = fail(pt, r, "%s is not an SQLite database, or a damaged one: %.300s", path,
+			 pt->err);
+		goto fail;
+	}
+	if (r < 0)
+		goto fail;
+	if (strcmp(mode, "wal") != 0) {
+		r = fail(pt, -ENOTSUP, "%s: journal_mode is \"%s\", not \"wal\"", path, mode);
+		goto fail;
+	}
+	r = exec_fixed(pt,
+		       synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
+		       NULL, 0);
+	if (r == 0)
+		r = exec_fixed(pt, "PRAGMA foreign_keys=ON", NULL, 0);
+	if (r == 0)
+		r = exec_fixed(pt, "PRAGMA foreign_keys", mode, sizeof(mode));
+	if (r < 0)
+		goto fail;
+	if (strcmp(mode, "1") != 0) {
+		r = fail(pt, -ENOTSUP, "%s: this SQLite has no foreign keys", path);
+		goto fail;
+	}
+
+	r = migrate(pt, path);
+	if (r < 0)
+		goto fail;
+	for (size_t i = 0; i < ST__MAX; i++) {
+		rc = sqlite3_prepare_v3(pt->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+					&pt->stmt[i], NULL);
+		if (rc != SQLITE_OK) {
+			r = sql_fail(pt, rc, "%s: prepare \"%s\"", path, stmt_sql[i]);
+			goto fail;
+		}
+	}
+	r = load_counters(pt);
+	if (r < 0)
+		goto fail;
+	*ret = pt;
+	return 0;
+
+fail:
+	snprintf(open_error, sizeof(open_error), "%s", pt->err);
+	pagetable_close(pt);
+	return r;
+}

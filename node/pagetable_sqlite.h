@@ -1,0 +1,123 @@
+/* The page table of a node, persisted in SQLite (STATE_DIR/pagetable.db, WAL):
+ * allocations, their pages' versions and checksums, a journal of every change
+ * with this node's LSN, and the counters that must outlive a restart (the next
+ * guid number, the LSNs exchanged with the partner). VMM.md, "The page table in
+ * SQLite", is the design.
+ *
+ * Transactions are grouped: the first change opens one, pagetable_commit() ends
+ * it, and the caller commits once per event-loop turn. Each change is atomic on
+ * its own (a change that fails leaves the table as it was before that change,
+ * earlier changes of the open transaction stay), except that after -ENOSPC,
+ * -ENOMEM or an I/O error SQLite may have rolled back the whole open
+ * transaction: pagetable_in_transaction() then says false.
+ *
+ * Every function returning int returns >= 0 on success or -errno: -EBUSY
+ * (database locked), -ENOSPC (disk full), -EEXIST (already there), -ENOENT
+ * (not there), -EBADMSG (not a page table, or a damaged one),
+ * -EPROTONOSUPPORT (written by a newer ftvm), -EINVAL (bad argument),
+ * -ENOMEM, -ENOTSUP (this SQLite or file system cannot do WAL or foreign
+ * keys), the system's errno where SQLite knows it (-EACCES, -ENOENT for a path
+ * it cannot open), -EIO (anything else). The reason is kept for pagetable_last_error(); this module
+ * logs at debug level only, the caller logs the error once. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct pagetable;
+
+struct pt_alloc {
+	const char *guid, *home, *owner, *policy;
+	uint64_t size;
+	uint32_t block_size;
+	uint64_t pages;
+	const uint8_t *header; /* may be NULL when header_len is 0 */
+	size_t header_len;
+};
+
+struct pt_page {
+	const char *guid;
+	uint64_t page;
+	uint64_t version;
+	uint32_t crc32c;
+	bool dirty;
+};
+
+/* Who made a change. Own changes (own = true): node is this node and lsn came
+ * from pagetable_reserve_lsn() on this table; it becomes the journal row's
+ * LSN. Mirrored changes (own = false): node is the partner and lsn is the
+ * partner's LSN for the change; the journal row gets a fresh local LSN and
+ * keeps lsn as its origin_lsn. */
+struct pt_origin {
+	const char *node;
+	uint64_t lsn;
+	bool own;
+};
+
+/* Opens (creating or migrating) the page table at path. synchronous_full
+ * selects PRAGMA synchronous=FULL (a commit survives power loss) instead of
+ * NORMAL (a commit survives a crash of the process; WAL). On failure *ret is
+ * NULL and pagetable_last_error(NULL) says why. */
+int pagetable_open(const char *path, bool synchronous_full, struct pagetable **ret);
+
+/* Rolls back an open transaction and closes. NULL is fine. */
+void pagetable_close(struct pagetable *pt);
+
+/* Why the last failing call on pt failed (kept until the next failure), or,
+ * with pt NULL, why the last pagetable_open() of this thread failed. "" when
+ * nothing failed. */
+const char *pagetable_last_error(const struct pagetable *pt);
+
+/* Inserts the allocation and its pages rows 0 .. a->pages - 1, each at
+ * version 0, clean, with crc32c zero_crc (the checksum of a zeroed block).
+ * -EEXIST when the guid is there already (and nothing changes). Journal op
+ * "alloc". */
+int pagetable_alloc_put(struct pagetable *pt, const struct pt_alloc *a, uint32_t zero_crc,
+			const struct pt_origin *o);
+
+/* Deletes the allocation and its pages; -ENOENT if absent. Journal op "free". */
+int pagetable_alloc_delete(struct pagetable *pt, const char *guid, const struct pt_origin *o);
+
+/* Sets a page's version, crc32c and dirty flag; -ENOENT if absent. Journal op
+ * "page". */
+int pagetable_page_put(struct pagetable *pt, const struct pt_page *p, const struct pt_origin *o);
+
+/* Commits the open transaction; 0 and nothing done when none is open. */
+int pagetable_commit(struct pagetable *pt);
+
+bool pagetable_in_transaction(const struct pagetable *pt);
+
+/* The counters hand out numbers from leases kept durable ahead of use: a
+ * number is never handed out again, across reopen, whether or not the
+ * transaction it was taken in was committed; a restart skips the rest of the
+ * lease (up to 64 guids, 65536 LSNs). Taking a new lease when a transaction
+ * is open commits that transaction (this happens only when one transaction
+ * takes more than half a lease; pagetable_commit() renews leases as it
+ * goes). Both return 0 on failure (pagetable_last_error() says why). */
+
+/* 1, 2, 3 ... for guids "<node>-<n>". */
+uint64_t pagetable_next_guid(struct pagetable *pt);
+
+/* This node's next LSN: greater than every journal row's LSN and every LSN
+ * reserved before, across reopen. */
+uint64_t pagetable_reserve_lsn(struct pagetable *pt);
+
+/* The last partner LSN this node applied, and the last LSN of this node's
+ * that the partner says it applied. Setting writes meta in the open
+ * transaction (opening one if none); the getters return what was set last. */
+int pagetable_set_partner_applied_lsn(struct pagetable *pt, uint64_t lsn);
+uint64_t pagetable_partner_applied_lsn(const struct pagetable *pt);
+int pagetable_set_applied_by_partner_lsn(struct pagetable *pt, uint64_t lsn);
+uint64_t pagetable_applied_by_partner_lsn(const struct pagetable *pt);
+
+/* Reads everything back (at start): each allocation in guid order (text
+ * order), then each of its pages in page order. The structs and their strings
+ * are valid only during the callback. Either callback may be NULL. A
+ * callback's negative return stops the load and is returned. -EBADMSG when the
+ * stored table is inconsistent (a page row missing, a value out of range). */
+int pagetable_load(struct pagetable *pt, int (*alloc_cb)(const struct pt_alloc *a, void *arg),
+		   int (*page_cb)(const struct pt_page *p, void *arg), void *arg);
+
+/* Rows in the journal (for tests and status; counts them). */
+uint64_t pagetable_journal_count(struct pagetable *pt);

@@ -1,0 +1,374 @@
+/* The memory manager's lifecycle, group commit and the plumbing its methods
+ * share (VMM.md, "Ordering and durability"). */
+#include "vmm_internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "crc32c.h"
+#include "log.h"
+#include "session.h"
+
+#define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
+
+const char *vmm_node_id(const struct vmm *v)
+{
+	return v->config->id;
+}
+
+const char *vmm_partner_id(const struct vmm *v)
+{
+	return repl_session_partner_id(v->session);
+}
+
+bool vmm_partner_linked(const struct vmm *v)
+{
+	struct repl_session_stats st;
+
+	repl_session_get_stats(v->session, &st);
+	return st.link_up;
+}
+
+bool vmm_is_owner(const struct vmm *v, const struct vmm_alloc *a)
+{
+	return strcmp(a->owner, vmm_node_id(v)) == 0;
+}
+
+void *vmm_block_addr(const struct vmm *v, const struct vmm_alloc *a, uint64_t page)
+{
+	return frame_pool_addr(v->pool, a->page[page].frame);
+}
+
+uint32_t vmm_block_crc(const struct vmm *v, const struct vmm_alloc *a, uint64_t page)
+{
+	return crc32c(0, vmm_block_addr(v, a, page), a->block_size);
+}
+
+int vmm_alloc_take_frames(struct vmm *v, struct vmm_alloc *a)
+{
+	uint32_t per_page = a->block_size / frame_pool_page_size(v->pool);
+	uint64_t i;
+	int r = 0;
+
+	if ((uint64_t)per_page * a->pages > frame_pool_free_count(v->pool))
+		return -ENOSPC;
+	for (i = 0; i < a->pages; i++) {
+		r = frame_pool_take(v->pool, per_page, &a->page[i].frame);
+		if (r < 0)
+			break;
+		memset(vmm_block_addr(v, a, i), 0, a->block_size);
+	}
+	if (r < 0)
+		while (i--)
+			frame_pool_give(v->pool, a->page[i].frame, per_page);
+	return r;
+}
+
+void vmm_alloc_give_frames(struct vmm *v, struct vmm_alloc *a)
+{
+	uint32_t per_page = a->block_size / frame_pool_page_size(v->pool);
+
+	for (uint64_t i = 0; i < a->pages; i++)
+		frame_pool_give(v->pool, a->page[i].frame, per_page);
+}
+
+static uint32_t zero_crc(uint32_t block_size)
+{
+	static const uint8_t zeros[4096];
+	uint32_t crc = 0;
+
+	for (uint32_t done = 0; done < block_size; done += sizeof(zeros))
+		crc = crc32c(crc, zeros,
+			     block_size - done < sizeof(zeros) ? block_size - done : sizeof(zeros));
+	return crc;
+}
+
+int vmm_persist_alloc(struct vmm *v, const struct vmm_alloc *a, const struct pt_origin *o)
+{
+	struct pt_alloc pa = {
+		.guid = a->guid,
+		.home = a->home,
+		.owner = a->owner,
+		.policy = a->policy,
+		.size = a->size,
+		.block_size = a->block_size,
+		.pages = a->pages,
+		.header = a->header,
+		.header_len = a->header_len,
+	};
+	int r = pagetable_alloc_put(v->pt, &pa, zero_crc(a->block_size), o);
+
+	vmm_changed(v);
+	return r < 0 ? log_error_errno(r, "page table: allocation %s: %s", a->guid,
+				       pagetable_last_error(v->pt))
+		     : 0;
+}
+
+int vmm_persist_page(struct vmm *v, const struct vmm_alloc *a, uint64_t page,
+		     const struct pt_origin *o)
+{
+	struct pt_page pp = {
+		.guid = a->guid,
+		.page = page,
+		.version = a->page[page].version,
+		.crc32c = a->page[page].crc32c,
+		.dirty = true,
+	};
+	int r = pagetable_page_put(v->pt, &pp, o);
+
+	vmm_changed(v);
+	return r < 0 ? log_error_errno(r, "page table: %s page %llu: %s", a->guid,
+				       (unsigned long long)page, pagetable_last_error(v->pt))
+		     : 0;
+}
+
+/* ---- group commit ---- */
+
+int vmm_flush(struct vmm *v)
+{
+	struct vmm_after_commit *list = v->after, *next;
+	int r;
+
+	v->flush_pending = false;
+	v->after = NULL;
+	v->after_tail = &v->after;
+	r = pagetable_commit(v->pt);
+	if (r < 0)
+		log_error_errno(r, "page table commit failed, answers withheld: %s",
+				pagetable_last_error(v->pt));
+	/* Answers go out only for what is committed. */
+	if (v->session)
+		repl_session_uncork(v->session, r >= 0);
+	for (; list; list = next) {
+		next = list->next;
+		list->fn(list->arg, r);
+		free(list);
+	}
+	return r;
+}
+
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+	struct vmm *v = arg;
+
+	if (v->flush_pending)
+		vmm_flush(v);
+}
+
+void vmm_changed(struct vmm *v)
+{
+	if (v->flush_pending)
+		return;
+	v->flush_pending = true;
+	/* Active now, it runs after the callbacks already due in this turn. */
+	event_active(v->flush_event, EV_TIMEOUT, 0);
+}
+
+void vmm_after_commit(struct vmm *v, void (*fn)(void *arg, int r), void *arg)
+{
+	struct vmm_after_commit *a = calloc(1, sizeof(*a));
+
+	if (!a) {
+		fn(arg, -ENOMEM);
+		return;
+	}
+	a->fn = fn;
+	a->arg = arg;
+	*v->after_tail = a;
+	v->after_tail = &a->next;
+	vmm_changed(v);
+}
+
+/* ---- operations waiting for the partner ---- */
+
+static void on_answer(const CommandComplete *cc, void *arg)
+{
+	struct vmm_op *op = arg;
+	struct vmm *v = op->vmm;
+
+	if (op->on_answer)
+		op->on_answer(op, cc);
+	if (cc->status != FTVM__PARTNER__STATUS__STATUS_OK &&
+	    op->status == FTVM__PARTNER__STATUS__STATUS_OK) {
+		op->status = cc->status;
+		op->failed_at = op->answered;
+		snprintf(op->reason, sizeof(op->reason), "partner: %s",
+			 cc->reason && cc->reason[0] ? cc->reason : codec_status_name(cc->status));
+	}
+	if (cc->payload_case == FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LOCK)
+		op->lock_version = cc->lock->version;
+	if (cc->applied_lsn > pagetable_applied_by_partner_lsn(v->pt))
+		pagetable_set_applied_by_partner_lsn(v->pt, cc->applied_lsn);
+	if (++op->answered == op->n)
+		op->finish(op);
+}
+
+int vmm_op_send(struct vmm_op *op, Envelope *const *envs, size_t n)
+{
+	void *args[8];
+	int r;
+
+	if (n > sizeof(args) / sizeof(args[0]))
+		return -E2BIG;
+	for (size_t i = 0; i < n; i++) {
+		args[i] = op;
+		envs[i]->lsn = op->lsn;
+	}
+	op->n = n;
+	op->answered = 0;
+	op->status = FTVM__PARTNER__STATUS__STATUS_OK;
+	vmm_flush(op->vmm);
+	r = repl_session_request_batch(op->vmm->session, envs, n,
+				       op->vmm->config->request_timeout_ms, on_answer, args);
+	if (r == -ENOTCONN)
+		snprintf(op->reason, sizeof(op->reason), "partner unavailable (link down)");
+	return r;
+}
+
+void vmm_reply_error(struct client_call *call, int status, const char *fmt, ...)
+{
+	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+	char reason[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	reply.status = status;
+	reply.reason = reason;
+	client_call_reply(call, &reply);
+}
+
+/* ---- lifecycle ---- */
+
+static int load_alloc(const struct pt_alloc *pa, void *arg)
+{
+	struct vmm *v = arg;
+	struct vmm_alloc *a = vmm_alloc_new(pa->guid, pa->home, pa->owner, pa->policy, pa->size,
+					    pa->block_size, pa->header, pa->header_len);
+	int r;
+
+	if (!a)
+		return -ENOMEM;
+	r = vmm_alloc_take_frames(v, a);
+	if (r < 0) {
+		vmm_alloc_free(a);
+		return log_error_errno(r, "allocation %s does not fit in [memory] size", pa->guid);
+	}
+	vmm_table_insert(v->table, a);
+	return 0;
+}
+
+static int load_page(const struct pt_page *pp, void *arg)
+{
+	struct vmm *v = arg;
+	struct vmm_alloc *a = vmm_table_find(v->table, pp->guid);
+
+	if (!a || pp->page >= a->pages)
+		return log_error_errno(-EBADMSG, "page table: page %llu of %s has no allocation",
+				       (unsigned long long)pp->page, pp->guid);
+	a->page[pp->page].version = pp->version;
+	a->page[pp->page].crc32c = pp->crc32c;
+	return 0;
+}
+
+int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vmm **ret)
+{
+	char path[4096];
+	struct vmm *v = calloc(1, sizeof(*v));
+	int r;
+
+	if (!v)
+		return log_error_errno(-ENOMEM, "memory manager");
+	v->base = base;
+	v->config = config;
+	v->after_tail = &v->after;
+	v->flush_event = event_new(base, -1, 0, on_flush, v);
+	r = vmm_table_new(&v->table);
+	if (r < 0 || !v->flush_event) {
+		r = log_error_errno(-ENOMEM, "memory manager");
+		goto fail;
+	}
+	r = frame_pool_new(config->memory_size, config->page_size, &v->pool);
+	if (r < 0) {
+		log_error_errno(r, "frame pool of %llu bytes",
+				(unsigned long long)config->memory_size);
+		goto fail;
+	}
+	snprintf(path, sizeof(path), "%s/pagetable.db", config->state_dir);
+	r = pagetable_open(path, false, &v->pt);
+	if (r < 0) {
+		log_error_errno(r, "page table %s: %s", path, pagetable_last_error(NULL));
+		goto fail;
+	}
+	r = pagetable_load(v->pt, load_alloc, load_page, v);
+	if (r < 0) {
+		log_error_errno(r, "page table %s: cannot load: %s", path,
+				pagetable_last_error(v->pt));
+		goto fail;
+	}
+	log_info("page table %s: %zu allocations loaded", path, vmm_table_size(v->table));
+	*ret = v;
+	return 0;
+fail:
+	vmm_free(v);
+	return r;
+}
+
+void vmm_set_session(struct vmm *v, struct repl_session *session)
+{
+	v->session = session;
+}
+
+void vmm_free(struct vmm *v)
+{
+	if (!v)
+		return;
+	vmm_space_waiters_fail(v);
+	if (v->pt && v->flush_event)
+		vmm_flush(v);
+	pagetable_close(v->pt);
+	vmm_table_free(v->table);
+	frame_pool_free(v->pool);
+	if (v->flush_event)
+		event_free(v->flush_event);
+	free(v);
+}
+
+void vmm_get_counts(const struct vmm *v, struct vmm_counts *ret)
+{
+	ret->frames_total = frame_pool_total(v->pool);
+	ret->frames_free = frame_pool_free_count(v->pool);
+	ret->allocations_own = vmm_table_count(v->table, vmm_node_id(v), true);
+	ret->allocations_partner = vmm_table_count(v->table, vmm_node_id(v), false);
+}
+
+void vmm_client_request(struct vmm *v, struct client_call *call,
+			const Ftvm__Client__ClientRequest *req)
+{
+	switch (req->request_case) {
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_ALLOC:
+		vmm_op_alloc(v, call, req->alloc);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_WRITE_PAGE:
+		vmm_op_write_page(v, call, req->write_page);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_READ_PAGE:
+		vmm_op_read_page(v, call, req->read_page);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FREE:
+		vmm_op_free(v, call, req->free->guid);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_VERIFY:
+		vmm_op_verify(v, call);
+		break;
+	default:
+		vmm_op_local(v, call, req);
+		break;
+	}
+}

@@ -1,0 +1,99 @@
+/* What the vmm_*.c files share. Not for the rest of node/. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "frame_pool.h"
+#include "pagetable_sqlite.h"
+#include "vmm.h"
+#include "vmm_table.h"
+
+#define VMM_LOG_SUBSYSTEM "vmm"
+
+struct vmm_after_commit {
+	struct vmm_after_commit *next;
+	void (*fn)(void *arg, int r);
+	void *arg;
+};
+
+struct vmm {
+	struct event_base *base;
+	const struct ftvm_config *config;
+	struct repl_session *session;
+	struct pagetable *pt;
+	struct frame_pool *pool;
+	struct vmm_table *table;
+	uint64_t next_op; /* numbers lock owners "<node>/<pid>/<op>" */
+
+	/* Group commit: changes collect in one SQLite transaction that is
+	 * committed at the end of the event-loop turn (flush). */
+	struct event *flush_event;
+	bool flush_pending;
+	struct vmm_after_commit *after, **after_tail;
+
+	/* Allocations waiting for frames (Fig. 5 without `immediate`), in order. */
+	struct vmm_space_waiter *space_waiters;
+};
+
+/* An originating node's operation waiting for its partner's answers. */
+struct vmm_op {
+	struct vmm *vmm;
+	struct client_call *call;
+	size_t n, answered;
+	int status;	  /* the first failure, or OK */
+	size_t failed_at; /* its index in the batch */
+	char reason[256];
+	uint64_t lock_version; /* from a LockStatus answer */
+	uint64_t lsn;	       /* this node's LSN for the change */
+	/* Optional: sees each answer while its payload is alive. */
+	void (*on_answer)(struct vmm_op *op, const CommandComplete *cc);
+	void (*finish)(struct vmm_op *op);
+};
+
+/* Everything changed in this turn is committed at its end; schedules that. */
+void vmm_changed(struct vmm *v);
+/* Runs fn(arg, r) once the open transaction committed (r < 0: it failed). */
+void vmm_after_commit(struct vmm *v, void (*fn)(void *arg, int r), void *arg);
+/* Commits now and sends the answers held for it: before any request goes to
+ * the partner, so that nothing overtakes an acknowledgement. */
+int vmm_flush(struct vmm *v);
+
+/* Sends envs as one batch for op; op->finish runs when all are answered. */
+int vmm_op_send(struct vmm_op *op, Envelope *const *envs, size_t n);
+
+/* Answers a client: status with a reason (printf), no payload. */
+void vmm_reply_error(struct client_call *call, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+uint32_t vmm_block_crc(const struct vmm *v, const struct vmm_alloc *a, uint64_t page);
+void *vmm_block_addr(const struct vmm *v, const struct vmm_alloc *a, uint64_t page);
+/* Takes frames for every page of a; -ENOSPC leaves nothing taken. */
+int vmm_alloc_take_frames(struct vmm *v, struct vmm_alloc *a);
+void vmm_alloc_give_frames(struct vmm *v, struct vmm_alloc *a);
+/* Frames were given back: waiting allocations may go on. */
+void vmm_space_freed(struct vmm *v);
+void vmm_space_waiters_fail(struct vmm *v);
+/* The change in SQLite, with its journal row. */
+int vmm_persist_alloc(struct vmm *v, const struct vmm_alloc *a, const struct pt_origin *o);
+int vmm_persist_page(struct vmm *v, const struct vmm_alloc *a, uint64_t page,
+		     const struct pt_origin *o);
+const char *vmm_node_id(const struct vmm *v);
+const char *vmm_partner_id(const struct vmm *v);
+bool vmm_is_owner(const struct vmm *v, const struct vmm_alloc *a);
+bool vmm_partner_linked(const struct vmm *v);
+
+/* vmm_ops.c: the originating node's methods. */
+void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__AllocRequest *req);
+void vmm_op_free(struct vmm *v, struct client_call *call, const char *guid);
+void vmm_op_write_page(struct vmm *v, struct client_call *call,
+		       const Ftvm__Client__WritePageRequest *req);
+void vmm_op_read_page(struct vmm *v, struct client_call *call,
+		      const Ftvm__Client__ReadPageRequest *req);
+void vmm_op_verify(struct vmm *v, struct client_call *call);
+/* header, list, sense: answered from this node's own table. */
+void vmm_op_local(struct vmm *v, struct client_call *call, const Ftvm__Client__ClientRequest *req);
+/* Fills info from this node's table (capacity, queues, and digests when
+ * page_table); free with vmm_sense_release. */
+int vmm_sense_fill(struct vmm *v, bool page_table, Ftvm__Partner__SenseInformation *info);
+void vmm_sense_release(Ftvm__Partner__SenseInformation *info);

@@ -1,0 +1,259 @@
+/* Whole-page write and read: lock, copy, release in one step (VMM.md,
+ * "Batches"). A write costs one partner round trip; a read none. */
+#include "vmm_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "crc32c.h"
+#include "log.h"
+#include "session.h"
+
+#define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
+
+struct write_op {
+	struct vmm_op op;
+	char guid[128];
+	uint64_t page;
+	char owner[128];
+	bool owned;	      /* this node owns the allocation: it arbitrates */
+	uint64_t new_version; /* when owned */
+	uint32_t crc;
+	size_t lock_index; /* of AllocateWrite in the batch */
+	uint8_t block[];
+};
+
+/* Looks up guid and page for a client, answering the client when it cannot. */
+static struct vmm_alloc *client_page(struct vmm *v, struct client_call *call, const char *guid,
+				     uint64_t page)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, guid);
+
+	if (!a) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_NOT_FOUND, "no allocation %s",
+				guid);
+		return NULL;
+	}
+	if (page >= a->pages) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+				"%s has pages 0..%llu, not %llu", guid,
+				(unsigned long long)a->pages - 1, (unsigned long long)page);
+		return NULL;
+	}
+	return a;
+}
+
+static void write_replied(void *arg, int r)
+{
+	struct write_op *op = arg;
+	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+	Ftvm__Client__WritePageReply wr = FTVM__CLIENT__WRITE_PAGE_REPLY__INIT;
+
+	if (r < 0) {
+		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
+				"%s page %llu written but not committed: %s", op->guid,
+				(unsigned long long)op->page, strerror(-r));
+	} else {
+		wr.crc32c = op->crc;
+		wr.version = op->new_version;
+		reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_WRITE_PAGE;
+		reply.write_page = &wr;
+		client_call_reply(op->op.call, &reply);
+	}
+	free(op);
+}
+
+static void on_cleanup_answer(const CommandComplete *cc, void *arg)
+{
+	if (cc->status != FTVM__PARTNER__STATUS__STATUS_OK)
+		log_warning("releasing a half-applied write lock (%s) failed: %s", (char *)arg,
+			    cc->reason);
+	free(arg);
+}
+
+/* The batch failed after the partner recorded our write lock: release it. */
+static void release_stray_lock(struct write_op *op)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__ReleasePointer rp = FTVM__PARTNER__RELEASE_POINTER__INIT;
+	char *owner = strdup(op->owner);
+
+	rp.guid = op->guid;
+	rp.page = op->page;
+	rp.owner = op->owner;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER;
+	env.release_pointer = &rp;
+	vmm_flush(op->op.vmm);
+	if (!owner ||
+	    repl_session_request(op->op.vmm->session, &env, op->op.vmm->config->request_timeout_ms,
+				 on_cleanup_answer, owner) < 0)
+		free(owner);
+}
+
+static void write_finish(struct vmm_op *base)
+{
+	struct write_op *op = (struct write_op *)base;
+	struct vmm *v = op->op.vmm;
+	struct vmm_alloc *a = vmm_table_find(v->table, op->guid);
+	struct pt_origin o = { .node = vmm_node_id(v), .lsn = op->op.lsn, .own = true };
+	struct vmm_page *p = a && op->page < a->pages ? &a->page[op->page] : NULL;
+
+	if (op->owned && p)
+		vmm_page_unlock(p, op->owner);
+	if (op->op.status != FTVM__PARTNER__STATUS__STATUS_OK || !p) {
+		if (op->op.failed_at > op->lock_index)
+			release_stray_lock(op);
+		vmm_reply_error(op->op.call,
+				p ? op->op.status : FTVM__PARTNER__STATUS__STATUS_NOT_FOUND,
+				"%s page %llu: %s", op->guid, (unsigned long long)op->page,
+				p ? op->op.reason : "allocation released meanwhile");
+		free(op);
+		return;
+	}
+	/* Acknowledged by the partner: now ours too, under the version the owner
+	 * gave it (its answer to ReleasePointer carries the page's lock status). */
+	if (!op->owned)
+		op->new_version = op->op.lock_version;
+	memcpy(vmm_block_addr(v, a, op->page), op->block, a->block_size);
+	p->version = op->new_version;
+	p->crc32c = op->crc;
+	vmm_persist_page(v, a, op->page, &o);
+	vmm_after_commit(v, write_replied, op);
+}
+
+void vmm_op_write_page(struct vmm *v, struct client_call *call,
+		       const Ftvm__Client__WritePageRequest *req)
+{
+	Envelope lock_env = FTVM__PARTNER__ENVELOPE__INIT, aw_env = FTVM__PARTNER__ENVELOPE__INIT,
+		 wp_env = FTVM__PARTNER__ENVELOPE__INIT, rp_env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__LockRequest lr = FTVM__PARTNER__LOCK_REQUEST__INIT;
+	Ftvm__Partner__AllocateWrite aw = FTVM__PARTNER__ALLOCATE_WRITE__INIT;
+	Ftvm__Partner__WritePage wp = FTVM__PARTNER__WRITE_PAGE__INIT;
+	Ftvm__Partner__ReleasePointer rp = FTVM__PARTNER__RELEASE_POINTER__INIT;
+	Envelope *envs[4];
+	struct vmm_alloc *a = client_page(v, call, req->guid, req->page);
+	struct vmm_page *p;
+	const char *conflict;
+	struct write_op *op;
+	size_t n = 0;
+
+	if (!a)
+		return;
+	p = &a->page[req->page];
+	if (req->data.len > a->block_size) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+				"%zu bytes are longer than the block (%u bytes)", req->data.len,
+				a->block_size);
+		return;
+	}
+	if (!vmm_partner_linked(v)) {
+		vmm_reply_error(
+			call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+			"partner unavailable: a page write is mirrored before it completes");
+		return;
+	}
+	/* Owned here: the decision is ours. Otherwise our mirror can already
+	 * tell of a lock the owner granted; the owner decides the rest. */
+	conflict = vmm_page_conflict(a, p, FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE);
+	if (conflict) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_LOCKED, "%s page %llu is %s",
+				a->guid, (unsigned long long)req->page, conflict);
+		return;
+	}
+	op = calloc(1, sizeof(*op) + a->block_size);
+	if (!op) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	op->op.vmm = v;
+	op->op.call = call;
+	op->op.finish = write_finish;
+	op->op.lsn = pagetable_reserve_lsn(v->pt);
+	snprintf(op->guid, sizeof(op->guid), "%s", a->guid);
+	op->page = req->page;
+	snprintf(op->owner, sizeof(op->owner), "%s/%ld/%llu", vmm_node_id(v),
+		 (long)client_call_peer_pid(call), (unsigned long long)++v->next_op);
+	memcpy(op->block, req->data.data, req->data.len);
+	op->crc = crc32c(0, op->block, a->block_size);
+	op->owned = vmm_is_owner(v, a);
+
+	if (op->owned) {
+		if (vmm_page_lock(p, FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE, op->owner) < 0) {
+			vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
+					"out of memory");
+			free(op);
+			return;
+		}
+		op->new_version = p->version + 1;
+	} else {
+		lr.guid = a->guid;
+		lr.page = req->page;
+		lr.mode = FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE;
+		lock_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_LOCK_REQUEST;
+		lock_env.lock_request = &lr;
+		envs[n++] = &lock_env;
+	}
+	aw.guid = a->guid;
+	aw.page = req->page;
+	aw.owner = op->owner;
+	aw_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_WRITE;
+	aw_env.allocate_write = &aw;
+	op->lock_index = n;
+	envs[n++] = &aw_env;
+	wp.guid = a->guid;
+	wp.page = req->page;
+	wp.data.data = op->block;
+	wp.data.len = a->block_size;
+	wp.crc32c = op->crc;
+	wp_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE;
+	wp_env.write_page = &wp;
+	envs[n++] = &wp_env;
+	rp.guid = a->guid;
+	rp.page = req->page;
+	rp.owner = op->owner;
+	rp.modified = true;
+	rp.version = op->new_version;
+	rp.crc32c = op->crc;
+	rp_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER;
+	rp_env.release_pointer = &rp;
+	envs[n++] = &rp_env;
+
+	if (vmm_op_send(&op->op, envs, n) < 0) {
+		if (op->owned)
+			vmm_page_unlock(p, op->owner);
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE, "%s",
+				op->op.reason[0] ? op->op.reason : "cannot reach the partner");
+		free(op);
+	}
+}
+
+/* Nothing can run between the check and the copy (one event loop), so the
+ * read lock lives inside this call and needs no mirror. */
+void vmm_op_read_page(struct vmm *v, struct client_call *call,
+		      const Ftvm__Client__ReadPageRequest *req)
+{
+	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+	Ftvm__Client__ReadPageReply rr = FTVM__CLIENT__READ_PAGE_REPLY__INIT;
+	struct vmm_alloc *a = client_page(v, call, req->guid, req->page);
+	const char *conflict;
+
+	if (!a)
+		return;
+	conflict =
+		vmm_page_conflict(a, &a->page[req->page], FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ);
+	if (conflict) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_LOCKED, "%s page %llu is %s",
+				a->guid, (unsigned long long)req->page, conflict);
+		return;
+	}
+	rr.data.data = vmm_block_addr(v, a, req->page);
+	rr.data.len = a->block_size;
+	rr.crc32c = crc32c(0, rr.data.data, rr.data.len);
+	rr.version = a->page[req->page].version;
+	reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_READ_PAGE;
+	reply.read_page = &rr;
+	client_call_reply(call, &reply);
+}

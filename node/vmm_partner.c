@@ -1,0 +1,361 @@
+/* The partner's message response method (seed 002, Fig. 10): what a node does
+ * with each paging-synchronization message from its partner. Requests of one
+ * batch are applied in order; after one fails, the rest are answered ABORTED.
+ * Answers are held (corked) until the changes are committed (vmm_flush).
+ *
+ * Where the receiver owns the allocation it arbitrates (VMM.md, "The lock
+ * rule"): it refuses a conflicting lock with LOCKED. Otherwise it mirrors. */
+#include "vmm_internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crc32c.h"
+#include "log.h"
+#include "session.h"
+
+#define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
+
+/* One answer being built, with room for its payload. */
+struct answer {
+	CommandComplete cc;
+	char reason[256];
+	Ftvm__Partner__SpaceStatus space;
+	Ftvm__Partner__LockStatus lock;
+	Ftvm__Partner__Header header;
+	Ftvm__Partner__SenseInformation sense;
+	bool sense_filled;
+};
+
+__attribute__((format(printf, 3, 4))) static void refuse(struct answer *ans, int status,
+							 const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(ans->reason, sizeof(ans->reason), fmt, ap);
+	va_end(ap);
+	ans->cc.status = status;
+	ans->cc.reason = ans->reason;
+}
+
+static struct vmm_page *find_page(struct vmm *v, const char *guid, uint64_t page,
+				  struct vmm_alloc **ret_alloc, struct answer *ans)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, guid);
+
+	if (!a) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_NOT_FOUND, "no allocation %s", guid);
+		return NULL;
+	}
+	if (page >= a->pages) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+		       "%s has pages 0..%llu, not %llu", guid, (unsigned long long)a->pages - 1,
+		       (unsigned long long)page);
+		return NULL;
+	}
+	*ret_alloc = a;
+	return &a->page[page];
+}
+
+static void on_space_request(struct vmm *v, const Ftvm__Partner__SpaceRequest *m,
+			     struct answer *ans)
+{
+	uint64_t page_size = frame_pool_page_size(v->pool);
+
+	ans->space.free_bytes = frame_pool_free_count(v->pool) * page_size;
+	ans->space.total_bytes = frame_pool_total(v->pool) * page_size;
+	ans->cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE;
+	ans->cc.space = &ans->space;
+	if (m->bytes > ans->space.free_bytes)
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_NO_SPACE,
+		       "%llu bytes asked, %llu free on %s", (unsigned long long)m->bytes,
+		       (unsigned long long)ans->space.free_bytes, vmm_node_id(v));
+}
+
+static void on_allocate_memory(struct vmm *v, const Ftvm__Partner__AllocateMemory *m,
+			       const struct pt_origin *o, struct answer *ans)
+{
+	uint32_t page_size = frame_pool_page_size(v->pool);
+	struct vmm_alloc *a;
+
+	if (!m->guid[0] || vmm_table_find(v->table, m->guid)) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST, "allocation '%s' %s",
+		       m->guid, m->guid[0] ? "exists already" : "has no guid");
+		return;
+	}
+	if (m->size == 0 || m->block_size == 0 || m->block_size % page_size ||
+	    m->header.len > VMM_HEADER_MAX || !m->home[0]) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+		       "allocation %s: size %llu, block_size %u (page size %u), header %zu bytes",
+		       m->guid, (unsigned long long)m->size, m->block_size, page_size,
+		       m->header.len);
+		return;
+	}
+	a = vmm_alloc_new(m->guid, m->home, m->home, m->policy, m->size, m->block_size,
+			  m->header.data, m->header.len);
+	if (!a) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	if (vmm_alloc_take_frames(v, a) < 0) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_NO_SPACE,
+		       "%llu pages of %u bytes do not fit in %s's free frames",
+		       (unsigned long long)a->pages, a->block_size, vmm_node_id(v));
+		vmm_alloc_free(a);
+		return;
+	}
+	for (uint64_t i = 0; i < a->pages; i++)
+		a->page[i].crc32c = vmm_block_crc(v, a, i);
+	vmm_table_insert(v->table, a);
+	if (vmm_persist_alloc(v, a, o) < 0)
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "page table write failed");
+}
+
+static void on_release_memory(struct vmm *v, const Ftvm__Partner__ReleaseMemory *m,
+			      const struct pt_origin *o, struct answer *ans)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, m->guid);
+	int r;
+
+	if (!a) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_NOT_FOUND, "no allocation %s", m->guid);
+		return;
+	}
+	if (vmm_is_owner(v, a) && (a->freeing || vmm_alloc_locked(a))) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_LOCKED, "%s has pages locked on %s",
+		       m->guid, vmm_node_id(v));
+		return;
+	}
+	r = pagetable_alloc_delete(v->pt, a->guid, o);
+	vmm_changed(v);
+	if (r < 0) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "page table: %s",
+		       pagetable_last_error(v->pt));
+		return;
+	}
+	vmm_table_remove(v->table, a);
+	vmm_alloc_give_frames(v, a);
+	vmm_alloc_free(a);
+	vmm_space_freed(v);
+}
+
+static void lock_status(struct vmm_page *p, struct answer *ans)
+{
+	ans->lock.mode = p->lock_mode;
+	ans->lock.owners = p->owners;
+	ans->lock.n_owners = p->n_owners;
+	ans->lock.version = p->version;
+	ans->cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LOCK;
+	ans->cc.lock = &ans->lock;
+}
+
+static void on_lock_request(struct vmm *v, const Ftvm__Partner__LockRequest *m, struct answer *ans)
+{
+	struct vmm_alloc *a;
+	struct vmm_page *p = find_page(v, m->guid, m->page, &a, ans);
+	const char *conflict;
+
+	if (!p)
+		return;
+	lock_status(p, ans);
+	conflict = vmm_page_conflict(a, p, m->mode);
+	if (conflict && vmm_is_owner(v, a) && m->mode != FTVM__PARTNER__LOCK_MODE__LOCK_MODE_NONE)
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_LOCKED, "%s page %llu is %s", m->guid,
+		       (unsigned long long)m->page, conflict);
+}
+
+static void on_allocate_lock(struct vmm *v, const char *guid, uint64_t page, const char *owner,
+			     int mode, struct answer *ans)
+{
+	struct vmm_alloc *a;
+	struct vmm_page *p = find_page(v, guid, page, &a, ans);
+	const char *conflict;
+
+	if (!p)
+		return;
+	if (!owner[0]) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST, "lock without an owner");
+		return;
+	}
+	conflict = vmm_page_conflict(a, p, mode);
+	if (conflict && vmm_is_owner(v, a)) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_LOCKED, "%s page %llu is %s", guid,
+		       (unsigned long long)page, conflict);
+		return;
+	}
+	if (conflict)
+		/* The owner granted it, so its view wins: ours was behind. */
+		log_warning("%s page %llu: mirror shows it %s, owner %s granted %s", guid,
+			    (unsigned long long)page, conflict, a->owner, owner);
+	if (vmm_page_lock(p, mode, owner) < 0)
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
+}
+
+static bool holds_write_lock(const struct vmm_page *p)
+{
+	return p->lock_mode == FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE;
+}
+
+static void on_write_page(struct vmm *v, const Ftvm__Partner__WritePage *m, struct answer *ans)
+{
+	struct vmm_alloc *a;
+	struct vmm_page *p = find_page(v, m->guid, m->page, &a, ans);
+
+	if (!p)
+		return;
+	if (!holds_write_lock(p)) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+		       "WritePage to %s page %llu, which nobody has write-locked", m->guid,
+		       (unsigned long long)m->page);
+		return;
+	}
+	if (m->data.len != a->block_size || crc32c(0, m->data.data, m->data.len) != m->crc32c) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+		       "WritePage to %s page %llu: %zu bytes with crc32c 0x%08x, want %u bytes "
+		       "matching it",
+		       m->guid, (unsigned long long)m->page, m->data.len, m->crc32c, a->block_size);
+		return;
+	}
+	memcpy(vmm_block_addr(v, a, m->page), m->data.data, m->data.len);
+}
+
+static void on_release_pointer(struct vmm *v, const Ftvm__Partner__ReleasePointer *m,
+			       const struct pt_origin *o, struct answer *ans)
+{
+	struct vmm_alloc *a;
+	struct vmm_page *p = find_page(v, m->guid, m->page, &a, ans);
+	bool was_writer;
+
+	if (!p)
+		return;
+	was_writer = holds_write_lock(p);
+	if (vmm_page_unlock(p, m->owner) < 0) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+		       "%s holds no lock on %s page %llu", m->owner, m->guid,
+		       (unsigned long long)m->page);
+		return;
+	}
+	if (!m->modified)
+		return;
+	if (!was_writer) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+		       "%s released %s page %llu as modified with a read lock", m->owner, m->guid,
+		       (unsigned long long)m->page);
+		return;
+	}
+	/* The owner assigns versions; a mirror takes the owner's. */
+	p->version = vmm_is_owner(v, a) ? p->version + 1 : m->version;
+	p->crc32c = vmm_block_crc(v, a, m->page);
+	lock_status(p, ans);
+	if (vmm_persist_page(v, a, m->page, o) < 0)
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "page table write failed");
+}
+
+static void on_read_header(struct vmm *v, const Ftvm__Partner__ReadHeader *m, struct answer *ans)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, m->guid);
+
+	if (!a) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_NOT_FOUND, "no allocation %s", m->guid);
+		return;
+	}
+	vmm_alloc_header(a, &ans->header);
+	ans->cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_HEADER;
+	ans->cc.header = &ans->header;
+}
+
+static void on_sense_request(struct vmm *v, const Ftvm__Partner__SenseRequest *m,
+			     struct answer *ans)
+{
+	if (vmm_sense_fill(v, m->page_table, &ans->sense) < 0) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	ans->sense_filled = true;
+	ans->cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SENSE;
+	ans->cc.sense = &ans->sense;
+}
+
+static void apply(struct vmm *v, const Envelope *env, struct answer *ans)
+{
+	struct pt_origin o = { .node = env->sender, .lsn = env->lsn, .own = false };
+
+	switch (env->message_case) {
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST:
+		on_space_request(v, env->space_request, ans);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_MEMORY:
+		on_allocate_memory(v, env->allocate_memory, &o, ans);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_MEMORY:
+		on_release_memory(v, env->release_memory, &o, ans);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_LOCK_REQUEST:
+		on_lock_request(v, env->lock_request, ans);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_READ_HEADER:
+		on_read_header(v, env->read_header, ans);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE:
+		on_write_page(v, env->write_page, ans);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_SENSE_REQUEST:
+		on_sense_request(v, env->sense_request, ans);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_READ:
+		on_allocate_lock(v, env->allocate_read->guid, env->allocate_read->page,
+				 env->allocate_read->owner,
+				 FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ, ans);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_WRITE:
+		on_allocate_lock(v, env->allocate_write->guid, env->allocate_write->page,
+				 env->allocate_write->owner,
+				 FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE, ans);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER:
+		on_release_pointer(v, env->release_pointer, &o, ans);
+		break;
+	default:
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_UNSUPPORTED,
+		       "%s is not served by this node's version", codec_message_name(env));
+		break;
+	}
+}
+
+void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n)
+{
+	bool aborted = false;
+	uint64_t failed_seq = 0;
+
+	repl_session_cork(v->session);
+	for (size_t i = 0; i < n; i++) {
+		struct answer ans = { .cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT };
+
+		ftvm__partner__lock_status__init(&ans.lock);
+		ftvm__partner__space_status__init(&ans.space);
+		if (aborted)
+			refuse(&ans, FTVM__PARTNER__STATUS__STATUS_ABORTED,
+			       "not applied: seq %llu of the same batch failed",
+			       (unsigned long long)failed_seq);
+		else
+			apply(v, envs[i], &ans);
+		if (ans.cc.status != FTVM__PARTNER__STATUS__STATUS_OK && !aborted) {
+			aborted = true;
+			failed_seq = envs[i]->seq;
+			log_debug("partner seq %llu %s: %s", (unsigned long long)envs[i]->seq,
+				  codec_message_name(envs[i]), ans.reason);
+		} else if (!aborted && envs[i]->lsn > pagetable_partner_applied_lsn(v->pt)) {
+			pagetable_set_partner_applied_lsn(v->pt, envs[i]->lsn);
+		}
+		ans.cc.applied_lsn = pagetable_partner_applied_lsn(v->pt);
+		repl_session_complete(v->session, envs[i]->seq, &ans.cc);
+		if (ans.sense_filled)
+			vmm_sense_release(&ans.sense);
+	}
+	/* The answers leave with the commit, at the end of this turn. */
+	vmm_changed(v);
+}

@@ -1,0 +1,69 @@
+/* The memory manager's in-memory page table: every allocation of the pair
+ * with its pages, frames and locks. SQLite (pagetable_sqlite.c) keeps what
+ * must survive a restart; this is what the event loop reads and decides on.
+ * The lock rule it serves is in VMM.md. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "partner.pb-c.h"
+
+#define VMM_HEADER_MAX 4096u
+
+struct vmm_page {
+	uint64_t frame; /* first of the page's frames in this node's pool */
+	uint64_t version;
+	uint32_t crc32c;
+	int lock_mode; /* Ftvm__Partner__LockMode */
+	char **owners; /* one writer, or the readers */
+	size_t n_owners;
+};
+
+struct vmm_alloc {
+	struct vmm_alloc *next; /* hash chain */
+	char *guid;
+	char *home;  /* the node it was made on */
+	char *owner; /* the node serving it, which arbitrates its locks */
+	char *policy;
+	uint64_t size;
+	uint32_t block_size;
+	uint64_t pages;
+	uint8_t *header;
+	size_t header_len;
+	bool freeing; /* a release memory is in flight: no new locks */
+	struct vmm_page *page;
+};
+
+struct vmm_table;
+
+int vmm_table_new(struct vmm_table **ret);
+/* Frees every allocation (not their frames: the pool goes with the node). */
+void vmm_table_free(struct vmm_table *t);
+
+struct vmm_alloc *vmm_table_find(const struct vmm_table *t, const char *guid);
+/* A new allocation with pages zeroed and unlocked; NULL on ENOMEM. */
+struct vmm_alloc *vmm_alloc_new(const char *guid, const char *home, const char *owner,
+				const char *policy, uint64_t size, uint32_t block_size,
+				const uint8_t *header, size_t header_len);
+void vmm_alloc_free(struct vmm_alloc *a);
+void vmm_table_insert(struct vmm_table *t, struct vmm_alloc *a);
+/* Unlinks a from t (the caller frees it). */
+void vmm_table_remove(struct vmm_table *t, struct vmm_alloc *a);
+size_t vmm_table_size(const struct vmm_table *t);
+/* Allocations whose owner is (owned) or is not (!owned) node. */
+size_t vmm_table_count(const struct vmm_table *t, const char *node, bool owned);
+/* Every allocation, sorted by guid; the caller frees the array. */
+struct vmm_alloc **vmm_table_sorted(const struct vmm_table *t, size_t *ret_n);
+
+/* The lock a request for mode by owner would conflict with, as a reason; NULL
+ * when it can be granted now. */
+const char *vmm_page_conflict(const struct vmm_alloc *a, const struct vmm_page *p, int mode);
+int vmm_page_lock(struct vmm_page *p, int mode, const char *owner);
+/* -ENOENT when owner holds no lock on p. */
+int vmm_page_unlock(struct vmm_page *p, const char *owner);
+bool vmm_alloc_locked(const struct vmm_alloc *a);
+
+/* Fills h from a; h points into a (valid while a lives). */
+void vmm_alloc_header(const struct vmm_alloc *a, Ftvm__Partner__Header *h);

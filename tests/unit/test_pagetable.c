@@ -1,0 +1,924 @@
+/* The page table in SQLite: what is committed comes back field for field
+ * after a reopen, what is not committed is gone, journal LSNs and guid numbers
+ * never repeat, each failing change leaves the table as it was, and files
+ * that are not (or not yet) this build's page table are refused with a reason.
+ * Real files in a fresh directory; a second SQLite connection looks at them
+ * from the outside. Ends with a group-commit figure (printed, not checked). */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "check.h"
+#include "pagetable_sqlite.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+static char dir[256];
+
+static char *path_in_dir(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "%s/%s", dir, name);
+	return buf;
+}
+
+/* Opens or dies: a test that cannot open its table cannot run. */
+static struct pagetable *open_or_die(const char *path)
+{
+	struct pagetable *pt;
+	int r = pagetable_open(path, false, &pt);
+
+	if (r < 0) {
+		fprintf(stderr, "ERROR pagetable_open %s: %s (%s)\n", path, strerror(-r),
+			pagetable_last_error(NULL));
+		exit(99);
+	}
+	return pt;
+}
+
+static struct pt_origin own(struct pagetable *pt)
+{
+	return (struct pt_origin){ .node = "node-a",
+				   .lsn = pagetable_reserve_lsn(pt),
+				   .own = true };
+}
+
+static struct pt_origin mirrored(uint64_t partner_lsn)
+{
+	return (struct pt_origin){ .node = "node-b", .lsn = partner_lsn, .own = false };
+}
+
+#define CHECK_OK(what, expr)                                                                     \
+	do {                                                                                     \
+		int r_ = (expr);                                                                 \
+		checks++;                                                                        \
+		if (r_ < 0)                                                                      \
+			FAIL("%s: expected success, got %d (%s): %s", (what), r_, strerror(-r_), \
+			     pagetable_last_error(pt));                                          \
+	} while (0)
+
+/* ---- A model of what the table should hold, and what load gives ---------- */
+
+#define MAX_ALLOCS 8
+#define MAX_PAGES 16
+
+struct model_alloc {
+	char guid[64], home[32], owner[32], policy[32];
+	uint64_t size, pages;
+	uint32_t block_size;
+	uint8_t header[64];
+	size_t header_len;
+	uint64_t version[MAX_PAGES];
+	uint32_t crc[MAX_PAGES];
+	bool dirty[MAX_PAGES];
+	uint64_t pages_seen;
+};
+
+struct model {
+	struct model_alloc a[MAX_ALLOCS];
+	size_t n;
+};
+
+static int load_alloc(const struct pt_alloc *a, void *arg)
+{
+	struct model *m = arg;
+	struct model_alloc *x;
+
+	if (m->n == MAX_ALLOCS) {
+		FAIL("load: more than %d allocations", MAX_ALLOCS);
+		return -E2BIG;
+	}
+	x = &m->a[m->n++];
+	memset(x, 0, sizeof(*x));
+	snprintf(x->guid, sizeof(x->guid), "%s", a->guid);
+	snprintf(x->home, sizeof(x->home), "%s", a->home);
+	snprintf(x->owner, sizeof(x->owner), "%s", a->owner);
+	snprintf(x->policy, sizeof(x->policy), "%s", a->policy);
+	x->size = a->size;
+	x->pages = a->pages;
+	x->block_size = a->block_size;
+	if (a->header_len > sizeof(x->header) || (a->header_len && !a->header)) {
+		FAIL("load %s: header of %zu bytes at %p", a->guid, a->header_len,
+		     (const void *)a->header);
+		return -EINVAL;
+	}
+	if (a->header_len)
+		memcpy(x->header, a->header, a->header_len);
+	x->header_len = a->header_len;
+	return 0;
+}
+
+static int load_page(const struct pt_page *p, void *arg)
+{
+	struct model *m = arg;
+	struct model_alloc *x = m->n ? &m->a[m->n - 1] : NULL;
+
+	if (!x || strcmp(x->guid, p->guid) != 0) {
+		FAIL("load: page %" PRIu64 " of %s came outside its allocation", p->page, p->guid);
+		return -EINVAL;
+	}
+	if (p->page != x->pages_seen || p->page >= MAX_PAGES) {
+		FAIL("load %s: page %" PRIu64 " came where %" PRIu64 " was due", p->guid, p->page,
+		     x->pages_seen);
+		return -EINVAL;
+	}
+	x->version[p->page] = p->version;
+	x->crc[p->page] = p->crc32c;
+	x->dirty[p->page] = p->dirty;
+	x->pages_seen++;
+	return 0;
+}
+
+static void load_model(struct pagetable *pt, struct model *got)
+{
+	memset(got, 0, sizeof(*got));
+	CHECK_OK("pagetable_load", pagetable_load(pt, load_alloc, load_page, got));
+}
+
+static void compare(const char *ctx, const struct model *e, const struct model *g)
+{
+	if (e->n != g->n) {
+		FAIL("%s: expected %zu allocations, got %zu", ctx, e->n, g->n);
+		return;
+	}
+	for (size_t i = 0; i < e->n; i++) {
+		const struct model_alloc *x = &e->a[i], *y = &g->a[i];
+
+		checks++;
+		if (strcmp(x->guid, y->guid) || strcmp(x->home, y->home) ||
+		    strcmp(x->owner, y->owner) || strcmp(x->policy, y->policy))
+			FAIL("%s: allocation %zu: expected %s/%s/%s/%s, got %s/%s/%s/%s", ctx, i,
+			     x->guid, x->home, x->owner, x->policy, y->guid, y->home, y->owner,
+			     y->policy);
+		CHECK_INT("size", x->size, y->size);
+		CHECK_INT("block_size", x->block_size, y->block_size);
+		CHECK_INT("pages", x->pages, y->pages);
+		CHECK_INT("pages loaded", x->pages, y->pages_seen);
+		CHECK_INT("header_len", x->header_len, y->header_len);
+		CHECK(memcmp(x->header, y->header, x->header_len) == 0,
+		      "%s: %s: header bytes differ", ctx, x->guid);
+		for (uint64_t p = 0; p < x->pages && p < MAX_PAGES; p++) {
+			checks++;
+			if (x->version[p] != y->version[p] || x->crc[p] != y->crc[p] ||
+			    x->dirty[p] != y->dirty[p])
+				FAIL("%s: %s page %" PRIu64 ": expected version %" PRIu64
+				     " crc 0x%08x dirty %d, got %" PRIu64 " 0x%08x %d",
+				     ctx, x->guid, p, x->version[p], x->crc[p], x->dirty[p],
+				     y->version[p], y->crc[p], y->dirty[p]);
+		}
+	}
+}
+
+/* Puts an allocation into the table and the model, in guid order. */
+static int model_put(struct pagetable *pt, struct model *m, const char *guid, uint64_t size,
+		     uint32_t block_size, uint64_t pages, const uint8_t *header, size_t header_len,
+		     uint32_t zero_crc, const struct pt_origin *o)
+{
+	struct pt_alloc a = {
+		.guid = guid,
+		.home = o->own ? "node-a" : "node-b",
+		.owner = "node-b",
+		.policy = header_len ? "default" : "immediate",
+		.size = size,
+		.block_size = block_size,
+		.pages = pages,
+		.header = header,
+		.header_len = header_len,
+	};
+	struct model_alloc *x;
+	size_t at = 0;
+	int r;
+
+	r = pagetable_alloc_put(pt, &a, zero_crc, o);
+	if (r < 0)
+		return r;
+	while (at < m->n && strcmp(m->a[at].guid, guid) < 0)
+		at++;
+	memmove(&m->a[at + 1], &m->a[at], (m->n - at) * sizeof(m->a[0]));
+	m->n++;
+	x = &m->a[at];
+	memset(x, 0, sizeof(*x));
+	snprintf(x->guid, sizeof(x->guid), "%s", guid);
+	snprintf(x->home, sizeof(x->home), "%s", a.home);
+	snprintf(x->owner, sizeof(x->owner), "%s", a.owner);
+	snprintf(x->policy, sizeof(x->policy), "%s", a.policy);
+	x->size = size;
+	x->block_size = block_size;
+	x->pages = x->pages_seen = pages;
+	if (header_len)
+		memcpy(x->header, header, header_len);
+	x->header_len = header_len;
+	for (uint64_t p = 0; p < pages; p++)
+		x->crc[p] = zero_crc;
+	return 0;
+}
+
+static int model_page(struct pagetable *pt, struct model *m, const char *guid, uint64_t page,
+		      uint64_t version, uint32_t crc, bool dirty, const struct pt_origin *o)
+{
+	struct pt_page p = {
+		.guid = guid, .page = page, .version = version, .crc32c = crc, .dirty = dirty
+	};
+	int r = pagetable_page_put(pt, &p, o);
+
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < m->n; i++)
+		if (strcmp(m->a[i].guid, guid) == 0) {
+			m->a[i].version[page] = version;
+			m->a[i].crc[page] = crc;
+			m->a[i].dirty[page] = dirty;
+		}
+	return 0;
+}
+
+/* ---- Looking from outside ------------------------------------------------ */
+
+static sqlite3 *raw_open(const char *path)
+{
+	sqlite3 *db;
+
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+		fprintf(stderr, "ERROR sqlite3_open %s: %s\n", path, sqlite3_errmsg(db));
+		exit(99);
+	}
+	sqlite3_busy_timeout(db, 5000);
+	return db;
+}
+
+/* The first column of the first row as text, "" when there is none. */
+static void raw_query(sqlite3 *db, const char *sql, char *buf, size_t len)
+{
+	sqlite3_stmt *st;
+
+	buf[0] = '\0';
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		fprintf(stderr, "ERROR %s: %s\n", sql, sqlite3_errmsg(db));
+		exit(99);
+	}
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+		snprintf(buf, len, "%s", (const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+}
+
+static void raw_exec(sqlite3 *db, const char *sql)
+{
+	char *err = NULL;
+
+	if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
+		fprintf(stderr, "ERROR %s: %s\n", sql, err);
+		exit(99);
+	}
+}
+
+struct journal_row {
+	uint64_t lsn, origin_lsn, page, version;
+	int64_t crc32c;
+	char origin[16], op[8], guid[32];
+	bool has_page;
+};
+
+static size_t raw_journal(const char *path, struct journal_row *rows, size_t max)
+{
+	sqlite3 *db = raw_open(path);
+	sqlite3_stmt *st;
+	size_t n = 0;
+
+	if (sqlite3_prepare_v2(db,
+			       "SELECT lsn, origin, origin_lsn, op, guid, page, version, crc32c"
+			       " FROM journal ORDER BY lsn",
+			       -1, &st, NULL) != SQLITE_OK) {
+		fprintf(stderr, "ERROR reading the journal: %s\n", sqlite3_errmsg(db));
+		exit(99);
+	}
+	while (sqlite3_step(st) == SQLITE_ROW && n < max) {
+		struct journal_row *j = &rows[n++];
+
+		j->lsn = (uint64_t)sqlite3_column_int64(st, 0);
+		snprintf(j->origin, sizeof(j->origin), "%s", sqlite3_column_text(st, 1));
+		j->origin_lsn = (uint64_t)sqlite3_column_int64(st, 2);
+		snprintf(j->op, sizeof(j->op), "%s", sqlite3_column_text(st, 3));
+		snprintf(j->guid, sizeof(j->guid), "%s", sqlite3_column_text(st, 4));
+		j->has_page = sqlite3_column_type(st, 5) != SQLITE_NULL;
+		j->page = (uint64_t)sqlite3_column_int64(st, 5);
+		j->version = (uint64_t)sqlite3_column_int64(st, 6);
+		j->crc32c = sqlite3_column_int64(st, 7);
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return n;
+}
+
+/* ---- The tests ----------------------------------------------------------- */
+
+static const uint8_t header_a[] = { 0x00, 0xff, 'h', 'd', 'r', 0x00, 0x80, 0x7f };
+static const uint8_t header_c[40] = { [0] = 0x01, [39] = 0xfe };
+
+/* Three allocations of different shapes, pages changed by both origins,
+ * committed, closed, reopened, loaded: every field as it was put. */
+static void test_round_trip(void)
+{
+	char path[300];
+	struct pagetable *pt;
+	struct model want = { 0 }, got;
+	struct pt_origin o;
+
+	path_in_dir(path, sizeof(path), "round_trip.db");
+	pt = open_or_die(path);
+	CHECK(!pagetable_in_transaction(pt), "a fresh table has no open transaction");
+	CHECK_INT("journal rows of a new table", 0, pagetable_journal_count(pt));
+
+	o = own(pt);
+	CHECK_OK("put node-a-10",
+		 model_put(pt, &want, "node-a-10", 0xfffffffffffff000ull, 0x80001000u, 5, header_a,
+			   sizeof(header_a), 0xdeadbeefu, &o));
+	CHECK(pagetable_in_transaction(pt), "a change opens a transaction");
+	o = mirrored(7);
+	CHECK_OK("put node-b-2", model_put(pt, &want, "node-b-2", 4096, 4096, 1, NULL, 0, 0, &o));
+	o = own(pt);
+	CHECK_OK("put node-a-1", model_put(pt, &want, "node-a-1", 3 * 65536, 65536, 3, header_c,
+					   sizeof(header_c), 0xffffffffu, &o));
+	o = own(pt);
+	CHECK_OK("page 4 of node-a-10", model_page(pt, &want, "node-a-10", 4, 0x8000000000000001ull,
+						   0x80000000u, true, &o));
+	o = mirrored(8);
+	CHECK_OK("page 0 of node-a-1",
+		 model_page(pt, &want, "node-a-1", 0, 1, 0x12345678u, false, &o));
+	o = mirrored(9);
+	CHECK_OK("page 0 of node-b-2",
+		 model_page(pt, &want, "node-b-2", 0, 0xffffffffffffffffull, 0, true, &o));
+
+	/* Read back before the commit too: the open transaction is visible. */
+	load_model(pt, &got);
+	compare("before commit", &want, &got);
+	CHECK_OK("commit", pagetable_commit(pt));
+	CHECK(!pagetable_in_transaction(pt), "commit closes the transaction");
+	CHECK_OK("commit with nothing open", pagetable_commit(pt));
+	CHECK_INT("journal rows", 6, pagetable_journal_count(pt));
+	pagetable_close(pt);
+
+	pt = open_or_die(path);
+	load_model(pt, &got);
+	compare("after reopen", &want, &got);
+	CHECK_STR("first in guid (text) order", "node-a-1", got.a[0].guid);
+	CHECK_STR("second in guid (text) order", "node-a-10", got.a[1].guid);
+	CHECK_INT("journal rows after reopen", 6, pagetable_journal_count(pt));
+	pagetable_close(pt);
+}
+
+/* What is not committed when the table closes is gone. */
+static void test_uncommitted(void)
+{
+	char path[300];
+	struct pagetable *pt;
+	struct model want = { 0 }, scratch = { 0 }, got;
+	struct pt_origin o;
+
+	path_in_dir(path, sizeof(path), "uncommitted.db");
+	pt = open_or_die(path);
+	o = own(pt);
+	CHECK_OK("put x", model_put(pt, &want, "x", 8192, 4096, 2, header_a, 3, 7, &o));
+	CHECK_OK("set partner_applied_lsn", pagetable_set_partner_applied_lsn(pt, 41));
+	CHECK_OK("commit", pagetable_commit(pt));
+
+	o = own(pt);
+	CHECK_OK("put y", model_put(pt, &scratch, "y", 4096, 4096, 1, NULL, 0, 7, &o));
+	o = mirrored(3);
+	CHECK_OK("page 1 of x", model_page(pt, &scratch, "x", 1, 9, 9, true, &o));
+	o = own(pt);
+	CHECK_OK("delete x", pagetable_alloc_delete(pt, "x", &o));
+	CHECK_OK("set partner_applied_lsn", pagetable_set_partner_applied_lsn(pt, 42));
+	CHECK(pagetable_in_transaction(pt), "the changes are in an open transaction");
+	CHECK_INT("journal rows inside the transaction", 4, pagetable_journal_count(pt));
+	pagetable_close(pt);
+
+	pt = open_or_die(path);
+	load_model(pt, &got);
+	compare("after closing with a transaction open", &want, &got);
+	CHECK_INT("journal rows", 1, pagetable_journal_count(pt));
+	CHECK_INT("partner_applied_lsn", 41, pagetable_partner_applied_lsn(pt));
+	pagetable_close(pt);
+}
+
+/* Journal rows: own ones at their reserved LSN, mirrored ones at a fresh
+ * local LSN keeping the partner's; LSNs increase and survive reopen, also
+ * past reservations whose transaction never committed. */
+static void test_journal(void)
+{
+	char path[300];
+	struct pagetable *pt;
+	struct model m = { 0 }, got;
+	struct journal_row rows[16];
+	struct pt_origin o1, o2, o3;
+	uint64_t lsn, last;
+	size_t n;
+
+	path_in_dir(path, sizeof(path), "journal.db");
+	pt = open_or_die(path);
+	o1 = own(pt);
+	CHECK_INT("first LSN", 1, o1.lsn);
+	CHECK_OK("put g", model_put(pt, &m, "g", 4096, 4096, 2, NULL, 0, 0x1111u, &o1));
+	o2 = mirrored(0x7000000000000000ull);
+	CHECK_OK("page 1 of g", model_page(pt, &m, "g", 1, 5, 0xabcdef01u, true, &o2));
+	o3 = own(pt);
+	CHECK_OK("delete g", pagetable_alloc_delete(pt, "g", &o3));
+	CHECK_OK("commit", pagetable_commit(pt));
+	pagetable_close(pt);
+
+	n = raw_journal(path, rows, ARRAY_SIZE(rows));
+	CHECK_INT("journal rows", 3, n);
+	if (n == 3) {
+		CHECK_INT("row 0 lsn (reserved)", o1.lsn, rows[0].lsn);
+		CHECK_STR("row 0 op", "alloc", rows[0].op);
+		CHECK_STR("row 0 origin", "node-a", rows[0].origin);
+		CHECK_INT("row 0 origin_lsn", o1.lsn, rows[0].origin_lsn);
+		CHECK_STR("row 0 guid", "g", rows[0].guid);
+		CHECK(!rows[0].has_page, "an alloc row has no page");
+		CHECK_STR("row 1 op", "page", rows[1].op);
+		CHECK_STR("row 1 origin", "node-b", rows[1].origin);
+		CHECK_INT("row 1 origin_lsn (the partner's)", 0x7000000000000000ull,
+			  rows[1].origin_lsn);
+		CHECK(rows[1].lsn > o1.lsn && rows[1].lsn < o3.lsn,
+		      "row 1's local LSN %" PRIu64 " lies between %" PRIu64 " and %" PRIu64,
+		      rows[1].lsn, o1.lsn, o3.lsn);
+		CHECK(rows[1].has_page, "a page row has a page");
+		CHECK_INT("row 1 page", 1, rows[1].page);
+		CHECK_INT("row 1 version", 5, rows[1].version);
+		CHECK_INT("row 1 crc32c", 0xabcdef01u, rows[1].crc32c);
+		CHECK_INT("row 2 lsn (reserved)", o3.lsn, rows[2].lsn);
+		CHECK_STR("row 2 op", "free", rows[2].op);
+	}
+
+	/* Reserved, never used, never committed: still never again. */
+	pt = open_or_die(path);
+	lsn = pagetable_reserve_lsn(pt);
+	CHECK(lsn > o3.lsn, "LSN after reopen %" PRIu64 " > %" PRIu64, lsn, o3.lsn);
+	last = pagetable_reserve_lsn(pt);
+	CHECK(last > lsn, "LSNs increase: %" PRIu64 " then %" PRIu64, lsn, last);
+	CHECK(!pagetable_in_transaction(pt), "reserving opens no transaction");
+	pagetable_close(pt);
+
+	/* A mirrored change's fresh LSN, in a transaction that is lost. */
+	pt = open_or_die(path);
+	lsn = pagetable_reserve_lsn(pt);
+	CHECK(lsn > last, "LSN after reopen %" PRIu64 " > %" PRIu64, lsn, last);
+	o2 = mirrored(1);
+	CHECK_OK("put h", model_put(pt, &m, "h", 4096, 4096, 1, NULL, 0, 0, &o2));
+	pagetable_close(pt);
+	n = raw_journal(path, rows, ARRAY_SIZE(rows));
+	CHECK_INT("journal rows after the lost transaction", 3, n);
+	pt = open_or_die(path);
+	last = pagetable_reserve_lsn(pt);
+	CHECK(last > lsn + 1, "LSN after reopen %" PRIu64 " > %" PRIu64, last, lsn + 1);
+
+	/* An own change must bring an LSN this table reserved. */
+	o1 = (struct pt_origin){ .node = "node-a", .lsn = last + 1000000, .own = true };
+	CHECK_INT("own change with an LSN never reserved", -EINVAL,
+		  model_put(pt, &m, "i", 4096, 4096, 1, NULL, 0, 0, &o1));
+	o1.lsn = 0;
+	CHECK_INT("own change with LSN 0", -EINVAL,
+		  model_put(pt, &m, "i", 4096, 4096, 1, NULL, 0, 0, &o1));
+	/* The same reserved LSN twice: the second journal row is refused. */
+	o1.lsn = last;
+	CHECK_OK("put i", model_put(pt, &m, "i", 4096, 4096, 1, NULL, 0, 0, &o1));
+	CHECK_INT("an own LSN used twice", -EEXIST,
+		  model_put(pt, &m, "j", 4096, 4096, 1, NULL, 0, 0, &o1));
+	CHECK(strstr(pagetable_last_error(pt), "journal") != NULL,
+	      "the reason names the journal: \"%s\"", pagetable_last_error(pt));
+	/* j's allocation and page rows went in before its journal row failed:
+	 * they are undone with it. */
+	load_model(pt, &got);
+	CHECK_INT("allocations after the refused j", 1, got.n);
+	CHECK_STR("the one there", "i", got.a[0].guid);
+	CHECK_OK("commit", pagetable_commit(pt));
+	pagetable_close(pt);
+}
+
+/* Guid numbers start at 1 and never repeat across reopen, committed or not,
+ * and across leases used up inside one transaction. */
+static void test_guids(void)
+{
+	enum {
+		TAKE = 300
+	};
+	static uint64_t seen[6 * TAKE];
+	size_t n = 0;
+	char path[300];
+	struct model m = { 0 };
+	int dups = 0;
+
+	path_in_dir(path, sizeof(path), "guids.db");
+	for (int round = 0; round < 6; round++) {
+		struct pagetable *pt = open_or_die(path);
+		/* Rounds 0 and 3 take few, the others more than a lease. */
+		int take = round % 3 == 0 ? 3 : TAKE;
+
+		if (round % 2) {
+			struct pt_origin o = own(pt);
+			char guid[32];
+
+			/* Some rounds hold an open transaction that never commits. */
+			snprintf(guid, sizeof(guid), "r%d", round);
+			CHECK_OK("put", model_put(pt, &m, guid, 4096, 4096, 1, NULL, 0, 0, &o));
+		}
+		for (int i = 0; i < take; i++) {
+			uint64_t g = pagetable_next_guid(pt);
+
+			CHECK(g != 0, "pagetable_next_guid failed: %s", pagetable_last_error(pt));
+			if (n == 0)
+				CHECK_INT("the first guid number", 1, g);
+			else if (g <= seen[n - 1])
+				FAIL("round %d: guid %" PRIu64 " after %" PRIu64, round, g,
+				     seen[n - 1]);
+			seen[n++] = g;
+		}
+		if (round == 4)
+			CHECK_OK("commit", pagetable_commit(pt));
+		pagetable_close(pt);
+	}
+	for (size_t i = 1; i < n; i++)
+		dups += seen[i] <= seen[i - 1];
+	CHECK_INT("guid numbers out of order or repeated", 0, dups);
+	printf("pagetable: %zu guid numbers over 6 opens, the last %" PRIu64 "\n", n, seen[n - 1]);
+}
+
+static void test_wal_and_cascade(void)
+{
+	char path[300], buf[64];
+	struct pagetable *pt;
+	struct model m = { 0 }, got;
+	struct pt_origin o;
+	sqlite3 *db;
+
+	path_in_dir(path, sizeof(path), "cascade.db");
+	pt = open_or_die(path);
+	o = own(pt);
+	CHECK_OK("put c", model_put(pt, &m, "c", 4 * 4096, 4096, 4, NULL, 0, 0, &o));
+	o = own(pt);
+	CHECK_OK("put d", model_put(pt, &m, "d", 4096, 4096, 1, NULL, 0, 0, &o));
+	CHECK_OK("commit", pagetable_commit(pt));
+
+	db = raw_open(path);
+	raw_query(db, "PRAGMA journal_mode", buf, sizeof(buf));
+	CHECK_STR("journal_mode", "wal", buf);
+	raw_query(db, "SELECT count(*) FROM pages WHERE guid = 'c'", buf, sizeof(buf));
+	CHECK_STR("page rows of c", "4", buf);
+	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
+	CHECK_STR("schema_version", "1", buf);
+
+	o = own(pt);
+	CHECK_OK("delete c", pagetable_alloc_delete(pt, "c", &o));
+	CHECK_OK("commit", pagetable_commit(pt));
+	raw_query(db, "SELECT count(*) FROM pages WHERE guid = 'c'", buf, sizeof(buf));
+	CHECK_STR("page rows of c after its delete", "0", buf);
+	raw_query(db, "SELECT count(*) FROM pages", buf, sizeof(buf));
+	CHECK_STR("page rows left (d's)", "1", buf);
+	sqlite3_close(db);
+
+	load_model(pt, &got);
+	CHECK_INT("allocations left", 1, got.n);
+	CHECK_STR("the one left", "d", got.a[0].guid);
+	o = own(pt);
+	CHECK_INT("delete c again", -ENOENT, pagetable_alloc_delete(pt, "c", &o));
+	CHECK(strstr(pagetable_last_error(pt), "c") != NULL, "the reason names the guid: \"%s\"",
+	      pagetable_last_error(pt));
+	pagetable_close(pt);
+}
+
+/* Each failing change leaves the table as it was; the changes before it in
+ * the same transaction stay. */
+static void test_refused_changes(void)
+{
+	char path[300];
+	struct pagetable *pt;
+	struct model want = { 0 }, other = { 0 }, got;
+	struct pt_origin o;
+	struct pt_page p = { .guid = "nope", .page = 0, .version = 1 };
+	uint64_t rows;
+
+	path_in_dir(path, sizeof(path), "refused.db");
+	pt = open_or_die(path);
+	o = own(pt);
+	CHECK_OK("put e",
+		 model_put(pt, &want, "e", 8192, 4096, 2, header_a, sizeof(header_a), 0x55u, &o));
+	o = own(pt);
+	CHECK_OK("page 1 of e", model_page(pt, &want, "e", 1, 3, 0x66u, true, &o));
+	rows = pagetable_journal_count(pt);
+
+	o = own(pt);
+	CHECK_INT("page of an unknown guid", -ENOENT, pagetable_page_put(pt, &p, &o));
+	CHECK(strstr(pagetable_last_error(pt), "nope") != NULL, "the reason names the guid: \"%s\"",
+	      pagetable_last_error(pt));
+	p.guid = "e";
+	p.page = 2;
+	o = mirrored(77);
+	CHECK_INT("page past the end", -ENOENT, pagetable_page_put(pt, &p, &o));
+	/* Different fields, more pages: none of it may land. */
+	o = own(pt);
+	CHECK_INT("e again", -EEXIST,
+		  model_put(pt, &other, "e", 12 * 4096, 4096, 12, header_c, sizeof(header_c), 0x99u,
+			    &o));
+	CHECK(strstr(pagetable_last_error(pt), "e") != NULL, "the reason names the guid: \"%s\"",
+	      pagetable_last_error(pt));
+	CHECK_INT("journal rows after three refusals", rows, pagetable_journal_count(pt));
+	CHECK(pagetable_in_transaction(pt), "the transaction with e is still open");
+	CHECK_INT("an allocation with no guid", -EINVAL,
+		  pagetable_alloc_put(pt, &(struct pt_alloc){ .home = "a" }, 0, &o));
+	CHECK_INT("a change with no origin", -EINVAL, pagetable_alloc_delete(pt, "e", NULL));
+	CHECK_OK("commit", pagetable_commit(pt));
+	pagetable_close(pt);
+
+	pt = open_or_die(path);
+	load_model(pt, &got);
+	compare("after the refusals", &want, &got);
+	pagetable_close(pt);
+}
+
+static void test_partner_lsns(void)
+{
+	char path[300];
+	struct pagetable *pt;
+
+	path_in_dir(path, sizeof(path), "partner.db");
+	pt = open_or_die(path);
+	CHECK_INT("partner_applied_lsn of a new table", 0, pagetable_partner_applied_lsn(pt));
+	CHECK_INT("applied_by_partner_lsn of a new table", 0, pagetable_applied_by_partner_lsn(pt));
+	CHECK_OK("set partner_applied_lsn",
+		 pagetable_set_partner_applied_lsn(pt, 0x8000000000000005ull));
+	CHECK_OK("set applied_by_partner_lsn", pagetable_set_applied_by_partner_lsn(pt, 12345));
+	CHECK(pagetable_in_transaction(pt), "setting opens a transaction");
+	CHECK_INT("partner_applied_lsn as set", 0x8000000000000005ull,
+		  pagetable_partner_applied_lsn(pt));
+	CHECK_OK("commit", pagetable_commit(pt));
+	pagetable_close(pt);
+
+	pt = open_or_die(path);
+	CHECK_INT("partner_applied_lsn after reopen", 0x8000000000000005ull,
+		  pagetable_partner_applied_lsn(pt));
+	CHECK_INT("applied_by_partner_lsn after reopen", 12345,
+		  pagetable_applied_by_partner_lsn(pt));
+	pagetable_close(pt);
+}
+
+/* Files this build must not use: refused, with a reason, and left alone. */
+static void test_refused_files(void)
+{
+	char path[300], buf[64];
+	struct pagetable *pt;
+	uint8_t junk[8192], back[sizeof(junk)];
+	sqlite3 *db;
+	FILE *f;
+	int r;
+
+	/* A newer schema. */
+	path_in_dir(path, sizeof(path), "newer.db");
+	pt = open_or_die(path);
+	pagetable_close(pt);
+	db = raw_open(path);
+	raw_exec(db, "UPDATE meta SET value = 2 WHERE key = 'schema_version'");
+	sqlite3_close(db);
+	pt = (struct pagetable *)&pt; /* must come back NULL */
+	r = pagetable_open(path, false, &pt);
+	CHECK_INT("open a newer schema", -EPROTONOSUPPORT, r);
+	CHECK(pt == NULL, "no table comes back with an error");
+	CHECK(strstr(pagetable_last_error(NULL), "schema version is 2") &&
+		      strstr(pagetable_last_error(NULL), "up to 1"),
+	      "the reason names both versions: \"%s\"", pagetable_last_error(NULL));
+	db = raw_open(path);
+	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
+	CHECK_STR("schema_version left as it was", "2", buf);
+	sqlite3_close(db);
+
+	/* Not SQLite at all. */
+	path_in_dir(path, sizeof(path), "garbage.db");
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (uint8_t)rng();
+	f = fopen(path, "wb");
+	if (!f || fwrite(junk, 1, sizeof(junk), f) != sizeof(junk) || fclose(f) != 0)
+		die("writing garbage.db");
+	r = pagetable_open(path, false, &pt);
+	CHECK_INT("open garbage", -EBADMSG, r);
+	CHECK(pt == NULL, "no table comes back with an error");
+	CHECK(strstr(pagetable_last_error(NULL), "not an SQLite database") != NULL,
+	      "the reason says what the file is not: \"%s\"", pagetable_last_error(NULL));
+	f = fopen(path, "rb");
+	if (!f || fread(back, 1, sizeof(back), f) != sizeof(back) || fclose(f) != 0)
+		die("reading garbage.db back");
+	CHECK(memcmp(junk, back, sizeof(junk)) == 0, "the garbage file was changed");
+
+	/* SQLite, but someone else's. */
+	path_in_dir(path, sizeof(path), "other.db");
+	if (sqlite3_open(path, &db) != SQLITE_OK)
+		die("creating other.db");
+	raw_exec(db, "CREATE TABLE t(x)");
+	sqlite3_close(db);
+	r = pagetable_open(path, false, &pt);
+	CHECK_INT("open another program's database", -EBADMSG, r);
+	CHECK(strstr(pagetable_last_error(NULL), "not an ftvm page table") != NULL,
+	      "the reason says so: \"%s\"", pagetable_last_error(NULL));
+
+	/* An empty file is an empty database: it becomes a page table. */
+	path_in_dir(path, sizeof(path), "empty.db");
+	f = fopen(path, "wb");
+	if (!f || fclose(f) != 0)
+		die("creating empty.db");
+	r = pagetable_open(path, false, &pt);
+	CHECK_INT("open an empty file", 0, r);
+	pagetable_close(pt);
+
+	/* A directory that is not there. */
+	path_in_dir(path, sizeof(path), "no/such/dir.db");
+	r = pagetable_open(path, false, &pt);
+	CHECK(r < 0, "open in a missing directory: got %d", r);
+	CHECK(pagetable_last_error(NULL)[0] != '\0', "a reason comes with it");
+	pagetable_close(NULL);
+}
+
+/* A process that dies without closing: its commits stay, its open
+ * transaction goes, and the numbers it took are not handed out again. */
+static void test_crash(void)
+{
+	char path[300];
+	struct pagetable *pt;
+	struct model m = { 0 }, got;
+	uint64_t taken[2];
+	int fds[2], status;
+	pid_t pid;
+
+	path_in_dir(path, sizeof(path), "crash.db");
+	if (pipe(fds) < 0)
+		die("pipe");
+	pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		struct pt_origin o;
+
+		pt = open_or_die(path);
+		o = own(pt);
+		if (model_put(pt, &m, "k", 4096, 4096, 1, NULL, 0, 0, &o) < 0 ||
+		    pagetable_commit(pt) < 0)
+			_exit(1);
+		o = own(pt);
+		if (model_put(pt, &m, "l", 4096, 4096, 1, NULL, 0, 0, &o) < 0)
+			_exit(1);
+		taken[0] = pagetable_next_guid(pt);
+		taken[1] = pagetable_reserve_lsn(pt);
+		if (write(fds[1], taken, sizeof(taken)) != sizeof(taken))
+			_exit(1);
+		_exit(0); /* no close, no commit: as if killed */
+	}
+	close(fds[1]);
+	if (read(fds[0], taken, sizeof(taken)) != sizeof(taken))
+		memset(taken, 0xff, sizeof(taken));
+	close(fds[0]);
+	if (waitpid(pid, &status, 0) != pid)
+		die("waitpid");
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child failed: status %d", status);
+
+	pt = open_or_die(path);
+	load_model(pt, &got);
+	CHECK_INT("allocations after the crash", 1, got.n);
+	CHECK_STR("the committed one", "k", got.a[0].guid);
+	CHECK(pagetable_next_guid(pt) > taken[0], "a guid number after the crash is new");
+	CHECK(pagetable_reserve_lsn(pt) > taken[1], "an LSN after the crash is new");
+	pagetable_close(pt);
+}
+
+/* ---- The group-commit figure ---------------------------------------------- */
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void bench(bool synchronous_full)
+{
+	enum {
+		GROUPED = 10000,
+		SINGLE = 1000
+	};
+	char path[300];
+	struct pagetable *pt;
+	struct pt_origin o;
+	struct pt_alloc a = { .guid = "bench",
+			      .home = "node-a",
+			      .owner = "node-a",
+			      .policy = "default",
+			      .size = (uint64_t)GROUPED * 4096,
+			      .block_size = 4096,
+			      .pages = GROUPED };
+	double t0, grouped, single;
+	int r;
+
+	path_in_dir(path, sizeof(path), synchronous_full ? "bench_full.db" : "bench_normal.db");
+	r = pagetable_open(path, synchronous_full, &pt);
+	if (r < 0) {
+		FAIL("bench: open: %s", pagetable_last_error(NULL));
+		return;
+	}
+	o = own(pt);
+	CHECK_OK("bench: put", pagetable_alloc_put(pt, &a, 0, &o));
+	CHECK_OK("bench: commit", pagetable_commit(pt));
+
+	t0 = now_s();
+	for (uint64_t i = 0; i < GROUPED; i++) {
+		struct pt_page p = {
+			.guid = "bench", .page = i, .version = 1, .crc32c = (uint32_t)i
+		};
+
+		o = own(pt);
+		r = pagetable_page_put(pt, &p, &o);
+		if (r < 0) {
+			FAIL("bench: page_put: %s", pagetable_last_error(pt));
+			break;
+		}
+	}
+	CHECK_OK("bench: commit", pagetable_commit(pt));
+	grouped = now_s() - t0;
+
+	t0 = now_s();
+	for (uint64_t i = 0; i < SINGLE; i++) {
+		struct pt_page p = {
+			.guid = "bench", .page = i, .version = 2, .crc32c = (uint32_t)i
+		};
+
+		o = own(pt);
+		r = pagetable_page_put(pt, &p, &o);
+		if (r == 0)
+			r = pagetable_commit(pt);
+		if (r < 0) {
+			FAIL("bench: page_put + commit: %s", pagetable_last_error(pt));
+			break;
+		}
+	}
+	single = now_s() - t0;
+	pagetable_close(pt);
+
+	printf("pagetable: synchronous=%s: %d page_put in one transaction %.1f ms (%.2f us each); "
+	       "%d page_put with a commit each %.1f ms (%.2f us each)\n",
+	       synchronous_full ? "FULL" : "NORMAL", GROUPED, grouped * 1e3,
+	       grouped * 1e6 / GROUPED, SINGLE, single * 1e3, single * 1e6 / SINGLE);
+}
+
+/* ---- Setup ---------------------------------------------------------------- */
+
+static void remove_dir(void)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char path[600];
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+int main(void)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	rng_seed(0x9a6e7ab1u);
+	snprintf(dir, sizeof(dir), "%s/ftvm-test-pagetable-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(dir))
+		die("mkdtemp");
+
+	test_round_trip();
+	test_uncommitted();
+	test_journal();
+	test_guids();
+	test_wal_and_cascade();
+	test_refused_changes();
+	test_partner_lsns();
+	test_refused_files();
+	test_crash();
+	bench(false);
+	bench(true);
+
+	remove_dir();
+	if (failures) {
+		fprintf(stderr, "%d of %d check(s) failed\n", failures, checks);
+		return 1;
+	}
+	printf("pagetable: all %d checks passed\n", checks);
+	return 0;
+}
