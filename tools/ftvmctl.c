@@ -5,6 +5,7 @@
  * Exit codes are an interface: 0 done; 1 refused or failed, with the reason on
  * stderr; 2 usage error; 3 the node cannot be reached. --json output is built
  * with json-c only, and its keys are what outside scripts rely on. */
+#include <assert.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -27,11 +28,26 @@ enum {
 	EXIT_UNREACHABLE = 3,
 };
 
+/* Options of single commands: getopt_long values above any character. */
+enum {
+	OPT_SIZE = 0x100,
+	OPT_POLICY,
+	OPT_IMMEDIATE,
+	OPT_HEADER_FILE,
+	OPT_FILE,
+};
+
 struct ctl {
 	const char *config_path;
 	const char *socket_path; /* --socket, or $FTVM_SOCKET */
 	char *socket_from_config;
 	bool json;
+	/* The command's own options, as given (NULL: not given). */
+	const char *size;
+	const char *policy;
+	bool immediate;
+	const char *header_file;
+	const char *file;
 };
 
 struct command {
@@ -39,6 +55,8 @@ struct command {
 	const char *args;    /* after the name, for usage lines */
 	const char *summary; /* one line for the command list */
 	const char *help;    /* the rest of `ftvmctl COMMAND --help` */
+	/* Options beyond --help and --json, ending with a zeroed entry; NULL for none. */
+	const struct option *options;
 	int (*run)(struct ctl *ctl, int argc, char **argv);
 };
 
@@ -63,28 +81,60 @@ static void usage(FILE *f)
 		   "3 the node cannot be reached.\n");
 }
 
+static int vusage_error(const char *cmd, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+
+static int vusage_error(const char *cmd, const char *fmt, va_list ap)
+{
+	fputs("ftvmctl: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	if (cmd)
+		fprintf(stderr, "\nTry 'ftvmctl %s --help'.\n", cmd);
+	else
+		fputs("\nTry 'ftvmctl --help'.\n", stderr);
+	return EXIT_USAGE;
+}
+
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static int usage_error(const char *fmt, ...)
 {
 	va_list ap;
+	int r;
 
-	fputs("ftvmctl: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	r = vusage_error(NULL, fmt, ap);
 	va_end(ap);
-	fputs("\nTry 'ftvmctl --help'.\n", stderr);
-	return EXIT_USAGE;
+	return r;
 }
 
-/* getopt_long with opterr off: names what was wrong in our own words. */
-static int bad_option(int c, char **argv)
+/* A usage error in a command's arguments points at the command's --help. */
+static int command_usage_error(const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int command_usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = vusage_error(cmd, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* getopt_long with opterr off: names what was wrong in our own words. cmd is
+ * the command whose options these are, or NULL for ftvmctl's own. */
+static int bad_option(int c, char **argv, const char *cmd)
 {
 	if (c == ':')
-		return usage_error("option '%s' needs an argument", argv[optind - 1]);
+		return command_usage_error(cmd, "option '%s' needs an argument", argv[optind - 1]);
+	if (cmd && optopt >= '0' && optopt <= '9')
+		return command_usage_error(cmd, "unknown option '-%c' (a PAGE is a number from 0)",
+					   optopt);
 	if (optopt)
-		return usage_error("unknown option '-%c'", optopt);
-	return usage_error("unknown option '%s'", argv[optind - 1]);
+		return command_usage_error(cmd, "unknown option '-%c'", optopt);
+	return command_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
 }
 
 /* Where the node is: --config's socket, --socket, or $FTVM_SOCKET. */
@@ -134,17 +184,38 @@ static int ctl_connect(struct ctl *ctl, struct ftvm_client **ret, const char **r
 }
 
 /* Exit code and message for a failed call: the node's refusal is 1, a node
- * that went away or stopped answering is 3. */
+ * that went away or stopped answering is 3. The message is what failed, the
+ * meaning of r, and the details (the node's reason when it refused):
+ *   ftvmctl: write a-1 3: page is locked (a-1 page 3 is write-locked by b/77/2) */
 static int call_failed(struct ftvm_client *c, const char *path, const char *what, int r)
 {
+	const char *meaning = ftvm_strerror(r), *detail = ftvm_last_error(c);
+
 	if (!ftvm_last_error_from_node(c) &&
 	    (r == -ETIMEDOUT || r == -ECONNRESET || r == -ENOTCONN || r == -EPIPE)) {
 		fprintf(stderr, "ftvmctl: cannot reach the node at %s: %s\n", path,
-			ftvm_last_error(c)[0] ? ftvm_last_error(c) : strerror(-r));
+			detail[0] ? detail : meaning);
 		return EXIT_UNREACHABLE;
 	}
-	fprintf(stderr, "ftvmctl: %s: %s\n", what,
-		ftvm_last_error(c)[0] ? ftvm_last_error(c) : strerror(-r));
+	if (detail[0] && strcmp(detail, meaning) != 0)
+		fprintf(stderr, "ftvmctl: %s: %s (%s)\n", what, meaning, detail);
+	else
+		fprintf(stderr, "ftvmctl: %s: %s\n", what, meaning);
+	return EXIT_FAILED;
+}
+
+/* A refusal decided here rather than by the node, in the same form. */
+static int refused(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int refused(const char *what, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "ftvmctl: %s: ", what);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
 	return EXIT_FAILED;
 }
 
@@ -154,18 +225,24 @@ static void print_json(json_object *o)
 						       JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
-/* Options every command takes: --help, and --json after the command too. */
+/* Options every command takes (--help, and --json after the command too)
+ * and the command's own. They may come before or after its arguments; the
+ * arguments are left at argv[optind...]. "--" ends the options. */
 static int parse_command_options(struct ctl *ctl, const struct command *cmd, int argc, char **argv)
 {
-	static const struct option options[] = {
+	struct option options[16] = {
 		{ "help", no_argument, NULL, 'h' },
 		{ "json", no_argument, NULL, 'j' },
-		{},
 	};
+	size_t n = 2;
 	int c;
 
+	for (const struct option *o = cmd->options; o && o->name; o++) {
+		assert(n + 1 < sizeof(options) / sizeof(options[0]));
+		options[n++] = *o;
+	}
 	optind = 0; /* GNU: start over on the command's own argv */
-	while ((c = getopt_long(argc, argv, "+:hj", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":hj", options, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			printf("Usage: ftvmctl [--config FILE | --socket PATH] [--json] %s%s%s\n\n%s",
@@ -174,8 +251,23 @@ static int parse_command_options(struct ctl *ctl, const struct command *cmd, int
 		case 'j':
 			ctl->json = true;
 			break;
+		case OPT_SIZE:
+			ctl->size = optarg;
+			break;
+		case OPT_POLICY:
+			ctl->policy = optarg;
+			break;
+		case OPT_IMMEDIATE:
+			ctl->immediate = true;
+			break;
+		case OPT_HEADER_FILE:
+			ctl->header_file = optarg;
+			break;
+		case OPT_FILE:
+			ctl->file = optarg;
+			break;
 		default:
-			return bad_option(c, argv);
+			return bad_option(c, argv, cmd->name);
 		}
 	}
 	return EXIT_DONE;
@@ -302,6 +394,645 @@ out:
 	return r;
 }
 
+/* ---- Data commands ---------------------------------------------------- */
+
+/* The GUID and PAGE arguments: exactly the ones cmd wants (want_page). */
+static int parse_target(const char *cmd, int argc, char **argv, bool want_page,
+			const char **ret_guid, uint64_t *ret_page)
+{
+	int want = want_page ? 2 : 1;
+	const char *s;
+	uint64_t page = 0;
+
+	if (argc < want)
+		return command_usage_error(cmd, "%s needs %s", cmd,
+					   want_page ? "a GUID and a PAGE" : "a GUID");
+	if (argc > want)
+		return command_usage_error(cmd, "%s takes %s (got also '%s')", cmd,
+					   want_page ? "GUID PAGE" : "GUID", argv[want]);
+	if (!ftvm_guid_valid(argv[0]))
+		return command_usage_error(cmd, "'%s' is not a GUID", argv[0]);
+	if (want_page) {
+		s = argv[1];
+		if (!*s)
+			return command_usage_error(cmd,
+						   "PAGE is empty (want a page number from 0)");
+		for (; *s; s++) {
+			unsigned d = (unsigned)(*s - '0');
+
+			if (d > 9 || page > (UINT64_MAX - d) / 10)
+				return command_usage_error(
+					cmd,
+					"PAGE '%s' is not a page number (want a decimal from 0)",
+					argv[1]);
+			page = page * 10 + d;
+		}
+	}
+	*ret_guid = argv[0];
+	*ret_page = page;
+	return EXIT_DONE;
+}
+
+/* Reads f to its end, or up to max + 1 bytes: *ret_len > max means the input
+ * is longer than max. *ret is malloc'ed (at least one byte). -errno on a read
+ * error. */
+static int read_input(FILE *f, size_t max, uint8_t **ret, size_t *ret_len)
+{
+	size_t cap = max < 65536 ? max + 1 : 65536, len = 0, n;
+	uint8_t *buf = malloc(cap), *p;
+
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		if (len == cap) {
+			if (len > max)
+				break;
+			cap = cap > max + 1 - cap ? max + 1 : cap * 2;
+			p = realloc(buf, cap);
+			if (!p) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = p;
+		}
+		n = fread(buf + len, 1, cap - len, f);
+		len += n;
+		if (n == 0) {
+			if (ferror(f)) {
+				free(buf);
+				return -EIO;
+			}
+			break;
+		}
+	}
+	*ret = buf;
+	*ret_len = len;
+	return 0;
+}
+
+static char *to_hex(const uint8_t *data, size_t len)
+{
+	static const char digits[] = "0123456789abcdef";
+	char *s = malloc(2 * len + 1);
+
+	if (!s)
+		return NULL;
+	for (size_t i = 0; i < len; i++) {
+		s[2 * i] = digits[data[i] >> 4];
+		s[2 * i + 1] = digits[data[i] & 0xf];
+	}
+	s[2 * len] = '\0';
+	return s;
+}
+
+static int out_of_memory(void)
+{
+	fprintf(stderr, "ftvmctl: out of memory\n");
+	return EXIT_FAILED;
+}
+
+/* Prints o and drops it; NULL (a failed json_object_new_*) is out of memory. */
+static int print_json_put(json_object *o)
+{
+	if (!o)
+		return out_of_memory();
+	print_json(o);
+	json_object_put(o);
+	return EXIT_DONE;
+}
+
+/* The allocation's header, and that page is in it: what write and read
+ * check before they move a block. */
+static int fetch_page_header(struct ftvm_client *c, const char *path, const char *what,
+			     const char *guid, uint64_t page, struct ftvm_header *h)
+{
+	int r = ftvm_header(c, guid, h);
+
+	if (r < 0)
+		return call_failed(c, path, what, r);
+	if (page >= h->pages)
+		return refused(what, "%s (%s has %" PRIu64 " pages, 0 to %" PRIu64 ")",
+			       ftvm_strerror(-ENOENT), guid, h->pages,
+			       h->pages > 0 ? h->pages - 1 : 0);
+	if (h->block_size == 0)
+		return refused(what, "the node reports a block size of 0 for %s", guid);
+	return EXIT_DONE;
+}
+
+static int cmd_alloc(struct ctl *ctl, int argc, char **argv)
+{
+	struct ftvm_alloc_info info;
+	struct ftvm_client *c = NULL;
+	const char *path = NULL;
+	uint8_t *header = NULL;
+	size_t header_len = 0;
+	uint64_t size;
+	json_object *o;
+	FILE *f;
+	int r;
+
+	if (argc > 0)
+		return command_usage_error("alloc", "alloc takes no arguments (got '%s')", argv[0]);
+	if (!ctl->size)
+		return command_usage_error("alloc", "alloc needs --size N");
+	if (config_parse_size(ctl->size, &size) < 0)
+		return command_usage_error(
+			"alloc",
+			"--size '%s' is not a size (want a number with optional K, M or G)",
+			ctl->size);
+	if (size == 0)
+		return command_usage_error("alloc", "--size must be at least 1 byte");
+	if (ctl->header_file) {
+		f = fopen(ctl->header_file, "rb");
+		if (!f)
+			return refused("alloc", "cannot open the header file %s: %s",
+				       ctl->header_file, strerror(errno));
+		r = read_input(f, FTVM_HEADER_MAX, &header, &header_len);
+		fclose(f);
+		if (r < 0)
+			return refused("alloc", "cannot read the header file %s: %s",
+				       ctl->header_file, strerror(-r));
+		if (header_len > FTVM_HEADER_MAX) {
+			r = refused("alloc", "the header file %s is longer than %d bytes",
+				    ctl->header_file, FTVM_HEADER_MAX);
+			goto out;
+		}
+	}
+
+	r = ctl_connect(ctl, &c, &path);
+	if (r != EXIT_DONE)
+		goto out;
+	r = ftvm_alloc(c, size, ctl->policy, ctl->immediate, header, header_len, &info);
+	if (r < 0) {
+		r = call_failed(c, path, "alloc", r);
+		goto out;
+	}
+	if (ctl->json) {
+		o = json_object_new_object();
+		if (o) {
+			json_object_object_add(o, "guid", json_object_new_string(info.guid));
+			json_object_object_add(o, "pages", json_object_new_uint64(info.pages));
+			json_object_object_add(o, "block_size",
+					       json_object_new_uint64(info.block_size));
+		}
+		r = print_json_put(o);
+	} else {
+		printf("%s\n", info.guid);
+		r = EXIT_DONE;
+	}
+out:
+	ftvm_disconnect(c);
+	free(header);
+	return r;
+}
+
+static int cmd_write(struct ctl *ctl, int argc, char **argv)
+{
+	struct ftvm_client *c = NULL;
+	struct ftvm_header *h = NULL;
+	const char *path = NULL, *guid;
+	uint8_t *data = NULL;
+	size_t len = 0;
+	uint64_t page;
+	uint32_t crc;
+	char what[FTVM_GUID_MAX + 48];
+	json_object *o;
+	FILE *in = stdin;
+	int r;
+
+	r = parse_target("write", argc, argv, true, &guid, &page);
+	if (r != EXIT_DONE)
+		return r;
+	snprintf(what, sizeof(what), "write %s %" PRIu64, guid, page);
+	if (ctl->file) {
+		in = fopen(ctl->file, "rb");
+		if (!in)
+			return refused(what, "cannot open %s: %s", ctl->file, strerror(errno));
+	}
+	h = malloc(sizeof(*h));
+	if (!h) {
+		r = out_of_memory();
+		goto out;
+	}
+
+	r = ctl_connect(ctl, &c, &path);
+	if (r != EXIT_DONE)
+		goto out;
+	/* The block size first: the input is read up to one byte past it, so a
+	 * longer input is caught here without reading all of it. */
+	r = fetch_page_header(c, path, what, guid, page, h);
+	if (r != EXIT_DONE)
+		goto out;
+	r = read_input(in, h->block_size, &data, &len);
+	if (r < 0) {
+		r = refused(what, "cannot read %s: %s",
+			    ctl->file ? ctl->file : "the standard input", strerror(-r));
+		goto out;
+	}
+	if (len > h->block_size) {
+		r = refused(what, "the input is longer than the block (%" PRIu32 " bytes)",
+			    h->block_size);
+		goto out;
+	}
+	r = ftvm_write_page(c, guid, page, data, len, &crc);
+	if (r < 0) {
+		r = call_failed(c, path, what, r);
+		goto out;
+	}
+	if (ctl->json) {
+		o = json_object_new_object();
+		if (o) {
+			json_object_object_add(o, "guid", json_object_new_string(guid));
+			json_object_object_add(o, "page", json_object_new_uint64(page));
+			json_object_object_add(o, "crc32c", json_object_new_uint64(crc));
+		}
+		r = print_json_put(o);
+	} else {
+		printf("%s page %" PRIu64 ": crc32c 0x%08" PRIx32 "\n", guid, page, crc);
+		r = EXIT_DONE;
+	}
+out:
+	ftvm_disconnect(c);
+	if (in != stdin)
+		fclose(in);
+	free(data);
+	free(h);
+	return r;
+}
+
+static int cmd_read(struct ctl *ctl, int argc, char **argv)
+{
+	struct ftvm_client *c = NULL;
+	struct ftvm_header *h = NULL;
+	const char *path = NULL, *guid;
+	uint8_t *block = NULL;
+	size_t len = 0;
+	uint64_t page;
+	uint32_t crc;
+	char what[FTVM_GUID_MAX + 48];
+	json_object *o;
+	FILE *out;
+	int r;
+
+	r = parse_target("read", argc, argv, true, &guid, &page);
+	if (r != EXIT_DONE)
+		return r;
+	snprintf(what, sizeof(what), "read %s %" PRIu64, guid, page);
+	h = malloc(sizeof(*h));
+	if (!h)
+		return out_of_memory();
+
+	r = ctl_connect(ctl, &c, &path);
+	if (r != EXIT_DONE)
+		goto out;
+	r = fetch_page_header(c, path, what, guid, page, h);
+	if (r != EXIT_DONE)
+		goto out;
+	block = malloc(h->block_size);
+	if (!block) {
+		r = out_of_memory();
+		goto out;
+	}
+	r = ftvm_read_page(c, guid, page, block, h->block_size, &len, &crc);
+	if (r < 0) {
+		r = call_failed(c, path, what, r);
+		goto out;
+	}
+
+	if (!ctl->file) {
+		/* The bytes are the output, with --json too; main() checks that
+		 * they were written. */
+		fwrite(block, 1, len, stdout);
+		r = EXIT_DONE;
+		goto out;
+	}
+	/* Opened only now, so a failed read leaves an existing file alone. */
+	out = fopen(ctl->file, "wb");
+	if (!out) {
+		r = refused(what, "cannot open %s: %s", ctl->file, strerror(errno));
+		goto out;
+	}
+	if (fwrite(block, 1, len, out) != len || fflush(out) != 0 || ferror(out)) {
+		r = refused(what, "cannot write %s: %s", ctl->file, strerror(errno));
+		fclose(out);
+		goto out;
+	}
+	if (fclose(out) != 0) {
+		r = refused(what, "cannot write %s: %s", ctl->file, strerror(errno));
+		goto out;
+	}
+	if (ctl->json) {
+		o = json_object_new_object();
+		if (o) {
+			json_object_object_add(o, "guid", json_object_new_string(guid));
+			json_object_object_add(o, "page", json_object_new_uint64(page));
+			json_object_object_add(o, "crc32c", json_object_new_uint64(crc));
+			json_object_object_add(o, "bytes", json_object_new_uint64(len));
+		}
+		r = print_json_put(o);
+	} else {
+		printf("%s page %" PRIu64 ": crc32c 0x%08" PRIx32 ", %zu bytes to %s\n", guid, page,
+		       crc, len, ctl->file);
+		r = EXIT_DONE;
+	}
+out:
+	ftvm_disconnect(c);
+	free(block);
+	free(h);
+	return r;
+}
+
+static int cmd_header(struct ctl *ctl, int argc, char **argv)
+{
+	struct ftvm_client *c = NULL;
+	struct ftvm_header *h = NULL;
+	const char *path = NULL, *guid;
+	char what[FTVM_GUID_MAX + 16];
+	char *hex = NULL;
+	uint64_t page;
+	json_object *o;
+	int r;
+
+	r = parse_target("header", argc, argv, false, &guid, &page);
+	if (r != EXIT_DONE)
+		return r;
+	snprintf(what, sizeof(what), "header %s", guid);
+	h = malloc(sizeof(*h));
+	if (!h)
+		return out_of_memory();
+
+	r = ctl_connect(ctl, &c, &path);
+	if (r != EXIT_DONE)
+		goto out;
+	r = ftvm_header(c, guid, h);
+	if (r < 0) {
+		r = call_failed(c, path, what, r);
+		goto out;
+	}
+	hex = to_hex(h->header, h->header_len);
+	if (!hex) {
+		r = out_of_memory();
+		goto out;
+	}
+	if (ctl->json) {
+		o = json_object_new_object();
+		if (o) {
+			json_object_object_add(o, "guid", json_object_new_string(h->guid));
+			json_object_object_add(o, "size", json_object_new_uint64(h->size));
+			json_object_object_add(o, "block_size",
+					       json_object_new_uint64(h->block_size));
+			json_object_object_add(o, "pages", json_object_new_uint64(h->pages));
+			json_object_object_add(o, "policy", json_object_new_string(h->policy));
+			json_object_object_add(o, "home", json_object_new_string(h->home));
+			json_object_object_add(o, "owner", json_object_new_string(h->owner));
+			json_object_object_add(o, "header_hex", json_object_new_string(hex));
+		}
+		r = print_json_put(o);
+	} else {
+		printf("guid: %s\n", h->guid);
+		printf("size: %" PRIu64 "\n", h->size);
+		printf("block_size: %" PRIu32 "\n", h->block_size);
+		printf("pages: %" PRIu64 "\n", h->pages);
+		printf("policy: %s\n", h->policy);
+		printf("home: %s\n", h->home);
+		printf("owner: %s\n", h->owner);
+		printf("header: %zu bytes%s%s\n", h->header_len, h->header_len ? " " : "", hex);
+		r = EXIT_DONE;
+	}
+out:
+	ftvm_disconnect(c);
+	free(hex);
+	free(h);
+	return r;
+}
+
+static int cmd_free(struct ctl *ctl, int argc, char **argv)
+{
+	struct ftvm_client *c = NULL;
+	const char *path = NULL, *guid;
+	char what[FTVM_GUID_MAX + 16];
+	uint64_t page;
+	int r;
+
+	r = parse_target("free", argc, argv, false, &guid, &page);
+	if (r != EXIT_DONE)
+		return r;
+	snprintf(what, sizeof(what), "free %s", guid);
+
+	r = ctl_connect(ctl, &c, &path);
+	if (r != EXIT_DONE)
+		return r;
+	r = ftvm_free(c, guid);
+	if (r < 0)
+		r = call_failed(c, path, what, r);
+	else if (ctl->json)
+		r = print_json_put(json_object_new_object());
+	else
+		r = EXIT_DONE;
+	ftvm_disconnect(c);
+	return r;
+}
+
+static int list_print_json(const struct ftvm_header *hs, size_t n)
+{
+	json_object *a = json_object_new_array(), *o;
+
+	if (!a)
+		return out_of_memory();
+	for (size_t i = 0; i < n; i++) {
+		o = json_object_new_object();
+		if (!o || json_object_array_add(a, o) < 0) {
+			json_object_put(o);
+			json_object_put(a);
+			return out_of_memory();
+		}
+		json_object_object_add(o, "guid", json_object_new_string(hs[i].guid));
+		json_object_object_add(o, "size", json_object_new_uint64(hs[i].size));
+		json_object_object_add(o, "block_size", json_object_new_uint64(hs[i].block_size));
+		json_object_object_add(o, "pages", json_object_new_uint64(hs[i].pages));
+		json_object_object_add(o, "policy", json_object_new_string(hs[i].policy));
+		json_object_object_add(o, "home", json_object_new_string(hs[i].home));
+		json_object_object_add(o, "owner", json_object_new_string(hs[i].owner));
+	}
+	return print_json_put(a);
+}
+
+static void list_print_text(const struct ftvm_header *hs, size_t n)
+{
+	int w = (int)strlen("GUID");
+
+	if (n == 0) {
+		printf("no allocations\n");
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		if ((int)strlen(hs[i].guid) > w)
+			w = (int)strlen(hs[i].guid);
+	printf("%-*s %14s %10s %10s %-12s %-10s %s\n", w, "GUID", "SIZE", "BLOCK", "PAGES",
+	       "POLICY", "HOME", "OWNER");
+	for (size_t i = 0; i < n; i++)
+		printf("%-*s %14" PRIu64 " %10" PRIu32 " %10" PRIu64 " %-12s %-10s %s\n", w,
+		       hs[i].guid, hs[i].size, hs[i].block_size, hs[i].pages, hs[i].policy,
+		       hs[i].home, hs[i].owner);
+}
+
+static int cmd_list(struct ctl *ctl, int argc, char **argv)
+{
+	struct ftvm_header *hs = NULL;
+	struct ftvm_client *c;
+	const char *path = NULL;
+	size_t n = 0;
+	int r;
+
+	if (argc > 0)
+		return command_usage_error("list", "list takes no arguments (got '%s')", argv[0]);
+	r = ctl_connect(ctl, &c, &path);
+	if (r != EXIT_DONE)
+		return r;
+	r = ftvm_list(c, &hs, &n);
+	if (r < 0) {
+		r = call_failed(c, path, "list", r);
+		goto out;
+	}
+	if (ctl->json) {
+		r = list_print_json(hs, n);
+	} else {
+		list_print_text(hs, n);
+		r = EXIT_DONE;
+	}
+out:
+	free(hs);
+	ftvm_disconnect(c);
+	return r;
+}
+
+static int sense_print_json(const struct ftvm_sense *s)
+{
+	json_object *o = json_object_new_object(), *media = json_object_new_array(),
+		    *queues = json_object_new_object(), *m;
+
+	if (!o || !media || !queues) {
+		json_object_put(o);
+		json_object_put(media);
+		json_object_put(queues);
+		return out_of_memory();
+	}
+	json_object_object_add(o, "media", media);
+	json_object_object_add(o, "queues", queues);
+	for (size_t i = 0; i < s->n_media; i++) {
+		m = json_object_new_object();
+		if (!m || json_object_array_add(media, m) < 0) {
+			json_object_put(m);
+			json_object_put(o);
+			return out_of_memory();
+		}
+		json_object_object_add(m, "type", json_object_new_string(s->media[i].type));
+		json_object_object_add(m, "capacity", json_object_new_uint64(s->media[i].capacity));
+		json_object_object_add(m, "free", json_object_new_uint64(s->media[i].free));
+	}
+	json_object_object_add(queues, "paging", json_object_new_uint64(s->paging_queue));
+	json_object_object_add(queues, "destage", json_object_new_uint64(s->destage_queue));
+	json_object_object_add(queues, "replacement", json_object_new_uint64(s->replacement_queue));
+	return print_json_put(o);
+}
+
+static int cmd_sense(struct ctl *ctl, int argc, char **argv)
+{
+	struct ftvm_client *c;
+	struct ftvm_sense s;
+	const char *path = NULL;
+	int r;
+
+	if (argc > 0)
+		return command_usage_error("sense", "sense takes no arguments (got '%s')", argv[0]);
+	r = ctl_connect(ctl, &c, &path);
+	if (r != EXIT_DONE)
+		return r;
+	r = ftvm_sense(c, &s);
+	if (r < 0) {
+		r = call_failed(c, path, "sense", r);
+		goto out;
+	}
+	if (ctl->json) {
+		r = sense_print_json(&s);
+		goto out;
+	}
+	for (size_t i = 0; i < s.n_media; i++)
+		printf("media %s: capacity %" PRIu64 ", free %" PRIu64 "\n", s.media[i].type,
+		       s.media[i].capacity, s.media[i].free);
+	if (s.n_media == 0)
+		printf("media: none reported\n");
+	printf("queues: paging %" PRIu64 ", destage %" PRIu64 ", replacement %" PRIu64 "\n",
+	       s.paging_queue, s.destage_queue, s.replacement_queue);
+	r = EXIT_DONE;
+out:
+	ftvm_disconnect(c);
+	return r;
+}
+
+static int verify_print_json(const struct ftvm_verify *v)
+{
+	json_object *o = json_object_new_object(), *diffs = json_object_new_array();
+
+	if (!o || !diffs) {
+		json_object_put(o);
+		json_object_put(diffs);
+		return out_of_memory();
+	}
+	json_object_object_add(o, "equal", json_object_new_boolean(v->equal));
+	json_object_object_add(o, "differences", diffs);
+	for (size_t i = 0; i < v->n_differences; i++) {
+		if (json_object_array_add(diffs, json_object_new_string(v->differences[i])) < 0) {
+			json_object_put(o);
+			return out_of_memory();
+		}
+	}
+	json_object_object_add(o, "allocations", json_object_new_uint64(v->allocations));
+	json_object_object_add(o, "pages", json_object_new_uint64(v->pages));
+	return print_json_put(o);
+}
+
+static int cmd_verify(struct ctl *ctl, int argc, char **argv)
+{
+	struct ftvm_client *c;
+	struct ftvm_verify v;
+	const char *path = NULL;
+	int r;
+
+	if (argc > 0)
+		return command_usage_error("verify", "verify takes no arguments (got '%s')",
+					   argv[0]);
+	r = ctl_connect(ctl, &c, &path);
+	if (r != EXIT_DONE)
+		return r;
+	r = ftvm_verify(c, &v);
+	if (r < 0) {
+		r = call_failed(c, path, "verify", r);
+		goto out;
+	}
+	if (ctl->json) {
+		r = verify_print_json(&v);
+		if (r != EXIT_DONE)
+			goto out;
+	} else if (v.equal) {
+		printf("equal: %" PRIu64 " allocations, %" PRIu64 " pages compared\n",
+		       v.allocations, v.pages);
+	} else {
+		for (size_t i = 0; i < v.n_differences; i++)
+			printf("%s\n", v.differences[i]);
+	}
+	r = EXIT_DONE;
+	if (!v.equal)
+		r = refused("verify",
+			    "the nodes differ (%zu differences; %" PRIu64 " allocations, %" PRIu64
+			    " pages compared)",
+			    v.n_differences, v.allocations, v.pages);
+out:
+	ftvm_verify_free(&v);
+	ftvm_disconnect(c);
+	return r;
+}
+
 static const struct command commands[] = {
 	{
 		.name = "status",
@@ -317,6 +1048,122 @@ static const struct command commands[] = {
 			"   \"allocations\":{\"own\",\"partner\"}}\n"
 			"state is one of starting, active, solo, resyncing, fenced.\n",
 		.run = cmd_status,
+	},
+	{
+		.name = "alloc",
+		.args = "--size N [--policy P] [--immediate] [--header-file F]",
+		.summary = "allocate memory, mirrored on the partner",
+		.help = "Allocates N bytes (suffixes K, M, G: powers of 1024), rounded up to whole\n"
+			"blocks of the policy's block size, on this node and its partner, and prints\n"
+			"the new allocation's GUID.\n"
+			"\n"
+			"Options:\n"
+			"  --size N           bytes to allocate, at least 1 (required)\n"
+			"  --policy P         a [policy P] of the node's configuration (default: the\n"
+			"                     default policy, one page per block)\n"
+			"  --immediate        refuse at once when there is no space, do not wait\n"
+			"  --header-file F    store the bytes of F (at most 4096) as the user header\n"
+			"\n"
+			"With --json prints {\"guid\",\"pages\",\"block_size\"}.\n",
+		.options =
+			(const struct option[]){
+				{ "size", required_argument, NULL, OPT_SIZE },
+				{ "policy", required_argument, NULL, OPT_POLICY },
+				{ "immediate", no_argument, NULL, OPT_IMMEDIATE },
+				{ "header-file", required_argument, NULL, OPT_HEADER_FILE },
+				{},
+			},
+		.run = cmd_alloc,
+	},
+	{
+		.name = "write",
+		.args = "GUID PAGE [--file F]",
+		.summary = "write one page (stdin or a file)",
+		.help = "Locks page PAGE (from 0) of allocation GUID for writing, copies the input in,\n"
+			"and releases it as modified; returns once the partner acknowledged it.\n"
+			"The input is the standard input, or F with --file. Input shorter than the\n"
+			"block is zero-filled to it; longer input is refused (exit 1).\n"
+			"\n"
+			"Prints \"GUID page PAGE: crc32c 0x...\", the checksum of the whole block as\n"
+			"stored. With --json prints {\"guid\",\"page\",\"crc32c\"} (crc32c a number).\n"
+			"A locked page is refused at once (exit 1), not waited for.\n",
+		.options =
+			(const struct option[]){
+				{ "file", required_argument, NULL, OPT_FILE },
+				{},
+			},
+		.run = cmd_write,
+	},
+	{
+		.name = "read",
+		.args = "GUID PAGE [--file F]",
+		.summary = "read one page (to stdout or a file)",
+		.help = "Locks page PAGE (from 0) of allocation GUID for reading, copies the whole\n"
+			"block out, and releases it. The block's checksum is checked on arrival.\n"
+			"\n"
+			"Without --file the raw bytes of the block go to the standard output, with\n"
+			"--json too. With --file F they go to F (replaced only once the read\n"
+			"succeeded) and the standard output gets \"GUID page PAGE: crc32c 0x..., N\n"
+			"bytes to F\", or with --json {\"guid\",\"page\",\"crc32c\",\"bytes\"}.\n",
+		.options =
+			(const struct option[]){
+				{ "file", required_argument, NULL, OPT_FILE },
+				{},
+			},
+		.run = cmd_read,
+	},
+	{
+		.name = "header",
+		.args = "GUID",
+		.summary = "an allocation's header",
+		.help = "Shows allocation GUID's header (the read-header message): its size, block\n"
+			"size, pages, policy, home node, owner node and user header.\n"
+			"\n"
+			"With --json prints {\"guid\",\"size\",\"block_size\",\"pages\",\"policy\",\"home\",\n"
+			"\"owner\",\"header_hex\"}; header_hex is the user header in lowercase hex.\n",
+		.run = cmd_header,
+	},
+	{
+		.name = "free",
+		.args = "GUID",
+		.summary = "release an allocation, mirrored",
+		.help = "Releases allocation GUID's memory on this node and its partner. Prints\n"
+			"nothing; with --json prints {}.\n",
+		.run = cmd_free,
+	},
+	{
+		.name = "list",
+		.args = "",
+		.summary = "allocations this node knows",
+		.help = "Lists the allocations this node knows: its own and its partner's.\n"
+			"\n"
+			"With --json prints an array of\n"
+			"  {\"guid\",\"size\",\"block_size\",\"pages\",\"policy\",\"home\",\"owner\"}\n",
+		.run = cmd_list,
+	},
+	{
+		.name = "sense",
+		.args = "",
+		.summary = "capacities and queues",
+		.help = "Shows the node's media capacities and queue depths (the sense request).\n"
+			"\n"
+			"With --json prints\n"
+			"  {\"media\":[{\"type\",\"capacity\",\"free\"}],\n"
+			"   \"queues\":{\"paging\",\"destage\",\"replacement\"}}\n",
+		.run = cmd_sense,
+	},
+	{
+		.name = "verify",
+		.args = "",
+		.summary = "compare the two nodes' page tables",
+		.help = "Has the node compare its page table and page checksums with its partner's.\n"
+			"Prints \"equal: N allocations, M pages compared\", or each difference on a\n"
+			"line of its own.\n"
+			"\n"
+			"With --json prints {\"equal\",\"differences\":[...],\"allocations\",\"pages\"}.\n"
+			"Exit status 0 when the nodes are equal, 1 when they differ (said on stderr)\n"
+			"or cannot be compared.\n",
+		.run = cmd_verify,
 	},
 };
 
@@ -369,7 +1216,7 @@ int main(int argc, char **argv)
 			printf("ftvmctl %s\n", FTVM_VERSION);
 			return EXIT_DONE;
 		default:
-			return bad_option(c, argv);
+			return bad_option(c, argv, NULL);
 		}
 	}
 	if (ctl.config_path && ctl.socket_path)

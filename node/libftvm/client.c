@@ -10,6 +10,7 @@
 #include "ftvm.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "client.pb-c.h"
+#include "crc32c.h"
 #include "frame.h"
 
 typedef Ftvm__Client__ClientRequest Request;
@@ -46,10 +48,13 @@ struct ftvm_client {
 static int fail(struct ftvm_client *c, int r, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* Every failure goes through here, so error_from_node is only true when
+ * call() sets it after a refusal. */
 static int fail(struct ftvm_client *c, int r, const char *fmt, ...)
 {
 	va_list ap;
 
+	c->error_from_node = false;
 	va_start(ap, fmt);
 	vsnprintf(c->error, sizeof(c->error), fmt, ap);
 	va_end(ap);
@@ -89,6 +94,7 @@ static const char *status_name(int status)
 		[FTVM__PARTNER__STATUS__STATUS_UNSUPPORTED] = "UNSUPPORTED",
 		[FTVM__PARTNER__STATUS__STATUS_INTERNAL] = "INTERNAL",
 		[FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN] = "SHUTTING_DOWN",
+		[FTVM__PARTNER__STATUS__STATUS_ABORTED] = "ABORTED",
 	};
 
 	if (status < 0 || (size_t)status >= sizeof(names) / sizeof(names[0]) || !names[status])
@@ -117,6 +123,8 @@ static int status_to_errno(int status)
 		return -EOPNOTSUPP;
 	case FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST:
 		return -EINVAL;
+	case FTVM__PARTNER__STATUS__STATUS_ABORTED:
+		return -ECANCELED;
 	default:
 		return -EIO;
 	}
@@ -238,7 +246,8 @@ static void consume(struct ftvm_client *c, size_t len)
 }
 
 /* Sends req (its id is set here) and waits for its reply. On 0, *ret_reply
- * holds a reply with status OK and the oneof member expect set; free it with
+ * holds a reply with status OK and the oneof member expect set (any member,
+ * or none, when expect is REPLY__NOT_SET); free it with
  * ftvm__client__client_reply__free_unpacked(). Otherwise -errno with the
  * reason in c->error. */
 static int call(struct ftvm_client *c, Request *req, Ftvm__Client__ClientReply__ReplyCase expect,
@@ -288,13 +297,18 @@ static int call(struct ftvm_client *c, Request *req, Ftvm__Client__ClientReply__
 
 	r = status_to_errno(reply->status);
 	if (r < 0) {
-		fail(c, r, "%s",
-		     reply->reason && reply->reason[0] ? reply->reason
-						       : status_name(reply->status));
+		/* Without the node's words, the meaning of r, or the status's name
+		 * where r does not tell it (-EIO stands for several). */
+		if (reply->reason && reply->reason[0])
+			fail(c, r, "%s", reply->reason);
+		else if (r == -EIO)
+			fail(c, r, "%s", status_name(reply->status));
+		else
+			fail(c, r, "%s", ftvm_strerror(r));
 		c->error_from_node = true;
 		goto out;
 	}
-	if (reply->reply_case != expect) {
+	if (expect != FTVM__CLIENT__CLIENT_REPLY__REPLY__NOT_SET && reply->reply_case != expect) {
 		r = fail(c, -EBADMSG, "the node answered OK without the expected reply (got %d)",
 			 (int)reply->reply_case);
 		goto out;
@@ -410,4 +424,416 @@ int ftvm_status(struct ftvm_client *c, struct ftvm_node_status *ret)
 	ret->pid = s->pid;
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	return 0;
+}
+
+bool ftvm_guid_valid(const char *guid)
+{
+	size_t i;
+
+	if (!guid || !guid[0])
+		return false;
+	for (i = 0; guid[i]; i++) {
+		/* Printable ASCII without space; also keeps a GUID one token in
+		 * ftvmctl's text output and in log lines. */
+		if (guid[i] <= ' ' || guid[i] > '~' || i + 1 >= FTVM_GUID_MAX)
+			return false;
+	}
+	return true;
+}
+
+const char *ftvm_strerror(int r)
+{
+	switch (r) {
+	case -ENOENT:
+		return "not found";
+	case -EBUSY:
+		return "page is locked";
+	case -ENOSPC:
+		return "no space";
+	case -EACCES:
+		return "denied";
+	case -EHOSTUNREACH:
+		return "partner unavailable";
+	case -ETIMEDOUT:
+		return "timed out";
+	case -EOPNOTSUPP:
+		return "not supported by the node";
+	case -EINVAL:
+		return "invalid request";
+	case -ECANCELED:
+		return "not applied";
+	case -EIO:
+		return "the node failed";
+	case -EBADMSG:
+		return "bad reply from the node";
+	case -ENOBUFS:
+		return "buffer smaller than the block";
+	case -EMSGSIZE:
+		return "request too large";
+	case -ECONNRESET:
+		return "the node closed the connection";
+	case -ENOTCONN:
+		return "not connected";
+	default:
+		return r >= 0 ? "success" : strerror(-r);
+	}
+}
+
+/* Local checks, so a bad argument fails with a reason and without a round trip. */
+static int check_guid(struct ftvm_client *c, const char *guid)
+{
+	if (!guid)
+		return fail(c, -EINVAL, "no GUID given");
+	if (!ftvm_guid_valid(guid))
+		return fail(c, -EINVAL, "'%.*s' is not a GUID (want 1 to %d printable characters)",
+			    FTVM_GUID_MAX, guid, FTVM_GUID_MAX - 1);
+	return 0;
+}
+
+/* GUIDs are copied whole or not at all: a truncated one names another
+ * allocation. */
+static int copy_guid(struct ftvm_client *c, char dst[FTVM_GUID_MAX], const char *src)
+{
+	if (!ftvm_guid_valid(src))
+		return fail(c, -EBADMSG, "the node answered with a malformed GUID");
+	snprintf(dst, FTVM_GUID_MAX, "%s", src);
+	return 0;
+}
+
+static int header_from_reply(struct ftvm_client *c, const Ftvm__Partner__Header *h,
+			     struct ftvm_header *ret)
+{
+	int r;
+
+	if (h->header.len > FTVM_HEADER_MAX)
+		return fail(c, -EBADMSG, "the node sent a %zu byte header for %s (at most %d)",
+			    h->header.len, h->guid, FTVM_HEADER_MAX);
+	memset(ret, 0, sizeof(*ret));
+	r = copy_guid(c, ret->guid, h->guid);
+	if (r < 0)
+		return r;
+	ret->size = h->size;
+	ret->block_size = h->block_size;
+	ret->pages = h->pages;
+	copy_str(ret->policy, sizeof(ret->policy), h->policy);
+	copy_str(ret->home, sizeof(ret->home), h->home);
+	copy_str(ret->owner, sizeof(ret->owner), h->owner);
+	if (h->header.len > 0)
+		memcpy(ret->header, h->header.data, h->header.len);
+	ret->header_len = h->header.len;
+	return 0;
+}
+
+int ftvm_alloc(struct ftvm_client *c, uint64_t size, const char *policy, bool immediate,
+	       const void *header, size_t header_len, struct ftvm_alloc_info *ret)
+{
+	Ftvm__Client__AllocRequest alloc = FTVM__CLIENT__ALLOC_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	Reply *reply = NULL;
+	struct ftvm_alloc_info info = { 0 };
+	int r;
+
+	if (!c)
+		return -EINVAL;
+	if (!ret)
+		return fail(c, -EINVAL, "no place for the result");
+	if (size == 0)
+		return fail(c, -EINVAL, "cannot allocate 0 bytes");
+	if (header_len > FTVM_HEADER_MAX)
+		return fail(c, -EINVAL, "header of %zu bytes is above the %d byte limit",
+			    header_len, FTVM_HEADER_MAX);
+	if (header_len > 0 && !header)
+		return fail(c, -EINVAL, "header of %zu bytes given as NULL", header_len);
+
+	alloc.size = size;
+	alloc.policy = (char *)(policy ? policy : "");
+	alloc.immediate = immediate;
+	alloc.header.data = (uint8_t *)header;
+	alloc.header.len = header_len;
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_ALLOC;
+	req.alloc = &alloc;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_ALLOC, &reply);
+	if (r < 0)
+		return r;
+	r = copy_guid(c, info.guid, reply->alloc->guid);
+	if (r < 0)
+		goto out;
+	info.pages = reply->alloc->pages;
+	info.block_size = reply->alloc->block_size;
+	*ret = info;
+out:
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return r;
+}
+
+int ftvm_write_page(struct ftvm_client *c, const char *guid, uint64_t page, const void *data,
+		    size_t len, uint32_t *ret_crc32c)
+{
+	Ftvm__Client__WritePageRequest write = FTVM__CLIENT__WRITE_PAGE_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	Reply *reply = NULL;
+	int r;
+
+	if (!c)
+		return -EINVAL;
+	r = check_guid(c, guid);
+	if (r < 0)
+		return r;
+	if (len > 0 && !data)
+		return fail(c, -EINVAL, "data of %zu bytes for %s page %" PRIu64 " given as NULL",
+			    len, guid, page);
+
+	write.guid = (char *)guid;
+	write.page = page;
+	write.data.data = (uint8_t *)data;
+	write.data.len = len;
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_WRITE_PAGE;
+	req.write_page = &write;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_WRITE_PAGE, &reply);
+	if (r < 0)
+		return r;
+	if (ret_crc32c)
+		*ret_crc32c = reply->write_page->crc32c;
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return 0;
+}
+
+int ftvm_read_page(struct ftvm_client *c, const char *guid, uint64_t page, void *buf,
+		   size_t buf_len, size_t *ret_len, uint32_t *ret_crc32c)
+{
+	Ftvm__Client__ReadPageRequest read = FTVM__CLIENT__READ_PAGE_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	const Ftvm__Client__ReadPageReply *rp;
+	Reply *reply = NULL;
+	uint32_t crc;
+	int r;
+
+	if (!c)
+		return -EINVAL;
+	r = check_guid(c, guid);
+	if (r < 0)
+		return r;
+	if (buf_len > 0 && !buf)
+		return fail(c, -EINVAL, "a %zu byte buffer given as NULL", buf_len);
+
+	read.guid = (char *)guid;
+	read.page = page;
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_READ_PAGE;
+	req.read_page = &read;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_READ_PAGE, &reply);
+	if (r < 0)
+		return r;
+	rp = reply->read_page;
+	/* End to end: the node checksummed the block under its read lock. */
+	crc = crc32c(0, rp->data.data, rp->data.len);
+	if (crc != rp->crc32c) {
+		r = fail(c, -EBADMSG,
+			 "%s page %" PRIu64 ": the %zu bytes received have crc32c 0x%08x, the node "
+			 "said 0x%08x",
+			 guid, page, rp->data.len, crc, rp->crc32c);
+		goto out;
+	}
+	if (ret_len)
+		*ret_len = rp->data.len;
+	if (rp->data.len > buf_len) {
+		r = fail(c, -ENOBUFS,
+			 "%s page %" PRIu64 " is %zu bytes, more than the %zu byte buffer", guid,
+			 page, rp->data.len, buf_len);
+		goto out;
+	}
+	if (rp->data.len > 0)
+		memcpy(buf, rp->data.data, rp->data.len);
+	if (ret_crc32c)
+		*ret_crc32c = rp->crc32c;
+out:
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return r;
+}
+
+int ftvm_header(struct ftvm_client *c, const char *guid, struct ftvm_header *ret)
+{
+	Ftvm__Client__HeaderRequest header = FTVM__CLIENT__HEADER_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	Reply *reply = NULL;
+	int r;
+
+	if (!c)
+		return -EINVAL;
+	r = check_guid(c, guid);
+	if (r < 0)
+		return r;
+	if (!ret)
+		return fail(c, -EINVAL, "no place for the result");
+
+	header.guid = (char *)guid;
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_HEADER;
+	req.header = &header;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_HEADER, &reply);
+	if (r < 0)
+		return r;
+	r = header_from_reply(c, reply->header, ret);
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return r;
+}
+
+int ftvm_free(struct ftvm_client *c, const char *guid)
+{
+	Ftvm__Client__FreeRequest free_req = FTVM__CLIENT__FREE_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	Reply *reply = NULL;
+	int r;
+
+	if (!c)
+		return -EINVAL;
+	r = check_guid(c, guid);
+	if (r < 0)
+		return r;
+
+	free_req.guid = (char *)guid;
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FREE;
+	req.free = &free_req;
+	/* ClientReply has no member for it: status OK is the answer. */
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY__NOT_SET, &reply);
+	if (r < 0)
+		return r;
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return 0;
+}
+
+int ftvm_list(struct ftvm_client *c, struct ftvm_header **ret, size_t *ret_n)
+{
+	Ftvm__Client__ListRequest list = FTVM__CLIENT__LIST_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	struct ftvm_header *headers = NULL;
+	const Ftvm__Client__ListReply *lr;
+	Reply *reply = NULL;
+	size_t i;
+	int r;
+
+	if (!c)
+		return -EINVAL;
+	if (!ret || !ret_n)
+		return fail(c, -EINVAL, "no place for the result");
+
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_LIST;
+	req.list = &list;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_LIST, &reply);
+	if (r < 0)
+		return r;
+	lr = reply->list;
+	if (lr->n_allocations > 0) {
+		headers = calloc(lr->n_allocations, sizeof(*headers));
+		if (!headers) {
+			r = fail(c, -ENOMEM, "out of memory for %zu allocations",
+				 lr->n_allocations);
+			goto out;
+		}
+	}
+	for (i = 0; i < lr->n_allocations; i++) {
+		r = header_from_reply(c, lr->allocations[i], &headers[i]);
+		if (r < 0)
+			goto out;
+	}
+	*ret = headers;
+	*ret_n = lr->n_allocations;
+	headers = NULL;
+out:
+	free(headers);
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return r;
+}
+
+int ftvm_sense(struct ftvm_client *c, struct ftvm_sense *ret)
+{
+	Ftvm__Client__SenseRequest sense = FTVM__CLIENT__SENSE_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	const Ftvm__Partner__SenseInformation *si;
+	Reply *reply = NULL;
+	size_t i;
+	int r;
+
+	if (!c)
+		return -EINVAL;
+	if (!ret)
+		return fail(c, -EINVAL, "no place for the result");
+
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_SENSE;
+	req.sense = &sense;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_SENSE, &reply);
+	if (r < 0)
+		return r;
+	si = reply->sense;
+	memset(ret, 0, sizeof(*ret));
+	for (i = 0; i < si->n_media && i < sizeof(ret->media) / sizeof(ret->media[0]); i++) {
+		copy_str(ret->media[i].type, sizeof(ret->media[i].type), si->media[i]->type);
+		ret->media[i].capacity = si->media[i]->capacity;
+		ret->media[i].free = si->media[i]->free;
+	}
+	ret->n_media = i;
+	ret->paging_queue = si->paging_queue;
+	ret->destage_queue = si->destage_queue;
+	ret->replacement_queue = si->replacement_queue;
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return 0;
+}
+
+void ftvm_verify_free(struct ftvm_verify *v)
+{
+	size_t i;
+
+	if (!v)
+		return;
+	for (i = 0; i < v->n_differences; i++)
+		free(v->differences[i]);
+	free(v->differences);
+	memset(v, 0, sizeof(*v));
+}
+
+int ftvm_verify(struct ftvm_client *c, struct ftvm_verify *ret)
+{
+	Ftvm__Client__VerifyRequest verify = FTVM__CLIENT__VERIFY_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	const Ftvm__Client__VerifyReply *vr;
+	struct ftvm_verify v = { 0 };
+	Reply *reply = NULL;
+	int r;
+
+	if (ret)
+		memset(ret, 0, sizeof(*ret));
+	if (!c)
+		return -EINVAL;
+	if (!ret)
+		return fail(c, -EINVAL, "no place for the result");
+
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_VERIFY;
+	req.verify = &verify;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_VERIFY, &reply);
+	if (r < 0)
+		return r;
+	vr = reply->verify;
+	v.equal = vr->equal;
+	v.allocations = vr->allocations;
+	v.pages = vr->pages;
+	if (vr->n_differences > 0) {
+		v.differences = calloc(vr->n_differences, sizeof(*v.differences));
+		if (!v.differences) {
+			r = fail(c, -ENOMEM, "out of memory for %zu differences",
+				 vr->n_differences);
+			goto out;
+		}
+	}
+	for (; v.n_differences < vr->n_differences; v.n_differences++) {
+		v.differences[v.n_differences] = strdup(vr->differences[v.n_differences]);
+		if (!v.differences[v.n_differences]) {
+			r = fail(c, -ENOMEM, "out of memory for %zu differences",
+				 vr->n_differences);
+			goto out;
+		}
+	}
+	*ret = v;
+	memset(&v, 0, sizeof(v));
+out:
+	ftvm_verify_free(&v);
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return r;
 }

@@ -12,16 +12,20 @@
  *    -ENOENT (not found), -EBUSY (locked), -ENOSPC (no space), -EACCES (denied),
  *    -EHOSTUNREACH (partner unavailable), -ETIMEDOUT (the node timed out, or
  *    did not answer in time), -EOPNOTSUPP (the node does not serve the
- *    request), -EINVAL (bad request), -EIO (anything else). -EBADMSG means the
- *    node's answer could not be read.
+ *    request), -EINVAL (bad request), -ECANCELED (not applied because an
+ *    earlier step failed), -EIO (anything else). -EBADMSG means the node's
+ *    answer could not be read or failed its checks.
+ *  - Arguments are checked before anything is sent: a bad one (NULL or empty
+ *    GUID, a header above FTVM_HEADER_MAX...) returns -EINVAL at once.
  *  - After a failure, ftvm_last_error() says why, in the node's words when the
- *    node refused.
+ *    node refused; ftvm_strerror() gives the short meaning of the return value.
  *  - A client is not thread safe: use one per thread, or lock around it.
  *  - The library never raises SIGPIPE.
  */
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -106,6 +110,190 @@ FTVM_EXPORT const char *ftvm_last_error(const struct ftvm_client *c);
  * @return true for the node's refusal, false otherwise.
  */
 FTVM_EXPORT bool ftvm_last_error_from_node(const struct ftvm_client *c);
+
+/** Room for a GUID and its NUL: GUIDs are at most 79 printable characters. */
+#define FTVM_GUID_MAX 80
+/** The longest user header an allocation carries; the node refuses longer ones. */
+#define FTVM_HEADER_MAX 4096
+
+/**
+ * @brief Whether @p guid has the form of a GUID.
+ *
+ * A GUID is 1 to FTVM_GUID_MAX - 1 printable ASCII characters without spaces.
+ * This checks the form only, not that the allocation exists.
+ * @param guid a string, or NULL (false).
+ */
+FTVM_EXPORT bool ftvm_guid_valid(const char *guid);
+
+/**
+ * @brief The short meaning of a negative return of any ftvm_* call.
+ *
+ * The codes the node's refusals map to read in ftvm's terms ("page is locked"
+ * for -EBUSY, "partner unavailable" for -EHOSTUNREACH, "no space" for
+ * -ENOSPC...); any other code reads as strerror(). ftvm_last_error() has the
+ * details of the last failure.
+ * @param r a return value; 0 and positive values read "success".
+ * @return a static string.
+ */
+FTVM_EXPORT const char *ftvm_strerror(int r);
+
+/** A new allocation, as ftvm_alloc() made it. */
+struct ftvm_alloc_info {
+	char guid[FTVM_GUID_MAX]; /**< its GUID, never truncated */
+	uint64_t pages;		  /**< blocks in it: size rounded up to block_size */
+	uint32_t block_size;	  /**< bytes per page: the policy's block size */
+};
+
+/**
+ * @brief Allocates memory on this node, mirrored on its partner (seed 002 Fig. 5).
+ *
+ * Returns once the partner acknowledged the allocation.
+ * @param c a connected client.
+ * @param size bytes to allocate, at least 1; rounded up to whole blocks.
+ * @param policy the name of a `[policy NAME]` of the node's configuration, or
+ *        NULL (or "") for the default policy, whose block is one page.
+ * @param immediate true: refuse at once (-EACCES) when there is no space now,
+ *        instead of waiting for it.
+ * @param header the user header stored with the allocation, or NULL when
+ *        @p header_len is 0.
+ * @param header_len bytes of @p header, at most FTVM_HEADER_MAX.
+ * @param[out] ret the new allocation's GUID and geometry.
+ * @return 0, or -errno: -EINVAL (bad argument, or a policy the node does not
+ *         know), -ENOSPC or -EACCES (no space), -EHOSTUNREACH (the partner
+ *         did not acknowledge), and the conventions above.
+ */
+FTVM_EXPORT int ftvm_alloc(struct ftvm_client *c, uint64_t size, const char *policy, bool immediate,
+			   const void *header, size_t header_len, struct ftvm_alloc_info *ret);
+
+/**
+ * @brief Writes one page: locks it for writing, copies @p data in, releases it
+ *        as modified, in one step.
+ *
+ * Returns once the partner acknowledged the new contents.
+ * @param c a connected client.
+ * @param guid the allocation.
+ * @param page the page's index, from 0.
+ * @param data the bytes, or NULL when @p len is 0.
+ * @param len at most the allocation's block size; a shorter page is
+ *        zero-filled to the block (the node refuses a longer one, -EINVAL).
+ * @param[out] ret_crc32c the CRC-32C of the whole block as stored, or NULL.
+ * @return 0, or -errno: -ENOENT (no such allocation or page), -EBUSY (the
+ *         page is locked), -EHOSTUNREACH, -EMSGSIZE (@p len is above the
+ *         frame limit), and the conventions above.
+ */
+FTVM_EXPORT int ftvm_write_page(struct ftvm_client *c, const char *guid, uint64_t page,
+				const void *data, size_t len, uint32_t *ret_crc32c);
+
+/**
+ * @brief Reads one page: locks it for reading, copies the whole block out,
+ *        releases it, in one step.
+ *
+ * The block's CRC-32C as the node states it is checked against the bytes
+ * received; a mismatch is -EBADMSG.
+ * @param c a connected client.
+ * @param guid the allocation.
+ * @param page the page's index, from 0.
+ * @param[out] buf room for the block (ftvm_header()'s block_size bytes), or
+ *        NULL when @p buf_len is 0.
+ * @param buf_len bytes of @p buf.
+ * @param[out] ret_len the block's size, also on -ENOBUFS; or NULL.
+ * @param[out] ret_crc32c the block's CRC-32C, or NULL.
+ * @return 0, or -errno: -ENOBUFS (@p buf_len is below the block; *ret_len
+ *         says how much is needed and @p buf is untouched), -ENOENT, -EBUSY,
+ *         and the conventions above.
+ */
+FTVM_EXPORT int ftvm_read_page(struct ftvm_client *c, const char *guid, uint64_t page, void *buf,
+			       size_t buf_len, size_t *ret_len, uint32_t *ret_crc32c);
+
+/** An allocation's header (seed 002's read-header message). Strings are NUL terminated. */
+struct ftvm_header {
+	char guid[FTVM_GUID_MAX];	 /**< its GUID, never truncated */
+	uint64_t size;			 /**< bytes asked for */
+	uint32_t block_size;		 /**< bytes per page */
+	uint64_t pages;			 /**< blocks in it */
+	char policy[40];		 /**< the policy it was made with */
+	char home[40];			 /**< the node it was made on */
+	char owner[40];			 /**< the node serving it now (home until a takeover) */
+	uint8_t header[FTVM_HEADER_MAX]; /**< the user header given to ftvm_alloc() */
+	size_t header_len;		 /**< bytes of header */
+};
+
+/**
+ * @brief Reads an allocation's header.
+ * @param c a connected client.
+ * @param guid the allocation.
+ * @param[out] ret filled in on success.
+ * @return 0, or -errno: -ENOENT (no such allocation), and the conventions above.
+ */
+FTVM_EXPORT int ftvm_header(struct ftvm_client *c, const char *guid, struct ftvm_header *ret);
+
+/**
+ * @brief Releases an allocation's memory on both nodes (seed 002 Fig. 9).
+ * @param c a connected client.
+ * @param guid the allocation.
+ * @return 0, or -errno: -ENOENT (no such allocation), -EBUSY (a page is
+ *         locked), -EHOSTUNREACH, and the conventions above.
+ */
+FTVM_EXPORT int ftvm_free(struct ftvm_client *c, const char *guid);
+
+/**
+ * @brief Lists the allocations the node knows: its own and its partner's.
+ * @param c a connected client.
+ * @param[out] ret an array of *ret_n headers, in the node's order, to be freed
+ *        with free(); NULL when there are none. Untouched on failure.
+ * @param[out] ret_n how many.
+ * @return 0 or -errno (see the conventions above).
+ */
+FTVM_EXPORT int ftvm_list(struct ftvm_client *c, struct ftvm_header **ret, size_t *ret_n);
+
+/** One storage medium of a node. */
+struct ftvm_media {
+	char type[16];	   /**< "dram", "flash", ... */
+	uint64_t capacity; /**< bytes */
+	uint64_t free;	   /**< bytes */
+};
+
+/** A node's capacities and queue depths (seed 002's sense request). */
+struct ftvm_sense {
+	struct ftvm_media media[4]; /**< the first n_media media the node reports */
+	size_t n_media;
+	uint64_t paging_queue;	    /**< requests waiting for a lock or for space */
+	uint64_t destage_queue;	    /**< pages waiting to be written to the store */
+	uint64_t replacement_queue; /**< frames waiting to be reclaimed */
+};
+
+/**
+ * @brief Asks the node for its capacities and queues.
+ * @param c a connected client.
+ * @param[out] ret filled in on success.
+ * @return 0 or -errno (see the conventions above).
+ */
+FTVM_EXPORT int ftvm_sense(struct ftvm_client *c, struct ftvm_sense *ret);
+
+/** The comparison of the two nodes' page tables and page checksums. */
+struct ftvm_verify {
+	bool equal;	      /**< both nodes hold the same allocations and pages */
+	uint64_t allocations; /**< allocations compared */
+	uint64_t pages;	      /**< pages compared */
+	char **differences;   /**< n_differences lines, each naming a guid and page */
+	size_t n_differences;
+};
+
+/**
+ * @brief Has the node compare its page table and page checksums with its partner's.
+ * @param c a connected client.
+ * @param[out] ret the result, to be freed with ftvm_verify_free(); zeroed
+ *        on failure, so freeing it is always safe.
+ * @return 0 whether or not the nodes are equal (see ret->equal), or -errno:
+ *         -EHOSTUNREACH (no partner to compare with), and the conventions above.
+ */
+FTVM_EXPORT int ftvm_verify(struct ftvm_client *c, struct ftvm_verify *ret);
+
+/**
+ * @brief Frees what ftvm_verify() allocated in @p v, and zeroes it.
+ * @param v a result, or NULL (nothing happens).
+ */
+FTVM_EXPORT void ftvm_verify_free(struct ftvm_verify *v);
 
 #ifdef __cplusplus
 }
