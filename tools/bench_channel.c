@@ -3,21 +3,18 @@
  * frames), against the floor: a bare blocking TCP ping-pong of the same byte
  * counts on loopback. Each side of each test runs in its own process, as two
  * nodes would. Prints p50 and p99 of both and their ratio. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <event2/event.h>
 
+#include "bench_common.h"
 #include "clock.h"
 #include "frame.h"
 #include "session.h"
@@ -35,32 +32,14 @@ struct bench {
 
 static uint16_t free_port(void)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sin);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	uint16_t port;
+	int r = bench_free_port(&port);
 
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&sin, &len) < 0) {
-		perror("free port");
+	if (r < 0) {
+		fprintf(stderr, "free port: %s\n", strerror(-r));
 		exit(1);
 	}
-	close(fd);
-	return ntohs(sin.sin_port);
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static uint64_t percentile(uint64_t *sorted, unsigned n, double p)
-{
-	unsigned i = (unsigned)(p * (n - 1) + 0.5);
-
-	return sorted[i];
+	return port;
 }
 
 static struct event_base *new_base(void)
@@ -186,69 +165,15 @@ static void bench_channel(struct bench *b)
 
 /* ---- the floor: bare TCP ping-pong ---- */
 
-static int full_io(int fd, void *buf, size_t len, bool writing)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = writing ? write(fd, p, len) : read(fd, p, len);
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static void nodelay(int fd)
-{
-	int one = 1;
-
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
 static void bench_floor(struct bench *b)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sin);
-	uint8_t buf[256] = { 0 };
-	int lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
-	pid_t child;
+	int r = bench_tcp_floor(b->request_bytes, b->reply_bytes, b->warmup, b->count,
+				b->samples_us);
 
-	if (bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(lfd, 1) < 0 ||
-	    getsockname(lfd, (struct sockaddr *)&sin, &len) < 0) {
-		perror("floor listen");
+	if (r < 0) {
+		fprintf(stderr, "floor: %s\n", strerror(-r));
 		exit(1);
 	}
-	child = fork();
-	if (child == 0) {
-		int cfd = accept(lfd, NULL, NULL);
-		nodelay(cfd);
-		while (full_io(cfd, buf, b->request_bytes, false) == 0 &&
-		       full_io(cfd, buf, b->reply_bytes, true) == 0)
-			;
-		_exit(0);
-	}
-	close(lfd);
-	fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
-		perror("floor connect");
-		exit(1);
-	}
-	nodelay(fd);
-	for (unsigned i = 0; i < b->warmup + b->count; i++) {
-		uint64_t t0 = clock_now_us();
-		if (full_io(fd, buf, b->request_bytes, true) < 0 ||
-		    full_io(fd, buf, b->reply_bytes, false) < 0) {
-			fprintf(stderr, "floor: connection lost\n");
-			exit(1);
-		}
-		if (i >= b->warmup)
-			b->samples_us[i - b->warmup] = clock_now_us() - t0;
-	}
-	close(fd);
-	waitpid(child, NULL, 0);
 }
 
 /* The frames the channel benchmark sends, so the floor moves as many bytes. */
@@ -280,9 +205,7 @@ static void wire_sizes(struct bench *b)
 static void report(const char *name, uint64_t *samples, unsigned n, uint64_t *ret_p50,
 		   uint64_t *ret_p99)
 {
-	qsort(samples, n, sizeof(*samples), cmp_u64);
-	*ret_p50 = percentile(samples, n, 0.50);
-	*ret_p99 = percentile(samples, n, 0.99);
+	bench_percentiles(samples, n, ret_p50, ret_p99);
 	printf("%-28s p50 %6llu us   p99 %6llu us   (%u round trips)\n", name,
 	       (unsigned long long)*ret_p50, (unsigned long long)*ret_p99, n);
 }

@@ -16,6 +16,8 @@ packages=(
 	clang-format
 	# tests/e2e and the demo: free ports (python3), `ftvmctl --json` (jq), processes
 	python3 jq procps iproute2
+	# for the benchmark's Redis reference (ftvm-bench-vmm); its system service is not used
+	redis-server
 )
 
 missing=()

@@ -1,0 +1,156 @@
+/* The pieces ftvm-bench-channel and ftvm-bench-vmm share; see bench_common.h. */
+#include "bench_common.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "clock.h"
+
+int bench_free_port(uint16_t *ret_port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&sin, &len) < 0)
+		r = -errno;
+	close(fd);
+	if (r == 0)
+		*ret_port = ntohs(sin.sin_port);
+	return r;
+}
+
+int bench_full_io(int fd, void *buf, size_t len, bool writing)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = writing ? write(fd, p, len) : read(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+void bench_nodelay(int fd)
+{
+	int one = 1;
+
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+void bench_percentiles(uint64_t *samples, unsigned n, uint64_t *ret_p50, uint64_t *ret_p99)
+{
+	if (n == 0) {
+		*ret_p50 = *ret_p99 = 0;
+		return;
+	}
+	qsort(samples, n, sizeof(*samples), cmp_u64);
+	*ret_p50 = samples[(unsigned)(0.50 * (n - 1) + 0.5)];
+	*ret_p99 = samples[(unsigned)(0.99 * (n - 1) + 0.5)];
+}
+
+/* The echoing side: answers each request with reply_bytes until the
+ * connection closes. Dies with its parent, so it never outlives the bench. */
+static void floor_child(int lfd, pid_t parent, uint8_t *buf, size_t request_bytes,
+			size_t reply_bytes)
+{
+	int fd;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(1);
+	fd = accept(lfd, NULL, NULL);
+	if (fd < 0)
+		_exit(1);
+	bench_nodelay(fd);
+	while (bench_full_io(fd, buf, request_bytes, false) == 0 &&
+	       bench_full_io(fd, buf, reply_bytes, true) == 0)
+		;
+	_exit(0);
+}
+
+int bench_tcp_floor(size_t request_bytes, size_t reply_bytes, unsigned warmup, unsigned count,
+		    uint64_t *samples_us)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sin);
+	size_t buf_len = request_bytes > reply_bytes ? request_bytes : reply_bytes;
+	uint8_t *buf = calloc(1, buf_len ? buf_len : 1);
+	pid_t parent = getpid(), child = -1;
+	int lfd = -1, fd = -1, r = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(lfd, 1) < 0 ||
+	    getsockname(lfd, (struct sockaddr *)&sin, &len) < 0) {
+		r = -errno;
+		goto out;
+	}
+	child = fork();
+	if (child < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (child == 0)
+		floor_child(lfd, parent, buf, request_bytes, reply_bytes);
+	close(lfd);
+	lfd = -1;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+		r = -errno;
+		goto out;
+	}
+	bench_nodelay(fd);
+	for (unsigned i = 0; i < warmup + count; i++) {
+		uint64_t t0 = clock_now_us();
+		r = bench_full_io(fd, buf, request_bytes, true);
+		if (r == 0)
+			r = bench_full_io(fd, buf, reply_bytes, false);
+		if (r < 0)
+			goto out;
+		if (i >= warmup)
+			samples_us[i - warmup] = clock_now_us() - t0;
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	if (lfd >= 0)
+		close(lfd);
+	if (child > 0) {
+		/* Closing our end ends the child's loop; the kill is for a child
+		 * still waiting in accept() because connect() failed. */
+		if (r < 0)
+			kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+	}
+	free(buf);
+	return r;
+}

@@ -1,0 +1,1068 @@
+/* ftvm-bench-vmm: what a controller sees of the mirrored memory manager,
+ * measured through libftvm against references taken in the same run.
+ *
+ *  1. references: a bare blocking TCP ping-pong on loopback (4 KiB and 64 KiB
+ *     out, a small answer back: the floor of a mirrored write), and Redis
+ *     synchronous replication (SET of 4 KiB then WAIT 1, a primary and a
+ *     replica on loopback), skipped when redis-server is not installed;
+ *  2. latency, p50 and p99, of each operation from a client of node a of a
+ *     pair of ftvmd this program starts: alloc+free, header, whole-page write
+ *     on a page node a owns and on one node b owns (b arbitrates the lock),
+ *     whole-page read;
+ *  3. page-write throughput with 1, 4 and 16 clients, each on its own
+ *     connection writing its own pages, split between the two nodes.
+ *
+ * Everything runs on 127.0.0.1 in a temporary directory; every process it
+ * starts dies with it (PR_SET_PDEATHSIG) and is stopped at the end (SIGTERM,
+ * SIGKILL after 5 s). Figures are printed, never asserted. */
+#define _GNU_SOURCE /* nftw */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_common.h"
+#include "clock.h"
+#include "ftvm.h"
+
+#define KIB 1024u
+#define SMALL_REPLY 64u		/* bytes: about a write's answer on the wire */
+#define START_DEADLINE_MS 10000 /* for a daemon to serve and the pair to link */
+#define STOP_GRACE_MS 5000	/* SIGTERM, then SIGKILL */
+#define PAGES_PER_ALLOC 16	/* pages cycled through by each writer */
+#define IO_TIMEOUT_S 5		/* a Redis reply later than this ends the run */
+
+static const unsigned thread_counts[] = { 1, 4, 16 };
+static const size_t block_sizes[] = { 4 * KIB, 64 * KIB };
+
+struct proc {
+	const char *name;
+	pid_t pid;
+	char log[PATH_MAX];
+};
+
+/* One line of the latency table. floor_p50 == 0: no ratio printed. */
+struct row {
+	char name[48];
+	uint64_t p50, p99;
+	uint64_t floor_p50;
+	const char *note; /* printed instead of figures when set */
+};
+
+struct bench {
+	unsigned count, warmup, seconds;
+	char ftvmd[PATH_MAX];
+	char dir[200]; /* short: the unix sockets live in it */
+	char sock[2][PATH_MAX];
+	struct proc nodes[2];
+	uint64_t *samples;
+	struct row rows[16];
+	size_t n_rows;
+	uint64_t floor_4k, floor_64k, redis_p50;
+	struct {
+		size_t block;
+		unsigned clients;
+		double mb_s, writes_s;
+	} tput[6];
+	size_t n_tput;
+};
+
+/* ---- processes ---- */
+
+/* Starts argv[0] (found in PATH when it has no '/') with stdout and stderr
+ * appended to log, stdin from /dev/null. The child dies with us. */
+static int spawn(char *const argv[], const char *log, pid_t *ret_pid)
+{
+	pid_t parent = getpid(), pid = fork();
+	int fd;
+
+	if (pid < 0)
+		return -errno;
+	if (pid > 0) {
+		*ret_pid = pid;
+		return 0;
+	}
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(127);
+	fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		_exit(127);
+	dup2(fd, STDOUT_FILENO);
+	dup2(fd, STDERR_FILENO);
+	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		dup2(fd, STDIN_FILENO);
+	signal(SIGPIPE, SIG_DFL);
+	execvp(argv[0], argv);
+	fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+	_exit(127);
+}
+
+/* Whether the process has exited; reaps it and says how. */
+static bool proc_exited(struct proc *p)
+{
+	int status;
+
+	if (p->pid <= 0)
+		return true;
+	if (waitpid(p->pid, &status, WNOHANG) != p->pid)
+		return false;
+	if (WIFSIGNALED(status))
+		fprintf(stderr, "%s (pid %d) was killed by signal %d; its log: %s\n", p->name,
+			(int)p->pid, WTERMSIG(status), p->log);
+	else
+		fprintf(stderr, "%s (pid %d) exited with status %d; its log: %s\n", p->name,
+			(int)p->pid, WEXITSTATUS(status), p->log);
+	p->pid = -1;
+	return true;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static void proc_stop(struct proc *p)
+{
+	uint64_t deadline = clock_now_ms() + STOP_GRACE_MS;
+
+	if (p->pid <= 0)
+		return;
+	kill(p->pid, SIGTERM);
+	while (waitpid(p->pid, NULL, WNOHANG) == 0) {
+		if (clock_now_ms() >= deadline) {
+			fprintf(stderr, "%s (pid %d) still running %d ms after SIGTERM: SIGKILL\n",
+				p->name, (int)p->pid, STOP_GRACE_MS);
+			kill(p->pid, SIGKILL);
+			waitpid(p->pid, NULL, 0);
+			break;
+		}
+		sleep_ms(10);
+	}
+	p->pid = -1;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	return remove(path) < 0 ? -1 : 0;
+}
+
+/* ---- the pair ---- */
+
+/* The ftvmd of this build tree: ../node/ftvmd from the directory of the
+ * running binary (argv[0] when /proc is not there to say). */
+static void default_ftvmd(const char *argv0, char *out, size_t out_len)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n > 0)
+		self[n] = '\0';
+	else
+		snprintf(self, sizeof(self), "%s", argv0);
+	snprintf(out, out_len, "%s/../node/ftvmd", dirname(self));
+}
+
+static int write_config(struct bench *b, int i, uint16_t port, uint16_t partner)
+{
+	char path[PATH_MAX + 16];
+	const char id = (char)('a' + i);
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%c.conf", b->dir, id);
+	f = fopen(path, "we");
+	if (!f)
+		return -errno;
+	fprintf(f,
+		"# written by ftvm-bench-vmm\n"
+		"[node]\n"
+		"id = %c\n"
+		"listen = 127.0.0.1:%u\n"
+		"partner = 127.0.0.1:%u\n"
+		"socket = %c.sock\n"
+		"state_dir = %c\n"
+		"[memory]\n"
+		"size = 128M\n"
+		"[store]\n"
+		"path = shared/store\n"
+		"[failover]\n"
+		"heartbeat_ms = 100\n"
+		"dead_after_ms = 2000\n"
+		"[policy big]\n"
+		"block_size = 64K\n",
+		id, port, partner, id, id);
+	if (fclose(f) != 0)
+		return -errno;
+	return 0;
+}
+
+/* Connects to a node, retrying while its socket is not there yet. */
+static int connect_node(struct bench *b, int i, uint64_t deadline, struct ftvm_client **ret)
+{
+	int r;
+
+	for (;;) {
+		r = ftvm_connect(b->sock[i], ret);
+		if (r == 0)
+			return 0;
+		if (proc_exited(&b->nodes[i]))
+			return -ECHILD;
+		if (clock_now_ms() >= deadline) {
+			fprintf(stderr, "node %s does not serve on %s after %d ms: %s\n",
+				b->nodes[i].name, b->sock[i], START_DEADLINE_MS, ftvm_strerror(r));
+			return r;
+		}
+		sleep_ms(10);
+	}
+}
+
+static bool linked(const struct ftvm_node_status *st)
+{
+	return strcmp(st->partner_link, "up") == 0 && strcmp(st->state, "active") == 0;
+}
+
+static int pair_start(struct bench *b)
+{
+	struct ftvm_client *c[2] = { NULL, NULL };
+	struct ftvm_node_status st[2];
+	uint16_t port[2];
+	uint64_t deadline;
+	int r;
+
+	for (int i = 0; i < 2; i++) {
+		r = bench_free_port(&port[i]);
+		if (r < 0) {
+			fprintf(stderr, "no free port: %s\n", strerror(-r));
+			return r;
+		}
+	}
+	for (int i = 0; i < 2; i++) {
+		char conf[PATH_MAX + 16];
+		char *argv[] = { b->ftvmd, "--config", conf, NULL };
+
+		r = write_config(b, i, port[i], port[1 - i]);
+		if (r < 0) {
+			fprintf(stderr, "cannot write %s/%c.conf: %s\n", b->dir, 'a' + i,
+				strerror(-r));
+			return r;
+		}
+		snprintf(conf, sizeof(conf), "%s/%c.conf", b->dir, 'a' + i);
+		snprintf(b->sock[i], sizeof(b->sock[i]), "%s/%c.sock", b->dir, 'a' + i);
+		snprintf(b->nodes[i].log, sizeof(b->nodes[i].log), "%s/%c.log", b->dir, 'a' + i);
+		r = spawn(argv, b->nodes[i].log, &b->nodes[i].pid);
+		if (r < 0) {
+			fprintf(stderr, "cannot start %s: %s\n", b->ftvmd, strerror(-r));
+			return r;
+		}
+	}
+
+	deadline = clock_now_ms() + START_DEADLINE_MS;
+	for (int i = 0; i < 2; i++) {
+		r = connect_node(b, i, deadline, &c[i]);
+		if (r < 0)
+			goto out;
+	}
+	for (;;) {
+		for (int i = 0; i < 2; i++) {
+			r = ftvm_status(c[i], &st[i]);
+			if (r < 0) {
+				fprintf(stderr, "status of node %s: %s: %s\n", b->nodes[i].name,
+					ftvm_strerror(r), ftvm_last_error(c[i]));
+				goto out;
+			}
+		}
+		if (linked(&st[0]) && linked(&st[1]))
+			break;
+		if (clock_now_ms() >= deadline) {
+			fprintf(stderr,
+				"the pair did not link within %d ms: a is %s (link %s), b is %s "
+				"(link %s); logs in %s\n",
+				START_DEADLINE_MS, st[0].state, st[0].partner_link, st[1].state,
+				st[1].partner_link, b->dir);
+			r = -ETIMEDOUT;
+			goto out;
+		}
+		sleep_ms(10);
+	}
+	printf("pair: ftvmd %s, a pid %d, b pid %d, transport %s, page %u bytes, in %s\n", b->ftvmd,
+	       (int)b->nodes[0].pid, (int)b->nodes[1].pid, st[0].transport, st[0].page_size,
+	       b->dir);
+	r = 0;
+out:
+	ftvm_disconnect(c[0]);
+	ftvm_disconnect(c[1]);
+	return r;
+}
+
+/* ---- the table ---- */
+
+__attribute__((format(printf, 2, 3))) static struct row *row_add(struct bench *b, const char *fmt,
+								 ...)
+{
+	struct row *row = &b->rows[b->n_rows++];
+	va_list ap;
+
+	memset(row, 0, sizeof(*row));
+	va_start(ap, fmt);
+	vsnprintf(row->name, sizeof(row->name), fmt, ap);
+	va_end(ap);
+	return row;
+}
+
+static void row_set(struct bench *b, struct row *row, uint64_t floor_p50)
+{
+	bench_percentiles(b->samples, b->count, &row->p50, &row->p99);
+	row->floor_p50 = floor_p50;
+}
+
+static const char *size_name(size_t bytes)
+{
+	return bytes == 4 * KIB ? "4 KiB" : "64 KiB";
+}
+
+/* ---- references ---- */
+
+static int bench_floors(struct bench *b)
+{
+	for (size_t k = 0; k < 2; k++) {
+		size_t bytes = block_sizes[k];
+		struct row *row = row_add(b, "bare TCP %s ping-pong (floor)", size_name(bytes));
+		int r = bench_tcp_floor(bytes, SMALL_REPLY, b->warmup, b->count, b->samples);
+
+		if (r < 0) {
+			fprintf(stderr, "floor %s: %s\n", size_name(bytes), strerror(-r));
+			return r;
+		}
+		row_set(b, row, 0);
+		if (bytes == 4 * KIB)
+			b->floor_4k = row->p50;
+		else
+			b->floor_64k = row->p50;
+	}
+	return 0;
+}
+
+/* A RESP reader: enough for the simple, error, integer and bulk replies the
+ * commands used here get. */
+struct resp {
+	int fd;
+	char buf[4096];
+	size_t head, tail;
+};
+
+static int resp_fill(struct resp *r)
+{
+	ssize_t n;
+
+	if (r->head == r->tail)
+		r->head = r->tail = 0;
+	if (r->tail == sizeof(r->buf)) {
+		memmove(r->buf, r->buf + r->head, r->tail - r->head);
+		r->tail -= r->head;
+		r->head = 0;
+	}
+	do
+		n = read(r->fd, r->buf + r->tail, sizeof(r->buf) - r->tail);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EAGAIN ? -ETIMEDOUT : -errno;
+	if (n == 0)
+		return -ECONNRESET;
+	r->tail += (size_t)n;
+	return 0;
+}
+
+/* One line without its CRLF, cut to out_len - 1. */
+static int resp_line(struct resp *r, char *out, size_t out_len)
+{
+	size_t used = 0;
+
+	for (;;) {
+		char *lf = memchr(r->buf + r->head, '\n', r->tail - r->head);
+		size_t n = lf ? (size_t)(lf - (r->buf + r->head)) + 1 : r->tail - r->head;
+		size_t take = n < out_len - 1 - used ? n : out_len - 1 - used;
+		int e;
+
+		memcpy(out + used, r->buf + r->head, take);
+		used += take;
+		r->head += n;
+		if (lf)
+			break;
+		e = resp_fill(r);
+		if (e < 0)
+			return e;
+	}
+	while (used && (out[used - 1] == '\n' || out[used - 1] == '\r'))
+		used--;
+	out[used] = '\0';
+	return 0;
+}
+
+/* One reply: its type byte in *ret_type and its text (a bulk string's
+ * contents, cut to out_len - 1) in out. */
+static int resp_reply(struct resp *r, char *out, size_t out_len, char *ret_type)
+{
+	char line[128];
+	long len;
+	int e = resp_line(r, line, sizeof(line));
+
+	if (e < 0)
+		return e;
+	*ret_type = line[0];
+	if (line[0] != '$') {
+		snprintf(out, out_len, "%s", line + (line[0] ? 1 : 0));
+		return line[0] == '+' || line[0] == ':' || line[0] == '-' ? 0 : -EBADMSG;
+	}
+	len = strtol(line + 1, NULL, 10);
+	out[0] = '\0';
+	if (len < 0)
+		return 0;
+	for (size_t used = 0, want = (size_t)len + 2; want;) {
+		size_t n = r->tail - r->head < want ? r->tail - r->head : want;
+		size_t take = used + n < out_len - 1 ? n : out_len - 1 - used;
+
+		memcpy(out + used, r->buf + r->head, take);
+		used += take;
+		out[used] = '\0';
+		r->head += n;
+		want -= n;
+		if (want && (e = resp_fill(r)) < 0)
+			return e;
+	}
+	return 0;
+}
+
+static int redis_connect(uint16_t port, uint64_t deadline, struct resp *r)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				   .sin_port = htons(port) };
+	struct timeval tv = { .tv_sec = IO_TIMEOUT_S };
+
+	for (;;) {
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		if (fd < 0)
+			return -errno;
+		if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0) {
+			bench_nodelay(fd);
+			setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+			memset(r, 0, sizeof(*r));
+			r->fd = fd;
+			return 0;
+		}
+		close(fd);
+		if (clock_now_ms() >= deadline)
+			return -ETIMEDOUT;
+		sleep_ms(10);
+	}
+}
+
+/* Whether INFO replication on r says field:value. */
+static int redis_info_has(struct resp *r, const char *field_value)
+{
+	static const char cmd[] = "*2\r\n$4\r\nINFO\r\n$11\r\nreplication\r\n";
+	char text[4096], type;
+	int e = bench_full_io(r->fd, (void *)cmd, strlen(cmd), true);
+
+	if (e == 0)
+		e = resp_reply(r, text, sizeof(text), &type);
+	if (e < 0)
+		return e;
+	return strstr(text, field_value) != NULL;
+}
+
+static bool have_program(const char *name)
+{
+	const char *path = getenv("PATH");
+	char dir[PATH_MAX];
+
+	for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+		size_t n = strcspn(p, ":");
+		snprintf(dir, sizeof(dir), "%.*s/%s", (int)n, p, name);
+		if (access(dir, X_OK) == 0)
+			return true;
+		p += n + (p[n] == ':');
+	}
+	return false;
+}
+
+static int redis_measure(struct bench *b, struct resp *primary)
+{
+	static const char set_hdr[] = "*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$4096\r\n";
+	static const char wait_cmd[] = "\r\n*3\r\n$4\r\nWAIT\r\n$1\r\n1\r\n$4\r\n1000\r\n";
+	size_t len = strlen(set_hdr) + 4096 + strlen(wait_cmd);
+	char *cmd = malloc(len), *value;
+	char text[128], type;
+	int e = 0;
+
+	if (!cmd)
+		return -ENOMEM;
+	value = cmd + strlen(set_hdr);
+	memcpy(cmd, set_hdr, strlen(set_hdr));
+	memset(value, 'v', 4096);
+	memcpy(value + 4096, wait_cmd, strlen(wait_cmd));
+	for (unsigned i = 0; i < b->warmup + b->count; i++) {
+		uint64_t t0 = clock_now_us();
+
+		/* SET and WAIT in one write, as a client that pipelines them would:
+		 * one client round trip, as a page write is. */
+		memcpy(value, &i, sizeof(i));
+		e = bench_full_io(primary->fd, cmd, len, true);
+		if (e == 0)
+			e = resp_reply(primary, text, sizeof(text), &type);
+		if (e == 0 && type != '+')
+			e = -EBADMSG;
+		if (e == 0)
+			e = resp_reply(primary, text, sizeof(text), &type);
+		if (e < 0 || type != ':' || strcmp(text, "1") != 0) {
+			fprintf(stderr, "redis: SET + WAIT 1 answered %c%s: %s\n", type, text,
+				e < 0 ? strerror(-e) : "the replica did not acknowledge in 1 s");
+			e = e < 0 ? e : -ETIMEDOUT;
+			break;
+		}
+		if (i >= b->warmup)
+			b->samples[i - b->warmup] = clock_now_us() - t0;
+	}
+	free(cmd);
+	return e;
+}
+
+/* Redis synchronous replication: a primary and a replica on loopback, no
+ * persistence on either (ftvm's pages are not on disk yet either). */
+static int bench_redis(struct bench *b)
+{
+	struct row *row = row_add(b, "redis SET 4 KiB + WAIT 1");
+	struct proc p[2] = { { .name = "redis primary" }, { .name = "redis replica" } };
+	struct resp conn[2] = { { .fd = -1 }, { .fd = -1 } };
+	char port_s[2][8], dir[2][PATH_MAX + 16];
+	uint16_t port[2];
+	uint64_t deadline;
+	int r;
+
+	if (!have_program("redis-server")) {
+		row->note = "skipped (redis-server not installed)";
+		printf("redis: skipped (redis-server not installed)\n");
+		return 0;
+	}
+	for (int i = 0; i < 2; i++) {
+		r = bench_free_port(&port[i]);
+		if (r < 0)
+			return r;
+		snprintf(port_s[i], sizeof(port_s[i]), "%u", port[i]);
+		snprintf(dir[i], sizeof(dir[i]), "%s/redis-%d", b->dir, i);
+		snprintf(p[i].log, sizeof(p[i].log), "%s/redis-%d.log", b->dir, i);
+		if (mkdir(dir[i], 0700) < 0)
+			return -errno;
+	}
+	for (int i = 0; i < 2; i++) {
+		char *argv[] = { "redis-server", "--port",  port_s[i], "--bind",
+				 "127.0.0.1",	 "--save",  "",	       "--appendonly",
+				 "no",		 "--dir",   dir[i],    "--replicaof",
+				 "127.0.0.1",	 port_s[0], NULL };
+
+		if (i == 0)
+			argv[11] = NULL; /* the primary replicates nothing */
+		r = spawn(argv, p[i].log, &p[i].pid);
+		if (r < 0)
+			goto out;
+	}
+	deadline = clock_now_ms() + START_DEADLINE_MS;
+	for (int i = 0; i < 2; i++) {
+		r = redis_connect(port[i], deadline, &conn[i]);
+		if (r < 0) {
+			fprintf(stderr, "redis: cannot reach %s on port %u: %s\n", p[i].name,
+				port[i], strerror(-r));
+			goto out;
+		}
+	}
+	while ((r = redis_info_has(&conn[1], "master_link_status:up")) == 0) {
+		if (proc_exited(&p[0]) || proc_exited(&p[1]) || clock_now_ms() >= deadline) {
+			fprintf(stderr, "redis: the replica did not link within %d ms\n",
+				START_DEADLINE_MS);
+			r = -ETIMEDOUT;
+			goto out;
+		}
+		sleep_ms(10);
+	}
+	if (r < 0)
+		goto out;
+	r = redis_measure(b, &conn[0]);
+	if (r < 0)
+		goto out;
+	row_set(b, row, b->floor_4k);
+	b->redis_p50 = row->p50;
+out:
+	for (int i = 0; i < 2; i++) {
+		if (conn[i].fd >= 0)
+			close(conn[i].fd);
+		proc_stop(&p[i]);
+	}
+	if (r < 0)
+		fprintf(stderr, "redis: logs in %s\n", b->dir);
+	return r;
+}
+
+/* ---- ftvm latency ---- */
+
+struct op {
+	struct ftvm_client *c;
+	const char *guid;
+	uint64_t pages;
+	uint8_t *buf;
+	size_t len;
+};
+
+typedef int (*op_fn)(struct op *op, unsigned i);
+
+static int op_alloc_free(struct op *op, unsigned i)
+{
+	struct ftvm_alloc_info info;
+	int r = ftvm_alloc(op->c, 4 * KIB, NULL, true, NULL, 0, &info);
+
+	return r < 0 ? r : ftvm_free(op->c, info.guid);
+}
+
+static int op_header(struct op *op, unsigned i)
+{
+	struct ftvm_header h;
+
+	return ftvm_header(op->c, op->guid, &h);
+}
+
+static int op_write(struct op *op, unsigned i)
+{
+	memcpy(op->buf, &i, sizeof(i)); /* each write new contents */
+	return ftvm_write_page(op->c, op->guid, i % op->pages, op->buf, op->len, NULL);
+}
+
+static int op_read(struct op *op, unsigned i)
+{
+	size_t got;
+
+	return ftvm_read_page(op->c, op->guid, i % op->pages, op->buf, op->len, &got, NULL);
+}
+
+static int measure(struct bench *b, struct row *row, op_fn fn, struct op *op, uint64_t floor_p50)
+{
+	for (unsigned i = 0; i < b->warmup + b->count; i++) {
+		uint64_t t0 = clock_now_us();
+		int r = fn(op, i);
+
+		if (r < 0) {
+			fprintf(stderr, "%s: %s: %s\n", row->name, ftvm_strerror(r),
+				ftvm_last_error(op->c));
+			return r;
+		}
+		if (i >= b->warmup)
+			b->samples[i - b->warmup] = clock_now_us() - t0;
+	}
+	row_set(b, row, floor_p50);
+	return 0;
+}
+
+static int alloc_pages(struct ftvm_client *c, size_t block, uint64_t pages,
+		       struct ftvm_alloc_info *ret)
+{
+	int r = ftvm_alloc(c, block * pages, block == 4 * KIB ? NULL : "big", true, NULL, 0, ret);
+
+	if (r < 0)
+		fprintf(stderr, "alloc of %llu pages of %zu bytes: %s: %s\n",
+			(unsigned long long)pages, block, ftvm_strerror(r), ftvm_last_error(c));
+	else if (ret->block_size != block)
+		fprintf(stderr, "alloc: block size %u, wanted %zu\n", ret->block_size, block);
+	return r < 0 ? r : ret->block_size == block ? 0 : -EPROTO;
+}
+
+static int bench_latency(struct bench *b)
+{
+	struct ftvm_client *a = NULL, *bc = NULL;
+	struct ftvm_alloc_info here[2], there[2];
+	uint8_t *buf = malloc(64 * KIB);
+	struct op op = { .buf = buf, .pages = PAGES_PER_ALLOC };
+	int r, n_here = 0, n_there = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	memset(buf, 0x5a, 64 * KIB);
+	r = ftvm_connect(b->sock[0], &a);
+	if (r == 0)
+		r = ftvm_connect(b->sock[1], &bc);
+	if (r < 0) {
+		fprintf(stderr, "connect: %s\n", ftvm_strerror(r));
+		goto out;
+	}
+	op.c = a;
+	for (; n_here < 2; n_here++) {
+		r = alloc_pages(a, block_sizes[n_here], PAGES_PER_ALLOC, &here[n_here]);
+		if (r < 0)
+			goto out;
+	}
+	for (; n_there < 2; n_there++) {
+		r = alloc_pages(bc, block_sizes[n_there], PAGES_PER_ALLOC, &there[n_there]);
+		if (r < 0)
+			goto out;
+	}
+
+	r = measure(b, row_add(b, "alloc + free 4 KiB"), op_alloc_free, &op, 0);
+	if (r < 0)
+		goto out;
+	op.guid = here[0].guid;
+	r = measure(b, row_add(b, "header"), op_header, &op, 0);
+	if (r < 0)
+		goto out;
+	for (size_t k = 0; k < 2; k++) {
+		uint64_t floor_p50 = k == 0 ? b->floor_4k : b->floor_64k;
+
+		op.len = block_sizes[k];
+		op.guid = here[k].guid;
+		r = measure(b, row_add(b, "write_page %s, owned here", size_name(op.len)), op_write,
+			    &op, floor_p50);
+		if (r < 0)
+			goto out;
+		op.guid = there[k].guid;
+		r = measure(b, row_add(b, "write_page %s, owned by partner", size_name(op.len)),
+			    op_write, &op, floor_p50);
+		if (r < 0)
+			goto out;
+	}
+	for (size_t k = 0; k < 2; k++) {
+		op.len = block_sizes[k];
+		op.guid = here[k].guid;
+		r = measure(b, row_add(b, "read_page %s", size_name(op.len)), op_read, &op,
+			    k == 0 ? b->floor_4k : b->floor_64k);
+		if (r < 0)
+			goto out;
+	}
+out:
+	while (n_there-- > 0)
+		ftvm_free(bc, there[n_there].guid);
+	while (n_here-- > 0)
+		ftvm_free(a, here[n_here].guid);
+	ftvm_disconnect(bc);
+	ftvm_disconnect(a);
+	free(buf);
+	return r;
+}
+
+/* ---- ftvm throughput ---- */
+
+struct writer {
+	pthread_t thread;
+	const char *sock;
+	size_t block;
+	unsigned seconds;
+	pthread_barrier_t *start;
+	uint64_t writes, t_start, t_end;
+	int r;
+	char error[256];
+};
+
+static void *writer_run(void *arg)
+{
+	struct writer *w = arg;
+	struct ftvm_client *c = NULL;
+	struct ftvm_alloc_info info = { .guid = "" };
+	uint8_t *buf = malloc(w->block);
+	uint64_t deadline;
+
+	if (!buf)
+		w->r = -ENOMEM;
+	else if ((w->r = ftvm_connect(w->sock, &c)) < 0)
+		snprintf(w->error, sizeof(w->error), "connect %s: %s", w->sock,
+			 ftvm_strerror(w->r));
+	else if ((w->r = ftvm_alloc(c, w->block * PAGES_PER_ALLOC,
+				    w->block == 4 * KIB ? NULL : "big", true, NULL, 0, &info)) < 0)
+		snprintf(w->error, sizeof(w->error), "alloc: %s: %s", ftvm_strerror(w->r),
+			 ftvm_last_error(c));
+	if (buf)
+		memset(buf, 0xa5, w->block);
+	/* Everyone meets here, also after a failure, so nobody waits forever. */
+	pthread_barrier_wait(w->start);
+	w->t_start = clock_now_us();
+	deadline = w->t_start + (uint64_t)w->seconds * 1000000;
+	while (w->r == 0) {
+		uint64_t now;
+
+		memcpy(buf, &w->writes, sizeof(w->writes));
+		w->r = ftvm_write_page(c, info.guid, w->writes % PAGES_PER_ALLOC, buf, w->block,
+				       NULL);
+		if (w->r < 0) {
+			snprintf(w->error, sizeof(w->error), "write_page %s: %s: %s", info.guid,
+				 ftvm_strerror(w->r), ftvm_last_error(c));
+			break;
+		}
+		w->writes++;
+		now = clock_now_us();
+		if (now >= deadline) {
+			w->t_end = now;
+			break;
+		}
+	}
+	if (info.guid[0])
+		ftvm_free(c, info.guid);
+	ftvm_disconnect(c);
+	free(buf);
+	return NULL;
+}
+
+static int bench_throughput_one(struct bench *b, size_t block, unsigned clients)
+{
+	struct writer *w = calloc(clients, sizeof(*w));
+	pthread_barrier_t start;
+	uint64_t writes = 0, t0 = UINT64_MAX, t1 = 0;
+	unsigned started = 0;
+	int r = 0;
+
+	if (!w)
+		return -ENOMEM;
+	pthread_barrier_init(&start, NULL, clients);
+	for (; started < clients; started++) {
+		struct writer *x = &w[started];
+
+		x->sock = b->sock[clients > 1 ? started % 2 : 0];
+		x->block = block;
+		x->seconds = b->seconds;
+		x->start = &start;
+		r = -pthread_create(&x->thread, NULL, writer_run, x);
+		if (r < 0) {
+			/* The barrier counts on every thread: none can be missing. */
+			fprintf(stderr, "pthread_create: %s\n", strerror(-r));
+			exit(1);
+		}
+	}
+	for (unsigned i = 0; i < clients; i++) {
+		pthread_join(w[i].thread, NULL);
+		if (w[i].r < 0 && r == 0) {
+			fprintf(stderr, "throughput %s, %u clients, client %u: %s\n",
+				size_name(block), clients, i, w[i].error);
+			r = w[i].r;
+		}
+		writes += w[i].writes;
+		t0 = w[i].t_start < t0 ? w[i].t_start : t0;
+		t1 = w[i].t_end > t1 ? w[i].t_end : t1;
+	}
+	pthread_barrier_destroy(&start);
+	free(w);
+	if (r == 0) {
+		double secs = (double)(t1 - t0) / 1e6;
+
+		b->tput[b->n_tput].block = block;
+		b->tput[b->n_tput].clients = clients;
+		b->tput[b->n_tput].writes_s = (double)writes / secs;
+		b->tput[b->n_tput].mb_s = (double)writes * (double)block / secs / 1e6;
+		b->n_tput++;
+	}
+	return r;
+}
+
+static int bench_throughput(struct bench *b)
+{
+	for (size_t k = 0; k < 2; k++)
+		for (size_t t = 0; t < sizeof(thread_counts) / sizeof(thread_counts[0]); t++) {
+			int r = bench_throughput_one(b, block_sizes[k], thread_counts[t]);
+			if (r < 0)
+				return r;
+		}
+	return 0;
+}
+
+/* ---- output ---- */
+
+static void print_table(const struct bench *b)
+{
+	const struct row *own4 = NULL, *partner4 = NULL;
+
+	printf("\n%-38s %8s %8s   %s\n", "operation", "p50 us", "p99 us", "vs floor(p50)");
+	for (size_t i = 0; i < b->n_rows; i++) {
+		const struct row *row = &b->rows[i];
+
+		if (row->note) {
+			printf("%-38s %s\n", row->name, row->note);
+			continue;
+		}
+		printf("%-38s %8llu %8llu", row->name, (unsigned long long)row->p50,
+		       (unsigned long long)row->p99);
+		if (row->floor_p50)
+			printf("   %6.2fx", (double)row->p50 / (double)row->floor_p50);
+		printf("\n");
+		if (strcmp(row->name, "write_page 4 KiB, owned here") == 0)
+			own4 = row;
+		if (strcmp(row->name, "write_page 4 KiB, owned by partner") == 0)
+			partner4 = row;
+	}
+	printf("(%u samples per operation after %u warm-up; client on node a; writes and reads\n"
+	       " compare with the floor of their own size, Redis with the 4 KiB floor)\n",
+	       b->count, b->warmup);
+
+	printf("\n%-10s %7s %8s %10s %10s\n", "throughput", "block", "clients", "MB/s", "writes/s");
+	for (size_t i = 0; i < b->n_tput; i++)
+		printf("%-10s %7s %8u %10.1f %10.0f\n", "", size_name(b->tput[i].block),
+		       b->tput[i].clients, b->tput[i].mb_s, b->tput[i].writes_s);
+	printf("(whole-page writes for %u s, each client its own connection and pages, "
+	       "clients alternating\n between node a and node b; MB = 10^6 bytes)\n",
+	       b->seconds);
+
+	if (!own4 || !partner4 || !b->floor_4k)
+		return;
+	printf("\naims (issue), whole-page 4 KiB write at p50:\n");
+	printf("  within 1.5x the floor:  owned here %.2fx, owned by partner %.2fx: %s\n",
+	       (double)own4->p50 / (double)b->floor_4k, (double)partner4->p50 / (double)b->floor_4k,
+	       own4->p50 * 2 <= b->floor_4k * 3 && partner4->p50 * 2 <= b->floor_4k * 3
+		       ? "met"
+		       : "not met");
+	if (b->redis_p50)
+		printf("  faster than Redis:      owned here %llu us, owned by partner %llu us, "
+		       "Redis %llu us: %s\n",
+		       (unsigned long long)own4->p50, (unsigned long long)partner4->p50,
+		       (unsigned long long)b->redis_p50,
+		       own4->p50 < b->redis_p50 && partner4->p50 < b->redis_p50 ? "met"
+										: "not met");
+	else
+		printf("  faster than Redis:      not measured (redis-server not installed)\n");
+}
+
+/* ---- main ---- */
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: ftvm-bench-vmm [--count N] [--seconds S] [--ftvmd PATH]\n"
+		"Starts a pair of ftvmd on loopback and measures libftvm's latency and page-write\n"
+		"throughput against a bare TCP ping-pong and Redis synchronous replication.\n"
+		"  --count N      latency samples per operation (default 2000)\n"
+		"  --seconds S    duration of each throughput run (default 3)\n"
+		"  --ftvmd PATH   the daemon to start (default: ../node/ftvmd from this binary's "
+		"directory)\n"
+		"  --help         this text\n");
+}
+
+static int parse_unsigned(const char *opt, const char *s, unsigned max, unsigned *ret)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v == 0 || v > max) {
+		fprintf(stderr, "ftvm-bench-vmm: %s wants a whole number from 1 to %u, not '%s'\n",
+			opt, max, s);
+		return -EINVAL;
+	}
+	*ret = (unsigned)v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "count", required_argument, NULL, 'n' },
+		{ "seconds", required_argument, NULL, 's' },
+		{ "ftvmd", required_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct bench b = {
+		.count = 2000,
+		.seconds = 3,
+		.nodes = { { .name = "ftvmd a", .pid = -1 }, { .name = "ftvmd b", .pid = -1 } },
+	};
+	const char *tmp = getenv("TMPDIR");
+	int c, r;
+
+	while ((c = getopt_long(argc, argv, "n:s:d:h", options, NULL)) != -1) {
+		switch (c) {
+		case 'n':
+			if (parse_unsigned("--count", optarg, 10000000, &b.count) < 0)
+				return 2;
+			break;
+		case 's':
+			if (parse_unsigned("--seconds", optarg, 3600, &b.seconds) < 0)
+				return 2;
+			break;
+		case 'd':
+			if (snprintf(b.ftvmd, sizeof(b.ftvmd), "%s", optarg) >=
+			    (int)sizeof(b.ftvmd)) {
+				fprintf(stderr, "ftvm-bench-vmm: --ftvmd path too long\n");
+				return 2;
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "ftvm-bench-vmm: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (!b.ftvmd[0])
+		default_ftvmd(argv[0], b.ftvmd, sizeof(b.ftvmd));
+	if (access(b.ftvmd, X_OK) < 0) {
+		fprintf(stderr, "ftvm-bench-vmm: no ftvmd at %s (%s); name it with --ftvmd PATH\n",
+			b.ftvmd, strerror(errno));
+		return 1;
+	}
+	b.warmup = b.count / 10 ? b.count / 10 : 1;
+	b.samples = calloc(b.count, sizeof(*b.samples));
+	if (!b.samples)
+		return 1;
+	if (snprintf(b.dir, sizeof(b.dir), "%s/ftvm-bench-vmm.XXXXXX",
+		     tmp && *tmp ? tmp : "/tmp") >= (int)sizeof(b.dir)) {
+		fprintf(stderr, "ftvm-bench-vmm: TMPDIR is too long for unix socket paths\n");
+		free(b.samples);
+		return 1;
+	}
+	if (!mkdtemp(b.dir)) {
+		fprintf(stderr, "ftvm-bench-vmm: mkdtemp %s: %s\n", b.dir, strerror(errno));
+		free(b.samples);
+		return 1;
+	}
+	signal(SIGPIPE, SIG_IGN);
+
+	r = bench_floors(&b);
+	if (r == 0)
+		r = bench_redis(&b);
+	if (r == 0)
+		r = pair_start(&b);
+	if (r == 0)
+		r = bench_latency(&b);
+	if (r == 0)
+		r = bench_throughput(&b);
+	for (int i = 0; i < 2; i++)
+		if (!proc_exited(&b.nodes[i]))
+			proc_stop(&b.nodes[i]);
+	if (r == 0) {
+		print_table(&b);
+		nftw(b.dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	} else {
+		fprintf(stderr, "ftvm-bench-vmm: failed; configs and logs kept in %s\n", b.dir);
+	}
+	free(b.samples);
+	return r == 0 ? 0 : 1;
+}
