@@ -5,17 +5,28 @@
  * calling call() and copying the answer out. Replies with another id are
  * answers to earlier calls that timed out on this side, and are skipped.
  *
+ * Threads: a client may be shared. call() holds c->lock from sending the
+ * request to consuming its reply, so the connection state (fd, rbuf, next_id,
+ * broken) is only touched under it; everything else in struct ftvm_client is
+ * set once in ftvm_connect(). The reason of a failure is not client state: it
+ * lives in thread-local storage (struct last_error), tagged with the client's
+ * serial number, so each thread reads the reason of its own last call and no
+ * lock is needed to write or read it.
+ *
  * This is library code linked into other people's programs: it logs nothing,
  * never raises SIGPIPE (MSG_NOSIGNAL) and never trusts the node's bytes. */
 #include "ftvm.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -33,6 +44,10 @@ typedef Ftvm__Client__ClientReply Reply;
 #define RBUF_MIN 65536u
 
 struct ftvm_client {
+	/* Names this client in a thread's last_error; never reused, unlike the
+	 * address once the client is freed. */
+	uint64_t serial;
+	pthread_mutex_t lock; /* serialises calls: held for one request and its reply */
 	int fd;
 	/* The stream lost its frame boundary (bad frame, half-sent request, node
 	 * gone): nothing more can be read or sent on it. */
@@ -41,22 +56,44 @@ struct ftvm_client {
 	size_t max_payload;
 	uint8_t *rbuf; /* received bytes not yet consumed */
 	size_t rlen, rcap;
-	char error[256];
-	bool error_from_node; /* error holds the node's refusal */
+	int received_fd; /* a descriptor the node passed with a reply, -1 */
+	/* The node's frame pool, mapped at the first pointer call. */
+	pthread_mutex_t map_lock;
+	uint8_t *pool;
+	size_t pool_size;
 };
 
-static int fail(struct ftvm_client *c, int r, const char *fmt, ...)
+/* The outcome of this thread's last call: on the client numbered serial
+ * (0: none yet, serials start at 1). */
+struct last_error {
+	uint64_t serial;
+	char error[256];
+	bool from_node; /* error holds the node's refusal */
+};
+
+static _Thread_local struct last_error last_error;
+static atomic_uint_fast64_t next_serial = 1;
+
+/* Starts a call on c: this thread's last error is now c's, and empty. */
+static void error_reset(const struct ftvm_client *c)
+{
+	last_error.serial = c->serial;
+	last_error.error[0] = '\0';
+	last_error.from_node = false;
+}
+
+static int fail(const struct ftvm_client *c, int r, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* Every failure goes through here, so error_from_node is only true when
- * call() sets it after a refusal. */
-static int fail(struct ftvm_client *c, int r, const char *fmt, ...)
+/* Every failure goes through here, so from_node is only true when call()
+ * sets it after a refusal. */
+static int fail(const struct ftvm_client *c, int r, const char *fmt, ...)
 {
 	va_list ap;
 
-	c->error_from_node = false;
+	error_reset(c);
 	va_start(ap, fmt);
-	vsnprintf(c->error, sizeof(c->error), fmt, ap);
+	vsnprintf(last_error.error, sizeof(last_error.error), fmt, ap);
 	va_end(ap);
 	return r;
 }
@@ -171,6 +208,28 @@ timeout:
 		    CALL_TIMEOUT_MS / 1000);
 }
 
+/* recv() that also takes a descriptor the node passes (SCM_RIGHTS). */
+static ssize_t recv_with_fd(struct ftvm_client *c)
+{
+	char control[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = c->rbuf + c->rlen, .iov_len = c->rcap - c->rlen };
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
+			      .msg_control = control,
+			      .msg_controllen = sizeof(control) };
+	ssize_t n = recvmsg(c->fd, &msg, MSG_CMSG_CLOEXEC);
+
+	for (struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL; cm;
+	     cm = CMSG_NXTHDR(&msg, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		if (c->received_fd >= 0)
+			close(c->received_fd);
+		memcpy(&c->received_fd, CMSG_DATA(cm), sizeof(int));
+	}
+	return n;
+}
+
 /* Reads until rbuf starts with a whole, valid frame. Returns its length and
  * sets *ret_payload and *ret_len, or -errno. */
 static int recv_frame(struct ftvm_client *c, uint64_t deadline, const uint8_t **ret_payload,
@@ -213,7 +272,7 @@ static int recv_frame(struct ftvm_client *c, uint64_t deadline, const uint8_t **
 		r = set_timeout(c->fd, SO_RCVTIMEO, deadline - now);
 		if (r < 0)
 			return fail(c, r, "cannot set a receive timeout: %s", strerror(-r));
-		n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+		n = recv_with_fd(c);
 		if (n == 0) {
 			c->broken = true;
 			return fail(c, -ECONNRESET, "the node closed the connection");
@@ -245,14 +304,12 @@ static void consume(struct ftvm_client *c, size_t len)
 	c->rlen -= len;
 }
 
-/* Sends req (its id is set here) and waits for its reply. On 0, *ret_reply
- * holds a reply with status OK and the oneof member expect set (any member,
- * or none, when expect is REPLY__NOT_SET); free it with
- * ftvm__client__client_reply__free_unpacked(). Otherwise -errno with the
- * reason in c->error. */
-static int call(struct ftvm_client *c, Request *req, Ftvm__Client__ClientReply__ReplyCase expect,
-		Reply **ret_reply)
+/* call() with c->lock held. */
+static int call_locked(struct ftvm_client *c, Request *req,
+		       Ftvm__Client__ClientReply__ReplyCase expect, Reply **ret_reply)
 {
+	/* The timeout counts from when this call has the connection, not
+	 * while it waits for other threads' calls. */
 	uint64_t deadline = now_ms() + CALL_TIMEOUT_MS;
 	const uint8_t *payload;
 	size_t len, payload_len;
@@ -260,8 +317,6 @@ static int call(struct ftvm_client *c, Request *req, Ftvm__Client__ClientReply__
 	Reply *reply;
 	int r;
 
-	c->error[0] = '\0';
-	c->error_from_node = false;
 	if (c->broken)
 		return fail(c, -ENOTCONN, "the connection to the node failed earlier; reconnect");
 
@@ -305,7 +360,7 @@ static int call(struct ftvm_client *c, Request *req, Ftvm__Client__ClientReply__
 			fail(c, r, "%s", status_name(reply->status));
 		else
 			fail(c, r, "%s", ftvm_strerror(r));
-		c->error_from_node = true;
+		last_error.from_node = true;
 		goto out;
 	}
 	if (expect != FTVM__CLIENT__CLIENT_REPLY__REPLY__NOT_SET && reply->reply_case != expect) {
@@ -317,6 +372,27 @@ static int call(struct ftvm_client *c, Request *req, Ftvm__Client__ClientReply__
 	return 0;
 out:
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return r;
+}
+
+/* Sends req (its id is set here) and waits for its reply, holding the
+ * client's lock so other threads' calls wait their turn. On 0, *ret_reply
+ * holds a reply with status OK and the oneof member expect set (any member,
+ * or none, when expect is REPLY__NOT_SET); it owns its bytes (nothing points
+ * into c->rbuf), so the caller reads it without the lock and frees it with
+ * ftvm__client__client_reply__free_unpacked(). Otherwise -errno with the
+ * reason in this thread's last_error. */
+static int call(struct ftvm_client *c, Request *req, Ftvm__Client__ClientReply__ReplyCase expect,
+		Reply **ret_reply)
+{
+	int r;
+
+	error_reset(c);
+	r = pthread_mutex_lock(&c->lock);
+	if (r != 0)
+		return fail(c, -r, "cannot lock the client: %s", strerror(r));
+	r = call_locked(c, req, expect, ret_reply);
+	pthread_mutex_unlock(&c->lock);
 	return r;
 }
 
@@ -340,7 +416,20 @@ int ftvm_connect(const char *socket_path, struct ftvm_client **ret)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	c->serial = atomic_fetch_add(&next_serial, 1);
 	c->max_payload = FRAME_MAX_PAYLOAD_DEFAULT;
+	c->received_fd = -1;
+	r = pthread_mutex_init(&c->lock, NULL);
+	if (r != 0) {
+		free(c);
+		return -r;
+	}
+	r = pthread_mutex_init(&c->map_lock, NULL);
+	if (r != 0) {
+		pthread_mutex_destroy(&c->lock);
+		free(c);
+		return -r;
+	}
 	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
 		r = -errno;
@@ -360,6 +449,8 @@ int ftvm_connect(const char *socket_path, struct ftvm_client **ret)
 fail:
 	if (c->fd >= 0)
 		close(c->fd);
+	pthread_mutex_destroy(&c->map_lock);
+	pthread_mutex_destroy(&c->lock);
 	free(c);
 	return r;
 }
@@ -369,18 +460,26 @@ void ftvm_disconnect(struct ftvm_client *c)
 	if (!c)
 		return;
 	close(c->fd);
+	if (c->received_fd >= 0)
+		close(c->received_fd);
+	if (c->pool)
+		munmap(c->pool, c->pool_size);
+	pthread_mutex_destroy(&c->map_lock);
+	pthread_mutex_destroy(&c->lock);
 	free(c->rbuf);
 	free(c);
 }
 
 const char *ftvm_last_error(const struct ftvm_client *c)
 {
-	return c ? c->error : "no client";
+	if (!c)
+		return "no client";
+	return last_error.serial == c->serial ? last_error.error : "";
 }
 
 bool ftvm_last_error_from_node(const struct ftvm_client *c)
 {
-	return c && c->error_from_node;
+	return c && last_error.serial == c->serial && last_error.from_node;
 }
 
 int ftvm_status(struct ftvm_client *c, struct ftvm_node_status *ret)
@@ -836,4 +935,127 @@ out:
 	ftvm_verify_free(&v);
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	return r;
+}
+
+/* ---- pointers into the node's frame pool ---- */
+
+/* Maps the pool once per client: the node passes its memfd with the reply
+ * to a MapRequest. */
+static int ensure_mapped(struct ftvm_client *c)
+{
+	Ftvm__Client__MapRequest map = FTVM__CLIENT__MAP_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	Reply *reply = NULL;
+	void *pool;
+	int r, fd;
+
+	pthread_mutex_lock(&c->map_lock);
+	if (c->pool) {
+		pthread_mutex_unlock(&c->map_lock);
+		return 0;
+	}
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_MAP;
+	req.map = &map;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_MAP, &reply);
+	if (r < 0)
+		goto out;
+	pthread_mutex_lock(&c->lock);
+	fd = c->received_fd;
+	c->received_fd = -1;
+	pthread_mutex_unlock(&c->lock);
+	if (fd < 0) {
+		r = fail(c, -EBADMSG, "the node sent no frame pool descriptor");
+		goto out;
+	}
+	pool = mmap(NULL, reply->map->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (pool == MAP_FAILED) {
+		r = fail(c, -errno, "cannot map the node's frame pool (%" PRIu64 " bytes): %s",
+			 reply->map->size, strerror(errno));
+		goto out;
+	}
+	c->pool = pool;
+	c->pool_size = reply->map->size;
+out:
+	pthread_mutex_unlock(&c->map_lock);
+	if (reply)
+		ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return r;
+}
+
+static int get_pointer(struct ftvm_client *c, const char *guid, uint64_t page, bool write,
+		       bool wait, void **ret, size_t *ret_len)
+{
+	Ftvm__Client__GetPointerRequest get = FTVM__CLIENT__GET_POINTER_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	Reply *reply = NULL;
+	int r;
+
+	if (!c || !ret)
+		return -EINVAL;
+	r = check_guid(c, guid);
+	if (r < 0)
+		return r;
+	r = ensure_mapped(c);
+	if (r < 0)
+		return r;
+	get.guid = (char *)guid;
+	get.page = page;
+	get.write = write;
+	get.wait = wait;
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_GET_POINTER;
+	req.get_pointer = &get;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_POINTER, &reply);
+	if (r < 0)
+		return r;
+	if (reply->pointer->offset > c->pool_size ||
+	    reply->pointer->length > c->pool_size - reply->pointer->offset) {
+		r = fail(c, -EBADMSG, "the node's pointer (%" PRIu64 " + %u) is outside its pool",
+			 reply->pointer->offset, reply->pointer->length);
+	} else {
+		*ret = c->pool + reply->pointer->offset;
+		if (ret_len)
+			*ret_len = reply->pointer->length;
+	}
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return r;
+}
+
+int ftvm_get_read_pointer(struct ftvm_client *c, const char *guid, uint64_t page, bool wait,
+			  const void **ret, size_t *ret_len)
+{
+	return get_pointer(c, guid, page, false, wait, (void **)ret, ret_len);
+}
+
+int ftvm_get_write_pointer(struct ftvm_client *c, const char *guid, uint64_t page, bool wait,
+			   void **ret, size_t *ret_len)
+{
+	return get_pointer(c, guid, page, true, wait, ret, ret_len);
+}
+
+int ftvm_release_pointer(struct ftvm_client *c, const char *guid, uint64_t page, bool modified,
+			 uint32_t *ret_crc32c)
+{
+	Ftvm__Client__ReleasePointerRequest rel = FTVM__CLIENT__RELEASE_POINTER_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	Reply *reply = NULL;
+	int r;
+
+	if (!c)
+		return -EINVAL;
+	r = check_guid(c, guid);
+	if (r < 0)
+		return r;
+	rel.guid = (char *)guid;
+	rel.page = page;
+	rel.modified = modified;
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_RELEASE_POINTER;
+	req.release_pointer = &rel;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_RELEASE_POINTER, &reply);
+	if (r < 0)
+		return r;
+	if (ret_crc32c)
+		*ret_crc32c = reply->release_pointer->crc32c;
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return 0;
 }

@@ -19,8 +19,24 @@
  *    GUID, a header above FTVM_HEADER_MAX...) returns -EINVAL at once.
  *  - After a failure, ftvm_last_error() says why, in the node's words when the
  *    node refused; ftvm_strerror() gives the short meaning of the return value.
- *  - A client is not thread safe: use one per thread, or lock around it.
  *  - The library never raises SIGPIPE.
+ *
+ * Threads:
+ *  - One client may be shared by any number of threads. Its calls are
+ *    serialised by a mutex inside the client: one request is on the
+ *    connection at a time, and a call waits while another thread's call is
+ *    in progress. Each call's 10 s timeout starts when it has the
+ *    connection. For calls that proceed in parallel, use a client per thread.
+ *  - The reason for a failure is kept per thread (thread-local storage):
+ *    ftvm_last_error() and ftvm_last_error_from_node() describe the calling
+ *    thread's own last call, never another thread's call on the same client.
+ *  - ftvm_disconnect() must not race with calls on the same client: stop or
+ *    join the threads using it first.
+ *  - A thread cancelled inside a call leaves the client locked; do not cancel
+ *    threads while they call libftvm.
+ *  - Linking a program against libftvm needs nothing more than -lftvm
+ *    (`pkg-config --cflags --libs ftvm`); the library brings its own pthread
+ *    dependency.
  */
 #pragma once
 
@@ -54,6 +70,8 @@ FTVM_EXPORT int ftvm_connect(const char *socket_path, struct ftvm_client **ret);
 
 /**
  * @brief Closes the connection and frees @p c.
+ *
+ * No other thread may be calling, or go on to call, a function on @p c.
  * @param c a client, or NULL (nothing happens).
  */
 FTVM_EXPORT void ftvm_disconnect(struct ftvm_client *c);
@@ -92,15 +110,21 @@ struct ftvm_node_status {
 FTVM_EXPORT int ftvm_status(struct ftvm_client *c, struct ftvm_node_status *ret);
 
 /**
- * @brief Why the last failed call on @p c failed.
+ * @brief Why the calling thread's last call, made on @p c, failed.
+ *
+ * Per thread: what other threads do with @p c does not change it. Only the
+ * thread's most recent call on any client is remembered; when that call was
+ * on another client, this is an empty string for @p c.
  * @param c a client, or NULL.
  * @return the node's reason, or a local one ("no reply within 10 s"); an empty
- *         string when the last call succeeded. Valid until the next call on @p c.
+ *         string when the last call succeeded. Valid in this thread until its
+ *         next ftvm_* call (it lives in thread-local storage).
  */
 FTVM_EXPORT const char *ftvm_last_error(const struct ftvm_client *c);
 
 /**
- * @brief Whether the last failed call on @p c was refused by the node.
+ * @brief Whether the calling thread's last call, made on @p c, was refused by
+ *        the node.
  *
  * Tells a refusal (the node answered with a failure status, so it is
  * reachable; ftvm_last_error() holds its reason) from a failure on the way
@@ -294,6 +318,49 @@ FTVM_EXPORT int ftvm_verify(struct ftvm_client *c, struct ftvm_verify *ret);
  * @param v a result, or NULL (nothing happens).
  */
 FTVM_EXPORT void ftvm_verify_free(struct ftvm_verify *v);
+
+/**
+ * @brief Obtains a read pointer to a page (seed 002 Fig. 6): shared with other
+ * readers on both nodes, mirrored on the partner before it is granted.
+ *
+ * The pointer points into the node's frame pool, which this client maps at
+ * its first pointer call; it stays valid until ftvm_release_pointer() or
+ * ftvm_disconnect(). Do not write through it.
+ * @param wait when the page is write-locked, wait in the node's paging queue
+ *        (up to the node's request_timeout_ms) instead of failing at once.
+ * @param[out] ret the block's first byte.
+ * @param[out] ret_len the block size (may be NULL).
+ * @return 0; -EBUSY when locked (and not granted within the wait);
+ *         -ENOENT, -EINVAL for a bad guid or page; -EHOSTUNREACH when the
+ *         partner is unavailable.
+ */
+FTVM_EXPORT int ftvm_get_read_pointer(struct ftvm_client *c, const char *guid, uint64_t page,
+				      bool wait, const void **ret, size_t *ret_len);
+
+/**
+ * @brief Obtains the write pointer to a page (seed 002 Fig. 7): exclusive on
+ * both nodes. Write the block through it, then release it as modified, which
+ * mirrors the block to the partner before it returns.
+ *
+ * Arguments and returns as ftvm_get_read_pointer().
+ */
+FTVM_EXPORT int ftvm_get_write_pointer(struct ftvm_client *c, const char *guid, uint64_t page,
+				       bool wait, void **ret, size_t *ret_len);
+
+/**
+ * @brief Releases this client's pointer to a page (seed 002 Fig. 8).
+ *
+ * With @p modified (write pointers only) the block is replicated to the
+ * partner and queued for destage; the call returns once the partner has it.
+ * Pointers a client still holds when its connection closes are released by
+ * the node (a write pointer as modified).
+ * @param[out] ret_crc32c the block's CRC-32C after the release (may be NULL).
+ * @return 0; -EINVAL when this client holds no pointer to the page, or a read
+ *         pointer is released as modified; -EHOSTUNREACH when the partner is
+ *         unavailable (the pointer is then still held: release it again).
+ */
+FTVM_EXPORT int ftvm_release_pointer(struct ftvm_client *c, const char *guid, uint64_t page,
+				     bool modified, uint32_t *ret_crc32c);
 
 #ifdef __cplusplus
 }
