@@ -58,6 +58,7 @@ struct client_conn {
 	bool paused;	/* reading stopped at CLIENT_CALLS_MAX */
 	pid_t pid;
 	uid_t uid;
+	uint64_t id; /* for the owner's bookkeeping, never reused */
 };
 
 struct client_call {
@@ -75,8 +76,11 @@ struct client_server {
 	ino_t ino;
 	size_t max_payload;
 	client_request_fn fn;
+	client_gone_fn gone;
 	void *arg;
 	struct client_conn *conns;
+	uint64_t next_id;
+	bool closing; /* client_server_free: the owner is stopping, no gone() */
 };
 
 static void conn_unref(struct client_conn *conn)
@@ -101,6 +105,8 @@ static void conn_close(struct client_conn *conn)
 		conn->next->prev = conn->prev;
 	conn->prev = conn->next = NULL;
 	conn->server = NULL;
+	if (s->gone && !s->closing)
+		s->gone(conn->id, s->arg);
 	conn_unref(conn);
 }
 
@@ -183,6 +189,63 @@ void client_call_reply(struct client_call *call, Ftvm__Client__ClientReply *repl
 pid_t client_call_peer_pid(const struct client_call *call)
 {
 	return call->pid;
+}
+
+uint64_t client_call_client_id(const struct client_call *call)
+{
+	return call->conn->id;
+}
+
+/* The descriptor rides on the reply's first bytes (SCM_RIGHTS), so the reply
+ * must be the next thing on the stream: it goes out with sendmsg() here,
+ * and only what the socket did not take is left to the bufferevent. */
+void client_call_reply_fd(struct client_call *call, Ftvm__Client__ClientReply *reply, int fd)
+{
+	struct client_conn *conn = call->conn;
+	char control[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct msghdr msg = { .msg_control = control, .msg_controllen = sizeof(control) };
+	struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+	struct iovec iov;
+	uint8_t *frame;
+	size_t len;
+	ssize_t n;
+
+	reply->id = call->id;
+	len = ftvm__client__client_reply__get_packed_size(reply);
+	if (!conn->bev || evbuffer_get_length(bufferevent_get_output(conn->bev)) > 0 ||
+	    len > conn->server->max_payload || !(frame = malloc(FRAME_HEADER_SIZE + len))) {
+		Ftvm__Client__ClientReply busy = FTVM__CLIENT__CLIENT_REPLY__INIT;
+
+		busy.status = FTVM__PARTNER__STATUS__STATUS_INTERNAL;
+		busy.reason = (char *)"cannot pass the descriptor now; ask again";
+		client_call_reply(call, &busy);
+		return;
+	}
+	ftvm__client__client_reply__pack(reply, frame + FRAME_HEADER_SIZE);
+	frame_seal(frame, len);
+	iov = (struct iovec){ .iov_base = frame, .iov_len = FRAME_HEADER_SIZE + len };
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	cmsg->cmsg_level = SOL_SOCKET;
+	cmsg->cmsg_type = SCM_RIGHTS;
+	cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+	n = sendmsg(bufferevent_getfd(conn->bev), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (n < 0) {
+		log_debug("client pid %d: cannot pass a descriptor: %s", (int)conn->pid,
+			  strerror(errno));
+		n = 0;
+		conn_close(conn);
+	} else if ((size_t)n < iov.iov_len) {
+		evbuffer_add(bufferevent_get_output(conn->bev), frame + n, iov.iov_len - (size_t)n);
+	}
+	free(frame);
+	/* The reply went out here: account for the call as client_call_reply
+	 * does, without sending anything more. */
+	conn->calls--;
+	free(call);
+	conn_maybe_finish(conn);
+	conn_unref(conn);
 }
 
 static void dispatch(struct client_conn *conn, const Ftvm__Client__ClientRequest *req)
@@ -353,6 +416,7 @@ static void accept_cb(struct evconnlistener *listener, evutil_socket_t fd, struc
 		return;
 	}
 	conn->server = s;
+	conn->id = ++s->next_id;
 	conn->refs = 1;
 	conn->next = s->conns;
 	if (s->conns)
@@ -415,7 +479,8 @@ static int claim_path(const struct sockaddr_un *sa)
 }
 
 int client_server_new(struct event_base *base, const char *path, size_t max_payload,
-		      client_request_fn fn, void *arg, struct client_server **ret)
+		      client_request_fn fn, client_gone_fn gone, void *arg,
+		      struct client_server **ret)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct client_server *s;
@@ -435,6 +500,7 @@ int client_server_new(struct event_base *base, const char *path, size_t max_payl
 	s->base = base;
 	s->max_payload = max_payload;
 	s->fn = fn;
+	s->gone = gone;
 	s->arg = arg;
 	s->path = strdup(path);
 	if (!s->path) {
@@ -502,6 +568,7 @@ void client_server_free(struct client_server *s)
 
 	if (!s)
 		return;
+	s->closing = true;
 	while (s->conns)
 		conn_close(s->conns);
 	if (s->listener)

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "client.pb-c.h"
@@ -26,12 +27,18 @@ struct client_call;
 typedef void (*client_request_fn)(struct client_call *call, const Ftvm__Client__ClientRequest *req,
 				  void *arg);
 
+/* A client connection closed (it disconnected, crashed, or sent garbage):
+ * what it held in the node is to be let go. Not called while the server
+ * itself is being freed. */
+typedef void (*client_gone_fn)(uint64_t client_id, void *arg);
+
 /* Listens on the unix socket path (mode 0660). A stale socket file left by a
  * dead process is replaced; -EADDRINUSE when a live process answers on path,
  * -EEXIST when path is something other than a socket. Frames above
  * max_payload are refused both ways. */
 int client_server_new(struct event_base *base, const char *path, size_t max_payload,
-		      client_request_fn fn, void *arg, struct client_server **ret);
+		      client_request_fn fn, client_gone_fn gone, void *arg,
+		      struct client_server **ret);
 
 /* Closes every client and the listener and unlinks the socket file. Calls
  * still outstanding stay valid: each must still be passed to
@@ -46,3 +53,11 @@ void client_call_reply(struct client_call *call, Ftvm__Client__ClientReply *repl
 /* The pid of the process that sent the request (SO_PEERCRED at accept), for
  * lock owners; 0 when the kernel did not say. */
 pid_t client_call_peer_pid(const struct client_call *call);
+
+/* The connection the call came on: the same for every call of one client. */
+uint64_t client_call_client_id(const struct client_call *call);
+
+/* As client_call_reply, passing fd (duplicated into the client) with the
+ * reply. When the reply cannot be the next bytes on the stream, the client
+ * gets an INTERNAL "ask again" instead. */
+void client_call_reply_fd(struct client_call *call, Ftvm__Client__ClientReply *reply, int fd);

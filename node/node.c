@@ -138,6 +138,13 @@ static void on_client_request(struct client_call *call, const ClientRequest *req
 	}
 }
 
+static void on_client_gone(uint64_t client_id, void *arg)
+{
+	struct node *n = arg;
+
+	vmm_client_gone(n->vmm, client_id);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	struct node *n = arg;
@@ -210,7 +217,7 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 	}
 	vmm_set_session(n->vmm, n->session);
 	r = client_server_new(base, config->socket_path, FRAME_MAX_PAYLOAD_DEFAULT,
-			      on_client_request, n, &n->clients);
+			      on_client_request, on_client_gone, n, &n->clients);
 	if (r < 0) {
 		log_error_errno(r, "client socket %s", config->socket_path);
 		goto fail;

@@ -236,12 +236,64 @@ void vmm_reply_error(struct client_call *call, int status, const char *fmt, ...)
 	char reason[512];
 	va_list ap;
 
+	if (!call)
+		return; /* the operation had no client (a gone client's release) */
 	va_start(ap, fmt);
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
 	reply.status = status;
 	reply.reason = reason;
 	client_call_reply(call, &reply);
+}
+
+struct vmm_alloc *vmm_client_page(struct vmm *v, struct client_call *call, const char *guid,
+				  uint64_t page)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, guid);
+
+	if (!a) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_NOT_FOUND, "no allocation %s",
+				guid);
+		return NULL;
+	}
+	if (page >= a->pages) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+				"%s has pages 0..%llu, not %llu", guid,
+				(unsigned long long)a->pages - 1, (unsigned long long)page);
+		return NULL;
+	}
+	return a;
+}
+
+void vmm_lock_owner(struct vmm *v, struct client_call *call, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%ld/%llu", vmm_node_id(v), (long)client_call_peer_pid(call),
+		 (unsigned long long)++v->next_op);
+}
+
+static void on_stray_lock_answer(const CommandComplete *cc, void *arg)
+{
+	if (cc->status != FTVM__PARTNER__STATUS__STATUS_OK)
+		log_warning("releasing a half-applied lock (%s) failed: %s", (char *)arg,
+			    cc->reason);
+	free(arg);
+}
+
+void vmm_release_stray_lock(struct vmm *v, const char *guid, uint64_t page, const char *owner)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__ReleasePointer rp = FTVM__PARTNER__RELEASE_POINTER__INIT;
+	char *arg = strdup(owner);
+
+	rp.guid = (char *)guid;
+	rp.page = page;
+	rp.owner = (char *)owner;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER;
+	env.release_pointer = &rp;
+	vmm_flush(v);
+	if (!arg || repl_session_request(v->session, &env, v->config->request_timeout_ms,
+					 on_stray_lock_answer, arg) < 0)
+		free(arg);
 }
 
 /* ---- lifecycle ---- */
@@ -289,8 +341,9 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 	v->config = config;
 	v->after_tail = &v->after;
 	v->flush_event = event_new(base, -1, 0, on_flush, v);
+	v->kick_event = event_new(base, -1, 0, vmm_on_paging_kick, v);
 	r = vmm_table_new(&v->table);
-	if (r < 0 || !v->flush_event) {
+	if (r < 0 || !v->flush_event || !v->kick_event) {
 		r = log_error_errno(-ENOMEM, "memory manager");
 		goto fail;
 	}
@@ -330,6 +383,10 @@ void vmm_free(struct vmm *v)
 	if (!v)
 		return;
 	vmm_space_waiters_fail(v);
+	vmm_page_waiters_fail(v);
+	vmm_holdings_free(v);
+	if (v->kick_event)
+		event_free(v->kick_event);
 	if (v->pt && v->flush_event)
 		vmm_flush(v);
 	pagetable_close(v->pt);
@@ -366,6 +423,15 @@ void vmm_client_request(struct vmm *v, struct client_call *call,
 		break;
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_VERIFY:
 		vmm_op_verify(v, call);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_MAP:
+		vmm_op_map(v, call);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_GET_POINTER:
+		vmm_op_get_pointer(v, call, req->get_pointer);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_RELEASE_POINTER:
+		vmm_op_release_pointer(v, call, req->release_pointer);
 		break;
 	default:
 		vmm_op_local(v, call, req);

@@ -34,6 +34,10 @@ void vmm_free(struct vmm *v);
 void vmm_client_request(struct vmm *v, struct client_call *call,
 			const Ftvm__Client__ClientRequest *req);
 
+/* A local client disconnected: its pointers are released, its waiting
+ * requests dropped. */
+void vmm_client_gone(struct vmm *v, uint64_t client_id);
+
 /* Requests from the partner (Fig. 10), in order, a failure aborting the rest. */
 void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n);
 

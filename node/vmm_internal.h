@@ -4,6 +4,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <event2/util.h>
+
 #include "frame_pool.h"
 #include "pagetable_sqlite.h"
 #include "vmm.h"
@@ -34,6 +36,12 @@ struct vmm {
 
 	/* Allocations waiting for frames (Fig. 5 without `immediate`), in order. */
 	struct vmm_space_waiter *space_waiters;
+	/* The paging queue: pointer requests waiting for a lock, in order,
+	 * looked at again (kick_event) after a lock is let go. */
+	struct vmm_page_waiter *page_waiters;
+	struct event *kick_event;
+	/* Pointers local clients hold. */
+	struct vmm_holding *holdings;
 };
 
 /* An originating node's operation waiting for its partner's answers. */
@@ -83,7 +91,21 @@ const char *vmm_partner_id(const struct vmm *v);
 bool vmm_is_owner(const struct vmm *v, const struct vmm_alloc *a);
 bool vmm_partner_linked(const struct vmm *v);
 
-/* vmm_ops.c: the originating node's methods. */
+/* Looks up guid/page for a client request; answers the client when it cannot. */
+struct vmm_alloc *vmm_client_page(struct vmm *v, struct client_call *call, const char *guid,
+				  uint64_t page);
+/* A new lock owner name for a request: "<node>/<client pid>/<op n>". */
+void vmm_lock_owner(struct vmm *v, struct client_call *call, char *buf, size_t len);
+/* A batch failed after the partner recorded owner's lock: release it there. */
+void vmm_release_stray_lock(struct vmm *v, const char *guid, uint64_t page, const char *owner);
+/* Drops owner's lock on a page and lets the paging queue go on; -ENOENT when
+ * owner held none. */
+int vmm_unlock(struct vmm *v, struct vmm_alloc *a, uint64_t page, const char *owner);
+void vmm_on_paging_kick(evutil_socket_t fd, short what, void *arg);
+void vmm_page_waiters_fail(struct vmm *v);
+void vmm_holdings_free(struct vmm *v);
+
+/* The originating node's methods. */
 void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__AllocRequest *req);
 void vmm_op_free(struct vmm *v, struct client_call *call, const char *guid);
 void vmm_op_write_page(struct vmm *v, struct client_call *call,
@@ -91,6 +113,11 @@ void vmm_op_write_page(struct vmm *v, struct client_call *call,
 void vmm_op_read_page(struct vmm *v, struct client_call *call,
 		      const Ftvm__Client__ReadPageRequest *req);
 void vmm_op_verify(struct vmm *v, struct client_call *call);
+void vmm_op_map(struct vmm *v, struct client_call *call);
+void vmm_op_get_pointer(struct vmm *v, struct client_call *call,
+			const Ftvm__Client__GetPointerRequest *req);
+void vmm_op_release_pointer(struct vmm *v, struct client_call *call,
+			    const Ftvm__Client__ReleasePointerRequest *req);
 /* header, list, sense: answered from this node's own table. */
 void vmm_op_local(struct vmm *v, struct client_call *call, const Ftvm__Client__ClientRequest *req);
 /* Fills info from this node's table (capacity, queues, and digests when

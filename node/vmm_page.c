@@ -26,26 +26,6 @@ struct write_op {
 	uint8_t block[];
 };
 
-/* Looks up guid and page for a client, answering the client when it cannot. */
-static struct vmm_alloc *client_page(struct vmm *v, struct client_call *call, const char *guid,
-				     uint64_t page)
-{
-	struct vmm_alloc *a = vmm_table_find(v->table, guid);
-
-	if (!a) {
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_NOT_FOUND, "no allocation %s",
-				guid);
-		return NULL;
-	}
-	if (page >= a->pages) {
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
-				"%s has pages 0..%llu, not %llu", guid,
-				(unsigned long long)a->pages - 1, (unsigned long long)page);
-		return NULL;
-	}
-	return a;
-}
-
 static void write_replied(void *arg, int r)
 {
 	struct write_op *op = arg;
@@ -66,33 +46,6 @@ static void write_replied(void *arg, int r)
 	free(op);
 }
 
-static void on_cleanup_answer(const CommandComplete *cc, void *arg)
-{
-	if (cc->status != FTVM__PARTNER__STATUS__STATUS_OK)
-		log_warning("releasing a half-applied write lock (%s) failed: %s", (char *)arg,
-			    cc->reason);
-	free(arg);
-}
-
-/* The batch failed after the partner recorded our write lock: release it. */
-static void release_stray_lock(struct write_op *op)
-{
-	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
-	Ftvm__Partner__ReleasePointer rp = FTVM__PARTNER__RELEASE_POINTER__INIT;
-	char *owner = strdup(op->owner);
-
-	rp.guid = op->guid;
-	rp.page = op->page;
-	rp.owner = op->owner;
-	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER;
-	env.release_pointer = &rp;
-	vmm_flush(op->op.vmm);
-	if (!owner ||
-	    repl_session_request(op->op.vmm->session, &env, op->op.vmm->config->request_timeout_ms,
-				 on_cleanup_answer, owner) < 0)
-		free(owner);
-}
-
 static void write_finish(struct vmm_op *base)
 {
 	struct write_op *op = (struct write_op *)base;
@@ -102,10 +55,10 @@ static void write_finish(struct vmm_op *base)
 	struct vmm_page *p = a && op->page < a->pages ? &a->page[op->page] : NULL;
 
 	if (op->owned && p)
-		vmm_page_unlock(p, op->owner);
+		vmm_unlock(v, a, op->page, op->owner);
 	if (op->op.status != FTVM__PARTNER__STATUS__STATUS_OK || !p) {
 		if (op->op.failed_at > op->lock_index)
-			release_stray_lock(op);
+			vmm_release_stray_lock(v, op->guid, op->page, op->owner);
 		vmm_reply_error(op->op.call,
 				p ? op->op.status : FTVM__PARTNER__STATUS__STATUS_NOT_FOUND,
 				"%s page %llu: %s", op->guid, (unsigned long long)op->page,
@@ -134,7 +87,7 @@ void vmm_op_write_page(struct vmm *v, struct client_call *call,
 	Ftvm__Partner__WritePage wp = FTVM__PARTNER__WRITE_PAGE__INIT;
 	Ftvm__Partner__ReleasePointer rp = FTVM__PARTNER__RELEASE_POINTER__INIT;
 	Envelope *envs[4];
-	struct vmm_alloc *a = client_page(v, call, req->guid, req->page);
+	struct vmm_alloc *a = vmm_client_page(v, call, req->guid, req->page);
 	struct vmm_page *p;
 	const char *conflict;
 	struct write_op *op;
@@ -174,9 +127,9 @@ void vmm_op_write_page(struct vmm *v, struct client_call *call,
 	op->op.lsn = pagetable_reserve_lsn(v->pt);
 	snprintf(op->guid, sizeof(op->guid), "%s", a->guid);
 	op->page = req->page;
-	snprintf(op->owner, sizeof(op->owner), "%s/%ld/%llu", vmm_node_id(v),
-		 (long)client_call_peer_pid(call), (unsigned long long)++v->next_op);
-	memcpy(op->block, req->data.data, req->data.len);
+	vmm_lock_owner(v, call, op->owner, sizeof(op->owner));
+	if (req->data.len) /* an empty write is all zeroes, and data may be NULL */
+		memcpy(op->block, req->data.data, req->data.len);
 	op->crc = crc32c(0, op->block, a->block_size);
 	op->owned = vmm_is_owner(v, a);
 
@@ -223,7 +176,7 @@ void vmm_op_write_page(struct vmm *v, struct client_call *call,
 
 	if (vmm_op_send(&op->op, envs, n) < 0) {
 		if (op->owned)
-			vmm_page_unlock(p, op->owner);
+			vmm_unlock(v, a, req->page, op->owner);
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE, "%s",
 				op->op.reason[0] ? op->op.reason : "cannot reach the partner");
 		free(op);
@@ -237,7 +190,7 @@ void vmm_op_read_page(struct vmm *v, struct client_call *call,
 {
 	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	Ftvm__Client__ReadPageReply rr = FTVM__CLIENT__READ_PAGE_REPLY__INIT;
-	struct vmm_alloc *a = client_page(v, call, req->guid, req->page);
+	struct vmm_alloc *a = vmm_client_page(v, call, req->guid, req->page);
 	const char *conflict;
 
 	if (!a)

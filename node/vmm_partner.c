@@ -233,7 +233,7 @@ static void on_release_pointer(struct vmm *v, const Ftvm__Partner__ReleasePointe
 	if (!p)
 		return;
 	was_writer = holds_write_lock(p);
-	if (vmm_page_unlock(p, m->owner) < 0) {
+	if (vmm_unlock(v, a, m->page, m->owner) < 0) {
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
 		       "%s holds no lock on %s page %llu", m->owner, m->guid,
 		       (unsigned long long)m->page);
