@@ -61,6 +61,7 @@ enum key_index {
 	KEY_SOCKET,
 	KEY_STATE_DIR,
 	KEY_LOG_LEVEL,
+	KEY_SYNCHRONOUS,
 	KEY_SIZE,
 	KEY_PAGE_SIZE,
 	KEY_STORE_PATH,
@@ -379,6 +380,14 @@ static int set_state_dir(struct parser *p, const char *v)
 	return replace_string(p, &p->c->state_dir, path_join(p->c->dir, v));
 }
 
+static int set_synchronous(struct parser *p, const char *v)
+{
+	if (strcmp(v, "normal") != 0 && strcmp(v, "full") != 0)
+		return fail_key(p, "'%s' is not a synchronous mode (want normal or full)", v);
+	p->c->synchronous_full = strcmp(v, "full") == 0;
+	return 0;
+}
+
 static int set_log_level(struct parser *p, const char *v)
 {
 	int level = log_level_from_string(v);
@@ -477,6 +486,7 @@ static const struct key keys[N_KEYS] = {
 	[KEY_SOCKET] = { SECTION_NODE, "socket", set_socket },
 	[KEY_STATE_DIR] = { SECTION_NODE, "state_dir", set_state_dir },
 	[KEY_LOG_LEVEL] = { SECTION_NODE, "log_level", set_log_level },
+	[KEY_SYNCHRONOUS] = { SECTION_NODE, "synchronous", set_synchronous },
 	[KEY_SIZE] = { SECTION_MEMORY, "size", set_size },
 	[KEY_PAGE_SIZE] = { SECTION_MEMORY, "page_size", set_page_size },
 	[KEY_STORE_PATH] = { SECTION_STORE, "path", set_store_path },

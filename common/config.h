@@ -4,6 +4,7 @@
  * returned; defaults exist for everything but [node] id. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +35,9 @@ struct ftvm_config {
 	char *socket_path; /* absolute */
 	char *state_dir;   /* absolute */
 	int log_level;	   /* LOG_LEVEL_*; key log_level, default info */
+	/* The page table's SQLite synchronous mode: normal (default; the partner
+	 * covers a lost machine) or full (each commit also survives power loss). */
+	bool synchronous_full;
 
 	/* [memory] */
 	uint64_t memory_size;

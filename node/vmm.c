@@ -354,7 +354,7 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 		goto fail;
 	}
 	snprintf(path, sizeof(path), "%s/pagetable.db", config->state_dir);
-	r = pagetable_open(path, false, &v->pt);
+	r = pagetable_open(path, config->synchronous_full, &v->pt);
 	if (r < 0) {
 		log_error_errno(r, "page table %s: %s", path, pagetable_last_error(NULL));
 		goto fail;
@@ -365,7 +365,8 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 				pagetable_last_error(v->pt));
 		goto fail;
 	}
-	log_info("page table %s: %zu allocations loaded", path, vmm_table_size(v->table));
+	log_info("page table %s (WAL, synchronous %s): %zu allocations loaded", path,
+		 config->synchronous_full ? "full" : "normal", vmm_table_size(v->table));
 	*ret = v;
 	return 0;
 fail:

@@ -9,9 +9,13 @@ write_pair_configs
 for id in a b; do
 	printf '[policy stripe]\nblock_size = 64K\n' >>"$WORK/$id.conf"
 done
+sed -i 's/^log_level = debug$/log_level = debug\nsynchronous = full/' "$WORK/b.conf"
 start_node a
 start_node b
 wait_for 5000 "pair linked" pair_up
+grep -q "synchronous normal" "$WORK/a.log" && grep -q "synchronous full" "$WORK/b.log" ||
+	fail "[node] synchronous not applied to the page tables"
+ok "page tables: a synchronous normal (the default), b synchronous full"
 
 # expect_fail ID PATTERN ARGS...: ftvmctl exits 1 saying PATTERN.
 expect_fail() {

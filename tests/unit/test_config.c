@@ -79,6 +79,7 @@ static void test_full(void)
 				   "socket = run/n7.sock\n"
 				   "state_dir = /var/lib/ftvm/n7\n"
 				   "log_level = debug\n"
+				   "synchronous = full\n"
 				   "\n"
 				   "[memory]\n"
 				   "size = 64M\n"
@@ -109,6 +110,7 @@ static void test_full(void)
 	CHECK_STR("socket (relative)", under_dir("run/n7.sock"), c->socket_path);
 	CHECK_STR("state_dir (absolute)", "/var/lib/ftvm/n7", c->state_dir);
 	CHECK_INT("log_level", LOG_LEVEL_DEBUG, c->log_level);
+	CHECK_INT("synchronous", true, c->synchronous_full);
 	CHECK_INT("memory_size", 64ull << 20, c->memory_size);
 	CHECK_INT("page_size", 8192, c->page_size);
 	CHECK_STR("store_path (relative)", under_dir("data/store.img"), c->store_path);
@@ -151,6 +153,7 @@ static void test_defaults(void)
 	CHECK_STR("socket", under_dir("a.sock"), c->socket_path);
 	CHECK_STR("state_dir", under_dir("a"), c->state_dir);
 	CHECK_INT("log_level", LOG_LEVEL_INFO, c->log_level);
+	CHECK_INT("synchronous", false, c->synchronous_full);
 	CHECK_INT("memory_size", 256ull << 20, c->memory_size);
 	CHECK_INT("page_size", 4096, c->page_size);
 	CHECK_STR("store_path", under_dir("shared/store"), c->store_path);
@@ -340,6 +343,8 @@ static const struct bad bad_cases[] = {
 	{ NODE "transport = TCP\n", 3, "[node] transport", "not a transport" },
 	{ NODE "log_level = loud\n", 3, "[node] log_level", "'loud' is not a log level" },
 	{ NODE "log_level = 7\n", 3, "[node] log_level", "not a log level" },
+	{ NODE "synchronous = off\n", 3, "[node] synchronous",
+	  "'off' is not a synchronous mode (want normal or full)" },
 	{ NODE "socket =\n", 3, "[node] socket", "empty value" },
 	{ NODE
 	  "socket = aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
