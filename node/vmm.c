@@ -13,6 +13,7 @@
 #include "crc32c.h"
 #include "log.h"
 #include "session.h"
+#include "vmm_msg.h"
 
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
 
@@ -281,17 +282,12 @@ static void on_stray_lock_answer(const CommandComplete *cc, void *arg)
 
 void vmm_release_stray_lock(struct vmm *v, const char *guid, uint64_t page, const char *owner)
 {
-	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
-	Ftvm__Partner__ReleasePointer rp = FTVM__PARTNER__RELEASE_POINTER__INIT;
+	struct vmm_msg msg;
+	Envelope *env = vmm_msg_release_pointer(&msg, guid, page, owner, false, 0, 0);
 	char *arg = strdup(owner);
 
-	rp.guid = (char *)guid;
-	rp.page = page;
-	rp.owner = (char *)owner;
-	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER;
-	env.release_pointer = &rp;
 	vmm_flush(v);
-	if (!arg || repl_session_request(v->session, &env, v->config->request_timeout_ms,
+	if (!arg || repl_session_request(v->session, env, v->config->request_timeout_ms,
 					 on_stray_lock_answer, arg) < 0)
 		free(arg);
 }

@@ -11,6 +11,7 @@
 #include "crc32c.h"
 #include "log.h"
 #include "session.h"
+#include "vmm_msg.h"
 
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
 
@@ -80,12 +81,7 @@ static void write_finish(struct vmm_op *base)
 void vmm_op_write_page(struct vmm *v, struct client_call *call,
 		       const Ftvm__Client__WritePageRequest *req)
 {
-	Envelope lock_env = FTVM__PARTNER__ENVELOPE__INIT, aw_env = FTVM__PARTNER__ENVELOPE__INIT,
-		 wp_env = FTVM__PARTNER__ENVELOPE__INIT, rp_env = FTVM__PARTNER__ENVELOPE__INIT;
-	Ftvm__Partner__LockRequest lr = FTVM__PARTNER__LOCK_REQUEST__INIT;
-	Ftvm__Partner__AllocateWrite aw = FTVM__PARTNER__ALLOCATE_WRITE__INIT;
-	Ftvm__Partner__WritePage wp = FTVM__PARTNER__WRITE_PAGE__INIT;
-	Ftvm__Partner__ReleasePointer rp = FTVM__PARTNER__RELEASE_POINTER__INIT;
+	struct vmm_msg msgs[4];
 	Envelope *envs[4];
 	struct vmm_alloc *a = vmm_client_page(v, call, req->guid, req->page);
 	struct vmm_page *p;
@@ -142,38 +138,18 @@ void vmm_op_write_page(struct vmm *v, struct client_call *call,
 		}
 		op->new_version = p->version + 1;
 	} else {
-		lr.guid = a->guid;
-		lr.page = req->page;
-		lr.mode = FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE;
-		lock_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_LOCK_REQUEST;
-		lock_env.lock_request = &lr;
-		envs[n++] = &lock_env;
+		envs[n] = vmm_msg_lock_request(&msgs[n], a->guid, req->page, true);
+		n++;
 	}
-	aw.guid = a->guid;
-	aw.page = req->page;
-	aw.owner = op->owner;
-	aw_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_WRITE;
-	aw_env.allocate_write = &aw;
 	op->lock_index = n;
-	envs[n++] = &aw_env;
-	wp.guid = a->guid;
-	wp.page = req->page;
-	wp.data.data = op->block;
-	wp.data.len = a->block_size;
-	wp.crc32c = op->crc;
-	wp_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE;
-	wp_env.write_page = &wp;
-	envs[n++] = &wp_env;
-	rp.guid = a->guid;
-	rp.page = req->page;
-	rp.owner = op->owner;
-	rp.modified = true;
-	rp.version = op->new_version;
-	rp.crc32c = op->crc;
-	rp_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER;
-	rp_env.release_pointer = &rp;
-	envs[n++] = &rp_env;
-
+	envs[n] = vmm_msg_allocate(&msgs[n], a->guid, req->page, op->owner, true);
+	n++;
+	envs[n] =
+		vmm_msg_write_page(&msgs[n], a->guid, req->page, op->block, a->block_size, op->crc);
+	n++;
+	envs[n] = vmm_msg_release_pointer(&msgs[n], a->guid, req->page, op->owner, true,
+					  op->new_version, op->crc);
+	n++;
 	if (vmm_op_send(&op->op, envs, n) < 0) {
 		if (op->owned)
 			vmm_unlock(v, a, req->page, op->owner);

@@ -22,6 +22,7 @@
 #include "crc32c.h"
 #include "log.h"
 #include "session.h"
+#include "vmm_msg.h"
 
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
 
@@ -246,11 +247,7 @@ static void pointer_finish(struct vmm_op *base)
 static void grant(struct vmm *v, struct client_call *call, uint64_t client_id, const char *guid,
 		  uint64_t page, bool write, bool wait)
 {
-	Envelope lock_env = FTVM__PARTNER__ENVELOPE__INIT,
-		 alloc_env = FTVM__PARTNER__ENVELOPE__INIT;
-	Ftvm__Partner__LockRequest lr = FTVM__PARTNER__LOCK_REQUEST__INIT;
-	Ftvm__Partner__AllocateRead ar = FTVM__PARTNER__ALLOCATE_READ__INIT;
-	Ftvm__Partner__AllocateWrite aw = FTVM__PARTNER__ALLOCATE_WRITE__INIT;
+	struct vmm_msg msgs[2];
 	Envelope *envs[2];
 	struct vmm_alloc *a = vmm_client_page(v, call, guid, page);
 	struct pointer_op *op;
@@ -297,28 +294,12 @@ static void grant(struct vmm *v, struct client_call *call, uint64_t client_id, c
 			return;
 		}
 	} else {
-		lr.guid = a->guid;
-		lr.page = page;
-		lr.mode = lock_mode(write);
-		lock_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_LOCK_REQUEST;
-		lock_env.lock_request = &lr;
-		envs[n++] = &lock_env;
-	}
-	if (write) {
-		aw.guid = a->guid;
-		aw.page = page;
-		aw.owner = op->owner;
-		alloc_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_WRITE;
-		alloc_env.allocate_write = &aw;
-	} else {
-		ar.guid = a->guid;
-		ar.page = page;
-		ar.owner = op->owner;
-		alloc_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_READ;
-		alloc_env.allocate_read = &ar;
+		envs[n] = vmm_msg_lock_request(&msgs[n], a->guid, page, write);
+		n++;
 	}
 	op->lock_index = n;
-	envs[n++] = &alloc_env;
+	envs[n] = vmm_msg_allocate(&msgs[n], a->guid, page, op->owner, write);
+	n++;
 	if (vmm_op_send(&op->op, envs, n) < 0) {
 		if (op->owned)
 			vmm_unlock(v, a, page, op->owner);
@@ -420,9 +401,7 @@ static void release_finish(struct vmm_op *base)
 /* Releases h (already out of the holdings list); call may be NULL. */
 static void release(struct vmm *v, struct client_call *call, struct vmm_holding *h, bool modified)
 {
-	Envelope wp_env = FTVM__PARTNER__ENVELOPE__INIT, rp_env = FTVM__PARTNER__ENVELOPE__INIT;
-	Ftvm__Partner__WritePage wp = FTVM__PARTNER__WRITE_PAGE__INIT;
-	Ftvm__Partner__ReleasePointer rp = FTVM__PARTNER__RELEASE_POINTER__INIT;
+	struct vmm_msg msgs[2];
 	struct vmm_alloc *a = vmm_table_find(v->table, h->guid);
 	struct release_op *op = calloc(1, sizeof(*op));
 	Envelope *envs[2];
@@ -445,24 +424,13 @@ static void release(struct vmm *v, struct client_call *call, struct vmm_holding 
 	op->new_version = a->page[h->page].version + 1;
 	if (modified) {
 		op->op.lsn = pagetable_reserve_lsn(v->pt);
-		wp.guid = h->guid;
-		wp.page = h->page;
-		wp.data.data = vmm_block_addr(v, a, h->page);
-		wp.data.len = a->block_size;
-		wp.crc32c = op->crc;
-		wp_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE;
-		wp_env.write_page = &wp;
-		envs[n++] = &wp_env;
+		envs[n] = vmm_msg_write_page(&msgs[n], h->guid, h->page,
+					     vmm_block_addr(v, a, h->page), a->block_size, op->crc);
+		n++;
 	}
-	rp.guid = h->guid;
-	rp.page = h->page;
-	rp.owner = h->owner;
-	rp.modified = modified;
-	rp.version = op->new_version;
-	rp.crc32c = op->crc;
-	rp_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER;
-	rp_env.release_pointer = &rp;
-	envs[n++] = &rp_env;
+	envs[n] = vmm_msg_release_pointer(&msgs[n], h->guid, h->page, h->owner, modified,
+					  op->new_version, op->crc);
+	n++;
 	if (vmm_op_send(&op->op, envs, n) < 0) {
 		release_failed(v, call, h,
 			       op->op.reason[0] ? op->op.reason : "cannot reach the partner");

@@ -1,0 +1,75 @@
+#include "vmm_msg.h"
+
+static Envelope *envelope(struct vmm_msg *msg, int message_case)
+{
+	ftvm__partner__envelope__init(&msg->env);
+	msg->env.message_case = message_case;
+	return &msg->env;
+}
+
+Envelope *vmm_msg_lock_request(struct vmm_msg *msg, const char *guid, uint64_t page, bool write)
+{
+	Ftvm__Partner__LockRequest *m = &msg->m.lock_request;
+
+	ftvm__partner__lock_request__init(m);
+	m->guid = (char *)guid;
+	m->page = page;
+	m->mode = write ? FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE
+			: FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ;
+	envelope(msg, FTVM__PARTNER__ENVELOPE__MESSAGE_LOCK_REQUEST)->lock_request = m;
+	return &msg->env;
+}
+
+Envelope *vmm_msg_allocate(struct vmm_msg *msg, const char *guid, uint64_t page, const char *owner,
+			   bool write)
+{
+	if (write) {
+		Ftvm__Partner__AllocateWrite *m = &msg->m.allocate_write;
+
+		ftvm__partner__allocate_write__init(m);
+		m->guid = (char *)guid;
+		m->page = page;
+		m->owner = (char *)owner;
+		envelope(msg, FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_WRITE)->allocate_write = m;
+	} else {
+		Ftvm__Partner__AllocateRead *m = &msg->m.allocate_read;
+
+		ftvm__partner__allocate_read__init(m);
+		m->guid = (char *)guid;
+		m->page = page;
+		m->owner = (char *)owner;
+		envelope(msg, FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_READ)->allocate_read = m;
+	}
+	return &msg->env;
+}
+
+Envelope *vmm_msg_write_page(struct vmm_msg *msg, const char *guid, uint64_t page, const void *data,
+			     uint32_t len, uint32_t crc)
+{
+	Ftvm__Partner__WritePage *m = &msg->m.write_page;
+
+	ftvm__partner__write_page__init(m);
+	m->guid = (char *)guid;
+	m->page = page;
+	m->data.data = (uint8_t *)data;
+	m->data.len = len;
+	m->crc32c = crc;
+	envelope(msg, FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE)->write_page = m;
+	return &msg->env;
+}
+
+Envelope *vmm_msg_release_pointer(struct vmm_msg *msg, const char *guid, uint64_t page,
+				  const char *owner, bool modified, uint64_t version, uint32_t crc)
+{
+	Ftvm__Partner__ReleasePointer *m = &msg->m.release_pointer;
+
+	ftvm__partner__release_pointer__init(m);
+	m->guid = (char *)guid;
+	m->page = page;
+	m->owner = (char *)owner;
+	m->modified = modified;
+	m->version = version;
+	m->crc32c = crc;
+	envelope(msg, FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER)->release_pointer = m;
+	return &msg->env;
+}

@@ -1,0 +1,30 @@
+/* Builders of the paging-synchronization messages an originating node sends.
+ * A vmm_msg holds an envelope and its message together, so a batch is an
+ * array of them on the caller's stack; strings and data are borrowed. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "codec.h"
+
+struct vmm_msg {
+	Envelope env;
+	union {
+		Ftvm__Partner__LockRequest lock_request;
+		Ftvm__Partner__AllocateRead allocate_read;
+		Ftvm__Partner__AllocateWrite allocate_write;
+		Ftvm__Partner__WritePage write_page;
+		Ftvm__Partner__ReleasePointer release_pointer;
+	} m;
+};
+
+/* LockRequest for mode (read or write). */
+Envelope *vmm_msg_lock_request(struct vmm_msg *msg, const char *guid, uint64_t page, bool write);
+/* AllocateWrite when write, else AllocateRead. */
+Envelope *vmm_msg_allocate(struct vmm_msg *msg, const char *guid, uint64_t page, const char *owner,
+			   bool write);
+Envelope *vmm_msg_write_page(struct vmm_msg *msg, const char *guid, uint64_t page, const void *data,
+			     uint32_t len, uint32_t crc);
+Envelope *vmm_msg_release_pointer(struct vmm_msg *msg, const char *guid, uint64_t page,
+				  const char *owner, bool modified, uint64_t version, uint32_t crc);
