@@ -9,6 +9,7 @@
 
 #include <event2/event.h>
 
+#include "clock.h"
 #include "log.h"
 #include "session.h"
 
@@ -18,10 +19,14 @@ struct alloc_op {
 	struct vmm_op op;
 	struct vmm_alloc *a;
 	bool immediate;
+	uint64_t deadline_ms; /* monotonic: a waiting allocation gives up then */
 };
 
-/* An allocation without `immediate` that found too few frames: it waits in
- * order until frames are given back, or until its deadline. */
+/* An allocation without `immediate` that found too few frames, here or on
+ * the partner: it waits in order, and tries again when frames are given back
+ * here and every SPACE_RETRY_MS (the partner's frees are not announced),
+ * until its deadline. */
+#define SPACE_RETRY_MS 50
 struct vmm_space_waiter {
 	struct vmm_space_waiter *next;
 	struct alloc_op *op;
@@ -35,6 +40,8 @@ static uint32_t policy_block_size(const struct vmm *v, const char *policy)
 			return v->config->policies[i].block_size;
 	return strcmp(policy, "default") == 0 ? v->config->page_size : 0;
 }
+
+static void wait_for_space(struct vmm *v, struct alloc_op *op, bool at_head);
 
 static void alloc_op_free(struct alloc_op *op)
 {
@@ -71,6 +78,13 @@ static void alloc_finish(struct vmm_op *base)
 	struct pt_origin o = { .node = vmm_node_id(v), .lsn = op->op.lsn, .own = true };
 	int status = op->op.status;
 
+	if (status == FTVM__PARTNER__STATUS__STATUS_NO_SPACE && !op->immediate &&
+	    clock_now_ms() < op->deadline_ms) {
+		/* Short on the partner: wait at the head of the queue. */
+		vmm_alloc_give_frames(v, op->a);
+		wait_for_space(v, op, true);
+		return;
+	}
 	if (status != FTVM__PARTNER__STATUS__STATUS_OK) {
 		vmm_alloc_give_frames(v, op->a);
 		if (status == FTVM__PARTNER__STATUS__STATUS_NO_SPACE && op->immediate)
@@ -134,12 +148,16 @@ static void waiter_free(struct vmm *v, struct vmm_space_waiter *w)
 	free(w);
 }
 
-static void on_waiter_deadline(evutil_socket_t fd, short what, void *arg)
+static void on_waiter_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct vmm_space_waiter *w = arg;
 	struct alloc_op *op = w->op;
 	struct vmm *v = op->op.vmm;
 
+	if (clock_now_ms() < op->deadline_ms) {
+		vmm_space_freed(v);
+		return;
+	}
 	vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_NO_SPACE,
 			"no space for %llu pages of %u bytes within %u ms",
 			(unsigned long long)op->a->pages, op->a->block_size,
@@ -148,13 +166,12 @@ static void on_waiter_deadline(evutil_socket_t fd, short what, void *arg)
 	alloc_op_free(op);
 }
 
-static void wait_for_space(struct vmm *v, struct alloc_op *op)
+static void wait_for_space(struct vmm *v, struct alloc_op *op, bool at_head)
 {
-	struct timeval tv = { .tv_sec = v->config->request_timeout_ms / 1000,
-			      .tv_usec = (v->config->request_timeout_ms % 1000) * 1000 };
+	struct timeval tv = { .tv_sec = 0, .tv_usec = SPACE_RETRY_MS * 1000 };
 	struct vmm_space_waiter *w = calloc(1, sizeof(*w)), **tail = &v->space_waiters;
 
-	if (!w || !(w->deadline = evtimer_new(v->base, on_waiter_deadline, w))) {
+	if (!w || !(w->deadline = event_new(v->base, -1, EV_PERSIST, on_waiter_timer, w))) {
 		free(w);
 		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
 				"out of memory");
@@ -163,8 +180,10 @@ static void wait_for_space(struct vmm *v, struct alloc_op *op)
 	}
 	w->op = op;
 	evtimer_add(w->deadline, &tv);
-	while (*tail)
-		tail = &(*tail)->next;
+	if (!at_head)
+		while (*tail)
+			tail = &(*tail)->next;
+	w->next = *tail;
 	*tail = w;
 	log_debug("allocation %s waits for %llu frames", op->a->guid,
 		  (unsigned long long)op->a->pages);
@@ -182,6 +201,15 @@ void vmm_space_freed(struct vmm *v)
 		waiter_free(v, w);
 		alloc_send(op);
 	}
+}
+
+uint64_t vmm_space_waiting(const struct vmm *v)
+{
+	uint64_t n = 0;
+
+	for (const struct vmm_space_waiter *w = v->space_waiters; w; w = w->next)
+		n++;
+	return n;
 }
 
 void vmm_space_waiters_fail(struct vmm *v)
@@ -239,10 +267,11 @@ void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__A
 	op->op.vmm = v;
 	op->op.call = call;
 	op->immediate = req->immediate;
+	op->deadline_ms = clock_now_ms() + v->config->request_timeout_ms;
 	/* Fig. 5 step 510: local space first. */
 	if (vmm_alloc_take_frames(v, op->a) < 0) {
 		if (!req->immediate) {
-			wait_for_space(v, op);
+			wait_for_space(v, op, false);
 			return;
 		}
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_DENIED,

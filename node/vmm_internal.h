@@ -82,6 +82,9 @@ void vmm_alloc_give_frames(struct vmm *v, struct vmm_alloc *a);
 /* Frames were given back: waiting allocations may go on. */
 void vmm_space_freed(struct vmm *v);
 void vmm_space_waiters_fail(struct vmm *v);
+/* Requests waiting for space, and for a lock: together the paging queue. */
+uint64_t vmm_space_waiting(const struct vmm *v);
+uint64_t vmm_page_waiting(const struct vmm *v);
 /* The change in SQLite, with its journal row. */
 int vmm_persist_alloc(struct vmm *v, const struct vmm_alloc *a, const struct pt_origin *o);
 int vmm_persist_page(struct vmm *v, const struct vmm_alloc *a, uint64_t page,

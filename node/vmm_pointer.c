@@ -174,6 +174,15 @@ int vmm_unlock(struct vmm *v, struct vmm_alloc *a, uint64_t page, const char *ow
 	return r;
 }
 
+uint64_t vmm_page_waiting(const struct vmm *v)
+{
+	uint64_t n = 0;
+
+	for (const struct vmm_page_waiter *w = v->page_waiters; w; w = w->next)
+		n++;
+	return n;
+}
+
 void vmm_page_waiters_fail(struct vmm *v)
 {
 	while (v->page_waiters) {

@@ -30,9 +30,9 @@ int vmm_sense_fill(struct vmm *v, bool page_table, Ftvm__Partner__SenseInformati
 	dram.free = frame_pool_free_count(v->pool) * page_size;
 	info->media = media;
 	info->n_media = 1;
-	/* The paging, destage and replacement queues hold nothing yet: no
-	 * request waits for a lock and there is no store to destage to. */
-	info->paging_queue = 0;
+	/* The paging queue: requests waiting for a lock or for space. There is
+	 * no store to destage to yet, so the other two queues stay empty. */
+	info->paging_queue = vmm_space_waiting(v) + vmm_page_waiting(v);
 	if (!page_table)
 		return 0;
 
