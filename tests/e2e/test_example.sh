@@ -31,6 +31,12 @@ list_empty b || fail "b still mirrors allocations after the example: $(ctl b --j
 list_empty a || fail "a still holds allocations after the example: $(ctl a --json list)"
 ok "example: 3 pages written and read back through a, header printed, freed on both"
 
+run_example --partner "$WORK/b.sock"
+grep -q "through a write pointer, read it on the partner" <<<"$OUT" ||
+	fail "example --partner did not use pointers: $OUT"
+list_empty b || fail "b still mirrors allocations after the pointer example"
+ok "example --partner: a page written through a write pointer on a reads the same on b"
+
 run_example --threads 8
 grep -q "8 threads on one client" <<<"$OUT" || fail "the threaded run did not report its threads: $OUT"
 list_empty b || fail "b still mirrors allocations after the threaded example: $(ctl b --json list)"

@@ -3,6 +3,10 @@
  *   example SOCKET                 allocate 3 pages with a header, write each
  *                                  page, read them back and compare, print the
  *                                  header, free
+ *   example SOCKET --partner PSOCKET
+ *                                  then write a page through a write pointer
+ *                                  (Figs. 7, 8) and read the same bytes on the
+ *                                  partner node, through a read pointer there
  *   example SOCKET --threads N     then N threads share one client, each
  *                                  writing and reading its own page 200 times
  *
@@ -103,6 +107,57 @@ out:
 		printf("example: freed %s\n", alloc.guid);
 	free(out);
 	free(in);
+	return ret;
+}
+
+/* --partner: a page written in place through a write pointer on this node,
+ * mirrored when it is released, reads back the same on the partner. */
+static int run_pointer(struct ftvm_client *c, struct ftvm_client *partner, uint32_t page_size)
+{
+	struct ftvm_alloc_info alloc;
+	const void *theirs;
+	uint8_t *expected;
+	void *mine;
+	size_t len;
+	int r, ret = -1;
+
+	r = ftvm_alloc(c, page_size, NULL, false, NULL, 0, &alloc);
+	if (r < 0)
+		return failed(c, "alloc", r);
+	r = ftvm_get_write_pointer(c, alloc.guid, 0, true, &mine, &len);
+	if (r < 0) {
+		failed(c, "write pointer", r);
+		goto out;
+	}
+	fill(mine, len, 0, 42); /* the block itself, in the node's frame pool */
+	r = ftvm_release_pointer(c, alloc.guid, 0, true, NULL); /* mirrored here */
+	if (r < 0) {
+		failed(c, "release", r);
+		goto out;
+	}
+	r = ftvm_get_read_pointer(partner, alloc.guid, 0, true, &theirs, &len);
+	if (r < 0) {
+		failed(partner, "read pointer on the partner", r);
+		goto out;
+	}
+	expected = malloc(len);
+	if (expected)
+		fill(expected, len, 0, 42);
+	if (!expected || memcmp(theirs, expected, len) != 0)
+		fprintf(stderr, "example: %s page 0 differs on the partner\n", alloc.guid);
+	else
+		ret = 0;
+	free(expected);
+	r = ftvm_release_pointer(partner, alloc.guid, 0, false, NULL);
+	if (r < 0)
+		ret = failed(partner, "release on the partner", r);
+	if (ret == 0)
+		printf("example: wrote %s page 0 through a write pointer, read it on the partner\n",
+		       alloc.guid);
+out:
+	r = ftvm_free(c, alloc.guid);
+	if (r < 0)
+		ret = failed(c, "free", r);
 	return ret;
 }
 
@@ -207,18 +262,23 @@ static int run_threads(struct ftvm_client *c, uint32_t page_size, unsigned n)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: example SOCKET [--threads N]   (N from 1 to %d)\n", THREADS_MAX);
+	fprintf(stderr,
+		"usage: example SOCKET [--partner PSOCKET | --threads N]   (N from 1 to %d)\n",
+		THREADS_MAX);
 	return 2;
 }
 
 int main(int argc, char **argv)
 {
 	struct ftvm_node_status st;
-	struct ftvm_client *c;
+	struct ftvm_client *c, *partner = NULL;
+	const char *partner_socket = NULL;
 	unsigned threads = 0;
 	int r;
 
-	if (argc == 4 && strcmp(argv[2], "--threads") == 0) {
+	if (argc == 4 && strcmp(argv[2], "--partner") == 0) {
+		partner_socket = argv[3];
+	} else if (argc == 4 && strcmp(argv[2], "--threads") == 0) {
 		char *end;
 		unsigned long v = strtoul(argv[3], &end, 10);
 
@@ -244,6 +304,18 @@ int main(int argc, char **argv)
 
 	if (run_pages(c, st.page_size) < 0)
 		goto fail;
+	if (partner_socket) {
+		r = ftvm_connect(partner_socket, &partner);
+		if (r < 0) {
+			fprintf(stderr, "example: cannot connect to %s: %s\n", partner_socket,
+				ftvm_strerror(r));
+			goto fail;
+		}
+		r = run_pointer(c, partner, st.page_size);
+		ftvm_disconnect(partner);
+		if (r < 0)
+			goto fail;
+	}
 	if (threads > 0 && run_threads(c, st.page_size, threads) < 0)
 		goto fail;
 	ftvm_disconnect(c);
