@@ -65,6 +65,7 @@ enum key_index {
 	KEY_SIZE,
 	KEY_PAGE_SIZE,
 	KEY_STORE_PATH,
+	KEY_STORE_SIZE,
 	KEY_HEARTBEAT_MS,
 	KEY_DEAD_AFTER_MS,
 	KEY_REQUEST_TIMEOUT_MS,
@@ -438,6 +439,11 @@ static int set_store_path(struct parser *p, const char *v)
 	return replace_string(p, &p->c->store_path, path_join(p->c->dir, v));
 }
 
+static int set_store_size(struct parser *p, const char *v)
+{
+	return parse_size_value(p, v, &p->c->store_size);
+}
+
 static int parse_ms(struct parser *p, const char *v, uint32_t max, uint32_t *ret)
 {
 	uint64_t n;
@@ -490,6 +496,7 @@ static const struct key keys[N_KEYS] = {
 	[KEY_SIZE] = { SECTION_MEMORY, "size", set_size },
 	[KEY_PAGE_SIZE] = { SECTION_MEMORY, "page_size", set_page_size },
 	[KEY_STORE_PATH] = { SECTION_STORE, "path", set_store_path },
+	[KEY_STORE_SIZE] = { SECTION_STORE, "size", set_store_size },
 	[KEY_HEARTBEAT_MS] = { SECTION_FAILOVER, "heartbeat_ms", set_heartbeat_ms },
 	[KEY_DEAD_AFTER_MS] = { SECTION_FAILOVER, "dead_after_ms", set_dead_after_ms },
 	[KEY_REQUEST_TIMEOUT_MS] = { SECTION_FAILOVER, "request_timeout_ms",
@@ -732,6 +739,22 @@ static int check_memory(struct parser *p)
 		    c->memory_size, ls);
 }
 
+/* Each node gets half of the store after its header, and must be able to
+ * destage a whole frame pool into it. */
+static int check_store(struct parser *p)
+{
+	struct ftvm_config *c = p->c;
+
+	if (!p->line_of[KEY_STORE_SIZE])
+		c->store_size = 4 * c->memory_size + STORE_HEADER_SPACE;
+	if (c->store_size >= 2 * c->memory_size + STORE_HEADER_SPACE)
+		return 0;
+	return fail(p, p->line_of[KEY_STORE_SIZE], "store", "size",
+		    "%" PRIu64 " bytes cannot hold both nodes' memory (want at least 2 x [memory] "
+		    "size + %u = %" PRIu64 ")",
+		    c->store_size, STORE_HEADER_SPACE, 2 * c->memory_size + STORE_HEADER_SPACE);
+}
+
 static int check_failover(struct parser *p)
 {
 	const struct ftvm_config *c = p->c;
@@ -803,6 +826,9 @@ static int validate(struct parser *p)
 	if (!p->c->id[0])
 		return fail(p, 0, "node", "id", "missing (every node needs one)");
 	r = check_memory(p);
+	if (r < 0)
+		return r;
+	r = check_store(p);
 	if (r < 0)
 		return r;
 	r = check_failover(p);

@@ -11,6 +11,8 @@
 #define CONFIG_ID_MAX 32
 #define CONFIG_POLICY_NAME_MAX 32
 #define CONFIG_POLICIES_MAX 64
+/* What a store keeps before the nodes' partitions (node/store.c). */
+#define STORE_HEADER_SPACE 65536u
 
 enum config_transport {
 	CONFIG_TRANSPORT_AUTO,
@@ -44,7 +46,8 @@ struct ftvm_config {
 	uint32_t page_size;
 
 	/* [store] */
-	char *store_path; /* absolute */
+	char *store_path;    /* absolute */
+	uint64_t store_size; /* key size; default 4 x [memory] size + the header */
 
 	/* [failover] */
 	uint32_t heartbeat_ms;

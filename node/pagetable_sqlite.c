@@ -60,6 +60,8 @@ static const struct migration {
 	  " page INTEGER, version INTEGER, crc32c INTEGER);"
 	  "INSERT INTO meta(key, value) VALUES ('next_guid', 1), ('next_lsn', 1),"
 	  " ('partner_applied_lsn', 0), ('applied_by_partner_lsn', 0), ('schema_version', 0);" },
+	{ "add each allocation's extent in the store",
+	  "ALTER TABLE allocations ADD COLUMN store_offset INTEGER NOT NULL DEFAULT 0;" },
 };
 
 #define SCHEMA_VERSION ((int64_t)ARRAY_SIZE(migrations))
@@ -96,7 +98,8 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_META_SET] = "INSERT INTO meta(key, value) VALUES (?1, ?2)"
 			" ON CONFLICT(key) DO UPDATE SET value = excluded.value",
 	[ST_ALLOC_INSERT] = "INSERT INTO allocations(guid, home, owner, size, block_size, pages,"
-			    " policy, header) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+			    " policy, header, store_offset)"
+			    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
 	[ST_PAGE_INSERT] = "INSERT INTO pages(guid, page, version, crc32c, dirty)"
 			   " VALUES (?1, ?2, 0, ?3, 0)",
 	[ST_ALLOC_DELETE] = "DELETE FROM allocations WHERE guid = ?1",
@@ -106,8 +109,8 @@ static const char *const stmt_sql[ST__MAX] = {
 			      " version, crc32c) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
 	[ST_JOURNAL_MAX] = "SELECT coalesce(max(lsn), 0) FROM journal",
 	[ST_JOURNAL_COUNT] = "SELECT count(*) FROM journal",
-	[ST_ALLOC_SELECT] = "SELECT guid, home, owner, size, block_size, pages, policy, header"
-			    " FROM allocations ORDER BY guid",
+	[ST_ALLOC_SELECT] = "SELECT guid, home, owner, size, block_size, pages, policy, header,"
+			    " store_offset FROM allocations ORDER BY guid",
 	[ST_PAGE_SELECT] = "SELECT page, version, crc32c, dirty FROM pages WHERE guid = ?1"
 			   " ORDER BY page",
 };
@@ -508,6 +511,7 @@ int pagetable_alloc_put(struct pagetable *pt, const struct pt_alloc *a, uint32_t
 		     ?: (a->header_len ? sqlite3_bind_blob64(st, 8, a->header, a->header_len,
 							     SQLITE_STATIC)
 				       : sqlite3_bind_zeroblob(st, 8, 0));
+	rc = rc ?: bind_u64(st, 9, a->store_offset);
 	r = run_change(pt, st, rc, "insert allocation", a->guid);
 
 	st = pt->stmt[ST_PAGE_INSERT];
@@ -669,6 +673,7 @@ int pagetable_load(struct pagetable *pt, int (*alloc_cb)(const struct pt_alloc *
 			.policy = (const char *)sqlite3_column_text(st, 6),
 			.header = sqlite3_column_blob(st, 7),
 			.header_len = (size_t)sqlite3_column_bytes(st, 7),
+			.store_offset = (uint64_t)sqlite3_column_int64(st, 8),
 		};
 		int64_t block_size = sqlite3_column_int64(st, 4);
 

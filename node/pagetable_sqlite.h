@@ -34,6 +34,7 @@ struct pt_alloc {
 	uint64_t pages;
 	const uint8_t *header; /* may be NULL when header_len is 0 */
 	size_t header_len;
+	uint64_t store_offset; /* its extent in the backing store (node/store.h) */
 };
 
 struct pt_page {

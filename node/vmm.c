@@ -101,6 +101,7 @@ int vmm_persist_alloc(struct vmm *v, const struct vmm_alloc *a, const struct pt_
 		.pages = a->pages,
 		.header = a->header,
 		.header_len = a->header_len,
+		.store_offset = a->store_offset,
 	};
 	int r = pagetable_alloc_put(v->pt, &pa, zero_crc(a->block_size), o);
 
@@ -118,7 +119,7 @@ int vmm_persist_page(struct vmm *v, const struct vmm_alloc *a, uint64_t page,
 		.page = page,
 		.version = a->page[page].version,
 		.crc32c = a->page[page].crc32c,
-		.dirty = true,
+		.dirty = a->page[page].dirty,
 	};
 	int r = pagetable_page_put(v->pt, &pp, o);
 
@@ -126,6 +127,19 @@ int vmm_persist_page(struct vmm *v, const struct vmm_alloc *a, uint64_t page,
 	return r < 0 ? log_error_errno(r, "page table: %s page %llu: %s", a->guid,
 				       (unsigned long long)page, pagetable_last_error(v->pt))
 		     : 0;
+}
+
+int vmm_page_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t version,
+		      uint32_t crc, const struct pt_origin *o)
+{
+	struct vmm_page *p = &a->page[page];
+
+	p->version = version;
+	p->crc32c = crc;
+	p->dirty = true;
+	if (vmm_is_owner(v, a))
+		vmm_destage_page(v, a, page);
+	return vmm_persist_page(v, a, page, o);
 }
 
 /* ---- group commit ---- */
@@ -303,6 +317,7 @@ static int load_alloc(const struct pt_alloc *pa, void *arg)
 
 	if (!a)
 		return -ENOMEM;
+	a->store_offset = pa->store_offset;
 	r = vmm_alloc_take_frames(v, a);
 	if (r < 0) {
 		vmm_alloc_free(a);
@@ -322,6 +337,7 @@ static int load_page(const struct pt_page *pp, void *arg)
 				       (unsigned long long)pp->page, pp->guid);
 	a->page[pp->page].version = pp->version;
 	a->page[pp->page].crc32c = pp->crc32c;
+	a->page[pp->page].dirty = pp->dirty;
 	return 0;
 }
 
@@ -363,6 +379,10 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 	}
 	log_info("page table %s (WAL, synchronous %s): %zu allocations loaded", path,
 		 config->synchronous_full ? "full" : "normal", vmm_table_size(v->table));
+	r = vmm_store_open(v);
+	if (r < 0)
+		goto fail;
+	vmm_store_page_in(v);
 	*ret = v;
 	return 0;
 fail:
@@ -382,6 +402,8 @@ void vmm_free(struct vmm *v)
 	vmm_space_waiters_fail(v);
 	vmm_page_waiters_fail(v);
 	vmm_holdings_free(v);
+	/* Destage first: the pages it marks clean commit with the flush below. */
+	vmm_store_close(v);
 	if (v->kick_event)
 		event_free(v->kick_event);
 	if (v->pt && v->flush_event)

@@ -45,6 +45,8 @@ static void wait_for_space(struct vmm *v, struct alloc_op *op, bool at_head);
 
 static void alloc_op_free(struct alloc_op *op)
 {
+	if (op->a)
+		vmm_store_extent_done(op->op.vmm, op->a);
 	vmm_alloc_free(op->a);
 	free(op);
 }
@@ -97,6 +99,7 @@ static void alloc_finish(struct vmm_op *base)
 	for (uint64_t i = 0; i < op->a->pages; i++)
 		op->a->page[i].crc32c = vmm_block_crc(v, op->a, i);
 	vmm_table_insert(v->table, op->a);
+	vmm_store_extent_done(v, op->a); /* the table holds its extent now */
 	vmm_persist_alloc(v, op->a, &o);
 	vmm_after_commit(v, alloc_replied, op);
 }
@@ -123,6 +126,7 @@ static void alloc_send(struct alloc_op *op)
 	am.home = a->home;
 	am.header.data = a->header;
 	am.header.len = a->header_len;
+	am.store_offset = a->store_offset;
 	alloc_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_MEMORY;
 	alloc_env.allocate_memory = &am;
 	op->op.lsn = pagetable_reserve_lsn(v->pt);
@@ -268,6 +272,15 @@ void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__A
 	op->op.call = call;
 	op->immediate = req->immediate;
 	op->deadline_ms = clock_now_ms() + v->config->request_timeout_ms;
+	if (vmm_store_extent(v, op->a) < 0) {
+		vmm_reply_error(call,
+				req->immediate ? FTVM__PARTNER__STATUS__STATUS_DENIED
+					       : FTVM__PARTNER__STATUS__STATUS_NO_SPACE,
+				"%llu pages of %u bytes do not fit in %s's partition of the store",
+				(unsigned long long)op->a->pages, block_size, vmm_node_id(v));
+		alloc_op_free(op);
+		return;
+	}
 	/* Fig. 5 step 510: local space first. */
 	if (vmm_alloc_take_frames(v, op->a) < 0) {
 		if (!req->immediate) {

@@ -42,6 +42,17 @@ struct vmm {
 	struct event *kick_event;
 	/* Pointers local clients hold. */
 	struct vmm_holding *holdings;
+
+	/* The backing store (vmm_destage.c): where this node's next extent
+	 * goes, and dirty pages of allocations owned here waiting to be
+	 * written to it, in order. */
+	struct store *store;
+	struct store_queue *store_queue;
+	/* Allocations made here and not yet in the table hold their extents. */
+	struct vmm_alloc **extents_reserved;
+	size_t n_extents_reserved;
+	struct vmm_destage *destage_todo, **destage_tail;
+	unsigned destage_inflight;
 };
 
 /* An originating node's operation waiting for its partner's answers. */
@@ -89,6 +100,25 @@ uint64_t vmm_page_waiting(const struct vmm *v);
 int vmm_persist_alloc(struct vmm *v, const struct vmm_alloc *a, const struct pt_origin *o);
 int vmm_persist_page(struct vmm *v, const struct vmm_alloc *a, uint64_t page,
 		     const struct pt_origin *o);
+/* A page took a new version (a modifying release): dirty until destaged,
+ * which the owner queues now; persisted. */
+int vmm_page_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t version,
+		      uint32_t crc, const struct pt_origin *o);
+
+/* vmm_destage.c: the destage queue and the backing store. */
+int vmm_store_open(struct vmm *v);
+void vmm_store_close(struct vmm *v);
+/* Reads every page the store holds into its frame (at start). */
+void vmm_store_page_in(struct vmm *v);
+/* An extent in this node's partition for a, in a->store_offset, held until
+ * vmm_store_extent_done(); -ENOSPC when no gap is large enough. */
+int vmm_store_extent(struct vmm *v, struct vmm_alloc *a);
+/* a is in the table now, or was refused: its reservation ends. */
+void vmm_store_extent_done(struct vmm *v, struct vmm_alloc *a);
+void vmm_destage_page(struct vmm *v, struct vmm_alloc *a, uint64_t page);
+uint64_t vmm_destage_depth(const struct vmm *v);
+/* The partner destaged guid page at version: clean here too. */
+void vmm_destaged(struct vmm *v, const char *guid, uint64_t page, uint64_t version);
 const char *vmm_node_id(const struct vmm *v);
 const char *vmm_partner_id(const struct vmm *v);
 bool vmm_is_owner(const struct vmm *v, const struct vmm_alloc *a);

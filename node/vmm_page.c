@@ -72,9 +72,7 @@ static void write_finish(struct vmm_op *base)
 	if (!op->owned)
 		op->new_version = op->op.lock_version;
 	memcpy(vmm_block_addr(v, a, op->page), op->block, a->block_size);
-	p->version = op->new_version;
-	p->crc32c = op->crc;
-	vmm_persist_page(v, a, op->page, &o);
+	vmm_page_modified(v, a, op->page, op->new_version, op->crc, &o);
 	vmm_after_commit(v, write_replied, op);
 }
 

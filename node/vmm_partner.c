@@ -110,6 +110,7 @@ static void on_allocate_memory(struct vmm *v, const Ftvm__Partner__AllocateMemor
 	}
 	for (uint64_t i = 0; i < a->pages; i++)
 		a->page[i].crc32c = vmm_block_crc(v, a, i);
+	a->store_offset = m->store_offset;
 	vmm_table_insert(v->table, a);
 	if (vmm_persist_alloc(v, a, o) < 0)
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "page table write failed");
@@ -248,11 +249,10 @@ static void on_release_pointer(struct vmm *v, const Ftvm__Partner__ReleasePointe
 		return;
 	}
 	/* The owner assigns versions; a mirror takes the owner's. */
-	p->version = vmm_is_owner(v, a) ? p->version + 1 : m->version;
-	p->crc32c = vmm_block_crc(v, a, m->page);
-	lock_status(p, ans);
-	if (vmm_persist_page(v, a, m->page, o) < 0)
+	if (vmm_page_modified(v, a, m->page, vmm_is_owner(v, a) ? p->version + 1 : m->version,
+			      vmm_block_crc(v, a, m->page), o) < 0)
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "page table write failed");
+	lock_status(p, ans);
 }
 
 static void on_read_header(struct vmm *v, const Ftvm__Partner__ReadHeader *m, struct answer *ans)
@@ -318,6 +318,9 @@ static void apply(struct vmm *v, const Envelope *env, struct answer *ans)
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER:
 		on_release_pointer(v, env->release_pointer, &o, ans);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED:
+		vmm_destaged(v, env->destaged->guid, env->destaged->page, env->destaged->version);
 		break;
 	default:
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_UNSUPPORTED,

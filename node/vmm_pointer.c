@@ -393,12 +393,8 @@ static void release_finish(struct vmm_op *base)
 		return;
 	}
 	if (op->modified) {
-		struct vmm_page *p = &a->page[h->page];
-
-		p->version = op->owned ? op->new_version : op->op.lock_version;
-		p->crc32c = op->crc;
-		op->new_version = p->version;
-		vmm_persist_page(v, a, h->page, &o);
+		op->new_version = op->owned ? op->new_version : op->op.lock_version;
+		vmm_page_modified(v, a, h->page, op->new_version, op->crc, &o);
 	}
 	vmm_unlock(v, a, h->page, h->owner);
 	if (op->modified)

@@ -30,9 +30,10 @@ int vmm_sense_fill(struct vmm *v, bool page_table, Ftvm__Partner__SenseInformati
 	dram.free = frame_pool_free_count(v->pool) * page_size;
 	info->media = media;
 	info->n_media = 1;
-	/* The paging queue: requests waiting for a lock or for space. There is
-	 * no store to destage to yet, so the other two queues stay empty. */
+	/* The paging queue: requests waiting for a lock or for space. Pages stay
+	 * resident (no replacement yet), so that queue stays empty. */
 	info->paging_queue = vmm_space_waiting(v) + vmm_page_waiting(v);
+	info->destage_queue = vmm_destage_depth(v);
 	if (!page_table)
 		return 0;
 

@@ -19,6 +19,8 @@ struct vmm_page {
 	int lock_mode; /* Ftvm__Partner__LockMode */
 	char **owners; /* one writer, or the readers */
 	size_t n_owners;
+	bool dirty;	/* newer than the backing store */
+	bool destaging; /* in the destage queue or being written */
 };
 
 struct vmm_alloc {
@@ -32,7 +34,8 @@ struct vmm_alloc {
 	uint64_t pages;
 	uint8_t *header;
 	size_t header_len;
-	bool freeing; /* a release memory is in flight: no new locks */
+	bool freeing;	       /* a release memory is in flight: no new locks */
+	uint64_t store_offset; /* its extent in the backing store */
 	struct vmm_page *page;
 };
 

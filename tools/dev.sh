@@ -90,8 +90,8 @@ demo() {
 	wait_until 10 linked a
 	local relink=$(($(date +%s%3N) - t0))
 	"$ctl" --config "$run/a.conf" status
-	# Without the failover work's resync, a restarted node has its page table
-	# back but not the contents of its frames: verify shows what is missing.
+	# A restarted node has its page table back and reads its pages from the
+	# store; what it had not destaged needs the failover work's resync.
 	differ=$("$ctl" --config "$run/a.conf" --json verify 2>/dev/null | jq '.differences | length' ||
 		true)
 
@@ -102,8 +102,8 @@ demo() {
 	echo "== summary"
 	echo "pair linked on tcp; $writes mirrored page writes from both nodes, verify equal"
 	echo "drill: partner loss detected by a in ${detect} ms; b back and linked in ${relink} ms"
-	echo "after b's restart verify lists $differ page differences: its page table came back,"
-	echo "its frames did not (takeover, resync and destage come with the failover work)"
+	echo "after b's restart it read its pages back from the store; verify lists $differ differences"
+	echo "(pages not yet destaged when it died would need the failover work's resync)"
 }
 
 run_tests() { # run_tests DIR

@@ -130,7 +130,13 @@ for id in a b; do
 	[ "$(ctl $id --json header "$g2" | jq -r '.home + " " + (.pages|tostring)')" = "b 4" ] ||
 		fail "$id lost allocation $g2 across the restart"
 done
-ok "both restarted cleanly: $g2 is back on both"
+for id in a b; do
+	ctl "$id" read "$g2" 3 | cmp -s - "$WORK/s3" || fail "$id lost page 3 of $g2 across the restart"
+done
+ctl a verify >/dev/null || fail "verify after the clean restart: $(ctl a verify 2>&1)"
+grep -q "shutdown: .* dirty pages destaged\|store .*partition" "$WORK/b.log" ||
+	fail "b's log says nothing of its store"
+ok "both restarted cleanly: $g2 is back on both, its pages read back from the store, verify equal"
 g3=$(ctl a alloc --size 4096)
 [ "$g3" != "$guid" ] || fail "a reused guid $guid after a restart"
 ok "new allocation after restart gets a new guid: $g3"

@@ -172,6 +172,7 @@ struct sent {
 	Ftvm__Partner__ReleasePointer release_pointer;
 	Ftvm__Partner__Batch batch;
 	ProtobufCBinaryData batch_bytes[BATCH_N];
+	Ftvm__Partner__Destaged destaged;
 };
 
 static Envelope envelope(Ftvm__Partner__Envelope__MessageCase which, void *msg);
@@ -255,6 +256,7 @@ static void sent_init(struct sent *s)
 	s->allocate_memory.policy = "immediate";
 	s->allocate_memory.home = "node-a";
 	s->allocate_memory.header = (ProtobufCBinaryData){ sizeof(blob), (uint8_t *)blob };
+	s->allocate_memory.store_offset = 0x0000010000000000ull;
 
 	s->release_memory = (Ftvm__Partner__ReleaseMemory)FTVM__PARTNER__RELEASE_MEMORY__INIT;
 	s->release_memory.guid = "a2";
@@ -300,6 +302,11 @@ static void sent_init(struct sent *s)
 	batch_inner[1] =
 		envelope(FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_WRITE, &s->allocate_write);
 	batch_inner[2] = envelope(FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE, &s->write_page);
+	s->destaged = (Ftvm__Partner__Destaged)FTVM__PARTNER__DESTAGED__INIT;
+	s->destaged.guid = "a9";
+	s->destaged.page = 0x123456789ull;
+	s->destaged.version = 0x8000000000000003ull;
+
 	s->batch = (Ftvm__Partner__Batch)FTVM__PARTNER__BATCH__INIT;
 	for (int i = 0; i < BATCH_N; i++) {
 		batch_inner[i].seq += (uint64_t)i;
@@ -477,6 +484,7 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_S(allocate_memory->policy);
 		EQ_S(allocate_memory->home);
 		EQ_B(allocate_memory->header);
+		EQ_U(allocate_memory->store_offset);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_MEMORY:
 		EQ_S(release_memory->guid);
@@ -520,6 +528,11 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH:
 		cmp_batch(ctx, e->batch, g->batch);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED:
+		EQ_S(destaged->guid);
+		EQ_U(destaged->page);
+		EQ_U(destaged->version);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE__NOT_SET:
 	default:
@@ -565,6 +578,7 @@ static const struct round_trip_case round_trip_cases[] = {
 	{ "AllocateWrite", "AllocateWrite", FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_WRITE, 0 },
 	{ "ReleasePointer", "ReleasePointer", FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER, 0 },
 	{ "Batch", "Batch", FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH, 0 },
+	{ "Destaged", "Destaged", FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED, 0 },
 };
 
 /* The message a case sends, wired into s. */
@@ -617,6 +631,8 @@ static void *case_message(struct sent *s, const struct round_trip_case *c)
 		return &s->release_pointer;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH:
 		return &s->batch;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED:
+		return &s->destaged;
 	default:
 		return NULL;
 	}

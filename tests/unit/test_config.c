@@ -157,6 +157,8 @@ static void test_defaults(void)
 	CHECK_INT("memory_size", 256ull << 20, c->memory_size);
 	CHECK_INT("page_size", 4096, c->page_size);
 	CHECK_STR("store_path", under_dir("shared/store"), c->store_path);
+	CHECK_INT("store_size (4 x memory + header)", (UINT64_C(1024) << 20) + 65536,
+		  c->store_size);
 	CHECK_INT("heartbeat_ms", 100, c->heartbeat_ms);
 	CHECK_INT("dead_after_ms", 500, c->dead_after_ms);
 	CHECK_INT("request_timeout_ms", 5000, c->request_timeout_ms);
@@ -444,6 +446,9 @@ static const struct bad bad_cases[] = {
 	{ NODE "ID = b\n", 3, "[node] ID", "unknown key" },
 	{ NODE "[memory]\nsizes = 1M\n", 4, "[memory] sizes", "unknown key" },
 	{ NODE "[store]\nfile = x\n", 4, "[store] file", "unknown key" },
+	{ NODE "[memory]\nsize = 16M\n[store]\nsize = 20M\n", 6, "[store] size",
+	  "cannot hold both nodes' memory (want at least 2 x [memory] size + 65536" },
+	{ NODE "[store]\nsize = lots\n", 4, "[store] size", "is not a size" },
 	{ NODE "[failover]\n\n\n\n\n\nbogus = 1\n", 9, "[failover] bogus", "unknown key" },
 	{ NODE "= 5\n", 3, "[node]", "a value with no key" },
 	{ "[node]\n[nodes]\nid = a\n", 2, "[nodes]", "unknown section" },

@@ -73,7 +73,7 @@ static struct pt_origin mirrored(uint64_t partner_lsn)
 
 struct model_alloc {
 	char guid[64], home[32], owner[32], policy[32];
-	uint64_t size, pages;
+	uint64_t size, pages, store_offset;
 	uint32_t block_size;
 	uint8_t header[64];
 	size_t header_len;
@@ -106,6 +106,7 @@ static int load_alloc(const struct pt_alloc *a, void *arg)
 	x->size = a->size;
 	x->pages = a->pages;
 	x->block_size = a->block_size;
+	x->store_offset = a->store_offset;
 	if (a->header_len > sizeof(x->header) || (a->header_len && !a->header)) {
 		FAIL("load %s: header of %zu bytes at %p", a->guid, a->header_len,
 		     (const void *)a->header);
@@ -160,6 +161,7 @@ static void compare(const char *ctx, const struct model *e, const struct model *
 			     x->guid, x->home, x->owner, x->policy, y->guid, y->home, y->owner,
 			     y->policy);
 		CHECK_INT("size", x->size, y->size);
+		CHECK_INT("store_offset", x->store_offset, y->store_offset);
 		CHECK_INT("block_size", x->block_size, y->block_size);
 		CHECK_INT("pages", x->pages, y->pages);
 		CHECK_INT("pages loaded", x->pages, y->pages_seen);
@@ -193,6 +195,7 @@ static int model_put(struct pagetable *pt, struct model *m, const char *guid, ui
 		.pages = pages,
 		.header = header,
 		.header_len = header_len,
+		.store_offset = 65536 + size * 3, /* any value, distinct per allocation */
 	};
 	struct model_alloc *x;
 	size_t at = 0;
@@ -212,6 +215,7 @@ static int model_put(struct pagetable *pt, struct model *m, const char *guid, ui
 	snprintf(x->owner, sizeof(x->owner), "%s", a.owner);
 	snprintf(x->policy, sizeof(x->policy), "%s", a.policy);
 	x->size = size;
+	x->store_offset = a.store_offset;
 	x->block_size = block_size;
 	x->pages = x->pages_seen = pages;
 	if (header_len)
@@ -573,7 +577,7 @@ static void test_wal_and_cascade(void)
 	raw_query(db, "SELECT count(*) FROM pages WHERE guid = 'c'", buf, sizeof(buf));
 	CHECK_STR("page rows of c", "4", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version", "1", buf);
+	CHECK_STR("schema_version", "2", buf);
 
 	o = own(pt);
 	CHECK_OK("delete c", pagetable_alloc_delete(pt, "c", &o));
@@ -670,6 +674,54 @@ static void test_partner_lsns(void)
 }
 
 /* Files this build must not use: refused, with a reason, and left alone. */
+
+/* A table made by schema version 1 (before extents) is migrated to version 2
+ * when opened, and keeps what it held; its allocations have extent 0. */
+static void test_migration_from_v1(void)
+{
+	char path[PATH_MAX], buf[64];
+	struct pagetable *pt;
+	struct model got;
+	sqlite3 *db;
+
+	path_in_dir(path, sizeof(path), "v1.db");
+	if (sqlite3_open(path, &db) != SQLITE_OK)
+		die("sqlite3_open v1.db");
+	raw_exec(db,
+		 "PRAGMA journal_mode=WAL;"
+		 "CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+		 "CREATE TABLE allocations(guid TEXT PRIMARY KEY, home TEXT NOT NULL,"
+		 " owner TEXT NOT NULL, size INTEGER NOT NULL, block_size INTEGER NOT NULL,"
+		 " pages INTEGER NOT NULL, policy TEXT NOT NULL, header BLOB NOT NULL);"
+		 "CREATE TABLE pages(guid TEXT NOT NULL REFERENCES allocations(guid)"
+		 " ON DELETE CASCADE, page INTEGER NOT NULL, version INTEGER NOT NULL,"
+		 " crc32c INTEGER NOT NULL, dirty INTEGER NOT NULL, PRIMARY KEY (guid, page))"
+		 " WITHOUT ROWID;"
+		 "CREATE TABLE journal(lsn INTEGER PRIMARY KEY, origin TEXT NOT NULL,"
+		 " origin_lsn INTEGER NOT NULL, op TEXT NOT NULL, guid TEXT NOT NULL,"
+		 " page INTEGER, version INTEGER, crc32c INTEGER);"
+		 "INSERT INTO meta(key, value) VALUES ('next_guid', 1), ('next_lsn', 1),"
+		 " ('partner_applied_lsn', 0), ('applied_by_partner_lsn', 0),"
+		 " ('schema_version', 1);"
+		 "INSERT INTO allocations VALUES ('a-1', 'a', 'a', 4096, 4096, 1, 'default', x'');"
+		 "INSERT INTO pages VALUES ('a-1', 0, 3, 7, 1);");
+	sqlite3_close(db);
+
+	pt = open_or_die(path);
+	load_model(pt, &got);
+	CHECK_INT("allocations after the migration", 1, got.n);
+	if (got.n == 1) {
+		CHECK_STR("guid", "a-1", got.a[0].guid);
+		CHECK_INT("store_offset of an old allocation", 0, got.a[0].store_offset);
+		CHECK_INT("page version kept", 3, got.a[0].version[0]);
+	}
+	pagetable_close(pt);
+	db = raw_open(path);
+	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
+	CHECK_STR("schema_version after the migration", "2", buf);
+	sqlite3_close(db);
+}
+
 static void test_refused_files(void)
 {
 	char path[300], buf[64];
@@ -684,18 +736,18 @@ static void test_refused_files(void)
 	pt = open_or_die(path);
 	pagetable_close(pt);
 	db = raw_open(path);
-	raw_exec(db, "UPDATE meta SET value = 2 WHERE key = 'schema_version'");
+	raw_exec(db, "UPDATE meta SET value = 3 WHERE key = 'schema_version'");
 	sqlite3_close(db);
 	pt = (struct pagetable *)&pt; /* must come back NULL */
 	r = pagetable_open(path, false, &pt);
 	CHECK_INT("open a newer schema", -EPROTONOSUPPORT, r);
 	CHECK(pt == NULL, "no table comes back with an error");
-	CHECK(strstr(pagetable_last_error(NULL), "schema version is 2") &&
-		      strstr(pagetable_last_error(NULL), "up to 1"),
+	CHECK(strstr(pagetable_last_error(NULL), "schema version is 3") &&
+		      strstr(pagetable_last_error(NULL), "up to 2"),
 	      "the reason names both versions: \"%s\"", pagetable_last_error(NULL));
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version left as it was", "2", buf);
+	CHECK_STR("schema_version left as it was", "3", buf);
 	sqlite3_close(db);
 
 	/* Not SQLite at all. */
@@ -910,6 +962,7 @@ int main(void)
 	test_refused_changes();
 	test_partner_lsns();
 	test_refused_files();
+	test_migration_from_v1();
 	test_crash();
 	bench(false);
 	bench(true);

@@ -1,0 +1,228 @@
+#include "store.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "crc32c.h"
+
+#define STORE_MAGIC "FTVMSTOR"
+#define STORE_VERSION 1u
+
+/* On disk, little-endian, at offset 0. */
+struct store_partition_disk {
+	char node[CONFIG_ID_MAX + 1]; /* "" = free */
+	uint8_t pad[7];
+	uint64_t start;
+	uint64_t length;
+};
+
+struct store_header_disk {
+	char magic[8];
+	uint32_t version;
+	uint32_t page_size;
+	uint8_t store_id[16];
+	uint64_t size;
+	struct store_partition_disk partition[2];
+	uint32_t crc32c; /* of everything before it */
+};
+
+struct store {
+	int fd;
+	uint64_t start, length;
+};
+
+static uint32_t header_crc(const struct store_header_disk *h)
+{
+	return crc32c(0, h, offsetof(struct store_header_disk, crc32c));
+}
+
+static void header_init(struct store_header_disk *h, uint64_t size, uint32_t page_size)
+{
+	uint64_t half = (size - STORE_HEADER_SPACE) / 2 / page_size * page_size;
+
+	memset(h, 0, sizeof(*h));
+	memcpy(h->magic, STORE_MAGIC, sizeof(h->magic));
+	h->version = htole32(STORE_VERSION);
+	h->page_size = htole32(page_size);
+	if (getrandom(h->store_id, sizeof(h->store_id), 0) != sizeof(h->store_id))
+		for (size_t i = 0; i < sizeof(h->store_id); i++)
+			h->store_id[i] = (uint8_t)rand();
+	h->size = htole64(size);
+	h->partition[0].start = htole64(STORE_HEADER_SPACE);
+	h->partition[0].length = htole64(half);
+	h->partition[1].start = htole64(STORE_HEADER_SPACE + half);
+	h->partition[1].length = htole64(half);
+	h->crc32c = htole32(header_crc(h));
+}
+
+static int header_check(const struct store_header_disk *h, const char *path, uint32_t page_size,
+			char *err, size_t err_len)
+{
+	if (memcmp(h->magic, STORE_MAGIC, sizeof(h->magic)) != 0) {
+		snprintf(err, err_len, "%s is not an ftvm store (no store header)", path);
+		return -EBADMSG;
+	}
+	if (le32toh(h->crc32c) != header_crc(h)) {
+		snprintf(err, err_len, "%s: the store header fails its checksum", path);
+		return -EBADMSG;
+	}
+	if (le32toh(h->version) != STORE_VERSION) {
+		snprintf(err, err_len, "%s: store version %u, this ftvmd knows %u", path,
+			 le32toh(h->version), STORE_VERSION);
+		return -EPROTONOSUPPORT;
+	}
+	if (le32toh(h->page_size) != page_size) {
+		snprintf(err, err_len, "%s: store made for page_size %u, this node has %u", path,
+			 le32toh(h->page_size), page_size);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Finds node_id's partition, or claims a free one for it. */
+static int claim(struct store_header_disk *h, const char *path, const char *node_id,
+		 bool *ret_changed, char *err, size_t err_len)
+{
+	int free_slot = -1;
+
+	for (int i = 0; i < 2; i++) {
+		if (strcmp(h->partition[i].node, node_id) == 0)
+			return i;
+		if (!h->partition[i].node[0] && free_slot < 0)
+			free_slot = i;
+	}
+	if (free_slot < 0) {
+		snprintf(err, err_len, "%s belongs to nodes '%s' and '%s', not to '%s'", path,
+			 h->partition[0].node, h->partition[1].node, node_id);
+		return -EPERM;
+	}
+	snprintf(h->partition[free_slot].node, sizeof(h->partition[free_slot].node), "%s", node_id);
+	h->crc32c = htole32(header_crc(h));
+	*ret_changed = true;
+	return free_slot;
+}
+
+int store_open(const char *path, uint64_t size, uint32_t page_size, const char *node_id,
+	       struct store **ret, char *err, size_t err_len)
+{
+	struct store_header_disk h;
+	struct store *s = NULL;
+	bool changed = false;
+	struct stat st;
+	ssize_t n;
+	int fd, r, slot;
+
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+	if (fd < 0) {
+		r = -errno;
+		snprintf(err, err_len, "%s: cannot open the store: %s", path, strerror(errno));
+		return r;
+	}
+	/* Both nodes may open a new store at once: one initialises it. */
+	if (flock(fd, LOCK_EX) < 0 || fstat(fd, &st) < 0) {
+		r = -errno;
+		snprintf(err, err_len, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (st.st_size == 0 && S_ISREG(st.st_mode)) {
+		header_init(&h, size, page_size);
+		if (ftruncate(fd, (off_t)size) < 0) {
+			r = -errno;
+			snprintf(err, err_len, "%s: cannot size the store to %llu bytes: %s", path,
+				 (unsigned long long)size, strerror(errno));
+			goto fail;
+		}
+		changed = true;
+	} else {
+		n = pread(fd, &h, sizeof(h), 0);
+		if (n != (ssize_t)sizeof(h)) {
+			r = n < 0 ? -errno : -EBADMSG;
+			snprintf(err, err_len, "%s: cannot read the store header%s%s", path,
+				 n < 0 ? ": " : " (too short)", n < 0 ? strerror(errno) : "");
+			goto fail;
+		}
+		r = header_check(&h, path, page_size, err, err_len);
+		if (r < 0)
+			goto fail;
+	}
+	slot = claim(&h, path, node_id, &changed, err, err_len);
+	if (slot < 0) {
+		r = slot;
+		goto fail;
+	}
+	if (changed && (pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) || fdatasync(fd) < 0)) {
+		r = -errno;
+		snprintf(err, err_len, "%s: cannot write the store header: %s", path,
+			 strerror(errno));
+		goto fail;
+	}
+	flock(fd, LOCK_UN);
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		r = -ENOMEM;
+		snprintf(err, err_len, "out of memory");
+		goto fail;
+	}
+	s->fd = fd;
+	s->start = le64toh(h.partition[slot].start);
+	s->length = le64toh(h.partition[slot].length);
+	*ret = s;
+	return 0;
+fail:
+	close(fd);
+	return r;
+}
+
+void store_close(struct store *s)
+{
+	if (!s)
+		return;
+	close(s->fd);
+	free(s);
+}
+
+int store_fd(const struct store *s)
+{
+	return s->fd;
+}
+
+uint64_t store_partition_start(const struct store *s)
+{
+	return s->start;
+}
+
+uint64_t store_partition_length(const struct store *s)
+{
+	return s->length;
+}
+
+static uint64_t records_size(uint32_t page_size, uint64_t pages)
+{
+	uint64_t bytes = pages * sizeof(struct store_page_record);
+
+	return (bytes + page_size - 1) / page_size * page_size;
+}
+
+uint64_t store_extent_size(uint32_t page_size, uint64_t pages, uint32_t block_size)
+{
+	return records_size(page_size, pages) + pages * block_size;
+}
+
+uint64_t store_record_offset(uint64_t extent, uint64_t page)
+{
+	return extent + page * sizeof(struct store_page_record);
+}
+
+uint64_t store_block_offset(uint64_t extent, uint32_t page_size, uint64_t pages,
+			    uint32_t block_size, uint64_t page)
+{
+	return extent + records_size(page_size, pages) + page * block_size;
+}

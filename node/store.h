@@ -1,0 +1,46 @@
+/* The backing store shared by both nodes (a file or a block device), after
+ * seed 004: a header that names the pair, and one partition per node.
+ *
+ *   0                  header: magic, version, page size, store id, the two
+ *                      partitions (node id, start, length), CRC-32C
+ *   STORE_HEADER_SPACE partition of the first node to open the store
+ *   ...                partition of the second
+ *
+ * An allocation's extent lives in its home node's partition: a record per
+ * page (version, CRC-32C of what was destaged), rounded up to a page, then
+ * the pages' blocks. So the store says by itself which version of a page it
+ * holds, and a node coming back reads each page with its version. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+
+struct store;
+
+struct store_page_record {
+	uint64_t version; /* 0: never destaged */
+	uint32_t crc32c;
+	uint32_t reserved;
+};
+
+/* Opens (creating and initialising it when new) the store at path, checks
+ * that it is this pair's (page size, and a partition named node_id or a
+ * free one, which this node then claims) and returns it. Errors name the
+ * store and what does not match; err gets one line. */
+int store_open(const char *path, uint64_t size, uint32_t page_size, const char *node_id,
+	       struct store **ret, char *err, size_t err_len);
+void store_close(struct store *s);
+
+int store_fd(const struct store *s);
+/* This node's partition: [start, start + length). */
+uint64_t store_partition_start(const struct store *s);
+uint64_t store_partition_length(const struct store *s);
+
+/* Bytes an extent for pages blocks of block_size takes. */
+uint64_t store_extent_size(uint32_t page_size, uint64_t pages, uint32_t block_size);
+/* Offsets inside an extent that starts at extent. */
+uint64_t store_record_offset(uint64_t extent, uint64_t page);
+uint64_t store_block_offset(uint64_t extent, uint32_t page_size, uint64_t pages,
+			    uint32_t block_size, uint64_t page);

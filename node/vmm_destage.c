@@ -1,0 +1,398 @@
+/* The backing store from the memory manager's side: extents for new
+ * allocations, the destage queue, and page-in at start.
+ *
+ * Destage (the owner of an allocation does it, in the background): a page
+ * released modified is queued; its block and its record (version, CRC-32C)
+ * are written to its extent and made stable (a barrier); then, if the page
+ * has not changed meanwhile, it is clean here, and a Destaged message makes it
+ * clean on the partner too. A page that changed is queued again.
+ *
+ * At start every page the store holds is read back into its frame with the
+ * version the store recorded, so a clean restart of both nodes (each destages
+ * everything first) loses nothing. */
+#include "vmm_internal.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "crc32c.h"
+#include "log.h"
+#include "session.h"
+#include "store.h"
+#include "store_queue.h"
+
+#define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
+#define DESTAGE_INFLIGHT_MAX 8
+#define STORE_THREADS 2
+
+struct vmm_destage {
+	struct vmm_destage *next;
+	struct vmm *vmm;
+	char guid[128];
+	uint64_t page;
+	/* What is being written: a snapshot, the page may change meanwhile. */
+	uint64_t version;
+	struct store_page_record record;
+	unsigned pending; /* posted operations not yet completed */
+	int result;
+	uint8_t block[];
+};
+
+int vmm_store_open(struct vmm *v)
+{
+	const struct ftvm_config *c = v->config;
+	char err[512], dir[4096];
+	int r;
+
+	/* The store's folder (shared by the pair) is made when missing. */
+	snprintf(dir, sizeof(dir), "%s", c->store_path);
+	if (mkdir(dirname(dir), 0750) < 0 && errno != EEXIST)
+		return log_error_errno(-errno, "store folder %s", dir);
+	r = store_open(c->store_path, c->store_size, c->page_size, c->id, &v->store, err,
+		       sizeof(err));
+	if (r < 0)
+		return log_error_errno(r, "%s", err);
+	r = store_queue_new(v->base, store_fd(v->store), STORE_THREADS, &v->store_queue);
+	if (r < 0)
+		return log_error_errno(r, "store queue for %s", c->store_path);
+	v->destage_tail = &v->destage_todo;
+	log_info("store %s: partition of %llu bytes at %llu", c->store_path,
+		 (unsigned long long)store_partition_length(v->store),
+		 (unsigned long long)store_partition_start(v->store));
+	return 0;
+}
+
+static uint64_t extent_size(const struct vmm *v, const struct vmm_alloc *a)
+{
+	return store_extent_size(v->config->page_size, a->pages, a->block_size);
+}
+
+struct extent {
+	uint64_t start, end;
+};
+
+static int by_start(const void *x, const void *y)
+{
+	const struct extent *a = x, *b = y;
+
+	return a->start < b->start ? -1 : a->start > b->start;
+}
+
+/* First fit in this node's partition, between the extents of the
+ * allocations homed here (in the table, or still being made). */
+int vmm_store_extent(struct vmm *v, struct vmm_alloc *a)
+{
+	uint64_t at = store_partition_start(v->store);
+	uint64_t end = at + store_partition_length(v->store), size = extent_size(v, a);
+	struct vmm_alloc **all, **grown;
+	struct extent *used;
+	size_t n = 0, n_used = 0;
+	int r = -ENOSPC;
+
+	all = vmm_table_sorted(v->table, &n);
+	used = calloc(n + v->n_extents_reserved + 1, sizeof(*used));
+	grown = realloc(v->extents_reserved, (v->n_extents_reserved + 1) * sizeof(*grown));
+	if (grown)
+		v->extents_reserved = grown;
+	if (!all || !used || !grown) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(all[i]->home, vmm_node_id(v)) == 0)
+			used[n_used++] =
+				(struct extent){ all[i]->store_offset,
+						 all[i]->store_offset + extent_size(v, all[i]) };
+	for (size_t i = 0; i < v->n_extents_reserved; i++) {
+		const struct vmm_alloc *x = v->extents_reserved[i];
+		used[n_used++] =
+			(struct extent){ x->store_offset, x->store_offset + extent_size(v, x) };
+	}
+	qsort(used, n_used, sizeof(*used), by_start);
+	for (size_t i = 0; i <= n_used; i++) {
+		uint64_t next = i < n_used ? used[i].start : end;
+
+		if (next >= at && next - at >= size) {
+			a->store_offset = at;
+			v->extents_reserved[v->n_extents_reserved++] = a;
+			r = 0;
+			break;
+		}
+		if (i < n_used && used[i].end > at)
+			at = used[i].end;
+	}
+out:
+	free(all);
+	free(used);
+	return r;
+}
+
+void vmm_store_extent_done(struct vmm *v, struct vmm_alloc *a)
+{
+	for (size_t i = 0; i < v->n_extents_reserved; i++)
+		if (v->extents_reserved[i] == a) {
+			v->extents_reserved[i] = v->extents_reserved[--v->n_extents_reserved];
+			return;
+		}
+}
+
+static uint64_t block_offset(const struct vmm *v, const struct vmm_alloc *a, uint64_t page)
+{
+	return store_block_offset(a->store_offset, v->config->page_size, a->pages, a->block_size,
+				  page);
+}
+
+/* One allocation's pages, as the store holds them. */
+static void page_in(struct vmm *v, struct vmm_alloc *a)
+{
+	int fd = store_fd(v->store);
+
+	for (uint64_t i = 0; i < a->pages; i++) {
+		struct vmm_page *p = &a->page[i];
+		struct store_page_record rec;
+		uint8_t *frame = vmm_block_addr(v, a, i);
+		uint64_t version;
+
+		if (pread(fd, &rec, sizeof(rec), (off_t)store_record_offset(a->store_offset, i)) !=
+		    (ssize_t)sizeof(rec))
+			continue;
+		version = le64toh(rec.version);
+		if (version == 0)
+			continue; /* never destaged: zeroes, as allocated */
+		if (pread(fd, frame, a->block_size, (off_t)block_offset(v, a, i)) !=
+			    (ssize_t)a->block_size ||
+		    crc32c(0, frame, a->block_size) != le32toh(rec.crc32c)) {
+			log_warning("%s page %llu: the store's block fails its checksum", a->guid,
+				    (unsigned long long)i);
+			memset(frame, 0, a->block_size);
+			continue;
+		}
+		if (version < p->version) {
+			log_warning(
+				"%s page %llu: the store has version %llu, the page table %llu: "
+				"its contents are behind until the partner resyncs it",
+				a->guid, (unsigned long long)i, (unsigned long long)version,
+				(unsigned long long)p->version);
+			continue;
+		}
+		p->version = version;
+		p->crc32c = le32toh(rec.crc32c);
+		p->dirty = false;
+	}
+}
+
+void vmm_store_page_in(struct vmm *v)
+{
+	size_t n = 0;
+	struct vmm_alloc **all = vmm_table_sorted(v->table, &n);
+
+	for (size_t i = 0; all && i < n; i++)
+		page_in(v, all[i]);
+	free(all);
+}
+
+/* ---- destage ---- */
+
+static void pump(struct vmm *v);
+
+static void on_destaged_answer(const CommandComplete *cc, void *arg)
+{
+	if (cc->status != FTVM__PARTNER__STATUS__STATUS_OK)
+		log_debug("partner did not take a Destaged: %s", cc->reason);
+}
+
+static void tell_partner(struct vmm *v, struct vmm_destage *d)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__Destaged m = FTVM__PARTNER__DESTAGED__INIT;
+
+	m.guid = d->guid;
+	m.page = d->page;
+	m.version = d->version;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED;
+	env.destaged = &m;
+	vmm_flush(v);
+	/* Without the link the partner's table stays dirty; its page-in reads
+	 * the store anyway, so nothing is lost. */
+	repl_session_request(v->session, &env, v->config->request_timeout_ms, on_destaged_answer,
+			     NULL);
+}
+
+static void destage_done(struct vmm *v, struct vmm_destage *d)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, d->guid);
+	struct vmm_page *p = a && d->page < a->pages ? &a->page[d->page] : NULL;
+	struct pt_origin o = { .node = vmm_node_id(v), .lsn = 0, .own = true };
+
+	v->destage_inflight--;
+	if (p) {
+		p->destaging = false;
+		if (d->result < 0)
+			log_warning("destage of %s page %llu failed: %s", d->guid,
+				    (unsigned long long)d->page, strerror(-d->result));
+		else if (p->version == d->version && p->dirty) {
+			p->dirty = false;
+			o.lsn = pagetable_reserve_lsn(v->pt);
+			vmm_persist_page(v, a, d->page, &o);
+			tell_partner(v, d);
+		}
+		if (p->dirty) /* changed meanwhile, or failed: again */
+			vmm_destage_page(v, a, d->page);
+	}
+	free(d);
+	pump(v);
+}
+
+static void on_store_done(int result, void *arg)
+{
+	struct vmm_destage *d = arg;
+
+	if (result < 0 && d->result == 0)
+		d->result = result;
+	if (--d->pending == 0)
+		destage_done(d->vmm, d);
+}
+
+static void start(struct vmm *v, struct vmm_destage *d)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, d->guid);
+	struct vmm_page *p = a && d->page < a->pages ? &a->page[d->page] : NULL;
+
+	v->destage_inflight++;
+	if (!p || !p->dirty) {
+		d->pending = 1;
+		on_store_done(0, d); /* freed, or clean already: nothing to write */
+		return;
+	}
+	memcpy(d->block, vmm_block_addr(v, a, d->page), a->block_size);
+	d->version = p->version;
+	d->record.version = htole64(p->version);
+	d->record.crc32c = htole32(crc32c(0, d->block, a->block_size));
+	d->pending = 3;
+	if (store_queue_write(v->store_queue, d->block, a->block_size, block_offset(v, a, d->page),
+			      on_store_done, d) < 0)
+		on_store_done(-EIO, d);
+	if (store_queue_write(v->store_queue, &d->record, sizeof(d->record),
+			      store_record_offset(a->store_offset, d->page), on_store_done, d) < 0)
+		on_store_done(-EIO, d);
+	/* Clean means stable: the barrier completes after both writes, synced. */
+	if (store_queue_barrier(v->store_queue, on_store_done, d) < 0)
+		on_store_done(-EIO, d);
+}
+
+static void pump(struct vmm *v)
+{
+	while (v->destage_todo && v->destage_inflight < DESTAGE_INFLIGHT_MAX) {
+		struct vmm_destage *d = v->destage_todo;
+
+		v->destage_todo = d->next;
+		if (!v->destage_todo)
+			v->destage_tail = &v->destage_todo;
+		start(v, d);
+	}
+}
+
+void vmm_destage_page(struct vmm *v, struct vmm_alloc *a, uint64_t page)
+{
+	struct vmm_destage *d;
+
+	if (!v->store_queue || a->page[page].destaging)
+		return;
+	d = calloc(1, sizeof(*d) + a->block_size);
+	if (!d) {
+		log_warning("out of memory: %s page %llu stays dirty", a->guid,
+			    (unsigned long long)page);
+		return;
+	}
+	d->vmm = v;
+	snprintf(d->guid, sizeof(d->guid), "%s", a->guid);
+	d->page = page;
+	a->page[page].destaging = true;
+	*v->destage_tail = d;
+	v->destage_tail = &d->next;
+	pump(v);
+}
+
+uint64_t vmm_destage_depth(const struct vmm *v)
+{
+	uint64_t n = v->destage_inflight;
+
+	for (const struct vmm_destage *d = v->destage_todo; d; d = d->next)
+		n++;
+	return n;
+}
+
+void vmm_destaged(struct vmm *v, const char *guid, uint64_t page, uint64_t version)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, guid);
+	struct pt_origin o = { .node = vmm_partner_id(v), .lsn = 0, .own = false };
+
+	if (!a || page >= a->pages || a->page[page].version != version || !a->page[page].dirty)
+		return; /* gone, or changed since: nothing to mark */
+	a->page[page].dirty = false;
+	vmm_persist_page(v, a, page, &o);
+}
+
+/* A clean shutdown: what is queued is written now, synchronously, and every
+ * dirty page this node owns with it; the queue's own work is finished first. */
+void vmm_store_close(struct vmm *v)
+{
+	struct pt_origin o = { .node = vmm_node_id(v), .own = true };
+	size_t n = 0, written = 0;
+	struct vmm_alloc **all;
+	int fd;
+
+	if (!v->store)
+		return;
+	store_queue_free(v->store_queue);
+	v->store_queue = NULL;
+	while (v->destage_todo) {
+		struct vmm_destage *d = v->destage_todo;
+
+		v->destage_todo = d->next;
+		free(d);
+	}
+	fd = store_fd(v->store);
+	all = vmm_table_sorted(v->table, &n);
+	for (size_t i = 0; all && i < n; i++) {
+		struct vmm_alloc *a = all[i];
+
+		if (!vmm_is_owner(v, a))
+			continue;
+		for (uint64_t p = 0; p < a->pages; p++) {
+			struct store_page_record rec = { 0 };
+
+			if (!a->page[p].dirty)
+				continue;
+			rec.version = htole64(a->page[p].version);
+			rec.crc32c = htole32(vmm_block_crc(v, a, p));
+			if (pwrite(fd, vmm_block_addr(v, a, p), a->block_size,
+				   (off_t)block_offset(v, a, p)) != (ssize_t)a->block_size ||
+			    pwrite(fd, &rec, sizeof(rec),
+				   (off_t)store_record_offset(a->store_offset, p)) !=
+				    (ssize_t)sizeof(rec)) {
+				log_error("destage of %s page %llu at shutdown failed: %s", a->guid,
+					  (unsigned long long)p, strerror(errno));
+				continue;
+			}
+			a->page[p].dirty = false;
+			o.lsn = pagetable_reserve_lsn(v->pt);
+			vmm_persist_page(v, a, p, &o);
+			written++;
+		}
+	}
+	free(all);
+	if (fdatasync(fd) < 0)
+		log_error("store sync at shutdown failed: %s", strerror(errno));
+	if (written)
+		log_info("shutdown: %zu dirty pages destaged", written);
+	store_close(v->store);
+	v->store = NULL;
+	free(v->extents_reserved);
+}
