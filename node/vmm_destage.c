@@ -2,15 +2,18 @@
  * allocations, the destage queue, and page-in at start.
  *
  * Destage (the owner of an allocation does it, in the background): a page
- * released modified is queued; its block and its record (version, CRC-32C)
- * are written to its extent and made stable (a barrier); then, if the page
- * has not changed meanwhile, it is clean here, and a Destaged message makes it
- * clean on the partner too. A page that changed is queued again.
+ * released modified is queued; DESTAGE_DELAY_MS later a round writes the
+ * blocks and records (version, CRC-32C) of everything queued to their extents,
+ * with one barrier behind them; then each page that has not changed meanwhile
+ * is clean here, and one batch of Destaged messages makes them clean on the
+ * partner too. A page that changed is queued again.
  *
  * At start every page the store holds is read back into its frame with the
  * version the store recorded, so a clean restart of both nodes (each destages
  * everything first) loses nothing. */
 #include "vmm_internal.h"
+
+#include <event2/event.h>
 
 #include <endian.h>
 #include <errno.h>
@@ -28,21 +31,24 @@
 #include "store_queue.h"
 
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
-#define DESTAGE_INFLIGHT_MAX 8
+/* A dirty page waits this long before it is written: rewrites of a hot page
+ * in between cost nothing, and a round shares one barrier. */
+#define DESTAGE_DELAY_MS 50
 #define STORE_THREADS 2
 
 struct vmm_destage {
 	struct vmm_destage *next;
-	struct vmm *vmm;
+	struct destage_round *round;
 	char guid[128];
 	uint64_t page;
 	/* What is being written: a snapshot, the page may change meanwhile. */
 	uint64_t version;
 	struct store_page_record record;
-	unsigned pending; /* posted operations not yet completed */
 	int result;
 	uint8_t block[];
 };
+
+static void on_destage_timer(evutil_socket_t fd, short what, void *arg);
 
 int vmm_store_open(struct vmm *v)
 {
@@ -62,6 +68,9 @@ int vmm_store_open(struct vmm *v)
 	if (r < 0)
 		return log_error_errno(r, "store queue for %s", c->store_path);
 	v->destage_tail = &v->destage_todo;
+	v->destage_timer = evtimer_new(v->base, on_destage_timer, v);
+	if (!v->destage_timer)
+		return log_error_errno(-ENOMEM, "destage timer");
 	log_info("store %s: partition of %llu bytes at %llu", c->store_path,
 		 (unsigned long long)store_partition_length(v->store),
 		 (unsigned long long)store_partition_start(v->store));
@@ -199,7 +208,14 @@ void vmm_store_page_in(struct vmm *v)
 
 /* ---- destage ---- */
 
-static void pump(struct vmm *v);
+/* A destage round: the pages queued DESTAGE_DELAY_MS ago or more (writes to a
+ * hot page in the meantime cost nothing extra), their blocks and records
+ * written, one barrier behind them all. */
+struct destage_round {
+	struct vmm *vmm;
+	struct vmm_destage *pages;
+	unsigned pending; /* posted operations not yet completed */
+};
 
 static void on_destaged_answer(const CommandComplete *cc, void *arg)
 {
@@ -207,46 +223,78 @@ static void on_destaged_answer(const CommandComplete *cc, void *arg)
 		log_debug("partner did not take a Destaged: %s", cc->reason);
 }
 
-static void tell_partner(struct vmm *v, struct vmm_destage *d)
+/* One batch of Destaged messages for the pages a round made clean. */
+static void tell_partner(struct vmm *v, struct vmm_destage **clean, size_t n)
 {
-	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
-	Ftvm__Partner__Destaged m = FTVM__PARTNER__DESTAGED__INIT;
+	Ftvm__Partner__Destaged *m = calloc(n, sizeof(*m));
+	Envelope *env = calloc(n, sizeof(*env)), **envs = calloc(n, sizeof(*envs));
+	void **args = calloc(n, sizeof(*args));
 
-	m.guid = d->guid;
-	m.page = d->page;
-	m.version = d->version;
-	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED;
-	env.destaged = &m;
-	vmm_flush(v);
-	/* Without the link the partner's table stays dirty; its page-in reads
-	 * the store anyway, so nothing is lost. */
-	repl_session_request(v->session, &env, v->config->request_timeout_ms, on_destaged_answer,
-			     NULL);
+	if (m && env && envs && args) {
+		for (size_t i = 0; i < n; i++) {
+			ftvm__partner__destaged__init(&m[i]);
+			m[i].guid = clean[i]->guid;
+			m[i].page = clean[i]->page;
+			m[i].version = clean[i]->version;
+			ftvm__partner__envelope__init(&env[i]);
+			env[i].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED;
+			env[i].destaged = &m[i];
+			envs[i] = &env[i];
+		}
+		vmm_flush(v);
+		/* Without the link the partner's table stays dirty; its page-in
+		 * reads the store anyway, so nothing is lost. */
+		repl_session_request_batch(v->session, envs, n, v->config->request_timeout_ms,
+					   on_destaged_answer, args);
+	}
+	free(m);
+	free(env);
+	free(envs);
+	free(args);
 }
 
-static void destage_done(struct vmm *v, struct vmm_destage *d)
-{
-	struct vmm_alloc *a = vmm_table_find(v->table, d->guid);
-	struct vmm_page *p = a && d->page < a->pages ? &a->page[d->page] : NULL;
-	struct pt_origin o = { .node = vmm_node_id(v), .lsn = 0, .own = true };
+static void arm(struct vmm *v);
 
-	v->destage_inflight--;
-	if (p) {
+static void round_done(struct destage_round *rd)
+{
+	struct vmm *v = rd->vmm;
+	struct vmm_destage **clean = NULL, *d, *next;
+	size_t n = 0, n_pages = 0;
+
+	for (d = rd->pages; d; d = d->next)
+		n_pages++;
+	clean = calloc(n_pages ? n_pages : 1, sizeof(*clean));
+	for (d = rd->pages; d; d = d->next) {
+		struct vmm_alloc *a = vmm_table_find(v->table, d->guid);
+		struct vmm_page *p = a && d->page < a->pages ? &a->page[d->page] : NULL;
+		struct pt_origin o = { .node = vmm_node_id(v), .own = true };
+
+		if (!p)
+			continue;
 		p->destaging = false;
-		if (d->result < 0)
+		if (d->result < 0) {
 			log_warning("destage of %s page %llu failed: %s", d->guid,
 				    (unsigned long long)d->page, strerror(-d->result));
-		else if (p->version == d->version && p->dirty) {
+		} else if (p->version == d->version && p->dirty) {
 			p->dirty = false;
 			o.lsn = pagetable_reserve_lsn(v->pt);
 			vmm_persist_page(v, a, d->page, &o);
-			tell_partner(v, d);
+			if (clean)
+				clean[n++] = d;
 		}
 		if (p->dirty) /* changed meanwhile, or failed: again */
 			vmm_destage_page(v, a, d->page);
 	}
-	free(d);
-	pump(v);
+	if (n)
+		tell_partner(v, clean, n);
+	free(clean);
+	for (d = rd->pages; d; d = next) {
+		next = d->next;
+		free(d);
+	}
+	v->destage_round = NULL;
+	free(rd);
+	arm(v);
 }
 
 static void on_store_done(int result, void *arg)
@@ -255,47 +303,80 @@ static void on_store_done(int result, void *arg)
 
 	if (result < 0 && d->result == 0)
 		d->result = result;
-	if (--d->pending == 0)
-		destage_done(d->vmm, d);
+	if (--d->round->pending == 0)
+		round_done(d->round);
 }
 
-static void start(struct vmm *v, struct vmm_destage *d)
+/* The barrier's completion: after every write of the round (fence order). */
+static void on_round_barrier(int result, void *arg)
+{
+	struct destage_round *rd = arg;
+
+	if (result < 0)
+		for (struct vmm_destage *d = rd->pages; d; d = d->next)
+			if (d->result == 0)
+				d->result = result;
+	if (--rd->pending == 0)
+		round_done(rd);
+}
+
+static void post(struct vmm *v, struct destage_round *rd, struct vmm_destage *d)
 {
 	struct vmm_alloc *a = vmm_table_find(v->table, d->guid);
 	struct vmm_page *p = a && d->page < a->pages ? &a->page[d->page] : NULL;
 
-	v->destage_inflight++;
-	if (!p || !p->dirty) {
-		d->pending = 1;
-		on_store_done(0, d); /* freed, or clean already: nothing to write */
-		return;
-	}
+	d->round = rd;
+	if (!p || !p->dirty)
+		return; /* freed, or clean already: nothing to write */
 	memcpy(d->block, vmm_block_addr(v, a, d->page), a->block_size);
 	d->version = p->version;
 	d->record.version = htole64(p->version);
 	d->record.crc32c = htole32(crc32c(0, d->block, a->block_size));
-	d->pending = 3;
+	rd->pending += 2;
 	if (store_queue_write(v->store_queue, d->block, a->block_size, block_offset(v, a, d->page),
-			      on_store_done, d) < 0)
-		on_store_done(-EIO, d);
+			      on_store_done, d) < 0) {
+		rd->pending--;
+		d->result = -EIO;
+	}
 	if (store_queue_write(v->store_queue, &d->record, sizeof(d->record),
-			      store_record_offset(a->store_offset, d->page), on_store_done, d) < 0)
-		on_store_done(-EIO, d);
-	/* Clean means stable: the barrier completes after both writes, synced. */
-	if (store_queue_barrier(v->store_queue, on_store_done, d) < 0)
-		on_store_done(-EIO, d);
+			      store_record_offset(a->store_offset, d->page), on_store_done,
+			      d) < 0) {
+		rd->pending--;
+		d->result = -EIO;
+	}
 }
 
-static void pump(struct vmm *v)
+static void on_destage_timer(evutil_socket_t fd, short what, void *arg)
 {
-	while (v->destage_todo && v->destage_inflight < DESTAGE_INFLIGHT_MAX) {
-		struct vmm_destage *d = v->destage_todo;
+	struct vmm *v = arg;
+	struct destage_round *rd;
 
-		v->destage_todo = d->next;
-		if (!v->destage_todo)
-			v->destage_tail = &v->destage_todo;
-		start(v, d);
+	if (v->destage_round || !v->destage_todo)
+		return;
+	rd = calloc(1, sizeof(*rd));
+	if (!rd) {
+		arm(v);
+		return;
 	}
+	rd->vmm = v;
+	rd->pages = v->destage_todo;
+	v->destage_todo = NULL;
+	v->destage_tail = &v->destage_todo;
+	v->destage_round = rd;
+	for (struct vmm_destage *d = rd->pages; d; d = d->next)
+		post(v, rd, d);
+	/* Clean means stable: one barrier behind the whole round. */
+	rd->pending++;
+	if (store_queue_barrier(v->store_queue, on_round_barrier, rd) < 0)
+		on_round_barrier(-EIO, rd);
+}
+
+static void arm(struct vmm *v)
+{
+	struct timeval tv = { .tv_sec = 0, .tv_usec = DESTAGE_DELAY_MS * 1000 };
+
+	if (v->destage_todo && !v->destage_round && !evtimer_pending(v->destage_timer, NULL))
+		evtimer_add(v->destage_timer, &tv);
 }
 
 void vmm_destage_page(struct vmm *v, struct vmm_alloc *a, uint64_t page)
@@ -310,21 +391,23 @@ void vmm_destage_page(struct vmm *v, struct vmm_alloc *a, uint64_t page)
 			    (unsigned long long)page);
 		return;
 	}
-	d->vmm = v;
 	snprintf(d->guid, sizeof(d->guid), "%s", a->guid);
 	d->page = page;
 	a->page[page].destaging = true;
 	*v->destage_tail = d;
 	v->destage_tail = &d->next;
-	pump(v);
+	arm(v);
 }
 
 uint64_t vmm_destage_depth(const struct vmm *v)
 {
-	uint64_t n = v->destage_inflight;
+	uint64_t n = 0;
 
 	for (const struct vmm_destage *d = v->destage_todo; d; d = d->next)
 		n++;
+	if (v->destage_round)
+		for (const struct vmm_destage *d = v->destage_round->pages; d; d = d->next)
+			n++;
 	return n;
 }
 
@@ -350,8 +433,12 @@ void vmm_store_close(struct vmm *v)
 
 	if (!v->store)
 		return;
+	/* Delivers what is in flight: the round in progress finishes. */
 	store_queue_free(v->store_queue);
 	v->store_queue = NULL;
+	if (v->destage_timer)
+		event_free(v->destage_timer);
+	v->destage_timer = NULL;
 	while (v->destage_todo) {
 		struct vmm_destage *d = v->destage_todo;
 

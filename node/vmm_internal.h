@@ -52,7 +52,8 @@ struct vmm {
 	struct vmm_alloc **extents_reserved;
 	size_t n_extents_reserved;
 	struct vmm_destage *destage_todo, **destage_tail;
-	unsigned destage_inflight;
+	struct destage_round *destage_round; /* being written, at most one */
+	struct event *destage_timer;
 };
 
 /* An originating node's operation waiting for its partner's answers. */
