@@ -91,7 +91,14 @@ static void alloc_finish(struct vmm_op *base)
 		vmm_alloc_give_frames(v, op->a);
 		if (status == FTVM__PARTNER__STATUS__STATUS_NO_SPACE && op->immediate)
 			status = FTVM__PARTNER__STATUS__STATUS_DENIED;
-		vmm_reply_error(op->op.call, status, "%s", op->op.reason);
+		if (status == FTVM__PARTNER__STATUS__STATUS_NO_SPACE)
+			/* A waiting allocation whose last try came back after its deadline. */
+			vmm_reply_error(op->op.call, status,
+					"no space for %llu pages of %u bytes within %u ms (%s)",
+					(unsigned long long)op->a->pages, op->a->block_size,
+					v->config->request_timeout_ms, op->op.reason);
+		else
+			vmm_reply_error(op->op.call, status, "%s", op->op.reason);
 		alloc_op_free(op);
 		vmm_space_freed(v);
 		return;

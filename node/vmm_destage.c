@@ -236,6 +236,7 @@ static void tell_partner(struct vmm *v, struct vmm_destage **clean, size_t n)
 			m[i].guid = clean[i]->guid;
 			m[i].page = clean[i]->page;
 			m[i].version = clean[i]->version;
+			m[i].crc32c = le32toh(clean[i]->record.crc32c);
 			ftvm__partner__envelope__init(&env[i]);
 			env[i].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED;
 			env[i].destaged = &m[i];
@@ -411,13 +412,21 @@ uint64_t vmm_destage_depth(const struct vmm *v)
 	return n;
 }
 
-void vmm_destaged(struct vmm *v, const char *guid, uint64_t page, uint64_t version)
+void vmm_destaged(struct vmm *v, const char *guid, uint64_t page, uint64_t version, uint32_t crc)
 {
 	struct vmm_alloc *a = vmm_table_find(v->table, guid);
 	struct pt_origin o = { .node = vmm_partner_id(v), .lsn = 0, .own = false };
 
 	if (!a || page >= a->pages || a->page[page].version != version || !a->page[page].dirty)
 		return; /* gone, or changed since: nothing to mark */
+	/* Only a copy equal to what the store has is clean: a node that came back
+	 * with an older block under this version must not believe it current. */
+	if (vmm_block_crc(v, a, page) != crc) {
+		log_warning("%s page %llu: the partner destaged version %llu, our copy differs: "
+			    "stale until the pair resyncs it",
+			    guid, (unsigned long long)page, (unsigned long long)version);
+		return;
+	}
 	a->page[page].dirty = false;
 	vmm_persist_page(v, a, page, &o);
 }

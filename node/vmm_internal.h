@@ -119,7 +119,7 @@ void vmm_store_extent_done(struct vmm *v, struct vmm_alloc *a);
 void vmm_destage_page(struct vmm *v, struct vmm_alloc *a, uint64_t page);
 uint64_t vmm_destage_depth(const struct vmm *v);
 /* The partner destaged guid page at version: clean here too. */
-void vmm_destaged(struct vmm *v, const char *guid, uint64_t page, uint64_t version);
+void vmm_destaged(struct vmm *v, const char *guid, uint64_t page, uint64_t version, uint32_t crc);
 const char *vmm_node_id(const struct vmm *v);
 const char *vmm_partner_id(const struct vmm *v);
 bool vmm_is_owner(const struct vmm *v, const struct vmm_alloc *a);

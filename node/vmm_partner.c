@@ -320,7 +320,8 @@ static void apply(struct vmm *v, const Envelope *env, struct answer *ans)
 		on_release_pointer(v, env->release_pointer, &o, ans);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED:
-		vmm_destaged(v, env->destaged->guid, env->destaged->page, env->destaged->version);
+		vmm_destaged(v, env->destaged->guid, env->destaged->page, env->destaged->version,
+			     env->destaged->crc32c);
 		break;
 	default:
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_UNSUPPORTED,

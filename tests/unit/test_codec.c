@@ -306,6 +306,7 @@ static void sent_init(struct sent *s)
 	s->destaged.guid = "a9";
 	s->destaged.page = 0x123456789ull;
 	s->destaged.version = 0x8000000000000003ull;
+	s->destaged.crc32c = 0xdeadbeefu;
 
 	s->batch = (Ftvm__Partner__Batch)FTVM__PARTNER__BATCH__INIT;
 	for (int i = 0; i < BATCH_N; i++) {
@@ -533,6 +534,7 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_S(destaged->guid);
 		EQ_U(destaged->page);
 		EQ_U(destaged->version);
+		EQ_U(destaged->crc32c);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE__NOT_SET:
 	default:
