@@ -67,7 +67,7 @@ int vmm_store_open(struct vmm *v)
 	r = store_queue_new(v->base, store_fd(v->store), STORE_THREADS, &v->store_queue);
 	if (r < 0)
 		return log_error_errno(r, "store queue for %s", c->store_path);
-	v->destage_tail = &v->destage_todo;
+	v->destage_tail = &v->destage_waiting;
 	v->destage_timer = evtimer_new(v->base, on_destage_timer, v);
 	if (!v->destage_timer)
 		return log_error_errno(-ENOMEM, "destage timer");
@@ -352,7 +352,7 @@ static void on_destage_timer(evutil_socket_t fd, short what, void *arg)
 	struct vmm *v = arg;
 	struct destage_round *rd;
 
-	if (v->destage_round || !v->destage_todo)
+	if (v->destage_round || !v->destage_waiting)
 		return;
 	rd = calloc(1, sizeof(*rd));
 	if (!rd) {
@@ -360,9 +360,9 @@ static void on_destage_timer(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	rd->vmm = v;
-	rd->pages = v->destage_todo;
-	v->destage_todo = NULL;
-	v->destage_tail = &v->destage_todo;
+	rd->pages = v->destage_waiting;
+	v->destage_waiting = NULL;
+	v->destage_tail = &v->destage_waiting;
 	v->destage_round = rd;
 	for (struct vmm_destage *d = rd->pages; d; d = d->next)
 		post(v, rd, d);
@@ -376,7 +376,7 @@ static void arm(struct vmm *v)
 {
 	struct timeval tv = { .tv_sec = 0, .tv_usec = DESTAGE_DELAY_MS * 1000 };
 
-	if (v->destage_todo && !v->destage_round && !evtimer_pending(v->destage_timer, NULL))
+	if (v->destage_waiting && !v->destage_round && !evtimer_pending(v->destage_timer, NULL))
 		evtimer_add(v->destage_timer, &tv);
 }
 
@@ -404,7 +404,7 @@ uint64_t vmm_destage_depth(const struct vmm *v)
 {
 	uint64_t n = 0;
 
-	for (const struct vmm_destage *d = v->destage_todo; d; d = d->next)
+	for (const struct vmm_destage *d = v->destage_waiting; d; d = d->next)
 		n++;
 	if (v->destage_round)
 		for (const struct vmm_destage *d = v->destage_round->pages; d; d = d->next)
@@ -448,10 +448,10 @@ void vmm_store_close(struct vmm *v)
 	if (v->destage_timer)
 		event_free(v->destage_timer);
 	v->destage_timer = NULL;
-	while (v->destage_todo) {
-		struct vmm_destage *d = v->destage_todo;
+	while (v->destage_waiting) {
+		struct vmm_destage *d = v->destage_waiting;
 
-		v->destage_todo = d->next;
+		v->destage_waiting = d->next;
 		free(d);
 	}
 	fd = store_fd(v->store);

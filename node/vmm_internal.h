@@ -51,7 +51,7 @@ struct vmm {
 	/* Allocations made here and not yet in the table hold their extents. */
 	struct vmm_alloc **extents_reserved;
 	size_t n_extents_reserved;
-	struct vmm_destage *destage_todo, **destage_tail;
+	struct vmm_destage *destage_waiting, **destage_tail;
 	struct destage_round *destage_round; /* being written, at most one */
 	struct event *destage_timer;
 };
