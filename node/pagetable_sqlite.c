@@ -303,6 +303,8 @@ static int begin(struct pagetable *pt)
 	return run(pt, ST_BEGIN, "begin a transaction");
 }
 
+static int meta_get(struct pagetable *pt, const char *key, uint64_t *ret);
+
 static int meta_set(struct pagetable *pt, const char *key, uint64_t value)
 {
 	sqlite3_stmt *st = pt->stmt[ST_META_SET];
@@ -577,6 +579,20 @@ int pagetable_set_partner_applied_lsn(struct pagetable *pt, uint64_t lsn)
 	if (r == 0)
 		pt->partner_applied_lsn = lsn;
 	return r;
+}
+
+int pagetable_store_id(struct pagetable *pt, uint64_t ret_id[2])
+{
+	int r = meta_get(pt, "store_id_hi", &ret_id[0]);
+
+	return r < 0 ? r : meta_get(pt, "store_id_lo", &ret_id[1]);
+}
+
+int pagetable_set_store_id(struct pagetable *pt, const uint64_t id[2])
+{
+	int r = meta_set(pt, "store_id_hi", id[0]);
+
+	return r < 0 ? r : meta_set(pt, "store_id_lo", id[1]);
 }
 
 uint64_t pagetable_partner_applied_lsn(const struct pagetable *pt)

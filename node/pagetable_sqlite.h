@@ -109,6 +109,10 @@ uint64_t pagetable_reserve_lsn(struct pagetable *pt);
  * transaction (opening one if none); the getters return what was set last. */
 int pagetable_set_partner_applied_lsn(struct pagetable *pt, uint64_t lsn);
 uint64_t pagetable_partner_applied_lsn(const struct pagetable *pt);
+/* The id of the store this table's extents are in ({0, 0} before the first
+ * one was recorded); set in the open transaction. */
+int pagetable_store_id(struct pagetable *pt, uint64_t ret_id[2]);
+int pagetable_set_store_id(struct pagetable *pt, const uint64_t id[2]);
 int pagetable_set_applied_by_partner_lsn(struct pagetable *pt, uint64_t lsn);
 uint64_t pagetable_applied_by_partner_lsn(const struct pagetable *pt);
 

@@ -37,6 +37,7 @@ struct store_header_disk {
 struct store {
 	int fd;
 	uint64_t start, length;
+	uint64_t id[2];
 };
 
 static uint32_t header_crc(const struct store_header_disk *h)
@@ -111,7 +112,7 @@ static int claim(struct store_header_disk *h, const char *path, const char *node
 }
 
 int store_open(const char *path, uint64_t size, uint32_t page_size, const char *node_id,
-	       struct store **ret, char *err, size_t err_len)
+	       bool may_create, struct store **ret, char *err, size_t err_len)
 {
 	struct store_header_disk h;
 	struct store *s = NULL;
@@ -120,7 +121,7 @@ int store_open(const char *path, uint64_t size, uint32_t page_size, const char *
 	ssize_t n;
 	int fd, r, slot;
 
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+	fd = open(path, O_RDWR | O_CLOEXEC | (may_create ? O_CREAT : 0), 0640);
 	if (fd < 0) {
 		r = -errno;
 		snprintf(err, err_len, "%s: cannot open the store: %s", path, strerror(errno));
@@ -130,6 +131,12 @@ int store_open(const char *path, uint64_t size, uint32_t page_size, const char *
 	if (flock(fd, LOCK_EX) < 0 || fstat(fd, &st) < 0) {
 		r = -errno;
 		snprintf(err, err_len, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (st.st_size == 0 && S_ISREG(st.st_mode) && !may_create) {
+		r = -ENOENT;
+		snprintf(err, err_len, "%s is empty, and this node's data is in an existing store",
+			 path);
 		goto fail;
 	}
 	if (st.st_size == 0 && S_ISREG(st.st_mode)) {
@@ -172,6 +179,7 @@ int store_open(const char *path, uint64_t size, uint32_t page_size, const char *
 		goto fail;
 	}
 	s->fd = fd;
+	memcpy(s->id, h.store_id, sizeof(s->id));
 	s->start = le64toh(h.partition[slot].start);
 	s->length = le64toh(h.partition[slot].length);
 	*ret = s;
@@ -192,6 +200,12 @@ void store_close(struct store *s)
 int store_fd(const struct store *s)
 {
 	return s->fd;
+}
+
+void store_id(const struct store *s, uint64_t ret_id[2])
+{
+	ret_id[0] = s->id[0];
+	ret_id[1] = s->id[1];
 }
 
 uint64_t store_partition_start(const struct store *s)

@@ -25,15 +25,17 @@ struct store_page_record {
 	uint32_t reserved;
 };
 
-/* Opens (creating and initialising it when new) the store at path, checks
- * that it is this pair's (page size, and a partition named node_id or a
- * free one, which this node then claims) and returns it. Errors name the
- * store and what does not match; err gets one line. */
+/* Opens the store at path (creating and initialising it when new, if
+ * may_create), checks that it is this pair's (page size, and a partition
+ * named node_id or a free one, which this node then claims) and returns it.
+ * Errors name the store and what does not match; err gets one line. */
 int store_open(const char *path, uint64_t size, uint32_t page_size, const char *node_id,
-	       struct store **ret, char *err, size_t err_len);
+	       bool may_create, struct store **ret, char *err, size_t err_len);
 void store_close(struct store *s);
 
 int store_fd(const struct store *s);
+/* The store's random id, made when it was initialised: the pair's store. */
+void store_id(const struct store *s, uint64_t ret_id[2]);
 /* This node's partition: [start, start + length). */
 uint64_t store_partition_start(const struct store *s);
 uint64_t store_partition_length(const struct store *s);

@@ -50,20 +50,58 @@ struct vmm_destage {
 
 static void on_destage_timer(evutil_socket_t fd, short what, void *arg);
 
+/* A page table whose extents are in another store (a new or a foreign file
+ * at [store] path) would read garbage back: refuse it. The first store a
+ * table meets is recorded. */
+static int check_store_id(struct vmm *v)
+{
+	uint64_t mine[2], recorded[2];
+	int r;
+
+	store_id(v->store, mine);
+	r = pagetable_store_id(v->pt, recorded);
+	if (r < 0)
+		return log_error_errno(r, "page table: %s", pagetable_last_error(v->pt));
+	if (recorded[0] == 0 && recorded[1] == 0) {
+		r = pagetable_set_store_id(v->pt, mine);
+		return r < 0 ? r : pagetable_commit(v->pt);
+	}
+	if (recorded[0] != mine[0] || recorded[1] != mine[1]) {
+		log_error("%s is not the store this node's page table was made with "
+			  "(store id %016llx%016llx, the page table has "
+			  "%016llx%016llx): point [store] path at the pair's store",
+			  v->config->store_path, (unsigned long long)mine[0],
+			  (unsigned long long)mine[1], (unsigned long long)recorded[0],
+			  (unsigned long long)recorded[1]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int vmm_store_open(struct vmm *v)
 {
 	const struct ftvm_config *c = v->config;
 	char err[512], dir[4096];
+	uint64_t recorded[2];
 	int r;
 
 	/* The store's folder (shared by the pair) is made when missing. */
 	snprintf(dir, sizeof(dir), "%s", c->store_path);
 	if (mkdir(dirname(dir), 0750) < 0 && errno != EEXIST)
 		return log_error_errno(-errno, "store folder %s", dir);
-	r = store_open(c->store_path, c->store_size, c->page_size, c->id, &v->store, err,
-		       sizeof(err));
+	/* A node whose page table has met a store must find that one. */
+	r = pagetable_store_id(v->pt, recorded);
 	if (r < 0)
-		return log_error_errno(r, "%s", err);
+		return log_error_errno(r, "page table: %s", pagetable_last_error(v->pt));
+	r = store_open(c->store_path, c->store_size, c->page_size, c->id,
+		       recorded[0] == 0 && recorded[1] == 0, &v->store, err, sizeof(err));
+	if (r < 0) {
+		log_error("%s", err); /* err says it all, errno included */
+		return r;
+	}
+	r = check_store_id(v);
+	if (r < 0)
+		return r;
 	r = store_queue_new(v->base, store_fd(v->store), STORE_THREADS, &v->store_queue);
 	if (r < 0)
 		return log_error_errno(r, "store queue for %s", c->store_path);

@@ -41,6 +41,32 @@ sed -e 's/^listen = .*$/listen = 127.0.0.1:1/' "$WORK/a.conf" >"$WORK/a3.conf"
 expect_start_failure "$WORK/a3.conf" "a.sock"
 ctl a status >/dev/null || fail "a stopped serving after another node tried its socket"
 
+# A page table made with one store refuses another: its extents would read
+# garbage. a has run with shared/store; point it at a new file.
+kill -TERM "${PIDS[a]}"
+wait "${PIDS[a]}" || fail "a did not stop cleanly"
+unset 'PIDS[a]'
+sed 's|^path = shared/store$|path = shared/other-store|' "$WORK/a.conf" >"$WORK/a4.conf"
+expect_start_failure "$WORK/a4.conf" "shared/other-store: cannot open the store: No such file"
+[ ! -e "$WORK/shared/other-store" ] || fail "the refused start created a store"
+: >"$WORK/shared/other-store" # an empty file is no store either
+expect_start_failure "$WORK/a4.conf" "other-store is empty, and this node's data is in an existing store"
+b_conf_other=$(sed 's|^path = shared/store$|path = shared/other-store|; s/^id = a$/id = b/' "$WORK/b.conf")
+printf '%s\n' "$b_conf_other" | sed 's/^state_dir = b$/state_dir = b9/; s/^socket = b.sock$/socket = b9.sock/' >"$WORK/b9.conf"
+rm -f "$WORK/shared/other-store"
+timeout 5 "$FTVMD" --config "$WORK/b9.conf" >"$WORK/b9.log" 2>&1 &
+b9=$!
+PIDS[b9]=$b9
+wait_for 5000 "a fresh node b9 made the other store" test -s "$WORK/shared/other-store"
+kill -TERM "$b9"; wait "$b9" 2>/dev/null || true
+unset 'PIDS[b9]'
+expect_start_failure "$WORK/a4.conf" "is not the store this node's page table was made with"
+
+# A store made for another page size is refused too.
+sed -e 's/^state_dir = a$/state_dir = a5/' -e 's/^\[memory\]$/[memory]\npage_size = 8192/' \
+	"$WORK/a.conf" >"$WORK/a5.conf"
+expect_start_failure "$WORK/a5.conf" "store made for page_size 4096, this node has 8192"
+
 # --check validates without starting.
 "$FTVMD" --config "$WORK/a.conf" --check | grep -q "ok" || fail "--check on a good config"
 ok "ftvmd --check accepts a good config"

@@ -28,8 +28,8 @@ static void test_two_nodes_and_a_third(void)
 	char err[512] = "";
 
 	CHECK_INT("a creates the store", 0,
-		  store_open(path, SIZE, 4096, "a", &a, err, sizeof(err)));
-	CHECK_INT("b opens it", 0, store_open(path, SIZE, 4096, "b", &b, err, sizeof(err)));
+		  store_open(path, SIZE, 4096, "a", true, &a, err, sizeof(err)));
+	CHECK_INT("b opens it", 0, store_open(path, SIZE, 4096, "b", true, &b, err, sizeof(err)));
 	CHECK(store_partition_start(a) == STORE_HEADER_SPACE,
 	      "a's partition starts after the header");
 	CHECK(store_partition_start(b) == store_partition_start(a) + store_partition_length(a),
@@ -37,10 +37,11 @@ static void test_two_nodes_and_a_third(void)
 	CHECK(store_partition_length(a) >= (SIZE - STORE_HEADER_SPACE) / 2 - 4096,
 	      "each gets half: %llu", (unsigned long long)store_partition_length(a));
 	/* a again (a restart) gets its own partition back. */
-	CHECK_INT("a reopens", 0, store_open(path, SIZE, 4096, "a", &a2, err, sizeof(err)));
+	CHECK_INT("a reopens", 0, store_open(path, SIZE, 4096, "a", true, &a2, err, sizeof(err)));
 	CHECK(store_partition_start(a2) == store_partition_start(a), "a's partition is a's");
 	/* A third node is refused, naming both owners. */
-	CHECK_INT("c is refused", -EPERM, store_open(path, SIZE, 4096, "c", &c, err, sizeof(err)));
+	CHECK_INT("c is refused", -EPERM,
+		  store_open(path, SIZE, 4096, "c", true, &c, err, sizeof(err)));
 	CHECK(strstr(err, "'a'") && strstr(err, "'b'") && strstr(err, "'c'"), "reason: %s", err);
 	CHECK(c == NULL, "nothing returned");
 	store_close(a);
@@ -55,11 +56,12 @@ static void test_refused(void)
 	int fd;
 
 	/* Another page size. */
-	CHECK_INT("create", 0, store_open(path_of("ps"), SIZE, 4096, "a", &s, err, sizeof(err)));
+	CHECK_INT("create", 0,
+		  store_open(path_of("ps"), SIZE, 4096, "a", true, &s, err, sizeof(err)));
 	store_close(s);
 	s = NULL;
 	CHECK_INT("page size differs", -EINVAL,
-		  store_open(path_of("ps"), SIZE, 8192, "b", &s, err, sizeof(err)));
+		  store_open(path_of("ps"), SIZE, 8192, "b", true, &s, err, sizeof(err)));
 	CHECK(strstr(err, "page_size 4096") && strstr(err, "8192"), "reason: %s", err);
 
 	/* Not a store. */
@@ -68,23 +70,30 @@ static void test_refused(void)
 	CHECK(write(fd, junk, sizeof(junk)) == (ssize_t)sizeof(junk), "junk");
 	close(fd);
 	CHECK_INT("junk refused", -EBADMSG,
-		  store_open(path_of("junk"), SIZE, 4096, "a", &s, err, sizeof(err)));
+		  store_open(path_of("junk"), SIZE, 4096, "a", true, &s, err, sizeof(err)));
 	CHECK(strstr(err, "not an ftvm store"), "reason: %s", err);
 
 	/* A flipped bit in the header. */
-	CHECK_INT("create", 0, store_open(path_of("flip"), SIZE, 4096, "a", &s, err, sizeof(err)));
+	CHECK_INT("create", 0,
+		  store_open(path_of("flip"), SIZE, 4096, "a", true, &s, err, sizeof(err)));
 	store_close(s);
 	s = NULL;
 	fd = open(path_of("flip"), O_RDWR);
 	CHECK(pwrite(fd, "X", 1, 20) == 1, "flip");
 	close(fd);
 	CHECK_INT("bad checksum refused", -EBADMSG,
-		  store_open(path_of("flip"), SIZE, 4096, "a", &s, err, sizeof(err)));
+		  store_open(path_of("flip"), SIZE, 4096, "a", true, &s, err, sizeof(err)));
 	CHECK(strstr(err, "checksum"), "reason: %s", err);
 
+	/* Not to be made: a node whose data is in an existing store. */
+	CHECK_INT("no store, none to be made", -ENOENT,
+		  store_open(path_of("absent"), SIZE, 4096, "a", false, &s, err, sizeof(err)));
+	CHECK(access(path_of("absent"), F_OK) != 0, "nothing was created");
+
 	/* A folder that does not exist. */
-	CHECK_INT("missing folder", -ENOENT,
-		  store_open("/nonexistent/ftvm/store", SIZE, 4096, "a", &s, err, sizeof(err)));
+	CHECK_INT(
+		"missing folder", -ENOENT,
+		store_open("/nonexistent/ftvm/store", SIZE, 4096, "a", true, &s, err, sizeof(err)));
 	CHECK(strstr(err, "/nonexistent/ftvm/store"), "reason: %s", err);
 }
 
