@@ -136,6 +136,21 @@ void vmm_release_stray_lock(struct vmm *v, const char *guid, uint64_t page, cons
  * owner held none. */
 int vmm_unlock(struct vmm *v, struct vmm_alloc *a, uint64_t page, const char *owner);
 void vmm_on_paging_kick(evutil_socket_t fd, short what, void *arg);
+
+/* The paging queue holds pointer requests and whole-page calls. */
+enum vmm_wait_kind {
+	VMM_WAIT_POINTER,
+	VMM_WAIT_WRITE_PAGE,
+	VMM_WAIT_READ_PAGE,
+};
+/* Queues a request for a lock on guid/page (write: exclusive); at_head puts
+ * back one that lost a race at the owner. data: a whole-page write's bytes. */
+void vmm_page_wait(struct vmm *v, struct client_call *call, enum vmm_wait_kind kind,
+		   const char *guid, uint64_t page, bool write, const void *data, size_t len,
+		   bool at_head);
+/* vmm_page.c: a whole-page call out of the paging queue, tried again. */
+void vmm_page_retry(struct vmm *v, struct client_call *call, enum vmm_wait_kind kind,
+		    const char *guid, uint64_t page, const void *data, size_t len);
 void vmm_page_waiters_fail(struct vmm *v);
 void vmm_holdings_free(struct vmm *v);
 

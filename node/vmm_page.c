@@ -21,6 +21,7 @@ struct write_op {
 	uint64_t page;
 	char owner[128];
 	bool owned;	      /* this node owns the allocation: it arbitrates */
+	bool wait;	      /* the client waits for the lock */
 	uint64_t new_version; /* when owned */
 	uint32_t crc;
 	size_t lock_index; /* of AllocateWrite in the batch */
@@ -57,6 +58,13 @@ static void write_finish(struct vmm_op *base)
 
 	if (op->owned && p)
 		vmm_unlock(v, a, op->page, op->owner);
+	if (op->op.status == FTVM__PARTNER__STATUS__STATUS_LOCKED && op->wait && p) {
+		/* The owner's lock lost us the race: back to the head of the queue. */
+		vmm_page_wait(v, op->op.call, VMM_WAIT_WRITE_PAGE, op->guid, op->page, true,
+			      op->block, a->block_size, true);
+		free(op);
+		return;
+	}
 	if (op->op.status != FTVM__PARTNER__STATUS__STATUS_OK || !p) {
 		if (op->op.failed_at > op->lock_index)
 			vmm_release_stray_lock(v, op->guid, op->page, op->owner);
@@ -105,6 +113,11 @@ void vmm_op_write_page(struct vmm *v, struct client_call *call,
 	/* Owned here: the decision is ours. Otherwise our mirror can already
 	 * tell of a lock the owner granted; the owner decides the rest. */
 	conflict = vmm_page_conflict(a, p, FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE);
+	if (conflict && req->wait) {
+		vmm_page_wait(v, call, VMM_WAIT_WRITE_PAGE, a->guid, req->page, true,
+			      req->data.data, req->data.len, false);
+		return;
+	}
 	if (conflict) {
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_LOCKED, "%s page %llu is %s",
 				a->guid, (unsigned long long)req->page, conflict);
@@ -126,6 +139,7 @@ void vmm_op_write_page(struct vmm *v, struct client_call *call,
 		memcpy(op->block, req->data.data, req->data.len);
 	op->crc = crc32c(0, op->block, a->block_size);
 	op->owned = vmm_is_owner(v, a);
+	op->wait = req->wait;
 
 	if (op->owned) {
 		if (vmm_page_lock(p, FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE, op->owner) < 0) {
@@ -171,6 +185,11 @@ void vmm_op_read_page(struct vmm *v, struct client_call *call,
 		return;
 	conflict =
 		vmm_page_conflict(a, &a->page[req->page], FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ);
+	if (conflict && req->wait) {
+		vmm_page_wait(v, call, VMM_WAIT_READ_PAGE, a->guid, req->page, false, NULL, 0,
+			      false);
+		return;
+	}
 	if (conflict) {
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_LOCKED, "%s page %llu is %s",
 				a->guid, (unsigned long long)req->page, conflict);
@@ -183,4 +202,26 @@ void vmm_op_read_page(struct vmm *v, struct client_call *call,
 	reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_READ_PAGE;
 	reply.read_page = &rr;
 	client_call_reply(call, &reply);
+}
+
+void vmm_page_retry(struct vmm *v, struct client_call *call, enum vmm_wait_kind kind,
+		    const char *guid, uint64_t page, const void *data, size_t len)
+{
+	if (kind == VMM_WAIT_WRITE_PAGE) {
+		Ftvm__Client__WritePageRequest req = FTVM__CLIENT__WRITE_PAGE_REQUEST__INIT;
+
+		req.guid = (char *)guid;
+		req.page = page;
+		req.data.data = (uint8_t *)data;
+		req.data.len = len;
+		req.wait = true;
+		vmm_op_write_page(v, call, &req);
+	} else {
+		Ftvm__Client__ReadPageRequest req = FTVM__CLIENT__READ_PAGE_REQUEST__INIT;
+
+		req.guid = (char *)guid;
+		req.page = page;
+		req.wait = true;
+		vmm_op_read_page(v, call, &req);
+	}
 }

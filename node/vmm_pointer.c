@@ -40,10 +40,13 @@ struct vmm_page_waiter {
 	struct vmm_page_waiter *next;
 	struct vmm *vmm;
 	struct client_call *call;
+	enum vmm_wait_kind kind;
 	uint64_t client_id;
 	char guid[128];
 	uint64_t page;
 	bool write;
+	uint8_t *data; /* a whole-page write's bytes */
+	size_t len;
 	struct event *deadline;
 };
 
@@ -89,6 +92,7 @@ static void waiter_unlink(struct vmm *v, struct vmm_page_waiter *w)
 		*p = w->next;
 	if (w->deadline)
 		event_free(w->deadline);
+	free(w->data);
 	free(w);
 }
 
@@ -102,19 +106,27 @@ static void on_waiter_deadline(evutil_socket_t fd, short what, void *arg)
 	waiter_unlink(w->vmm, w);
 }
 
-/* Queues the request; at_head puts back one that lost a race at the owner. */
-static void enqueue(struct vmm *v, struct client_call *call, uint64_t client_id, const char *guid,
-		    uint64_t page, bool write, bool at_head)
+void vmm_page_wait(struct vmm *v, struct client_call *call, enum vmm_wait_kind kind,
+		   const char *guid, uint64_t page, bool write, const void *data, size_t len,
+		   bool at_head)
 {
 	struct timeval tv = { .tv_sec = v->config->request_timeout_ms / 1000,
 			      .tv_usec = (v->config->request_timeout_ms % 1000) * 1000 };
 	struct vmm_page_waiter *w = calloc(1, sizeof(*w)), **tail = &v->page_waiters;
+	uint64_t client_id = client_call_client_id(call);
 
-	if (!w || !(w->deadline = evtimer_new(v->base, on_waiter_deadline, w))) {
+	if (!w || !(w->deadline = evtimer_new(v->base, on_waiter_deadline, w)) ||
+	    (len && !(w->data = malloc(len)))) {
+		if (w && w->deadline)
+			event_free(w->deadline);
 		free(w);
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
+	if (len)
+		memcpy(w->data, data, len);
+	w->len = len;
+	w->kind = kind;
 	w->vmm = v;
 	w->call = call;
 	w->client_id = client_id;
@@ -151,7 +163,10 @@ void vmm_on_paging_kick(evutil_socket_t fd, short what, void *arg)
 		struct client_call *call = w->call;
 		uint64_t client_id = w->client_id, page = w->page;
 		bool write = w->write;
+		enum vmm_wait_kind kind = w->kind;
 		char guid[sizeof(w->guid)];
+		uint8_t *data = w->data;
+		size_t len = w->len;
 
 		next = w->next;
 		if (blocked_behind(v->page_waiters, w) ||
@@ -159,9 +174,14 @@ void vmm_on_paging_kick(evutil_socket_t fd, short what, void *arg)
 		     vmm_page_conflict(a, &a->page[page], lock_mode(write))))
 			continue;
 		snprintf(guid, sizeof(guid), "%s", w->guid);
+		w->data = NULL; /* ours now */
 		waiter_unlink(v, w);
-		grant(v, call, client_id, guid, page, write, true);
-		next = v->page_waiters; /* grant may have queued or dropped some */
+		if (kind == VMM_WAIT_POINTER)
+			grant(v, call, client_id, guid, page, write, true);
+		else
+			vmm_page_retry(v, call, kind, guid, page, data, len);
+		free(data);
+		next = v->page_waiters; /* a grant may have queued or dropped some */
 	}
 }
 
@@ -244,7 +264,8 @@ static void pointer_finish(struct vmm_op *base)
 	if (partner_holds)
 		vmm_release_stray_lock(v, op->guid, op->page, op->owner);
 	if (op->op.status == FTVM__PARTNER__STATUS__STATUS_LOCKED && op->wait && a)
-		enqueue(v, op->op.call, op->client_id, op->guid, op->page, op->write, true);
+		vmm_page_wait(v, op->op.call, VMM_WAIT_POINTER, op->guid, op->page, op->write, NULL,
+			      0, true);
 	else
 		vmm_reply_error(op->op.call,
 				a ? op->op.status : FTVM__PARTNER__STATUS__STATUS_NOT_FOUND,
@@ -273,7 +294,7 @@ static void grant(struct vmm *v, struct client_call *call, uint64_t client_id, c
 	conflict = vmm_page_conflict(a, &a->page[page], lock_mode(write));
 	if (conflict) {
 		if (wait)
-			enqueue(v, call, client_id, guid, page, write, false);
+			vmm_page_wait(v, call, VMM_WAIT_POINTER, guid, page, write, NULL, 0, false);
 		else
 			vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_LOCKED,
 					"%s page %llu is %s", guid, (unsigned long long)page,

@@ -35,6 +35,7 @@ enum {
 	OPT_IMMEDIATE,
 	OPT_HEADER_FILE,
 	OPT_FILE,
+	OPT_WAIT,
 };
 
 struct ctl {
@@ -48,6 +49,7 @@ struct ctl {
 	bool immediate;
 	const char *header_file;
 	const char *file;
+	bool wait;
 };
 
 struct command {
@@ -265,6 +267,9 @@ static int parse_command_options(struct ctl *ctl, const struct command *cmd, int
 			break;
 		case OPT_FILE:
 			ctl->file = optarg;
+			break;
+		case OPT_WAIT:
+			ctl->wait = true;
 			break;
 		default:
 			return bad_option(c, argv, cmd->name);
@@ -634,7 +639,8 @@ static int cmd_write(struct ctl *ctl, int argc, char **argv)
 			    h->block_size);
 		goto out;
 	}
-	r = ftvm_write_page(c, guid, page, data, len, &crc);
+	r = ctl->wait ? ftvm_write_page(c, guid, page, data, len, &crc)
+		      : ftvm_write_page_try(c, guid, page, data, len, &crc);
 	if (r < 0) {
 		r = call_failed(c, path, what, r);
 		goto out;
@@ -693,7 +699,8 @@ static int cmd_read(struct ctl *ctl, int argc, char **argv)
 		r = out_of_memory();
 		goto out;
 	}
-	r = ftvm_read_page(c, guid, page, block, h->block_size, &len, &crc);
+	r = ctl->wait ? ftvm_read_page(c, guid, page, block, h->block_size, &len, &crc)
+		      : ftvm_read_page_try(c, guid, page, block, h->block_size, &len, &crc);
 	if (r < 0) {
 		r = call_failed(c, path, what, r);
 		goto out;
@@ -1077,7 +1084,7 @@ static const struct command commands[] = {
 	},
 	{
 		.name = "write",
-		.args = "GUID PAGE [--file F]",
+		.args = "GUID PAGE [--file F] [--wait]",
 		.summary = "write one page (stdin or a file)",
 		.help = "Locks page PAGE (from 0) of allocation GUID for writing, copies the input in,\n"
 			"and releases it as modified; returns once the partner acknowledged it.\n"
@@ -1086,17 +1093,19 @@ static const struct command commands[] = {
 			"\n"
 			"Prints \"GUID page PAGE: crc32c 0x...\", the checksum of the whole block as\n"
 			"stored. With --json prints {\"guid\",\"page\",\"crc32c\"} (crc32c a number).\n"
-			"A locked page is refused at once (exit 1), not waited for.\n",
+			"A locked page is refused at once (exit 1); with --wait it is waited for in\n"
+			"the node's paging queue, up to the node's request_timeout_ms.\n",
 		.options =
 			(const struct option[]){
 				{ "file", required_argument, NULL, OPT_FILE },
+				{ "wait", no_argument, NULL, OPT_WAIT },
 				{},
 			},
 		.run = cmd_write,
 	},
 	{
 		.name = "read",
-		.args = "GUID PAGE [--file F]",
+		.args = "GUID PAGE [--file F] [--wait]",
 		.summary = "read one page (to stdout or a file)",
 		.help = "Locks page PAGE (from 0) of allocation GUID for reading, copies the whole\n"
 			"block out, and releases it. The block's checksum is checked on arrival.\n"
@@ -1104,10 +1113,12 @@ static const struct command commands[] = {
 			"Without --file the raw bytes of the block go to the standard output, with\n"
 			"--json too. With --file F they go to F (replaced only once the read\n"
 			"succeeded) and the standard output gets \"GUID page PAGE: crc32c 0x..., N\n"
-			"bytes to F\", or with --json {\"guid\",\"page\",\"crc32c\",\"bytes\"}.\n",
+			"bytes to F\", or with --json {\"guid\",\"page\",\"crc32c\",\"bytes\"}.\n"
+			"A write-locked page is refused at once (exit 1); --wait waits for it.\n",
 		.options =
 			(const struct option[]){
 				{ "file", required_argument, NULL, OPT_FILE },
+				{ "wait", no_argument, NULL, OPT_WAIT },
 				{},
 			},
 		.run = cmd_read,

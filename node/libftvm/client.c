@@ -665,8 +665,8 @@ out:
 	return r;
 }
 
-int ftvm_write_page(struct ftvm_client *c, const char *guid, uint64_t page, const void *data,
-		    size_t len, uint32_t *ret_crc32c)
+static int write_page(struct ftvm_client *c, const char *guid, uint64_t page, const void *data,
+		      size_t len, bool wait, uint32_t *ret_crc32c)
 {
 	Ftvm__Client__WritePageRequest write = FTVM__CLIENT__WRITE_PAGE_REQUEST__INIT;
 	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
@@ -686,6 +686,7 @@ int ftvm_write_page(struct ftvm_client *c, const char *guid, uint64_t page, cons
 	write.page = page;
 	write.data.data = (uint8_t *)data;
 	write.data.len = len;
+	write.wait = wait;
 	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_WRITE_PAGE;
 	req.write_page = &write;
 	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_WRITE_PAGE, &reply);
@@ -697,8 +698,20 @@ int ftvm_write_page(struct ftvm_client *c, const char *guid, uint64_t page, cons
 	return 0;
 }
 
-int ftvm_read_page(struct ftvm_client *c, const char *guid, uint64_t page, void *buf,
-		   size_t buf_len, size_t *ret_len, uint32_t *ret_crc32c)
+int ftvm_write_page(struct ftvm_client *c, const char *guid, uint64_t page, const void *data,
+		    size_t len, uint32_t *ret_crc32c)
+{
+	return write_page(c, guid, page, data, len, true, ret_crc32c);
+}
+
+int ftvm_write_page_try(struct ftvm_client *c, const char *guid, uint64_t page, const void *data,
+			size_t len, uint32_t *ret_crc32c)
+{
+	return write_page(c, guid, page, data, len, false, ret_crc32c);
+}
+
+static int read_page(struct ftvm_client *c, const char *guid, uint64_t page, void *buf,
+		     size_t buf_len, bool wait, size_t *ret_len, uint32_t *ret_crc32c)
 {
 	Ftvm__Client__ReadPageRequest read = FTVM__CLIENT__READ_PAGE_REQUEST__INIT;
 	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
@@ -717,6 +730,7 @@ int ftvm_read_page(struct ftvm_client *c, const char *guid, uint64_t page, void 
 
 	read.guid = (char *)guid;
 	read.page = page;
+	read.wait = wait;
 	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_READ_PAGE;
 	req.read_page = &read;
 	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_READ_PAGE, &reply);
@@ -747,6 +761,18 @@ int ftvm_read_page(struct ftvm_client *c, const char *guid, uint64_t page, void 
 out:
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	return r;
+}
+
+int ftvm_read_page(struct ftvm_client *c, const char *guid, uint64_t page, void *buf,
+		   size_t buf_len, size_t *ret_len, uint32_t *ret_crc32c)
+{
+	return read_page(c, guid, page, buf, buf_len, true, ret_len, ret_crc32c);
+}
+
+int ftvm_read_page_try(struct ftvm_client *c, const char *guid, uint64_t page, void *buf,
+		       size_t buf_len, size_t *ret_len, uint32_t *ret_crc32c)
+{
+	return read_page(c, guid, page, buf, buf_len, false, ret_len, ret_crc32c);
 }
 
 int ftvm_header(struct ftvm_client *c, const char *guid, struct ftvm_header *ret)

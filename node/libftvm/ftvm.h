@@ -193,7 +193,10 @@ FTVM_EXPORT int ftvm_alloc(struct ftvm_client *c, uint64_t size, const char *pol
  * @brief Writes one page: locks it for writing, copies @p data in, releases it
  *        as modified, in one step.
  *
- * Returns once the partner acknowledged the new contents.
+ * Returns once the partner acknowledged the new contents. When the page is
+ * locked it waits in the node's paging queue, up to the node's
+ * request_timeout_ms, then fails with -EBUSY; ftvm_write_page_try() fails at
+ * once instead.
  * @param c a connected client.
  * @param guid the allocation.
  * @param page the page's index, from 0.
@@ -202,18 +205,23 @@ FTVM_EXPORT int ftvm_alloc(struct ftvm_client *c, uint64_t size, const char *pol
  *        zero-filled to the block (the node refuses a longer one, -EINVAL).
  * @param[out] ret_crc32c the CRC-32C of the whole block as stored, or NULL.
  * @return 0, or -errno: -ENOENT (no such allocation or page), -EBUSY (the
- *         page is locked), -EHOSTUNREACH, -EMSGSIZE (@p len is above the
+ *         page stayed locked), -EHOSTUNREACH, -EMSGSIZE (@p len is above the
  *         frame limit), and the conventions above.
  */
 FTVM_EXPORT int ftvm_write_page(struct ftvm_client *c, const char *guid, uint64_t page,
 				const void *data, size_t len, uint32_t *ret_crc32c);
+
+/** @brief ftvm_write_page(), but -EBUSY at once when the page is locked. */
+FTVM_EXPORT int ftvm_write_page_try(struct ftvm_client *c, const char *guid, uint64_t page,
+				    const void *data, size_t len, uint32_t *ret_crc32c);
 
 /**
  * @brief Reads one page: locks it for reading, copies the whole block out,
  *        releases it, in one step.
  *
  * The block's CRC-32C as the node states it is checked against the bytes
- * received; a mismatch is -EBADMSG.
+ * received; a mismatch is -EBADMSG. A write-locked page is waited for, as in
+ * ftvm_write_page(); ftvm_read_page_try() fails at once instead.
  * @param c a connected client.
  * @param guid the allocation.
  * @param page the page's index, from 0.
@@ -228,6 +236,11 @@ FTVM_EXPORT int ftvm_write_page(struct ftvm_client *c, const char *guid, uint64_
  */
 FTVM_EXPORT int ftvm_read_page(struct ftvm_client *c, const char *guid, uint64_t page, void *buf,
 			       size_t buf_len, size_t *ret_len, uint32_t *ret_crc32c);
+
+/** @brief ftvm_read_page(), but -EBUSY at once when the page is write-locked. */
+FTVM_EXPORT int ftvm_read_page_try(struct ftvm_client *c, const char *guid, uint64_t page,
+				   void *buf, size_t buf_len, size_t *ret_len,
+				   uint32_t *ret_crc32c);
 
 /** An allocation's header (seed 002's read-header message). Strings are NUL terminated. */
 struct ftvm_header {

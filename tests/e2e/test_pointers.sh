@@ -66,9 +66,18 @@ locked() {
 }
 wait_for 5000 "the page write-locked by the holder" locked
 ok "a client holds the write pointer: b's write is refused as locked"
+# A whole-page write with --wait queues behind the holder instead.
+(printf 'waited' | ctl b write "$guid" 0 --wait >"$WORK/waited.out" 2>&1) &
+PIDS[waiter]=$!
+queued() { [ "$(ctl b --json sense | jq .queues.paging)" = 1 ]; }
+wait_for 5000 "the whole-page write queued on b" queued
 kill -9 "$holder"
 wait "$holder" 2>/dev/null || true
 unset 'PIDS[holder]'
+wait "${PIDS[waiter]}" || fail "the waiting write failed: $(cat "$WORK/waited.out")"
+unset 'PIDS[waiter]'
+[ "$(ctl a read "$guid" 0 | head -c 6)" = waited ] || fail "the waiting write's bytes are not on a"
+ok "write --wait on b queued behind the holder and went through once it was gone"
 unlocked() { printf 'after' | ctl b write "$guid" 0 >/dev/null 2>&1; }
 wait_for 5000 "the dead client's pointer released" unlocked
 grep -q "client gone: releasing its write pointer to $guid page 0" "$WORK/a.log" ||
