@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "crc32c.h"
 #include "log.h"
@@ -195,29 +194,50 @@ static uint64_t block_offset(const struct vmm *v, const struct vmm_alloc *a, uin
 				  page);
 }
 
-/* One allocation's pages, as the store holds them. */
+/* Completion of one posted read or write whose result only needs checking. */
+static void on_sync_done(int result, void *arg)
+{
+	int *worst = arg;
+
+	if (result < 0 && *worst == 0)
+		*worst = result;
+}
+
+/* One allocation's pages, as the store holds them: its records, then the
+ * blocks of the pages it has, read through the queue. */
 static void page_in(struct vmm *v, struct vmm_alloc *a)
 {
-	int fd = store_fd(v->store);
+	struct store_page_record *rec = calloc(a->pages, sizeof(*rec));
+	int r = 0;
 
+	if (!rec) {
+		log_warning("%s: out of memory to read it from the store", a->guid);
+		return;
+	}
+	if (store_queue_read(v->store_queue, rec, a->pages * sizeof(*rec),
+			     store_record_offset(a->store_offset, 0), on_sync_done, &r) < 0)
+		r = -EIO;
+	store_queue_drain(v->store_queue);
+	for (uint64_t i = 0; r == 0 && i < a->pages; i++)
+		if (rec[i].version &&
+		    store_queue_read(v->store_queue, vmm_block_addr(v, a, i), a->block_size,
+				     block_offset(v, a, i), on_sync_done, &r) < 0)
+			r = -EIO;
+	store_queue_drain(v->store_queue);
+	if (r < 0) {
+		log_warning("%s: cannot read it from the store: %s", a->guid, strerror(-r));
+		goto out;
+	}
 	for (uint64_t i = 0; i < a->pages; i++) {
 		struct vmm_page *p = &a->page[i];
-		struct store_page_record rec;
-		uint8_t *frame = vmm_block_addr(v, a, i);
-		uint64_t version;
+		uint64_t version = le64toh(rec[i].version);
 
-		if (pread(fd, &rec, sizeof(rec), (off_t)store_record_offset(a->store_offset, i)) !=
-		    (ssize_t)sizeof(rec))
-			continue;
-		version = le64toh(rec.version);
 		if (version == 0)
 			continue; /* never destaged: zeroes, as allocated */
-		if (pread(fd, frame, a->block_size, (off_t)block_offset(v, a, i)) !=
-			    (ssize_t)a->block_size ||
-		    crc32c(0, frame, a->block_size) != le32toh(rec.crc32c)) {
+		if (vmm_block_crc(v, a, i) != le32toh(rec[i].crc32c)) {
 			log_warning("%s page %llu: the store's block fails its checksum", a->guid,
 				    (unsigned long long)i);
-			memset(frame, 0, a->block_size);
+			memset(vmm_block_addr(v, a, i), 0, a->block_size);
 			continue;
 		}
 		if (version < p->version) {
@@ -229,9 +249,11 @@ static void page_in(struct vmm *v, struct vmm_alloc *a)
 			continue;
 		}
 		p->version = version;
-		p->crc32c = le32toh(rec.crc32c);
+		p->crc32c = le32toh(rec[i].crc32c);
 		p->dirty = false;
 	}
+out:
+	free(rec);
 }
 
 void vmm_store_page_in(struct vmm *v)
@@ -469,20 +491,74 @@ void vmm_destaged(struct vmm *v, const char *guid, uint64_t page, uint64_t versi
 	vmm_persist_page(v, a, page, &o);
 }
 
-/* A clean shutdown: what is queued is written now, synchronously, and every
- * dirty page this node owns with it; the queue's own work is finished first. */
-void vmm_store_close(struct vmm *v)
+/* A clean shutdown: the round in flight finishes, then every dirty page this
+ * node owns is written through the queue behind one barrier, and marked clean
+ * (committed by the caller's last flush, after the barrier). */
+static void destage_all(struct vmm *v)
 {
 	struct pt_origin o = { .node = vmm_node_id(v), .own = true };
-	size_t n = 0, written = 0;
+	struct store_page_record *rec = NULL;
+	size_t n = 0, dirty = 0, k = 0;
 	struct vmm_alloc **all;
-	int fd;
+	int r = 0;
 
-	if (!v->store)
-		return;
-	/* Delivers what is in flight: the round in progress finishes. */
-	store_queue_free(v->store_queue);
-	v->store_queue = NULL;
+	store_queue_drain(v->store_queue);
+	all = vmm_table_sorted(v->table, &n);
+	for (size_t i = 0; all && i < n; i++)
+		for (uint64_t p = 0; vmm_is_owner(v, all[i]) && p < all[i]->pages; p++)
+			dirty += all[i]->page[p].dirty;
+	if (!dirty)
+		goto out;
+	rec = calloc(dirty, sizeof(*rec));
+	if (!all || !rec) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct vmm_alloc *a = all[i];
+
+		for (uint64_t p = 0; vmm_is_owner(v, a) && p < a->pages; p++) {
+			if (!a->page[p].dirty)
+				continue;
+			rec[k].version = htole64(a->page[p].version);
+			rec[k].crc32c = htole32(vmm_block_crc(v, a, p));
+			if (store_queue_write(v->store_queue, vmm_block_addr(v, a, p),
+					      a->block_size, block_offset(v, a, p), on_sync_done,
+					      &r) < 0 ||
+			    store_queue_write(v->store_queue, &rec[k], sizeof(rec[k]),
+					      store_record_offset(a->store_offset, p), on_sync_done,
+					      &r) < 0)
+				r = -EIO;
+			k++;
+		}
+	}
+	if (store_queue_barrier(v->store_queue, on_sync_done, &r) < 0)
+		r = -EIO;
+	store_queue_drain(v->store_queue);
+	for (size_t i = 0; r == 0 && i < n; i++)
+		for (uint64_t p = 0; vmm_is_owner(v, all[i]) && p < all[i]->pages; p++)
+			if (all[i]->page[p].dirty) {
+				all[i]->page[p].dirty = false;
+				o.lsn = pagetable_reserve_lsn(v->pt);
+				vmm_persist_page(v, all[i], p, &o);
+			}
+out:
+	if (r < 0)
+		log_error("destage at shutdown failed, %zu pages stay dirty: %s", dirty,
+			  strerror(-r));
+	else if (dirty)
+		log_info("shutdown: %zu dirty pages destaged", dirty);
+	free(rec);
+	free(all);
+}
+
+void vmm_store_close(struct vmm *v)
+{
+	if (v->store_queue) {
+		destage_all(v);
+		store_queue_free(v->store_queue);
+		v->store_queue = NULL;
+	}
 	if (v->destage_timer)
 		event_free(v->destage_timer);
 	v->destage_timer = NULL;
@@ -492,41 +568,8 @@ void vmm_store_close(struct vmm *v)
 		v->destage_waiting = d->next;
 		free(d);
 	}
-	fd = store_fd(v->store);
-	all = vmm_table_sorted(v->table, &n);
-	for (size_t i = 0; all && i < n; i++) {
-		struct vmm_alloc *a = all[i];
-
-		if (!vmm_is_owner(v, a))
-			continue;
-		for (uint64_t p = 0; p < a->pages; p++) {
-			struct store_page_record rec = { 0 };
-
-			if (!a->page[p].dirty)
-				continue;
-			rec.version = htole64(a->page[p].version);
-			rec.crc32c = htole32(vmm_block_crc(v, a, p));
-			if (pwrite(fd, vmm_block_addr(v, a, p), a->block_size,
-				   (off_t)block_offset(v, a, p)) != (ssize_t)a->block_size ||
-			    pwrite(fd, &rec, sizeof(rec),
-				   (off_t)store_record_offset(a->store_offset, p)) !=
-				    (ssize_t)sizeof(rec)) {
-				log_error("destage of %s page %llu at shutdown failed: %s", a->guid,
-					  (unsigned long long)p, strerror(errno));
-				continue;
-			}
-			a->page[p].dirty = false;
-			o.lsn = pagetable_reserve_lsn(v->pt);
-			vmm_persist_page(v, a, p, &o);
-			written++;
-		}
-	}
-	free(all);
-	if (fdatasync(fd) < 0)
-		log_error("store sync at shutdown failed: %s", strerror(errno));
-	if (written)
-		log_info("shutdown: %zu dirty pages destaged", written);
 	store_close(v->store);
 	v->store = NULL;
 	free(v->extents_reserved);
+	v->extents_reserved = NULL;
 }
