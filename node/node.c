@@ -1,10 +1,12 @@
 #include "node.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,6 +39,7 @@ struct node {
 	struct notify_watchdog *watchdog;
 	struct event *sigterm;
 	struct event *sigint;
+	int state_lock; /* flock on state_dir/ftvmd.lock while we run, -1 */
 };
 
 static const char *state_name(const struct node *n)
@@ -154,16 +157,42 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	event_base_loopexit(n->base, NULL);
 }
 
-static int make_state_dir(const char *path)
+/* Creates state_dir when missing and locks it: two ftvmd on one page table
+ * would each believe it theirs. Returns the lock's fd. */
+static int claim_state_dir(const char *path)
 {
+	char lock[4096], pid[32] = "";
 	struct stat st;
+	ssize_t n;
+	int fd;
 
 	if (mkdir(path, 0750) < 0 && errno != EEXIST)
 		return log_error_errno(-errno, "state_dir %s: cannot create", path);
 	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode) || access(path, W_OK) < 0)
 		return log_error_errno(-(errno ? errno : ENOTDIR),
 				       "state_dir %s: not a writable directory", path);
-	return 0;
+	snprintf(lock, sizeof(lock), "%s/ftvmd.lock", path);
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+	if (fd < 0)
+		return log_error_errno(-errno, "state_dir %s: cannot open %s", path, lock);
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int r = -errno;
+
+		n = pread(fd, pid, sizeof(pid) - 1, 0);
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strcspn(pid, "\n")] = '\0';
+		close(fd);
+		if (r == -EWOULDBLOCK) {
+			log_error("state_dir %s is in use by another ftvmd (pid %s)", path,
+				  pid[0] ? pid : "unknown");
+			return -EBUSY;
+		}
+		return log_error_errno(r, "state_dir %s: cannot lock %s", path, lock);
+	}
+	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+		log_warning("state_dir %s: cannot note our pid in %s", path, lock);
+	return fd;
 }
 
 int node_new(struct event_base *base, const struct ftvm_config *config, struct node **ret)
@@ -194,6 +223,7 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 	n->base = base;
 	n->epoch = sc.epoch;
 	n->state = FTVM__PARTNER__NODE_STATE__NODE_STATE_STARTING;
+	n->state_lock = -1;
 
 	n->transport = repl_transport_select(config_transport_name(config->transport),
 					     n->transport_reason, sizeof(n->transport_reason));
@@ -204,9 +234,10 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 	}
 	sc.transport = n->transport;
 
-	r = make_state_dir(config->state_dir);
+	r = claim_state_dir(config->state_dir);
 	if (r < 0)
 		goto fail;
+	n->state_lock = r;
 	r = vmm_new(base, config, &n->vmm);
 	if (r < 0)
 		goto fail;
@@ -276,5 +307,7 @@ void node_free(struct node *n)
 	/* The memory manager commits first; the session then fails what waits. */
 	vmm_free(n->vmm);
 	repl_session_free(n->session);
+	if (n->state_lock >= 0)
+		close(n->state_lock); /* the lock goes with it */
 	free(n);
 }

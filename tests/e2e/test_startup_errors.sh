@@ -36,9 +36,15 @@ sed -e 's/^socket = a.sock$/socket = a2.sock/' -e 's/^state_dir = a$/state_dir =
 expect_start_failure "$WORK/a2.conf" "cannot listen on 127.0.0.1:$PORT_A"
 [ ! -e "$WORK/a2.sock" ] || fail "the refused node left its client socket behind"
 
+# A second ftvmd on a's state_dir while a lives: refused, naming a's pid.
+sed -e 's/^listen = .*$/listen = 127.0.0.1:1/' -e 's/^socket = a.sock$/socket = a3.sock/' \
+	"$WORK/a.conf" >"$WORK/a3.conf"
+expect_start_failure "$WORK/a3.conf" "state_dir .* is in use by another ftvmd (pid ${PIDS[a]})"
+
 # A second node on a's client socket while a lives.
-sed -e 's/^listen = .*$/listen = 127.0.0.1:1/' "$WORK/a.conf" >"$WORK/a3.conf"
-expect_start_failure "$WORK/a3.conf" "a.sock"
+sed -e 's/^listen = .*$/listen = 127.0.0.1:1/' -e 's/^state_dir = a$/state_dir = a6/' \
+	"$WORK/a.conf" >"$WORK/a6.conf"
+expect_start_failure "$WORK/a6.conf" "a.sock"
 ctl a status >/dev/null || fail "a stopped serving after another node tried its socket"
 
 # A page table made with one store refuses another: its extents would read
