@@ -196,6 +196,11 @@ uint64_t client_call_client_id(const struct client_call *call)
 	return call->conn->id;
 }
 
+bool client_call_client_gone(const struct client_call *call)
+{
+	return call->conn->bev == NULL;
+}
+
 /* The descriptor rides on the reply's first bytes (SCM_RIGHTS), so the reply
  * must be the next thing on the stream: it goes out with sendmsg() here,
  * and only what the socket did not take is left to the bufferevent. */

@@ -12,6 +12,7 @@
  * Everything runs on the event loop thread. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -56,6 +57,10 @@ pid_t client_call_peer_pid(const struct client_call *call);
 
 /* The connection the call came on: the same for every call of one client. */
 uint64_t client_call_client_id(const struct client_call *call);
+
+/* The client closed its connection since it made the call (gone() has run
+ * for it): what the call would hand it has no holder. */
+bool client_call_client_gone(const struct client_call *call);
 
 /* As client_call_reply, passing fd (duplicated into the client) with the
  * reply. When the reply cannot be the next bytes on the stream, the client

@@ -79,6 +79,7 @@ static int lock_mode(bool write)
 
 static void grant(struct vmm *v, struct client_call *call, uint64_t client_id, const char *guid,
 		  uint64_t page, bool write, bool wait);
+static void release(struct vmm *v, struct client_call *call, struct vmm_holding *h, bool modified);
 
 /* ---- the paging queue ---- */
 
@@ -249,6 +250,14 @@ static void pointer_finish(struct vmm_op *base)
 			h->page = op->page;
 			snprintf(h->owner, sizeof(h->owner), "%s", op->owner);
 			h->write = op->write;
+			if (client_call_client_gone(op->op.call)) {
+				/* It went while the partner granted: nobody to hold it. */
+				vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
+						"client gone before the grant");
+				release(v, NULL, h, h->write);
+				free(op);
+				return;
+			}
 			h->next = v->holdings;
 			v->holdings = h;
 			pointer_reply(v, op->op.call, a, op->page);

@@ -84,3 +84,23 @@ grep -q "client gone: releasing its write pointer to $guid page 0" "$WORK/a.log"
 	fail "a did not log the release of the dead client's pointer"
 ctl a verify >/dev/null || fail "verify after the dead client: $(ctl a verify 2>&1)"
 ok "client killed holding a write pointer: released by the node, page writable, mirror equal"
+
+# A client that dies while its grant is in flight (the owner b is stopped for a
+# moment, well inside dead_after_ms): the node finishes the call, then lets the
+# pointer go with the connection, so the page does not stay locked.
+FTVM_HOLD=${FTVM_HOLD:?FTVM_HOLD must name the ftvm-hold binary}
+g2=$(ctl b alloc --size 4096)
+kill -STOP "${PIDS[b]}"
+sleep 7 | "$FTVM_HOLD" "$WORK/a.sock" "$g2" 0 write --release-after-stdin >"$WORK/h.out" 2>&1 &
+late=$!
+PIDS[late]=$late
+sleep 0.1 # the request is on its way to the stopped owner
+kill -9 "$late" 2>/dev/null || true
+wait "$late" 2>/dev/null || true
+unset 'PIDS[late]'
+kill -CONT "${PIDS[b]}"
+writable() { printf 'x' | ctl a write "$g2" 0 >/dev/null 2>&1; }
+wait_for 5000 "the page free again after the late grant" writable
+field_is a partner.link up || fail "the link dropped: the stop was longer than meant"
+ctl a verify >/dev/null || fail "verify after the late grant: $(ctl a verify 2>&1)"
+ok "a client gone before its grant arrived: the grant was released, the page writable, verify equal"
