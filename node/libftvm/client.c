@@ -579,8 +579,11 @@ const char *ftvm_strerror(int r)
 }
 
 /* Local checks, so a bad argument fails with a reason and without a round trip. */
+/* Also the NULL client check of every call that takes a GUID. */
 static int check_guid(struct ftvm_client *c, const char *guid)
 {
+	if (!c)
+		return -EINVAL;
 	if (!guid)
 		return fail(c, -EINVAL, "no GUID given");
 	if (!ftvm_guid_valid(guid))
@@ -673,8 +676,6 @@ static int write_page(struct ftvm_client *c, const char *guid, uint64_t page, co
 	Reply *reply = NULL;
 	int r;
 
-	if (!c)
-		return -EINVAL;
 	r = check_guid(c, guid);
 	if (r < 0)
 		return r;
@@ -720,8 +721,6 @@ static int read_page(struct ftvm_client *c, const char *guid, uint64_t page, voi
 	uint32_t crc;
 	int r;
 
-	if (!c)
-		return -EINVAL;
 	r = check_guid(c, guid);
 	if (r < 0)
 		return r;
@@ -782,8 +781,6 @@ int ftvm_header(struct ftvm_client *c, const char *guid, struct ftvm_header *ret
 	Reply *reply = NULL;
 	int r;
 
-	if (!c)
-		return -EINVAL;
 	r = check_guid(c, guid);
 	if (r < 0)
 		return r;
@@ -808,8 +805,6 @@ int ftvm_free(struct ftvm_client *c, const char *guid)
 	Reply *reply = NULL;
 	int r;
 
-	if (!c)
-		return -EINVAL;
 	r = check_guid(c, guid);
 	if (r < 0)
 		return r;
@@ -1067,8 +1062,6 @@ int ftvm_release_pointer(struct ftvm_client *c, const char *guid, uint64_t page,
 	Reply *reply = NULL;
 	int r;
 
-	if (!c)
-		return -EINVAL;
 	r = check_guid(c, guid);
 	if (r < 0)
 		return r;
