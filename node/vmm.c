@@ -29,10 +29,7 @@ const char *vmm_partner_id(const struct vmm *v)
 
 bool vmm_partner_linked(const struct vmm *v)
 {
-	struct repl_session_stats st;
-
-	repl_session_get_stats(v->session, &st);
-	return st.link_up;
+	return repl_session_link_up(v->session);
 }
 
 bool vmm_is_owner(const struct vmm *v, const struct vmm_alloc *a)

@@ -704,6 +704,11 @@ void repl_session_set_state(struct repl_session *s, int node_state)
 		send_heartbeat(s);
 }
 
+bool repl_session_link_up(const struct repl_session *s)
+{
+	return s->active != NULL;
+}
+
 const char *repl_session_partner_id(const struct repl_session *s)
 {
 	return s->stats.partner_id;

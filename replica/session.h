@@ -89,5 +89,8 @@ void repl_session_set_state(struct repl_session *s, int node_state);
 
 void repl_session_get_stats(const struct repl_session *s, struct repl_session_stats *ret);
 
+/* The link is up (a Hello crossed on the active connection). */
+bool repl_session_link_up(const struct repl_session *s);
+
 /* The partner's node id, "" until a Hello was seen. */
 const char *repl_session_partner_id(const struct repl_session *s);
