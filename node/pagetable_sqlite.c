@@ -31,6 +31,7 @@
 
 #include <sqlite3.h>
 
+#include "clock.h"
 #include "log.h"
 
 #define LOG_SUBSYSTEM "pagetable"
@@ -40,6 +41,7 @@
 #define BUSY_TIMEOUT_MS 5000
 #define GUID_LEASE 64
 #define LSN_LEASE 65536
+#define LSN_WRITE_INTERVAL_MS 1000
 
 /* Step i takes schema i to i + 1 inside one transaction; the caller then sets
  * schema_version. Append only: a step, once released, never changes. */
@@ -129,6 +131,13 @@ struct pagetable {
 	sqlite3_stmt *stmt[ST__MAX];
 	struct lease guid, lsn;
 	uint64_t partner_applied_lsn, applied_by_partner_lsn;
+	/* Set since the last commit: written once, by the commit, rather than
+	 * by every message of a batch. */
+	bool partner_applied_changed;
+	/* Set since last written; written by a commit at most once a second
+	 * (and at close), as it changes with every acknowledgement. */
+	bool applied_by_partner_changed;
+	uint64_t applied_by_partner_written_ms;
 	char err[512];
 };
 
@@ -328,10 +337,24 @@ static int commit_leases(struct pagetable *pt, struct lease *force_lease)
 {
 	struct lease *leases[] = { &pt->guid, &pt->lsn };
 	uint64_t bound[ARRAY_SIZE(leases)] = { 0 };
+	bool write_applied_by_partner;
 	int r;
 
 	if (!force_lease && !pagetable_in_transaction(pt))
 		return 0;
+	write_applied_by_partner =
+		pt->applied_by_partner_changed &&
+		clock_now_ms() - pt->applied_by_partner_written_ms >= LSN_WRITE_INTERVAL_MS;
+	if (pt->partner_applied_changed) {
+		r = meta_set(pt, "partner_applied_lsn", pt->partner_applied_lsn);
+		if (r < 0)
+			return r;
+	}
+	if (write_applied_by_partner) {
+		r = meta_set(pt, "applied_by_partner_lsn", pt->applied_by_partner_lsn);
+		if (r < 0)
+			return r;
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(leases); i++) {
 		struct lease *l = leases[i];
 
@@ -345,6 +368,11 @@ static int commit_leases(struct pagetable *pt, struct lease *force_lease)
 	r = run(pt, ST_COMMIT, "commit");
 	if (r < 0)
 		return r;
+	pt->partner_applied_changed = false;
+	if (write_applied_by_partner) {
+		pt->applied_by_partner_changed = false;
+		pt->applied_by_partner_written_ms = clock_now_ms();
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(leases); i++)
 		if (bound[i] > leases[i]->durable)
 			leases[i]->durable = bound[i];
@@ -574,10 +602,12 @@ int pagetable_page_put(struct pagetable *pt, const struct pt_page *p, const stru
 
 int pagetable_set_partner_applied_lsn(struct pagetable *pt, uint64_t lsn)
 {
-	int r = meta_set(pt, "partner_applied_lsn", lsn);
+	int r = begin(pt);
 
-	if (r == 0)
+	if (r == 0) {
 		pt->partner_applied_lsn = lsn;
+		pt->partner_applied_changed = true;
+	}
 	return r;
 }
 
@@ -602,11 +632,9 @@ uint64_t pagetable_partner_applied_lsn(const struct pagetable *pt)
 
 int pagetable_set_applied_by_partner_lsn(struct pagetable *pt, uint64_t lsn)
 {
-	int r = meta_set(pt, "applied_by_partner_lsn", lsn);
-
-	if (r == 0)
-		pt->applied_by_partner_lsn = lsn;
-	return r;
+	pt->applied_by_partner_lsn = lsn;
+	pt->applied_by_partner_changed = true;
+	return 0;
 }
 
 uint64_t pagetable_applied_by_partner_lsn(const struct pagetable *pt)
@@ -734,6 +762,9 @@ void pagetable_close(struct pagetable *pt)
 		return;
 	if (pt->db && pagetable_in_transaction(pt) && pt->stmt[ST_ROLLBACK])
 		run(pt, ST_ROLLBACK, "roll back at close");
+	if (pt->db && pt->applied_by_partner_changed && pt->stmt[ST_COMMIT] &&
+	    meta_set(pt, "applied_by_partner_lsn", pt->applied_by_partner_lsn) == 0)
+		run(pt, ST_COMMIT, "commit at close");
 	for (size_t i = 0; i < ST__MAX; i++)
 		sqlite3_finalize(pt->stmt[i]);
 	/* Every statement is finalized, so this closes (and checkpoints). */

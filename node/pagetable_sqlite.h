@@ -105,8 +105,13 @@ uint64_t pagetable_next_guid(struct pagetable *pt);
 uint64_t pagetable_reserve_lsn(struct pagetable *pt);
 
 /* The last partner LSN this node applied, and the last LSN of this node's
- * that the partner says it applied. Setting writes meta in the open
- * transaction (opening one if none); the getters return what was set last. */
+ * that the partner says it applied. Setting the first opens a transaction if
+ * none is open; the commit that ends it writes it to meta once (not once
+ * per call: a batch sets them for every message). Setting the second opens
+ * none: a commit writes it at most once a second, and close writes it, as
+ * losing the latest value in a crash only makes the node think the partner
+ * has less, which is safe (it sends more and trims less). The getters return
+ * what was set last. */
 int pagetable_set_partner_applied_lsn(struct pagetable *pt, uint64_t lsn);
 uint64_t pagetable_partner_applied_lsn(const struct pagetable *pt);
 /* The id of the store this table's extents are in ({0, 0} before the first
