@@ -75,13 +75,31 @@ static void write_finish(struct vmm_op *base)
 		free(op);
 		return;
 	}
-	/* Acknowledged by the partner: now ours too, under the version the owner
+	/* Acknowledged by the partner. Owned here, the page was written as the
+	 * request left; otherwise it is ours now, under the version the owner
 	 * gave it (its answer to ReleasePointer carries the page's lock status). */
-	if (!op->owned)
+	if (!op->owned) {
 		op->new_version = op->op.lock_version;
+		memcpy(vmm_block_addr(v, a, op->page), op->block, a->block_size);
+		vmm_page_modified(v, a, op->page, op->new_version, op->crc, &o);
+	}
+	vmm_after_commit(v, write_replied, op);
+}
+
+/* The owner applies its own write as the request leaves, so its commit runs
+ * while the partner applies and commits the same change: the client's answer
+ * waits for both, but the two commits overlap instead of following each
+ * other. The write lock hides the new contents from readers until then. Should
+ * the partner not acknowledge, the client is told so and the page stays as
+ * written here, which is then the newer copy: a write that was not
+ * acknowledged may or may not have happened, and the rejoin's resync makes
+ * the partner equal (HA.md). */
+static void write_owned_page(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
+{
+	struct pt_origin o = { .node = vmm_node_id(v), .lsn = op->op.lsn, .own = true };
+
 	memcpy(vmm_block_addr(v, a, op->page), op->block, a->block_size);
 	vmm_page_modified(v, a, op->page, op->new_version, op->crc, &o);
-	vmm_after_commit(v, write_replied, op);
 }
 
 void vmm_op_write_page(struct vmm *v, struct client_call *call,
@@ -168,7 +186,10 @@ void vmm_op_write_page(struct vmm *v, struct client_call *call,
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE, "%s",
 				op->op.reason[0] ? op->op.reason : "cannot reach the partner");
 		free(op);
+		return;
 	}
+	if (op->owned)
+		write_owned_page(v, a, op);
 }
 
 /* Nothing can run between the check and the copy (one event loop), so the
