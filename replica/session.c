@@ -367,6 +367,44 @@ out:
 	free(envs);
 }
 
+/* Requests from an older epoch come from a node that was taken over: none of
+ * them may change anything here (node/HA.md, "Epochs"). Each is answered, so
+ * its sender fails it at once instead of at its deadline. */
+static bool refuse_stale(struct repl_session *s, const Envelope *env)
+{
+	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+	char reason[256];
+
+	if (env->epoch >= s->config.epoch)
+		return false;
+	snprintf(reason, sizeof(reason),
+		 "stale epoch: %s is at epoch %" PRIu64 ", this node at %" PRIu64
+		 " (it took over; the partner must rejoin and resync)",
+		 s->stats.partner_id, env->epoch, s->config.epoch);
+	cc.status = FTVM__PARTNER__STATUS__STATUS_STALE_EPOCH;
+	cc.reason = reason;
+	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH) {
+		const Ftvm__Partner__Batch *b = env->batch;
+
+		for (size_t i = 0; i < b->n_envelopes; i++) {
+			char ignored[64]; /* an item that does not decode has no seq to answer */
+			Envelope *e;
+
+			if (codec_envelope_decode(b->envelopes[i].data, b->envelopes[i].len, &e,
+						  ignored, sizeof(ignored)) < 0)
+				continue;
+			if (e->seq &&
+			    e->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE)
+				repl_session_complete(s, e->seq, &cc);
+			codec_envelope_free(e);
+		}
+	} else if (env->seq) {
+		repl_session_complete(s, env->seq, &cc);
+	}
+	s->stats.stale_refused++;
+	return true;
+}
+
 static void on_receive(struct repl_conn *conn, const uint8_t *payload, size_t len, void *arg)
 {
 	struct repl_session *s = arg;
@@ -408,13 +446,16 @@ static void on_receive(struct repl_conn *conn, const uint8_t *payload, size_t le
 		on_completion(s, env);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH:
-		on_batch(s, sc, env->batch);
+		if (!refuse_stale(s, env))
+			on_batch(s, sc, env->batch);
 		break;
 	default:
 		if (env->seq == 0) {
 			protocol_error(s, sc, "request without a sequence number");
 			break;
 		}
+		if (refuse_stale(s, env))
+			break;
 		s->stats.requests_received++;
 		s->cb.request(s, &env, 1, s->cb_arg);
 		break;
@@ -692,6 +733,11 @@ int repl_session_complete(struct repl_session *s, uint64_t seq, const CommandCom
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE;
 	env.command_complete = (CommandComplete *)cc;
 	return send_envelope(s, s->active, &env);
+}
+
+void repl_session_set_epoch(struct repl_session *s, uint64_t epoch)
+{
+	s->config.epoch = epoch;
 }
 
 void repl_session_set_state(struct repl_session *s, int node_state)

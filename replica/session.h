@@ -52,7 +52,8 @@ struct repl_session_stats {
 	uint64_t last_rx_ms; /* monotonic ms of the last frame from the partner */
 	uint64_t requests_sent;
 	uint64_t requests_received;
-	unsigned connections; /* open, in any state (1 when settled) */
+	unsigned connections;	/* open, in any state (1 when settled) */
+	uint64_t stale_refused; /* requests refused for an older epoch */
 };
 
 int repl_session_new(struct event_base *base, const struct repl_session_config *config,
@@ -86,6 +87,9 @@ int repl_session_complete(struct repl_session *s, uint64_t seq, const CommandCom
 
 /* What this node says it is, in Hello and every heartbeat. */
 void repl_session_set_state(struct repl_session *s, int node_state);
+/* The epoch this node's envelopes carry from now on; requests from an older
+ * one are refused (STATUS_STALE_EPOCH) without reaching the request callback. */
+void repl_session_set_epoch(struct repl_session *s, uint64_t epoch);
 
 void repl_session_get_stats(const struct repl_session *s, struct repl_session_stats *ret);
 

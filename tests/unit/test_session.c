@@ -286,6 +286,50 @@ static void test_handshake_and_requests(void)
 	peer_init(&b, "b", pb, pa);
 	CHECK(peer_start(&b) == 0, "restart b");
 	CHECK(RUN_UNTIL(link_up(&a) && link_up(&b), 5000), "link back");
+
+	/* b took over (epoch 2): a's requests, alone or batched, are refused
+	 * with the reason and never reach b's request callback. */
+	repl_session_set_epoch(b.s, 2);
+	b.hold_requests = true;
+	b.n_held = 0;
+	b.last_batch = 0;
+	send_space_request(&a, 1, 2000, &res[4]);
+	CHECK(RUN_UNTIL(res[4].done, 2000), "stale request answered");
+	CHECK(res[4].status == FTVM__PARTNER__STATUS__STATUS_STALE_EPOCH, "status %d",
+	      res[4].status);
+	CHECK(strstr(res[4].reason, "epoch 1") && strstr(res[4].reason, "at 2"), "reason: %s",
+	      res[4].reason);
+	{
+		Ftvm__Partner__SpaceRequest reqs[2];
+		Envelope envs[2], *ptrs[2];
+		void *args[2] = { &res[5], &res[6] };
+
+		for (int i = 0; i < 2; i++) {
+			ftvm__partner__space_request__init(&reqs[i]);
+			ftvm__partner__envelope__init(&envs[i]);
+			envs[i].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+			envs[i].space_request = &reqs[i];
+			ptrs[i] = &envs[i];
+			memset(&res[5 + i], 0, sizeof(res[5]));
+		}
+		CHECK(repl_session_request_batch(a.s, ptrs, 2, 2000, on_done, args) == 0, "batch");
+		CHECK(RUN_UNTIL(res[5].done && res[6].done, 2000), "stale batch answered");
+		CHECK(res[5].status == FTVM__PARTNER__STATUS__STATUS_STALE_EPOCH &&
+			      res[6].status == FTVM__PARTNER__STATUS__STATUS_STALE_EPOCH,
+		      "batch statuses %d %d", res[5].status, res[6].status);
+	}
+	CHECK(b.n_held == 0 && b.last_batch == 0, "b's callback saw %d held, batch %zu", b.n_held,
+	      b.last_batch);
+	repl_session_get_stats(b.s, &st);
+	CHECK(st.stale_refused == 2, "b counted %llu stale refusals",
+	      (unsigned long long)st.stale_refused);
+	/* At the same epoch again, requests go through. */
+	repl_session_set_epoch(a.s, 2);
+	b.hold_requests = false;
+	send_space_request(&a, 4, 2000, &res[7]);
+	CHECK(RUN_UNTIL(res[7].done, 2000) && res[7].status == 0 && res[7].free_bytes == 8,
+	      "same epoch: status %d free %llu", res[7].status,
+	      (unsigned long long)res[7].free_bytes);
 	peer_stop(&a);
 	peer_stop(&b);
 }
