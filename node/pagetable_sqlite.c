@@ -80,6 +80,7 @@ enum stmt {
 	ST_ALLOC_INSERT,
 	ST_PAGE_INSERT,
 	ST_ALLOC_DELETE,
+	ST_ALLOC_SET_OWNER,
 	ST_PAGE_UPDATE,
 	ST_JOURNAL_INSERT,
 	ST_JOURNAL_MAX,
@@ -105,6 +106,7 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_PAGE_INSERT] = "INSERT INTO pages(guid, page, version, crc32c, dirty)"
 			   " VALUES (?1, ?2, 0, ?3, 0)",
 	[ST_ALLOC_DELETE] = "DELETE FROM allocations WHERE guid = ?1",
+	[ST_ALLOC_SET_OWNER] = "UPDATE allocations SET owner = ?2 WHERE guid = ?1",
 	[ST_PAGE_UPDATE] = "UPDATE pages SET version = ?3, crc32c = ?4, dirty = ?5"
 			   " WHERE guid = ?1 AND page = ?2",
 	[ST_JOURNAL_INSERT] = "INSERT INTO journal(lsn, origin, origin_lsn, op, guid, page,"
@@ -574,6 +576,26 @@ int pagetable_alloc_delete(struct pagetable *pt, const char *guid, const struct 
 	return change_end(pt, r);
 }
 
+int pagetable_alloc_set_owner(struct pagetable *pt, const char *guid, const char *owner,
+			      const struct pt_origin *o)
+{
+	sqlite3_stmt *st = pt->stmt[ST_ALLOC_SET_OWNER];
+	uint64_t lsn;
+	int rc, r;
+
+	if (empty(guid) || empty(owner))
+		return fail(pt, -EINVAL, "set owner: no guid or no owner");
+	r = change_begin(pt, o, guid, &lsn);
+	if (r < 0)
+		return r;
+	rc = bind_text(st, 1, guid);
+	rc = rc ?: bind_text(st, 2, owner);
+	r = run_change(pt, st, rc, "set the owner of", guid);
+	if (r == 0)
+		r = journal_append(pt, lsn, o, "owner", guid, NULL);
+	return change_end(pt, r);
+}
+
 int pagetable_page_put(struct pagetable *pt, const struct pt_page *p, const struct pt_origin *o)
 {
 	sqlite3_stmt *st = pt->stmt[ST_PAGE_UPDATE];
@@ -609,6 +631,20 @@ int pagetable_set_partner_applied_lsn(struct pagetable *pt, uint64_t lsn)
 		pt->partner_applied_changed = true;
 	}
 	return r;
+}
+
+int pagetable_epoch(struct pagetable *pt, uint64_t *ret)
+{
+	int r = meta_get(pt, "epoch", ret);
+
+	if (r == 0 && *ret == 0)
+		*ret = 1; /* a table from before epochs, or a new one */
+	return r;
+}
+
+int pagetable_set_epoch(struct pagetable *pt, uint64_t epoch)
+{
+	return meta_set(pt, "epoch", epoch);
 }
 
 int pagetable_store_id(struct pagetable *pt, uint64_t ret_id[2])

@@ -80,6 +80,11 @@ int pagetable_alloc_put(struct pagetable *pt, const struct pt_alloc *a, uint32_t
 /* Deletes the allocation and its pages; -ENOENT if absent. Journal op "free". */
 int pagetable_alloc_delete(struct pagetable *pt, const char *guid, const struct pt_origin *o);
 
+/* Makes owner the node serving the allocation (a takeover, a failback);
+ * -ENOENT if absent. Journal op "owner". */
+int pagetable_alloc_set_owner(struct pagetable *pt, const char *guid, const char *owner,
+			      const struct pt_origin *o);
+
 /* Sets a page's version, crc32c and dirty flag; -ENOENT if absent. Journal op
  * "page". */
 int pagetable_page_put(struct pagetable *pt, const struct pt_page *p, const struct pt_origin *o);
@@ -114,6 +119,11 @@ uint64_t pagetable_reserve_lsn(struct pagetable *pt);
  * what was set last. */
 int pagetable_set_partner_applied_lsn(struct pagetable *pt, uint64_t lsn);
 uint64_t pagetable_partner_applied_lsn(const struct pagetable *pt);
+/* The pair's epoch as this node last knew it (node/HA.md, "Epochs"): 1 until
+ * the first takeover. Setting writes meta in the open transaction (opening one
+ * if none); commit it before acting on the new epoch. */
+int pagetable_epoch(struct pagetable *pt, uint64_t *ret);
+int pagetable_set_epoch(struct pagetable *pt, uint64_t epoch);
 /* The id of the store this table's extents are in ({0, 0} before the first
  * one was recorded); set in the open transaction. */
 int pagetable_store_id(struct pagetable *pt, uint64_t ret_id[2]);

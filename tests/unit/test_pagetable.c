@@ -670,6 +670,75 @@ static void test_partner_lsns(void)
 		  pagetable_partner_applied_lsn(pt));
 	CHECK_INT("applied_by_partner_lsn after reopen", 12345,
 		  pagetable_applied_by_partner_lsn(pt));
+	/* Set again within the second: the commit skips it, close writes it. */
+	CHECK_OK("set applied_by_partner_lsn", pagetable_set_applied_by_partner_lsn(pt, 12346));
+	CHECK(!pagetable_in_transaction(pt), "applied_by_partner_lsn alone opens no transaction");
+	CHECK_OK("set applied_by_partner_lsn", pagetable_set_applied_by_partner_lsn(pt, 12347));
+	pagetable_close(pt);
+	pt = open_or_die(path);
+	CHECK_INT("applied_by_partner_lsn written at close", 12347,
+		  pagetable_applied_by_partner_lsn(pt));
+	pagetable_close(pt);
+}
+
+/* A takeover makes the survivor the owner; reopened, the table says so, and
+ * the journal has the change. */
+static void test_set_owner(void)
+{
+	char path[300];
+	struct pagetable *pt;
+	struct pt_alloc a = { .guid = "b-1",
+			      .home = "b",
+			      .owner = "b",
+			      .policy = "default",
+			      .size = 4096,
+			      .block_size = 4096,
+			      .pages = 1 };
+	struct pt_origin mirrored = { .node = "b", .lsn = 5, .own = false };
+	struct pt_origin own = { .node = "a" };
+	struct model *got = xmalloc(sizeof(*got));
+	uint64_t before;
+
+	path_in_dir(path, sizeof(path), "owner.db");
+	pt = open_or_die(path);
+	CHECK_OK("mirror b's allocation", pagetable_alloc_put(pt, &a, 0, &mirrored));
+	before = pagetable_journal_count(pt);
+	own.lsn = pagetable_reserve_lsn(pt);
+	CHECK_OK("take it over", pagetable_alloc_set_owner(pt, "b-1", "a", &own));
+	CHECK_INT("journalled", before + 1, pagetable_journal_count(pt));
+	own.lsn = pagetable_reserve_lsn(pt);
+	CHECK_INT("unknown guid", -ENOENT, pagetable_alloc_set_owner(pt, "b-9", "a", &own));
+	CHECK_INT("no owner", -EINVAL, pagetable_alloc_set_owner(pt, "b-1", "", &own));
+	CHECK_OK("commit", pagetable_commit(pt));
+	pagetable_close(pt);
+
+	pt = open_or_die(path);
+	memset(got, 0, sizeof(*got));
+	CHECK_OK("load", pagetable_load(pt, load_alloc, load_page, got));
+	CHECK_INT("allocations", 1, got->n);
+	CHECK_STR("owner after reopen", "a", got->a[0].owner);
+	CHECK_STR("home unchanged", "b", got->a[0].home);
+	pagetable_close(pt);
+	free(got);
+}
+
+static void test_epoch(void)
+{
+	char path[300];
+	struct pagetable *pt;
+	uint64_t epoch = 0;
+
+	path_in_dir(path, sizeof(path), "epoch.db");
+	pt = open_or_die(path);
+	CHECK_OK("epoch", pagetable_epoch(pt, &epoch));
+	CHECK_INT("epoch of a new table", 1, epoch);
+	CHECK_OK("set epoch", pagetable_set_epoch(pt, 7));
+	CHECK(pagetable_in_transaction(pt), "setting the epoch opens a transaction");
+	CHECK_OK("commit", pagetable_commit(pt));
+	pagetable_close(pt);
+	pt = open_or_die(path);
+	CHECK_OK("epoch", pagetable_epoch(pt, &epoch));
+	CHECK_INT("epoch after reopen", 7, epoch);
 	pagetable_close(pt);
 }
 
@@ -961,6 +1030,8 @@ int main(void)
 	test_wal_and_cascade();
 	test_refused_changes();
 	test_partner_lsns();
+	test_epoch();
+	test_set_owner();
 	test_refused_files();
 	test_migration_from_v1();
 	test_crash();
