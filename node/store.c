@@ -36,6 +36,7 @@ struct store_header_disk {
 
 struct store {
 	int fd;
+	unsigned index; /* of this node's partition in the header */
 	uint64_t start, length;
 	uint64_t id[2];
 };
@@ -180,6 +181,7 @@ int store_open(const char *path, uint64_t size, uint32_t page_size, const char *
 	}
 	s->fd = fd;
 	memcpy(s->id, h.store_id, sizeof(s->id));
+	s->index = (unsigned)slot;
 	s->start = le64toh(h.partition[slot].start);
 	s->length = le64toh(h.partition[slot].length);
 	*ret = s;
@@ -239,4 +241,19 @@ uint64_t store_block_offset(uint64_t extent, uint32_t page_size, uint64_t pages,
 			    uint32_t block_size, uint64_t page)
 {
 	return extent + records_size(page_size, pages) + page * block_size;
+}
+
+unsigned store_partition_index(const struct store *s)
+{
+	return s->index;
+}
+
+uint64_t store_slot_offset(unsigned index)
+{
+	return STORE_SLOT_AREA + (uint64_t)index * STORE_SECTOR;
+}
+
+uint64_t store_mailbox_offset(unsigned index)
+{
+	return STORE_SLOT_AREA + (2 + (uint64_t)index) * STORE_SECTOR;
 }

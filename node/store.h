@@ -3,6 +3,8 @@
  *
  *   0                  header: magic, version, page size, store id, the two
  *                      partitions (node id, start, length), CRC-32C
+ *   4096               the fence slots and mailboxes (node/HA.md, sbd.h):
+ *                      slot 0, slot 1, mailbox 0, mailbox 1, a sector each
  *   STORE_HEADER_SPACE partition of the first node to open the store
  *   ...                partition of the second
  *
@@ -18,6 +20,9 @@
 #include "config.h"
 
 struct store;
+
+#define STORE_SECTOR 4096u
+#define STORE_SLOT_AREA 4096u
 
 struct store_page_record {
 	uint64_t version; /* 0: never destaged */
@@ -39,6 +44,13 @@ void store_id(const struct store *s, uint64_t ret_id[2]);
 /* This node's partition: [start, start + length). */
 uint64_t store_partition_start(const struct store *s);
 uint64_t store_partition_length(const struct store *s);
+/* 0 or 1: which partition (and so which fence slot) is this node's. */
+unsigned store_partition_index(const struct store *s);
+
+/* The sector each node writes its fence slot to (index: its partition's), and
+ * the one its partner writes fence requests to. */
+uint64_t store_slot_offset(unsigned index);
+uint64_t store_mailbox_offset(unsigned index);
 
 /* Bytes an extent for pages blocks of block_size takes. */
 uint64_t store_extent_size(uint32_t page_size, uint64_t pages, uint32_t block_size);
