@@ -173,6 +173,12 @@ struct sent {
 	Ftvm__Partner__Batch batch;
 	ProtobufCBinaryData batch_bytes[BATCH_N];
 	Ftvm__Partner__Destaged destaged;
+	Ftvm__Partner__ResyncBegin resync_begin;
+	Ftvm__Partner__PageState page_state[2];
+	Ftvm__Partner__PageState *page_state_ptrs[2];
+	Ftvm__Partner__ResyncAllocation resync_allocation;
+	Ftvm__Partner__ResyncPage resync_page;
+	Ftvm__Partner__ResyncEnd resync_end;
 };
 
 static Envelope envelope(Ftvm__Partner__Envelope__MessageCase which, void *msg);
@@ -307,6 +313,31 @@ static void sent_init(struct sent *s)
 	s->destaged.page = 0x123456789ull;
 	s->destaged.version = 0x8000000000000003ull;
 	s->destaged.crc32c = 0xdeadbeefu;
+
+	s->resync_begin = (Ftvm__Partner__ResyncBegin)FTVM__PARTNER__RESYNC_BEGIN__INIT;
+	s->resync_begin.epoch = 0x8000000000000007ull;
+	s->resync_begin.allocations = 0x0000000100000003ull;
+	for (int i = 0; i < 2; i++) {
+		s->page_state[i] = (Ftvm__Partner__PageState)FTVM__PARTNER__PAGE_STATE__INIT;
+		s->page_state[i].version = 0x0000000700000001ull + (uint64_t)i;
+		s->page_state[i].crc32c = 0x80000001u + (uint32_t)i;
+		s->page_state[i].dirty = 1;
+		s->page_state_ptrs[i] = &s->page_state[i];
+	}
+	s->resync_allocation =
+		(Ftvm__Partner__ResyncAllocation)FTVM__PARTNER__RESYNC_ALLOCATION__INIT;
+	s->resync_allocation.allocation = &s->allocate_memory;
+	s->resync_allocation.owner = "node-b";
+	s->resync_allocation.n_pages = 2;
+	s->resync_allocation.pages = s->page_state_ptrs;
+	s->resync_page = (Ftvm__Partner__ResyncPage)FTVM__PARTNER__RESYNC_PAGE__INIT;
+	s->resync_page.guid = "b-12";
+	s->resync_page.page = 0x0000000900000002ull;
+	s->resync_page.data.data = page_data;
+	s->resync_page.data.len = sizeof(page_data);
+	s->resync_end = (Ftvm__Partner__ResyncEnd)FTVM__PARTNER__RESYNC_END__INIT;
+	s->resync_end.epoch = 0x8000000000000008ull;
+	s->resync_end.lsn = 0x0000000a00000005ull;
 
 	s->batch = (Ftvm__Partner__Batch)FTVM__PARTNER__BATCH__INIT;
 	for (int i = 0; i < BATCH_N; i++) {
@@ -536,6 +567,36 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_U(destaged->version);
 		EQ_U(destaged->crc32c);
 		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_BEGIN:
+		EQ_U(resync_begin->epoch);
+		EQ_U(resync_begin->allocations);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_ALLOCATION:
+		EQ_S(resync_allocation->allocation->guid);
+		EQ_U(resync_allocation->allocation->size);
+		EQ_U(resync_allocation->allocation->block_size);
+		EQ_S(resync_allocation->allocation->policy);
+		EQ_S(resync_allocation->allocation->home);
+		EQ_B(resync_allocation->allocation->header);
+		EQ_U(resync_allocation->allocation->store_offset);
+		EQ_S(resync_allocation->owner);
+		EQ_U(resync_allocation->n_pages);
+		for (size_t i = 0;
+		     i < e->resync_allocation->n_pages && i < g->resync_allocation->n_pages; i++) {
+			EQ_U(resync_allocation->pages[i]->version);
+			EQ_U(resync_allocation->pages[i]->crc32c);
+			EQ_U(resync_allocation->pages[i]->dirty);
+		}
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE:
+		EQ_S(resync_page->guid);
+		EQ_U(resync_page->page);
+		EQ_B(resync_page->data);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_END:
+		EQ_U(resync_end->epoch);
+		EQ_U(resync_end->lsn);
+		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE__NOT_SET:
 	default:
 		FAIL("%s: the test sent an envelope with message case %d", ctx, e->message_case);
@@ -581,6 +642,11 @@ static const struct round_trip_case round_trip_cases[] = {
 	{ "ReleasePointer", "ReleasePointer", FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER, 0 },
 	{ "Batch", "Batch", FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH, 0 },
 	{ "Destaged", "Destaged", FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED, 0 },
+	{ "ResyncBegin", "ResyncBegin", FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_BEGIN, 0 },
+	{ "ResyncAllocation", "ResyncAllocation",
+	  FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_ALLOCATION, 0 },
+	{ "ResyncPage", "ResyncPage", FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE, 0 },
+	{ "ResyncEnd", "ResyncEnd", FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_END, 0 },
 };
 
 /* The message a case sends, wired into s. */
@@ -635,6 +701,14 @@ static void *case_message(struct sent *s, const struct round_trip_case *c)
 		return &s->batch;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED:
 		return &s->destaged;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_BEGIN:
+		return &s->resync_begin;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_ALLOCATION:
+		return &s->resync_allocation;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE:
+		return &s->resync_page;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_END:
+		return &s->resync_end;
 	default:
 		return NULL;
 	}
