@@ -313,9 +313,32 @@ static void on_completion(struct repl_session *s, const Envelope *env)
 			  s->stats.partner_id);
 }
 
+/* Requests from an older epoch come from a node that was taken over: none of
+ * them may change anything here (node/HA.md, "Epochs"). Each is answered, so
+ * its sender fails it at once instead of at its deadline. Answers from an
+ * older epoch are let through: they answer what this node asked. */
+static bool refuse_stale(struct repl_session *s, uint64_t epoch, Envelope *const *envs, size_t n)
+{
+	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+	char reason[256];
+
+	if (epoch >= s->config.epoch)
+		return false;
+	snprintf(reason, sizeof(reason),
+		 "stale epoch: %s is at epoch %" PRIu64 ", this node at %" PRIu64
+		 " (it took over; the partner must rejoin and resync)",
+		 s->stats.partner_id, epoch, s->config.epoch);
+	cc.status = FTVM__PARTNER__STATUS__STATUS_STALE_EPOCH;
+	cc.reason = reason;
+	for (size_t i = 0; i < n; i++)
+		repl_session_complete(s, envs[i]->seq, &cc);
+	s->stats.stale_refused += n;
+	return true;
+}
+
 /* A batch holds completions (answers to our batch) or requests, never both
  * and never another batch; each inner envelope is checked like any other. */
-static void on_batch(struct repl_session *s, struct session_conn *sc,
+static void on_batch(struct repl_session *s, struct session_conn *sc, uint64_t epoch,
 		     const Ftvm__Partner__Batch *batch)
 {
 	Envelope **envs = calloc(batch->n_envelopes ? batch->n_envelopes : 1, sizeof(*envs));
@@ -354,7 +377,7 @@ static void on_batch(struct repl_session *s, struct session_conn *sc,
 	if (completions) {
 		for (size_t i = 0; i < n; i++)
 			on_completion(s, envs[i]);
-	} else if (n) {
+	} else if (n && !refuse_stale(s, epoch, envs, n)) {
 		s->stats.requests_received += n;
 		s->cb.request(s, envs, n, s->cb_arg);
 	}
@@ -365,44 +388,6 @@ out:
 	for (size_t i = 0; i < n; i++)
 		codec_envelope_free(envs[i]);
 	free(envs);
-}
-
-/* Requests from an older epoch come from a node that was taken over: none of
- * them may change anything here (node/HA.md, "Epochs"). Each is answered, so
- * its sender fails it at once instead of at its deadline. */
-static bool refuse_stale(struct repl_session *s, const Envelope *env)
-{
-	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
-	char reason[256];
-
-	if (env->epoch >= s->config.epoch)
-		return false;
-	snprintf(reason, sizeof(reason),
-		 "stale epoch: %s is at epoch %" PRIu64 ", this node at %" PRIu64
-		 " (it took over; the partner must rejoin and resync)",
-		 s->stats.partner_id, env->epoch, s->config.epoch);
-	cc.status = FTVM__PARTNER__STATUS__STATUS_STALE_EPOCH;
-	cc.reason = reason;
-	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH) {
-		const Ftvm__Partner__Batch *b = env->batch;
-
-		for (size_t i = 0; i < b->n_envelopes; i++) {
-			char ignored[64]; /* an item that does not decode has no seq to answer */
-			Envelope *e;
-
-			if (codec_envelope_decode(b->envelopes[i].data, b->envelopes[i].len, &e,
-						  ignored, sizeof(ignored)) < 0)
-				continue;
-			if (e->seq &&
-			    e->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE)
-				repl_session_complete(s, e->seq, &cc);
-			codec_envelope_free(e);
-		}
-	} else if (env->seq) {
-		repl_session_complete(s, env->seq, &cc);
-	}
-	s->stats.stale_refused++;
-	return true;
 }
 
 static void on_receive(struct repl_conn *conn, const uint8_t *payload, size_t len, void *arg)
@@ -446,15 +431,14 @@ static void on_receive(struct repl_conn *conn, const uint8_t *payload, size_t le
 		on_completion(s, env);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH:
-		if (!refuse_stale(s, env))
-			on_batch(s, sc, env->batch);
+		on_batch(s, sc, env->epoch, env->batch);
 		break;
 	default:
 		if (env->seq == 0) {
 			protocol_error(s, sc, "request without a sequence number");
 			break;
 		}
-		if (refuse_stale(s, env))
+		if (refuse_stale(s, env->epoch, &env, 1))
 			break;
 		s->stats.requests_received++;
 		s->cb.request(s, &env, 1, s->cb_arg);

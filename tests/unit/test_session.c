@@ -321,8 +321,35 @@ static void test_handshake_and_requests(void)
 	CHECK(b.n_held == 0 && b.last_batch == 0, "b's callback saw %d held, batch %zu", b.n_held,
 	      b.last_batch);
 	repl_session_get_stats(b.s, &st);
-	CHECK(st.stale_refused == 2, "b counted %llu stale refusals",
+	CHECK(st.stale_refused == 3, "b counted %llu stale refusals",
 	      (unsigned long long)st.stale_refused);
+	/* Answers from the older epoch still answer what b asked. */
+	a.hold_requests = false;
+	send_space_request(&b, 6, 2000, &res[0]);
+	CHECK(RUN_UNTIL(res[0].done, 2000) && res[0].status == 0 && res[0].free_bytes == 12,
+	      "b's request answered by a at the older epoch: status %d free %llu", res[0].status,
+	      (unsigned long long)res[0].free_bytes);
+	{
+		Ftvm__Partner__SpaceRequest reqs[2];
+		Envelope envs[2], *ptrs[2];
+		void *args[2] = { &res[1], &res[2] };
+
+		for (int i = 0; i < 2; i++) {
+			ftvm__partner__space_request__init(&reqs[i]);
+			ftvm__partner__envelope__init(&envs[i]);
+			reqs[i].bytes = 7;
+			envs[i].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+			envs[i].space_request = &reqs[i];
+			ptrs[i] = &envs[i];
+			memset(&res[1 + i], 0, sizeof(res[1]));
+		}
+		CHECK(repl_session_request_batch(b.s, ptrs, 2, 2000, on_done, args) == 0,
+		      "b's batch");
+		CHECK(RUN_UNTIL(res[1].done && res[2].done, 2000) && res[1].status == 0 &&
+			      res[2].free_bytes == 14,
+		      "b's batch answered in a batch at the older epoch: %d %llu", res[1].status,
+		      (unsigned long long)res[2].free_bytes);
+	}
 	/* At the same epoch again, requests go through. */
 	repl_session_set_epoch(a.s, 2);
 	b.hold_requests = false;
