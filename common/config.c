@@ -69,6 +69,7 @@ enum key_index {
 	KEY_HEARTBEAT_MS,
 	KEY_DEAD_AFTER_MS,
 	KEY_REQUEST_TIMEOUT_MS,
+	KEY_SOLO,
 	KEY_BLOCK_SIZE, /* one per policy: its line lives with the policy */
 	N_KEYS,
 };
@@ -470,6 +471,14 @@ static int set_request_timeout_ms(struct parser *p, const char *v)
 	return parse_ms(p, v, TIMEOUT_MS_MAX, &p->c->request_timeout_ms);
 }
 
+static int set_solo(struct parser *p, const char *v)
+{
+	if (strcmp(v, "serve") != 0 && strcmp(v, "refuse") != 0)
+		return fail_key(p, "'%s' is not a solo mode (want serve or refuse)", v);
+	p->c->solo_refuse = strcmp(v, "refuse") == 0;
+	return 0;
+}
+
 static int set_block_size(struct parser *p, const char *v)
 {
 	uint64_t n;
@@ -501,6 +510,7 @@ static const struct key keys[N_KEYS] = {
 	[KEY_DEAD_AFTER_MS] = { SECTION_FAILOVER, "dead_after_ms", set_dead_after_ms },
 	[KEY_REQUEST_TIMEOUT_MS] = { SECTION_FAILOVER, "request_timeout_ms",
 				     set_request_timeout_ms },
+	[KEY_SOLO] = { SECTION_FAILOVER, "solo", set_solo },
 	[KEY_BLOCK_SIZE] = { SECTION_POLICY, "block_size", set_block_size },
 };
 

@@ -53,6 +53,7 @@ struct ftvm_config {
 	uint32_t heartbeat_ms;
 	uint32_t dead_after_ms;
 	uint32_t request_timeout_ms;
+	bool solo_refuse; /* solo = refuse: alone, serve reads only (node/HA.md) */
 
 	/* [policy NAME], in file order */
 	size_t n_policies;

@@ -647,6 +647,20 @@ int pagetable_set_epoch(struct pagetable *pt, uint64_t epoch)
 	return meta_set(pt, "epoch", epoch);
 }
 
+int pagetable_solo(struct pagetable *pt, bool *ret)
+{
+	uint64_t v = 0;
+	int r = meta_get(pt, "solo", &v);
+
+	*ret = v != 0;
+	return r;
+}
+
+int pagetable_set_solo(struct pagetable *pt, bool solo)
+{
+	return meta_set(pt, "solo", solo);
+}
+
 int pagetable_store_id(struct pagetable *pt, uint64_t ret_id[2])
 {
 	int r = meta_get(pt, "store_id_hi", &ret_id[0]);

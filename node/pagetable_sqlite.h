@@ -124,6 +124,9 @@ uint64_t pagetable_partner_applied_lsn(const struct pagetable *pt);
  * if none); commit it before acting on the new epoch. */
 int pagetable_epoch(struct pagetable *pt, uint64_t *ret);
 int pagetable_set_epoch(struct pagetable *pt, uint64_t epoch);
+/* Whether the node was serving alone when it last ran (false until set). */
+int pagetable_solo(struct pagetable *pt, bool *ret);
+int pagetable_set_solo(struct pagetable *pt, bool solo);
 /* The id of the store this table's extents are in ({0, 0} before the first
  * one was recorded); set in the open transaction. */
 int pagetable_store_id(struct pagetable *pt, uint64_t ret_id[2]);

@@ -92,6 +92,7 @@ static void test_full(void)
 				   "heartbeat_ms = 50\n"
 				   "dead_after_ms = 250\n"
 				   "request_timeout_ms = 1500\n"
+				   "solo = refuse\n"
 				   "\n"
 				   "[policy stripe]\n"
 				   "block_size = 64K\n"
@@ -117,6 +118,7 @@ static void test_full(void)
 	CHECK_INT("heartbeat_ms", 50, c->heartbeat_ms);
 	CHECK_INT("dead_after_ms", 250, c->dead_after_ms);
 	CHECK_INT("request_timeout_ms", 1500, c->request_timeout_ms);
+	CHECK_INT("solo refuse", true, c->solo_refuse);
 	CHECK_INT("n_policies", 2, c->n_policies);
 	if (c->n_policies == 2) {
 		CHECK_STR("policy 0 name", "stripe", c->policies[0].name);
@@ -162,6 +164,7 @@ static void test_defaults(void)
 	CHECK_INT("heartbeat_ms", 100, c->heartbeat_ms);
 	CHECK_INT("dead_after_ms", 500, c->dead_after_ms);
 	CHECK_INT("request_timeout_ms", 5000, c->request_timeout_ms);
+	CHECK_INT("solo (serve)", false, c->solo_refuse);
 	CHECK_INT("n_policies", 0, c->n_policies);
 	config_free(c);
 }
@@ -408,6 +411,8 @@ static const struct bad bad_cases[] = {
 	  "from 1 to 600000" },
 	{ NODE "[failover]\nrequest_timeout_ms = 1e3\n", 4, "[failover] request_timeout_ms",
 	  "not a number of milliseconds" },
+	{ NODE "[failover]\nsolo = maybe\n", 4, "[failover] solo",
+	  "'maybe' is not a solo mode (want serve or refuse)" },
 	{ NODE "[failover]\ndead_after_ms = 100\n", 4, "[failover] dead_after_ms",
 	  "100 must be greater than heartbeat_ms (100)" },
 	{ NODE "[failover]\nheartbeat_ms = 600\n", 4, "[failover] heartbeat_ms",

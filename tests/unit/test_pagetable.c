@@ -739,6 +739,18 @@ static void test_epoch(void)
 	pt = open_or_die(path);
 	CHECK_OK("epoch", pagetable_epoch(pt, &epoch));
 	CHECK_INT("epoch after reopen", 7, epoch);
+	{
+		bool solo = true;
+
+		CHECK_OK("solo", pagetable_solo(pt, &solo));
+		CHECK(!solo, "a table is not solo until set");
+		CHECK_OK("set solo", pagetable_set_solo(pt, true));
+		CHECK_OK("commit", pagetable_commit(pt));
+		pagetable_close(pt);
+		pt = open_or_die(path);
+		CHECK_OK("solo", pagetable_solo(pt, &solo));
+		CHECK(solo, "solo after reopen");
+	}
 	pagetable_close(pt);
 }
 
