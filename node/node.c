@@ -16,6 +16,7 @@
 #include "client_server.h"
 #include "clock.h"
 #include "frame.h"
+#include "ha.h"
 #include "log.h"
 #include "notify.h"
 #include "session.h"
@@ -31,9 +32,9 @@ struct node {
 	struct event_base *base;
 	const struct repl_transport_ops *transport;
 	char transport_reason[192];
-	int state; /* Ftvm__Partner__NodeState */
-	uint64_t epoch;
+	int state; /* Ftvm__Partner__NodeState, as ha.c decides it */
 	struct vmm *vmm;
+	struct ha *ha;
 	struct repl_session *session;
 	struct client_server *clients;
 	struct notify_watchdog *watchdog;
@@ -47,19 +48,15 @@ static const char *state_name(const struct node *n)
 	return codec_node_state_name(n->state);
 }
 
-static void set_state(struct node *n, int state)
+static void on_state_changed(int state, const char *reason, void *arg)
 {
-	char status[160];
-	struct repl_session_stats st;
+	struct node *n = arg;
+	char status[320];
 
-	if (n->state != state)
-		log_info("node %s: %s -> %s", n->config->id, state_name(n),
-			 codec_node_state_name(state));
 	n->state = state;
 	repl_session_set_state(n->session, state);
-	repl_session_get_stats(n->session, &st);
-	snprintf(status, sizeof(status), "%s; partner %s %s", state_name(n),
-		 st.partner_id[0] ? st.partner_id : n->config->partner, st.link_up ? "up" : "down");
+	snprintf(status, sizeof(status), "%s, epoch %llu: %s", state_name(n),
+		 (unsigned long long)vmm_epoch(n->vmm), reason);
 	notify_status(status);
 }
 
@@ -69,14 +66,13 @@ static void on_link_changed(struct repl_session *s, bool up, const char *reason,
 	struct repl_session_stats st;
 
 	repl_session_get_stats(s, &st);
-	if (up) {
+	if (up)
 		log_info("partner %s (epoch %llu) linked: %s", st.partner_id,
 			 (unsigned long long)st.partner_epoch, reason);
-		set_state(n, FTVM__PARTNER__NODE_STATE__NODE_STATE_ACTIVE);
-	} else {
+	else
 		log_warning("partner %s down: %s", st.partner_id, reason);
-		set_state(n, FTVM__PARTNER__NODE_STATE__NODE_STATE_SOLO);
-	}
+	if (n->ha)
+		ha_link_changed(n->ha, up, reason);
 }
 
 static void on_partner_request(struct repl_session *s, Envelope *const *envs, size_t n, void *arg)
@@ -99,18 +95,31 @@ static void reply_status(struct node *n, struct client_call *call)
 	ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	struct repl_session_stats rs;
 	struct vmm_counts counts;
+	struct ha_status hs;
 
 	repl_session_get_stats(n->session, &rs);
+	ha_get_status(n->ha, &hs);
 	partner.id = rs.partner_id;
 	partner.link = rs.link_up ? "up" : "down";
 	partner.state = rs.link_up ? (char *)codec_node_state_name(rs.partner_state) : "unknown";
 	partner.endpoint = n->config->partner;
 	partner.link_changes = rs.link_changes;
 	partner.last_seen_ms = rs.link_up || !rs.last_rx_ms ? 0 : clock_now_ms() - rs.last_rx_ms;
+	partner.store_state = (char *)sbd_state_name(hs.store.partner_valid ? hs.store.partner.state
+									    : SBD_STATE_EMPTY);
+	partner.store_epoch = hs.store.partner.epoch;
+	partner.store_silent_ms = clock_now_ms() - hs.store.partner_changed_ms;
 
 	st.node = (char *)n->config->id;
 	st.state = (char *)state_name(n);
-	st.epoch = n->epoch;
+	st.epoch = vmm_epoch(n->vmm);
+	st.reason = hs.reason;
+	st.takeovers = hs.takeovers;
+	st.since_takeover_ms = hs.last_takeover_ms ? clock_now_ms() - hs.last_takeover_ms : 0;
+	st.store_error = hs.store.error;
+	st.resyncs = hs.resyncs;
+	st.last_resync_pages = hs.last_resync_pages;
+	st.last_resync_ms = hs.last_resync_ms;
 	st.transport = (char *)n->transport->name;
 	st.transport_reason = n->transport_reason;
 	st.partner = &partner;
@@ -203,7 +212,6 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 		.partner = config->partner,
 		.page_size = config->page_size,
 		.frame_count = config->memory_size / config->page_size,
-		.epoch = 1,
 		.heartbeat_ms = config->heartbeat_ms,
 		.dead_after_ms = config->dead_after_ms,
 		.max_payload = FRAME_MAX_PAYLOAD_DEFAULT,
@@ -221,7 +229,6 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 		return log_error_errno(-ENOMEM, "node");
 	n->config = config;
 	n->base = base;
-	n->epoch = sc.epoch;
 	n->state = FTVM__PARTNER__NODE_STATE__NODE_STATE_STARTING;
 	n->state_lock = -1;
 
@@ -241,12 +248,18 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 	r = vmm_new(base, config, &n->vmm);
 	if (r < 0)
 		goto fail;
+	sc.epoch = vmm_epoch(n->vmm);
 	r = repl_session_new(base, &sc, &session_cb, n, &n->session);
 	if (r < 0) {
 		log_error_errno(r, "partner session");
 		goto fail;
 	}
 	vmm_set_session(n->vmm, n->session);
+	r = ha_new(base, config, n->vmm, n->session, on_state_changed, n, &n->ha);
+	if (r < 0) {
+		log_error_errno(r, "fence slots in the store %s", config->store_path);
+		goto fail;
+	}
 	r = client_server_new(base, config->socket_path, FRAME_MAX_PAYLOAD_DEFAULT,
 			      on_client_request, on_client_gone, n, &n->clients);
 	if (r < 0) {
@@ -304,8 +317,11 @@ void node_free(struct node *n)
 	if (n->sigint)
 		event_free(n->sigint);
 	client_server_free(n->clients);
-	/* The memory manager commits first; the session then fails what waits. */
+	/* The memory manager commits (and destages) first; then our slot says
+	 * stopped, so the partner may take over at once; the session then fails
+	 * what waits. */
 	vmm_free(n->vmm);
+	ha_free(n->ha, true);
 	repl_session_free(n->session);
 	if (n->state_lock >= 0)
 		close(n->state_lock); /* the lock goes with it */

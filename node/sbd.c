@@ -219,6 +219,7 @@ static void round_io(struct sbd *s)
 	else
 		note_error(&r, "reading our mailbox", err);
 
+	r.round_ms = clock_now_ms();
 	pthread_mutex_lock(&s->lock);
 	if (req.epoch && s->fence_epoch == req.epoch && !r.error[0])
 		s->fence_epoch = 0; /* written */
@@ -300,6 +301,9 @@ int sbd_start(struct event_base *base, const char *path, unsigned index, const c
 	/* Silence is measured from now: a partner is not dead for not having
 	 * been seen before we looked. */
 	s->report.partner_changed_ms = clock_now_ms();
+	/* Our fence requests are numbered from the wall clock, so that one made
+	 * after a restart never looks like one the partner already saw. */
+	s->mailbox_counter = (uint64_t)time(NULL) * 1000;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -61,6 +61,8 @@ struct sbd_report {
 	bool mailbox_valid;
 	struct sbd_mailbox mailbox; /* a fence request for us */
 	char error[160];	    /* why the last round failed, "" when it did not */
+	uint64_t round_ms;	    /* when this round's reads were done: a report from before
+				       a pause of the process must not pass for news */
 };
 
 struct sbd;

@@ -29,7 +29,7 @@ const char *vmm_partner_id(const struct vmm *v)
 
 bool vmm_partner_linked(const struct vmm *v)
 {
-	return repl_session_link_up(v->session);
+	return v->mode == VMM_MODE_SOLO || repl_session_link_up(v->session);
 }
 
 bool vmm_is_owner(const struct vmm *v, const struct vmm_alloc *a)
@@ -220,6 +220,35 @@ static void on_answer(const CommandComplete *cc, void *arg)
 		op->finish(op);
 }
 
+/* Solo: every mirror message is acknowledged by this node alone, a loop turn
+ * later, as the partner's answers would come. */
+static void on_solo_answers(evutil_socket_t fd, short what, void *arg)
+{
+	struct vmm_op *op = arg;
+	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+
+	op->vmm->solo_in_flight--;
+	for (size_t i = op->answered; i < op->n; i++)
+		on_answer(&cc, op);
+}
+
+static int solo_send(struct vmm_op *op, size_t n)
+{
+	if (op->on_answer) { /* it asks the partner something (verify): nobody to ask */
+		snprintf(op->reason, sizeof(op->reason),
+			 "no partner: this node serves alone (solo)");
+		return -ENOTCONN;
+	}
+	op->n = n;
+	op->answered = 0;
+	op->status = FTVM__PARTNER__STATUS__STATUS_OK;
+	vmm_flush(op->vmm);
+	if (event_base_once(op->vmm->base, -1, EV_TIMEOUT, on_solo_answers, op, NULL) < 0)
+		return -ENOMEM;
+	op->vmm->solo_in_flight++;
+	return 0;
+}
+
 int vmm_op_send(struct vmm_op *op, Envelope *const *envs, size_t n)
 {
 	void *args[8];
@@ -227,6 +256,8 @@ int vmm_op_send(struct vmm_op *op, Envelope *const *envs, size_t n)
 
 	if (n > sizeof(args) / sizeof(args[0]))
 		return -E2BIG;
+	if (op->vmm->mode == VMM_MODE_SOLO)
+		return solo_send(op, n);
 	for (size_t i = 0; i < n; i++) {
 		args[i] = op;
 		envs[i]->lsn = op->lsn;
@@ -348,6 +379,8 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 		return log_error_errno(-ENOMEM, "memory manager");
 	v->base = base;
 	v->config = config;
+	v->mode = VMM_MODE_OFFLINE;
+	snprintf(v->mode_reason, sizeof(v->mode_reason), "starting");
 	v->after_tail = &v->after;
 	v->flush_event = event_new(base, -1, 0, on_flush, v);
 	v->kick_event = event_new(base, -1, 0, vmm_on_paging_kick, v);
@@ -374,8 +407,14 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 				pagetable_last_error(v->pt));
 		goto fail;
 	}
-	log_info("page table %s (WAL, synchronous %s): %zu allocations loaded", path,
-		 config->synchronous_full ? "full" : "normal", vmm_table_size(v->table));
+	r = pagetable_epoch(v->pt, &v->epoch);
+	if (r < 0) {
+		log_error_errno(r, "page table %s: %s", path, pagetable_last_error(v->pt));
+		goto fail;
+	}
+	log_info("page table %s (WAL, synchronous %s): %zu allocations loaded, epoch %llu", path,
+		 config->synchronous_full ? "full" : "normal", vmm_table_size(v->table),
+		 (unsigned long long)v->epoch);
 	r = vmm_store_open(v);
 	if (r < 0)
 		goto fail;
@@ -421,9 +460,52 @@ void vmm_get_counts(const struct vmm *v, struct vmm_counts *ret)
 	ret->allocations_partner = vmm_table_count(v->table, vmm_node_id(v), false);
 }
 
+/* What a request changes: refused while solo with [failover] solo = refuse. */
+static bool modifies(const Ftvm__Client__ClientRequest *req)
+{
+	switch (req->request_case) {
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_ALLOC:
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_WRITE_PAGE:
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FREE:
+		return true;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_GET_POINTER:
+		return req->get_pointer->write;
+	default:
+		return false;
+	}
+}
+
+/* Answers the requests the mode forbids; false when req may go on. */
+static bool refused_by_mode(struct vmm *v, struct client_call *call,
+			    const Ftvm__Client__ClientRequest *req)
+{
+	if (v->mode == VMM_MODE_OFFLINE) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+				"node %s does not serve yet (%s): it waits for its partner",
+				vmm_node_id(v), v->mode_reason);
+		return true;
+	}
+	if (v->mode == VMM_MODE_FENCED) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_FENCED,
+				"node %s is fenced (%s): its partner serves", vmm_node_id(v),
+				v->mode_reason);
+		return true;
+	}
+	if (v->mode == VMM_MODE_SOLO_READ && modifies(req)) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_DENIED,
+				"node %s serves alone with [failover] solo = refuse: "
+				"reads only until the partner is back",
+				vmm_node_id(v));
+		return true;
+	}
+	return false;
+}
+
 void vmm_client_request(struct vmm *v, struct client_call *call,
 			const Ftvm__Client__ClientRequest *req)
 {
+	if (refused_by_mode(v, call, req))
+		return;
 	switch (req->request_case) {
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_ALLOC:
 		vmm_op_alloc(v, call, req->alloc);

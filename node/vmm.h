@@ -3,6 +3,7 @@
  * method behind the partner session. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "client.pb-c.h"
@@ -13,6 +14,21 @@
 struct event_base;
 struct repl_session;
 struct vmm;
+
+/* How the methods complete (node/HA.md). */
+enum vmm_mode {
+	VMM_MODE_OFFLINE,   /* starting or behind: serves nothing, writes no store */
+	VMM_MODE_MIRRORED,  /* acknowledged by the partner first */
+	VMM_MODE_SOLO,	    /* the partner is gone: completed here alone */
+	VMM_MODE_SOLO_READ, /* alone, [failover] solo = refuse: reads only */
+	VMM_MODE_FENCED,    /* nothing at all: another node serves */
+};
+
+struct vmm_takeover {
+	uint64_t allocations; /* adopted */
+	uint64_t locks_released;
+	uint64_t dirty_pages; /* queued for destage here */
+};
 
 struct vmm_counts {
 	uint64_t frames_total;
@@ -42,3 +58,39 @@ void vmm_client_gone(struct vmm *v, uint64_t client_id);
 void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n);
 
 void vmm_get_counts(const struct vmm *v, struct vmm_counts *ret);
+
+/* ---- failover (vmm_ha.c, node/HA.md) ---- */
+
+/* Sets the mode; reason says why (it ends up in the answers refused). */
+void vmm_set_mode(struct vmm *v, enum vmm_mode mode, const char *reason);
+enum vmm_mode vmm_mode(const struct vmm *v);
+/* The pair's epoch as this node knows it; setting persists it (committed
+ * before it returns) and tells the session. */
+uint64_t vmm_epoch(const struct vmm *v);
+int vmm_set_epoch(struct vmm *v, uint64_t epoch);
+/* Whether this node last ran solo (persisted): it then holds the newest copy
+ * of everything and may serve alone again after a restart. */
+bool vmm_was_solo(struct vmm *v);
+/* This node's partition in the store (and so its fence slot). */
+unsigned vmm_store_index(const struct vmm *v);
+/* Adopts every allocation the partner owned (owner = this node, journalled),
+ * lets go of every lock the partner's clients held, and queues the adopted
+ * dirty pages for destage here. Done in one event-loop turn. */
+int vmm_takeover(struct vmm *v, const char *partner, struct vmm_takeover *ret);
+
+/* Resync (vmm_resync.c). The survivor sends everything it holds to a partner
+ * that is behind, and mirrors every change from then on; done runs once the
+ * partner answered it all (status 0) or failed (a Status, with the reason). */
+struct vmm_resync_stats {
+	uint64_t allocations, pages, bytes;
+	uint64_t ms; /* from the snapshot to the last answer */
+};
+typedef void (*vmm_resync_done_fn)(int status, const char *reason,
+				   const struct vmm_resync_stats *stats, void *arg);
+int vmm_resync_send(struct vmm *v, vmm_resync_done_fn done, void *arg);
+/* The receiving side tells: begin (begin true), then the end (r 0, or -errno
+ * with the reason when it was incomplete). */
+typedef void (*vmm_resync_observer_fn)(bool begin, int r, const char *reason, void *arg);
+void vmm_set_resync_observer(struct vmm *v, vmm_resync_observer_fn fn, void *arg);
+/* vmm_partner.c hands the resync messages here: a Status, reason filled. */
+int vmm_resync_apply(struct vmm *v, const Envelope *env, char *reason, size_t len);

@@ -555,7 +555,10 @@ out:
 void vmm_store_close(struct vmm *v)
 {
 	if (v->store_queue) {
-		destage_all(v);
+		/* Only a node that serves writes the store: a fenced or a
+		 * starting one may hold pages older than the survivor's. */
+		if (v->mode != VMM_MODE_OFFLINE && v->mode != VMM_MODE_FENCED)
+			destage_all(v);
 		store_queue_free(v->store_queue);
 		v->store_queue = NULL;
 	}

@@ -20,6 +20,15 @@ struct vmm_after_commit {
 };
 
 struct vmm {
+	enum vmm_mode mode; /* node/HA.md: mirrored, solo, fenced */
+	char mode_reason[256];
+	uint64_t epoch;
+	unsigned solo_in_flight;	 /* operations completed alone, a turn from done */
+	struct resync_send *resync_send; /* vmm_resync.c, sending */
+	bool resync_receiving, resync_failed;
+	char resync_error[256];
+	vmm_resync_observer_fn resync_observer;
+	void *resync_arg;
 	struct event_base *base;
 	const struct ftvm_config *config;
 	struct repl_session *session;

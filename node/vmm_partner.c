@@ -323,6 +323,14 @@ static void apply(struct vmm *v, const Envelope *env, struct answer *ans)
 		vmm_destaged(v, env->destaged->guid, env->destaged->page, env->destaged->version,
 			     env->destaged->crc32c);
 		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_BEGIN:
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_ALLOCATION:
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE:
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_END:
+		ans->cc.status = vmm_resync_apply(v, env, ans->reason, sizeof(ans->reason));
+		if (ans->cc.status)
+			ans->cc.reason = ans->reason;
+		break;
 	default:
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_UNSUPPORTED,
 		       "%s is not served by this node's version", codec_message_name(env));

@@ -132,6 +132,7 @@ static const char *status_name(int status)
 		[FTVM__PARTNER__STATUS__STATUS_INTERNAL] = "INTERNAL",
 		[FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN] = "SHUTTING_DOWN",
 		[FTVM__PARTNER__STATUS__STATUS_ABORTED] = "ABORTED",
+		[FTVM__PARTNER__STATUS__STATUS_FENCED] = "FENCED",
 	};
 
 	if (status < 0 || (size_t)status >= sizeof(names) / sizeof(names[0]) || !names[status])
@@ -162,6 +163,10 @@ static int status_to_errno(int status)
 		return -EINVAL;
 	case FTVM__PARTNER__STATUS__STATUS_ABORTED:
 		return -ECANCELED;
+	case FTVM__PARTNER__STATUS__STATUS_FENCED:
+		return -ESHUTDOWN;
+	case FTVM__PARTNER__STATUS__STATUS_STALE_EPOCH:
+		return -ESTALE;
 	default:
 		return -EIO;
 	}
@@ -514,6 +519,10 @@ int ftvm_status(struct ftvm_client *c, struct ftvm_node_status *ret)
 		copy_str(ret->partner_endpoint, sizeof(ret->partner_endpoint), p->endpoint);
 		ret->partner_link_changes = p->link_changes;
 		ret->partner_last_seen_ms = p->last_seen_ms;
+		copy_str(ret->partner_store_state, sizeof(ret->partner_store_state),
+			 p->store_state);
+		ret->partner_store_epoch = p->store_epoch;
+		ret->partner_store_silent_ms = p->store_silent_ms;
 	}
 	ret->frames_total = s->frames_total;
 	ret->frames_free = s->frames_free;
@@ -521,6 +530,13 @@ int ftvm_status(struct ftvm_client *c, struct ftvm_node_status *ret)
 	ret->allocations_partner = s->allocations_partner;
 	ret->page_size = s->page_size;
 	ret->pid = s->pid;
+	copy_str(ret->reason, sizeof(ret->reason), s->reason);
+	ret->takeovers = s->takeovers;
+	ret->since_takeover_ms = s->since_takeover_ms;
+	copy_str(ret->store_error, sizeof(ret->store_error), s->store_error);
+	ret->resyncs = s->resyncs;
+	ret->last_resync_pages = s->last_resync_pages;
+	ret->last_resync_ms = s->last_resync_ms;
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	return 0;
 }

@@ -82,23 +82,33 @@ FTVM_EXPORT void ftvm_disconnect(struct ftvm_client *c);
  * Strings are NUL terminated and truncated to fit.
  */
 struct ftvm_node_status {
-	char node[64];		       /**< this node's id */
-	char state[16];		       /**< starting | active | solo | resyncing | fenced */
-	uint64_t epoch;		       /**< the pair's epoch as this node knows it */
-	char transport[16];	       /**< partner channel transport: "tcp", "rdma" */
-	char transport_reason[160];    /**< why that transport runs */
-	char partner_id[64];	       /**< empty until the partner said hello */
-	char partner_link[8];	       /**< "up" or "down" */
-	char partner_state[16];	       /**< the partner's own state, "unknown" while down */
-	char partner_endpoint[80];     /**< host:port of the partner channel */
-	uint64_t partner_link_changes; /**< link up/down transitions since the node started */
-	uint64_t partner_last_seen_ms; /**< ms since the partner was last heard, 0 while up */
-	uint64_t frames_total;	       /**< frames in the pool */
-	uint64_t frames_free;	       /**< frames not in use */
-	uint64_t allocations_own;      /**< allocations made on this node */
-	uint64_t allocations_partner;  /**< the partner's allocations mirrored here */
-	uint32_t page_size;	       /**< bytes per frame */
-	int64_t pid;		       /**< the node's process id */
+	char node[64];			  /**< this node's id */
+	char state[16];			  /**< starting | active | solo | resyncing | fenced */
+	uint64_t epoch;			  /**< the pair's epoch as this node knows it */
+	char transport[16];		  /**< partner channel transport: "tcp", "rdma" */
+	char transport_reason[160];	  /**< why that transport runs */
+	char partner_id[64];		  /**< empty until the partner said hello */
+	char partner_link[8];		  /**< "up" or "down" */
+	char partner_state[16];		  /**< the partner's own state, "unknown" while down */
+	char partner_endpoint[80];	  /**< host:port of the partner channel */
+	uint64_t partner_link_changes;	  /**< link up/down transitions since the node started */
+	uint64_t partner_last_seen_ms;	  /**< ms since the partner was last heard, 0 while up */
+	uint64_t frames_total;		  /**< frames in the pool */
+	uint64_t frames_free;		  /**< frames not in use */
+	uint64_t allocations_own;	  /**< allocations made on this node */
+	uint64_t allocations_partner;	  /**< the partner's allocations mirrored here */
+	uint32_t page_size;		  /**< bytes per frame */
+	int64_t pid;			  /**< the node's process id */
+	char reason[256];		  /**< why the node is in its state */
+	char partner_store_state[16];	  /**< the partner's fence slot in the store says */
+	uint64_t partner_store_epoch;	  /**< the epoch its slot says */
+	uint64_t partner_store_silent_ms; /**< since its store heartbeat last moved */
+	uint64_t takeovers;		  /**< takeovers by this node since it started */
+	uint64_t since_takeover_ms;	  /**< since the last one finished, 0: none */
+	char store_error[160];		  /**< why our last fence-slot round failed, "" when none */
+	uint64_t resyncs;		  /**< resyncs sent or received since the node started */
+	uint64_t last_resync_pages;	  /**< pages the last resync this node sent carried */
+	uint64_t last_resync_ms;	  /**< how long it took */
 };
 
 /**

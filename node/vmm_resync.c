@@ -1,0 +1,388 @@
+/* Resync (node/HA.md, "Solo and rejoin"): the survivor sends a node that is
+ * behind everything it holds, in one event-loop turn, and from the same turn
+ * on mirrors every change as usual: the link keeps the order, so nothing
+ * written meanwhile is lost or stale. The receiver replaces its page table. */
+#include "vmm_internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "clock.h"
+#include "crc32c.h"
+#include "log.h"
+#include "session.h"
+
+#define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
+
+/* ---- the survivor's side ---- */
+
+struct resync_send {
+	struct vmm *vmm;
+	unsigned outstanding; /* requests not yet answered */
+	int status;
+	char reason[256];
+	vmm_resync_done_fn done;
+	void *arg;
+	struct vmm_resync_stats stats;
+};
+
+static void on_answer(const CommandComplete *cc, void *arg)
+{
+	struct resync_send *rs = arg;
+
+	if (cc->status != FTVM__PARTNER__STATUS__STATUS_OK &&
+	    rs->status == FTVM__PARTNER__STATUS__STATUS_OK) {
+		rs->status = cc->status;
+		snprintf(rs->reason, sizeof(rs->reason), "%s",
+			 cc->reason && cc->reason[0] ? cc->reason : codec_status_name(cc->status));
+	}
+	if (--rs->outstanding)
+		return;
+	rs->stats.ms = clock_now_ms() - rs->stats.ms;
+	rs->vmm->resync_send = NULL;
+	rs->done(rs->status, rs->reason, &rs->stats, rs->arg);
+	free(rs);
+}
+
+static int send_one(struct resync_send *rs, Envelope *env)
+{
+	struct vmm *v = rs->vmm;
+	int r = repl_session_request(v->session, env, v->config->request_timeout_ms, on_answer, rs);
+
+	if (r == 0)
+		rs->outstanding++;
+	return r;
+}
+
+static int send_allocation(struct resync_send *rs, const struct vmm_alloc *a)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__ResyncAllocation m = FTVM__PARTNER__RESYNC_ALLOCATION__INIT;
+	Ftvm__Partner__AllocateMemory am = FTVM__PARTNER__ALLOCATE_MEMORY__INIT;
+	Ftvm__Partner__PageState *states = calloc(a->pages, sizeof(*states));
+	Ftvm__Partner__PageState **ptrs = calloc(a->pages, sizeof(*ptrs));
+	int r = -ENOMEM;
+
+	if (!states || !ptrs)
+		goto out;
+	am.guid = a->guid;
+	am.size = a->size;
+	am.block_size = a->block_size;
+	am.policy = a->policy;
+	am.home = a->home;
+	am.header.data = a->header;
+	am.header.len = a->header_len;
+	am.store_offset = a->store_offset;
+	for (uint64_t i = 0; i < a->pages; i++) {
+		ftvm__partner__page_state__init(&states[i]);
+		states[i].version = a->page[i].version;
+		states[i].crc32c = a->page[i].crc32c;
+		states[i].dirty = a->page[i].dirty;
+		ptrs[i] = &states[i];
+	}
+	m.allocation = &am;
+	m.owner = a->owner;
+	m.n_pages = a->pages;
+	m.pages = ptrs;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_ALLOCATION;
+	env.resync_allocation = &m;
+	r = send_one(rs, &env);
+out:
+	free(states);
+	free(ptrs);
+	return r;
+}
+
+static int send_pages(struct resync_send *rs, const struct vmm_alloc *a)
+{
+	for (uint64_t i = 0; i < a->pages; i++) {
+		Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+		Ftvm__Partner__ResyncPage m = FTVM__PARTNER__RESYNC_PAGE__INIT;
+		int r;
+
+		m.guid = a->guid;
+		m.page = i;
+		m.data.data = vmm_block_addr(rs->vmm, a, i);
+		m.data.len = a->block_size;
+		env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE;
+		env.resync_page = &m;
+		r = send_one(rs, &env);
+		if (r < 0)
+			return r;
+		rs->stats.pages++;
+		rs->stats.bytes += a->block_size;
+	}
+	return 0;
+}
+
+static int send_everything(struct resync_send *rs)
+{
+	struct vmm *v = rs->vmm;
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__ResyncBegin begin = FTVM__PARTNER__RESYNC_BEGIN__INIT;
+	Ftvm__Partner__ResyncEnd end = FTVM__PARTNER__RESYNC_END__INIT;
+	size_t n = 0;
+	struct vmm_alloc **all = vmm_table_sorted(v->table, &n);
+	int r;
+
+	if (!all && n)
+		return -ENOMEM;
+	begin.epoch = v->epoch;
+	begin.allocations = n;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_BEGIN;
+	env.resync_begin = &begin;
+	r = send_one(rs, &env);
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		r = send_allocation(rs, all[i]);
+		if (r == 0)
+			r = send_pages(rs, all[i]);
+		rs->stats.allocations++;
+	}
+	free(all);
+	if (r < 0)
+		return r;
+	end.epoch = v->epoch;
+	/* Everything journalled here until now is in what was sent. */
+	end.lsn = pagetable_reserve_lsn(v->pt);
+	ftvm__partner__envelope__init(&env);
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_END;
+	env.resync_end = &end;
+	return send_one(rs, &env);
+}
+
+static void start_when_settled(evutil_socket_t fd, short what, void *arg);
+
+/* Operations completed alone finish a turn after they start (vmm.c): the
+ * snapshot waits until none is half done. */
+static void start(struct resync_send *rs)
+{
+	struct vmm *v = rs->vmm;
+	struct timeval soon = { 0, 1000 };
+	int r;
+
+	if (v->solo_in_flight) {
+		if (event_base_once(v->base, -1, EV_TIMEOUT, start_when_settled, rs, &soon) < 0)
+			log_error("resync: cannot wait for operations in flight");
+		return;
+	}
+	vmm_flush(v);
+	rs->stats.ms = clock_now_ms();
+	rs->outstanding = 1; /* held until every request is out */
+	r = send_everything(rs);
+	/* From this turn on, every change goes to the partner after the
+	 * snapshot, on the same link, as any mirrored change does. */
+	v->mode = VMM_MODE_MIRRORED;
+	if (r < 0 && rs->status == FTVM__PARTNER__STATUS__STATUS_OK) {
+		rs->status = FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE;
+		snprintf(rs->reason, sizeof(rs->reason), "cannot send the resync: %s",
+			 strerror(-r));
+	}
+	log_info("resync: %llu allocations, %llu pages (%llu bytes) sent to %s",
+		 (unsigned long long)rs->stats.allocations, (unsigned long long)rs->stats.pages,
+		 (unsigned long long)rs->stats.bytes, vmm_partner_id(v));
+	{
+		CommandComplete ok = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+
+		on_answer(&ok, rs); /* lets go of the hold */
+	}
+}
+
+static void start_when_settled(evutil_socket_t fd, short what, void *arg)
+{
+	start(arg);
+}
+
+int vmm_resync_send(struct vmm *v, vmm_resync_done_fn done, void *arg)
+{
+	struct resync_send *rs;
+
+	if (v->resync_send)
+		return -EBUSY;
+	rs = calloc(1, sizeof(*rs));
+	if (!rs)
+		return -ENOMEM;
+	rs->vmm = v;
+	rs->done = done;
+	rs->arg = arg;
+	v->resync_send = rs;
+	start(rs);
+	return 0;
+}
+
+/* ---- the receiver's side ---- */
+
+__attribute__((format(printf, 4, 5))) static int refuse(struct vmm *v, char *reason, size_t len,
+							const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, len, fmt, ap);
+	va_end(ap);
+	if (v->resync_receiving && !v->resync_failed) {
+		v->resync_failed = true;
+		snprintf(v->resync_error, sizeof(v->resync_error), "%s", reason);
+	}
+	return FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
+}
+
+/* Everything this node held goes: the survivor's copy replaces it. */
+static int drop_table(struct vmm *v, const struct pt_origin *o)
+{
+	size_t n = 0;
+	struct vmm_alloc **all = vmm_table_sorted(v->table, &n);
+	int r = 0;
+
+	if (!all && n)
+		return -ENOMEM;
+	vmm_space_waiters_fail(v);
+	vmm_page_waiters_fail(v);
+	vmm_holdings_free(v);
+	for (size_t i = 0; i < n && r == 0; i++) {
+		r = pagetable_alloc_delete(v->pt, all[i]->guid, o);
+		vmm_alloc_give_frames(v, all[i]);
+		vmm_table_remove(v->table, all[i]);
+		vmm_alloc_free(all[i]);
+	}
+	free(all);
+	vmm_changed(v);
+	return r;
+}
+
+static int on_begin(struct vmm *v, const Ftvm__Partner__ResyncBegin *m, const struct pt_origin *o,
+		    char *reason, size_t len)
+{
+	int r;
+
+	if (m->epoch <= v->epoch)
+		return refuse(v, reason, len,
+			      "not behind: this node is at epoch %llu, not below %llu",
+			      (unsigned long long)v->epoch, (unsigned long long)m->epoch);
+	v->resync_receiving = true;
+	v->resync_failed = false;
+	v->resync_error[0] = '\0';
+	r = drop_table(v, o);
+	if (r < 0)
+		return refuse(v, reason, len, "cannot empty the page table: %s",
+			      pagetable_last_error(v->pt));
+	log_info("resync from %s (epoch %llu): %llu allocations coming", o->node,
+		 (unsigned long long)m->epoch, (unsigned long long)m->allocations);
+	if (v->resync_observer)
+		v->resync_observer(true, 0, "", v->resync_arg);
+	return 0;
+}
+
+static int on_allocation(struct vmm *v, const Ftvm__Partner__ResyncAllocation *m,
+			 const struct pt_origin *o, char *reason, size_t len)
+{
+	const Ftvm__Partner__AllocateMemory *am = m->allocation;
+	struct vmm_alloc *a;
+
+	if (!v->resync_receiving)
+		return refuse(v, reason, len, "ResyncAllocation outside a resync");
+	if (!am || !am->guid[0] || !m->owner[0] || vmm_table_find(v->table, am->guid) ||
+	    am->block_size == 0 || am->block_size % v->config->page_size ||
+	    am->header.len > VMM_HEADER_MAX)
+		return refuse(v, reason, len, "a resync allocation that cannot be: %s",
+			      am ? am->guid : "(none)");
+	a = vmm_alloc_new(am->guid, am->home, m->owner, am->policy, am->size, am->block_size,
+			  am->header.data, am->header.len);
+	if (!a)
+		return refuse(v, reason, len, "out of memory");
+	if (a->pages != m->n_pages) {
+		vmm_alloc_free(a);
+		return refuse(v, reason, len, "%s: %zu page states for %llu pages", am->guid,
+			      m->n_pages, (unsigned long long)a->pages);
+	}
+	if (vmm_alloc_take_frames(v, a) < 0) {
+		vmm_alloc_free(a);
+		return refuse(v, reason, len, "%s does not fit in %s's frames", am->guid,
+			      vmm_node_id(v));
+	}
+	a->store_offset = am->store_offset;
+	vmm_table_insert(v->table, a);
+	if (vmm_persist_alloc(v, a, o) < 0)
+		return refuse(v, reason, len, "page table: %s", pagetable_last_error(v->pt));
+	for (uint64_t i = 0; i < a->pages; i++) {
+		a->page[i].version = m->pages[i]->version;
+		a->page[i].crc32c = m->pages[i]->crc32c;
+		a->page[i].dirty = m->pages[i]->dirty;
+		if (vmm_persist_page(v, a, i, o) < 0)
+			return refuse(v, reason, len, "page table: %s",
+				      pagetable_last_error(v->pt));
+	}
+	return 0;
+}
+
+static int on_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m, char *reason, size_t len)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, m->guid);
+
+	if (!v->resync_receiving)
+		return refuse(v, reason, len, "ResyncPage outside a resync");
+	if (!a || m->page >= a->pages || m->data.len != a->block_size)
+		return refuse(v, reason, len, "ResyncPage %s page %llu: no such page of that size",
+			      m->guid, (unsigned long long)m->page);
+	if (crc32c(0, m->data.data, m->data.len) != a->page[m->page].crc32c)
+		return refuse(v, reason, len, "ResyncPage %s page %llu: checksum differs", m->guid,
+			      (unsigned long long)m->page);
+	memcpy(vmm_block_addr(v, a, m->page), m->data.data, m->data.len);
+	return 0;
+}
+
+static int on_end(struct vmm *v, const Ftvm__Partner__ResyncEnd *m, char *reason, size_t len)
+{
+	int r;
+
+	if (!v->resync_receiving)
+		return refuse(v, reason, len, "ResyncEnd outside a resync");
+	v->resync_receiving = false;
+	if (v->resync_failed) {
+		snprintf(reason, len, "resync incomplete: %s", v->resync_error);
+		if (v->resync_observer)
+			v->resync_observer(false, -EIO, reason, v->resync_arg);
+		return FTVM__PARTNER__STATUS__STATUS_INTERNAL;
+	}
+	r = pagetable_set_partner_applied_lsn(v->pt, m->lsn);
+	if (r == 0)
+		r = vmm_set_epoch(v, m->epoch);
+	if (r < 0) {
+		snprintf(reason, len, "cannot record the resync: %s", pagetable_last_error(v->pt));
+		return FTVM__PARTNER__STATUS__STATUS_INTERNAL;
+	}
+	log_info("resync done: epoch %llu, %zu allocations", (unsigned long long)m->epoch,
+		 vmm_table_size(v->table));
+	if (v->resync_observer)
+		v->resync_observer(false, 0, "", v->resync_arg);
+	return 0;
+}
+
+int vmm_resync_apply(struct vmm *v, const Envelope *env, char *reason, size_t len)
+{
+	struct pt_origin o = { .node = env->sender, .lsn = env->lsn, .own = false };
+
+	switch (env->message_case) {
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_BEGIN:
+		return on_begin(v, env->resync_begin, &o, reason, len);
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_ALLOCATION:
+		return on_allocation(v, env->resync_allocation, &o, reason, len);
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE:
+		return on_page(v, env->resync_page, reason, len);
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_END:
+		return on_end(v, env->resync_end, reason, len);
+	default:
+		return refuse(v, reason, len, "%s is not a resync message",
+			      codec_message_name(env));
+	}
+}
+
+void vmm_set_resync_observer(struct vmm *v, vmm_resync_observer_fn fn, void *arg)
+{
+	v->resync_observer = fn;
+	v->resync_arg = arg;
+}
