@@ -301,6 +301,8 @@ static void status_print_text(const struct ftvm_node_status *st)
 	char ago[64];
 
 	printf("node %s: %s, epoch %" PRIu64 "\n", st->node, or_unknown(st->state), st->epoch);
+	if (st->reason[0])
+		printf("  %s\n", st->reason);
 	if (st->transport_reason[0])
 		printf("transport: %s (%s)\n", or_unknown(st->transport), st->transport_reason);
 	else
@@ -318,6 +320,18 @@ static void status_print_text(const struct ftvm_node_status *st)
 		}
 	}
 	printf("\n");
+	format_ago(ago, sizeof(ago), st->partner_store_silent_ms);
+	printf("partner in the store: %s, epoch %" PRIu64 ", heartbeat %s ago\n",
+	       or_unknown(st->partner_store_state), st->partner_store_epoch, ago);
+	if (st->store_error[0])
+		printf("fence slots: %s\n", st->store_error);
+	if (st->takeovers) {
+		format_ago(ago, sizeof(ago), st->since_takeover_ms);
+		printf("takeovers: %" PRIu64 ", the last %s ago\n", st->takeovers, ago);
+	}
+	if (st->resyncs)
+		printf("resyncs: %" PRIu64 "; the last sent %" PRIu64 " pages in %" PRIu64 " ms\n",
+		       st->resyncs, st->last_resync_pages, st->last_resync_ms);
 	printf("frames: %" PRIu64 " total, %" PRIu64 " free (page size %" PRIu32 ")\n",
 	       st->frames_total, st->frames_free, st->page_size);
 	printf("allocations: %" PRIu64 " own, %" PRIu64 " partner\n", st->allocations_own,
@@ -346,6 +360,15 @@ static int status_print_json(const struct ftvm_node_status *st)
 	json_object_object_add(o, "transport_reason", json_object_new_string(st->transport_reason));
 	json_object_object_add(o, "pid", json_object_new_int64(st->pid));
 	json_object_object_add(o, "page_size", json_object_new_uint64(st->page_size));
+	json_object_object_add(o, "reason", json_object_new_string(st->reason));
+	json_object_object_add(o, "takeovers", json_object_new_uint64(st->takeovers));
+	json_object_object_add(o, "since_takeover_ms",
+			       json_object_new_uint64(st->since_takeover_ms));
+	json_object_object_add(o, "store_error", json_object_new_string(st->store_error));
+	json_object_object_add(o, "resyncs", json_object_new_uint64(st->resyncs));
+	json_object_object_add(o, "last_resync_pages",
+			       json_object_new_uint64(st->last_resync_pages));
+	json_object_object_add(o, "last_resync_ms", json_object_new_uint64(st->last_resync_ms));
 
 	json_object_object_add(partner, "id", json_object_new_string(st->partner_id));
 	json_object_object_add(partner, "link", json_object_new_string(st->partner_link));
@@ -355,6 +378,12 @@ static int status_print_json(const struct ftvm_node_status *st)
 			       json_object_new_uint64(st->partner_link_changes));
 	json_object_object_add(partner, "last_seen_ms",
 			       json_object_new_uint64(st->partner_last_seen_ms));
+	json_object_object_add(partner, "store_state",
+			       json_object_new_string(st->partner_store_state));
+	json_object_object_add(partner, "store_epoch",
+			       json_object_new_uint64(st->partner_store_epoch));
+	json_object_object_add(partner, "store_silent_ms",
+			       json_object_new_uint64(st->partner_store_silent_ms));
 	json_object_object_add(o, "partner", partner);
 
 	json_object_object_add(frames, "total", json_object_new_uint64(st->frames_total));

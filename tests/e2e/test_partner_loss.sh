@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A partner killed with SIGKILL, or hung with SIGSTOP, is reported down within
-# dead_after_ms plus a margin; when it comes back the link is restored.
+# dead_after_ms plus a margin and taken over; when it comes back it is
+# resynced (a hung one fences itself first) and the link is restored.
 . "$(dirname "$0")/lib.sh"
 
 DEAD_AFTER_MS=300
@@ -18,12 +19,16 @@ wait "${PIDS[b]}" 2>/dev/null || true
 unset 'PIDS[b]'
 wait_for $((DEAD_AFTER_MS + MARGIN_MS)) "a reports b down after kill -9" field_is a partner.link down
 ok "kill -9 b: a reported the link down after $(($(now_ms) - t0)) ms"
-[ "$(status_field a state)" = solo ] || fail "a is not solo without its partner"
 ctl a status | grep -q "last seen" || fail "text status does not say when b was last seen"
+# The reset alone proves nothing; b's store heartbeat stopping does (HA.md).
+wait_for $((DEAD_AFTER_MS + MARGIN_MS)) "a takes over" field_is a state solo
+[ "$(status_field a epoch)" = 2 ] || fail "the takeover did not bump the epoch"
+ok "a took over after $(($(now_ms) - t0)) ms: $(status_field a reason)"
 
 start_node b
 wait_for 5000 "link back after restart" pair_up
-ok "b restarted: link back, both active"
+[ "$(status_field b epoch)" = 2 ] || fail "b was not resynced to epoch 2"
+ok "b restarted: resynced, link back, both active"
 
 # SIGSTOP: the connection stays open and silent; only the heartbeat timeout
 # can tell.
@@ -37,4 +42,5 @@ ok "SIGSTOP b: a reported it silent after $elapsed ms (dead_after_ms $DEAD_AFTER
 
 kill -CONT "${PIDS[b]}"
 wait_for 5000 "link back after SIGCONT" pair_up
-ok "SIGCONT b: link back"
+grep -q "fencing this node" "$WORK/b.log" || fail "b served on after a took over"
+ok "SIGCONT b: it fenced itself, was resynced, link back at epoch $(status_field b epoch)"

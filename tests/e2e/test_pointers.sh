@@ -91,7 +91,9 @@ ok "client killed holding a write pointer: released by the node, page writable, 
 FTVM_HOLD=${FTVM_HOLD:?FTVM_HOLD must name the ftvm-hold binary}
 g2=$(ctl b alloc --size 4096)
 kill -STOP "${PIDS[b]}"
-sleep 7 | "$FTVM_HOLD" "$WORK/a.sock" "$g2" 0 write --release-after-stdin >"$WORK/h.out" 2>&1 &
+# stdin from a process substitution: `wait` below then waits for the holder
+# alone, not for a whole pipeline (which kept b stopped for the sleep).
+"$FTVM_HOLD" "$WORK/a.sock" "$g2" 0 write --release-after-stdin < <(sleep 7) >"$WORK/h.out" 2>&1 &
 late=$!
 PIDS[late]=$late
 sleep 0.1 # the request is on its way to the stopped owner

@@ -34,7 +34,8 @@ grep -q "^STATUS=starting" "$WORK/notify.txt" || fail "no STATUS=starting with R
 ok "READY=1 with $(grep -m1 '^STATUS=' "$WORK/notify.txt")"
 
 start_node b
-wait_for 5000 "STATUS says active" grep -q "^STATUS=active; partner b up" "$WORK/notify.txt"
+wait_for 5000 "STATUS says active" grep -q "^STATUS=active, epoch 1: partner b linked" \
+	"$WORK/notify.txt"
 ok "STATUS follows the partner: $(grep -m1 '^STATUS=active' "$WORK/notify.txt")"
 
 pings() {
