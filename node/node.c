@@ -23,6 +23,7 @@
 #include "vmm.h"
 
 #define LOG_SUBSYSTEM "node"
+#define CUT_LINK_MS_MAX 600000u
 
 typedef Ftvm__Client__ClientRequest ClientRequest;
 typedef Ftvm__Client__ClientReply ClientReply;
@@ -136,6 +137,23 @@ static void reply_status(struct node *n, struct client_call *call)
 	client_call_reply(call, &reply);
 }
 
+/* `ftvmctl drill cut`: the link goes silent for ms, then comes back. */
+static void reply_cut_link(struct node *n, struct client_call *call, uint32_t ms)
+{
+	ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+	char reason[96];
+
+	if (ms == 0 || ms > CUT_LINK_MS_MAX) {
+		snprintf(reason, sizeof(reason), "a cut of %u ms: want 1 to %u", ms,
+			 CUT_LINK_MS_MAX);
+		reply.status = FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
+		reply.reason = reason;
+	} else {
+		repl_session_cut(n->session, ms);
+	}
+	client_call_reply(call, &reply);
+}
+
 static void on_client_request(struct client_call *call, const ClientRequest *req, void *arg)
 {
 	struct node *n = arg;
@@ -143,6 +161,9 @@ static void on_client_request(struct client_call *call, const ClientRequest *req
 	switch (req->request_case) {
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_STATUS:
 		reply_status(n, call);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_CUT_LINK:
+		reply_cut_link(n, call, req->cut_link->ms);
 		break;
 	default:
 		vmm_client_request(n->vmm, call, req);

@@ -73,6 +73,7 @@ struct repl_session {
 	struct event *tick; /* every heartbeat_ms */
 	struct event *redial;
 	uint32_t backoff_ms;
+	uint64_t cut_until_ms; /* a drill's cut lasts until then (clock_now_ms) */
 
 	struct repl_session_stats stats;
 };
@@ -85,6 +86,19 @@ static struct session_conn *find_conn(struct repl_session *s, struct repl_conn *
 	struct session_conn *sc = conn->user;
 
 	return sc && sc->session == s ? sc : NULL;
+}
+
+/* During a cut (repl_session_cut) the link is silent both ways, as a pulled
+ * cable would leave it: nothing goes out, nothing is read, nothing connects. */
+static bool cut(const struct repl_session *s)
+{
+	return s->cut_until_ms && clock_now_ms() < s->cut_until_ms;
+}
+
+static int wire_send(struct repl_session *s, struct repl_conn *conn, const void *payload,
+		     size_t len)
+{
+	return cut(s) ? 0 : repl_conn_send(conn, payload, len);
 }
 
 static void forget_conn(struct repl_session *s, struct session_conn *sc)
@@ -170,7 +184,7 @@ static int send_held(struct repl_session *s)
 	int r;
 
 	if (s->n_held == 1)
-		return repl_conn_send(s->active->conn, s->held[0].data, s->held[0].len);
+		return wire_send(s, s->active->conn, s->held[0].data, s->held[0].len);
 	batch.n_envelopes = s->n_held;
 	batch.envelopes = s->held;
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH;
@@ -179,7 +193,7 @@ static int send_held(struct repl_session *s)
 	r = codec_payload_pack(&env.base, &payload, &len);
 	if (r < 0)
 		return r;
-	r = repl_conn_send(s->active->conn, payload, len);
+	r = wire_send(s, s->active->conn, payload, len);
 	free(payload);
 	return r;
 }
@@ -202,7 +216,7 @@ static int send_envelope(struct repl_session *s, struct session_conn *sc, Envelo
 			free(payload);
 		return r;
 	}
-	r = repl_conn_send(sc->conn, payload, len);
+	r = wire_send(s, sc->conn, payload, len);
 	free(payload);
 	return r;
 }
@@ -397,7 +411,7 @@ static void on_receive(struct repl_conn *conn, const uint8_t *payload, size_t le
 	char err[160];
 	Envelope *env;
 
-	if (!sc)
+	if (!sc || cut(s))
 		return;
 	if (codec_envelope_decode(payload, len, &env, err, sizeof(err)) < 0) {
 		protocol_error(s, sc, err);
@@ -453,6 +467,10 @@ static void on_conn_up(struct repl_conn *conn, bool inbound, void *arg)
 	struct repl_session *s = arg;
 	struct session_conn *sc = inbound ? NULL : find_conn(s, conn);
 
+	if (inbound && cut(s)) {
+		repl_conn_close(conn);
+		return;
+	}
 	if (!sc) {
 		sc = calloc(1, sizeof(*sc));
 		if (!sc) {
@@ -496,6 +514,8 @@ static void dial(struct repl_session *s)
 
 	if (s->active || s->dialling)
 		return;
+	if (cut(s))
+		goto retry;
 	sc = calloc(1, sizeof(*sc));
 	if (!sc)
 		goto retry;
@@ -717,6 +737,12 @@ int repl_session_complete(struct repl_session *s, uint64_t seq, const CommandCom
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE;
 	env.command_complete = (CommandComplete *)cc;
 	return send_envelope(s, s->active, &env);
+}
+
+void repl_session_cut(struct repl_session *s, uint32_t ms)
+{
+	s->cut_until_ms = clock_now_ms() + ms;
+	log_warning("link cut for %u ms (a drill): nothing sent, read or connected", ms);
 }
 
 void repl_session_set_epoch(struct repl_session *s, uint64_t epoch)

@@ -87,6 +87,10 @@ int repl_session_complete(struct repl_session *s, uint64_t seq, const CommandCom
 
 /* What this node says it is, in Hello and every heartbeat. */
 void repl_session_set_state(struct repl_session *s, int node_state);
+/* A drill's cut (ftvmctl drill cut): for ms the link is silent both ways, as
+ * with a pulled cable; both sides then see the partner silent, and after it
+ * the link comes back by itself. */
+void repl_session_cut(struct repl_session *s, uint32_t ms);
 /* The epoch this node's envelopes carry from now on; requests from an older
  * one are refused (STATUS_STALE_EPOCH) without reaching the request callback. */
 void repl_session_set_epoch(struct repl_session *s, uint64_t epoch);
