@@ -18,6 +18,7 @@
 #include <json-c/json.h>
 
 #include "config.h"
+#include "drill.h"
 #include "ftvm.h"
 #include "ftvm_build.h"
 
@@ -36,6 +37,10 @@ enum {
 	OPT_HEADER_FILE,
 	OPT_FILE,
 	OPT_WAIT,
+	OPT_PARTNER_CONFIG,
+	OPT_FTVMD,
+	OPT_PAGES,
+	OPT_TIMEOUT,
 };
 
 struct ctl {
@@ -50,6 +55,10 @@ struct ctl {
 	const char *header_file;
 	const char *file;
 	bool wait;
+	const char *partner_config;
+	const char *ftvmd;
+	const char *pages;
+	const char *timeout;
 };
 
 struct command {
@@ -270,6 +279,18 @@ static int parse_command_options(struct ctl *ctl, const struct command *cmd, int
 			break;
 		case OPT_WAIT:
 			ctl->wait = true;
+			break;
+		case OPT_PARTNER_CONFIG:
+			ctl->partner_config = optarg;
+			break;
+		case OPT_FTVMD:
+			ctl->ftvmd = optarg;
+			break;
+		case OPT_PAGES:
+			ctl->pages = optarg;
+			break;
+		case OPT_TIMEOUT:
+			ctl->timeout = optarg;
 			break;
 		default:
 			return bad_option(c, argv, cmd->name);
@@ -1069,6 +1090,81 @@ out:
 	return r;
 }
 
+/* A whole number from 1 to max, or -1 (after saying why). */
+static long parse_count(const char *cmd, const char *what, const char *s, long max)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < 1 || v > max) {
+		command_usage_error(cmd, "%s '%s': want a whole number from 1 to %ld", what, s,
+				    max);
+		return -1;
+	}
+	return v;
+}
+
+static int cmd_drill(struct ctl *ctl, int argc, char **argv)
+{
+	static const char *const kinds[] = { [DRILL_KILL] = "kill",
+					     [DRILL_HANG] = "hang",
+					     [DRILL_CUT] = "cut",
+					     [DRILL_RESTART] = "restart" };
+	struct drill_options o = { .config_path = ctl->config_path,
+				   .partner_config = ctl->partner_config,
+				   .ftvmd = ctl->ftvmd,
+				   .pages = 16,
+				   .timeout_s = 30,
+				   .json = ctl->json };
+	int want, k = -1;
+	long v;
+
+	for (int i = 0; argc > 0 && i < 4; i++)
+		if (strcmp(argv[0], kinds[i]) == 0)
+			k = i;
+	if (k < 0)
+		return command_usage_error("drill",
+					   "want kill NODE, hang NODE SECONDS, cut SECONDS "
+					   "or restart NODE");
+	o.kind = (enum drill_kind)k;
+	want = o.kind == DRILL_HANG ? 3 : 2;
+	if (argc != want)
+		return command_usage_error("drill", "drill %s takes %s", kinds[k],
+					   o.kind == DRILL_HANG	 ? "NODE SECONDS"
+					   : o.kind == DRILL_CUT ? "SECONDS"
+								 : "NODE");
+	if (o.kind != DRILL_CUT)
+		o.node = argv[1];
+	if (o.kind == DRILL_HANG || o.kind == DRILL_CUT) {
+		v = parse_count("drill", "SECONDS", argv[argc - 1], 600);
+		if (v < 0)
+			return EXIT_USAGE;
+		o.seconds = (uint32_t)v;
+	}
+	if (ctl->pages && (v = parse_count("drill", "--pages", ctl->pages, 4096)) < 0)
+		return EXIT_USAGE;
+	if (ctl->pages)
+		o.pages = (uint32_t)v;
+	if (ctl->timeout && (v = parse_count("drill", "--timeout", ctl->timeout, 3600)) < 0)
+		return EXIT_USAGE;
+	if (ctl->timeout)
+		o.timeout_s = (uint32_t)v;
+	if (!ctl->config_path)
+		return command_usage_error("drill", "a drill needs --config FILE (the partner's "
+						    "config is found beside it)");
+	return drill_run(&o);
+}
+
+static const struct option drill_options[] = {
+	{ "partner-config", required_argument, NULL, OPT_PARTNER_CONFIG },
+	{ "ftvmd", required_argument, NULL, OPT_FTVMD },
+	{ "pages", required_argument, NULL, OPT_PAGES },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{},
+};
+
 static const struct command commands[] = {
 	{
 		.name = "status",
@@ -1204,6 +1300,42 @@ static const struct command commands[] = {
 			"Exit status 0 when the nodes are equal, 1 when they differ (said on stderr)\n"
 			"or cannot be compared.\n",
 		.run = cmd_verify,
+	},
+	{
+		.name = "drill",
+		.args = "kill NODE | hang NODE SECONDS | cut SECONDS | restart NODE "
+			"[--partner-config F] [--ftvmd PATH] [--pages N] [--timeout S]",
+		.summary = "rehearse a failure on the running pair and check nothing was lost",
+		.help = "Rehearses one failure on the pair (node/HA.md) and reports what happened:\n"
+			"  kill NODE           SIGKILL the node, then start it again\n"
+			"  hang NODE SECONDS   SIGSTOP it, SIGCONT it after SECONDS\n"
+			"  cut SECONDS         the partner link goes silent while both live\n"
+			"  restart NODE        SIGTERM it (a clean stop), then start it again\n"
+			"Before and during the fault it writes a workload of acknowledged pages to\n"
+			"an allocation on each node, through the survivor once the fault hits; it\n"
+			"waits for the takeover and for the pair to be whole again (the node that\n"
+			"was hit resynced), then reads every acknowledged page back from both nodes\n"
+			"and runs verify. The workload's allocations are freed at the end.\n"
+			"\n"
+			"Needs --config: the partner's config is <same folder>/<partner id>.conf\n"
+			"unless --partner-config says. A node under systemd (ftvmd@ID.service) is\n"
+			"signalled and started through systemctl; one started by hand is started\n"
+			"again with the ftvmd beside ftvmctl (or --ftvmd), its output appended to\n"
+			"<config folder>/ID.log.\n"
+			"\n"
+			"Options:\n"
+			"  --partner-config F  the other node's config\n"
+			"  --ftvmd PATH        the daemon to start a node with by hand\n"
+			"  --pages N           pages per workload allocation (default 16)\n"
+			"  --timeout S         for the takeover, and for the rejoin (default 30)\n"
+			"\n"
+			"With --json prints one object: {\"drill\",\"node\",\"survivor\",\"detect_ms\",\n"
+			"\"takeover_ms\",\"checked\",\"lost\",\"acked_during\",\"resync_pages\",\n"
+			"\"resync_ms\",\"epoch_before\",\"epoch_after\",\"equal\"}; takeover_ms is -1 when\n"
+			"the fault was too short for one. Exit status 0 only when nothing was lost\n"
+			"and the nodes are equal again.\n",
+		.options = drill_options,
+		.run = cmd_drill,
 	},
 };
 

@@ -836,6 +836,23 @@ int ftvm_free(struct ftvm_client *c, const char *guid)
 	return 0;
 }
 
+int ftvm_drill_cut_link(struct ftvm_client *c, uint32_t ms)
+{
+	Ftvm__Client__CutLinkRequest cut = FTVM__CLIENT__CUT_LINK_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	Reply *reply = NULL;
+	int r;
+
+	cut.ms = ms;
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_CUT_LINK;
+	req.cut_link = &cut;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY__NOT_SET, &reply);
+	if (r < 0)
+		return r;
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return 0;
+}
+
 int ftvm_list(struct ftvm_client *c, struct ftvm_header **ret, size_t *ret_n)
 {
 	Ftvm__Client__ListRequest list = FTVM__CLIENT__LIST_REQUEST__INIT;

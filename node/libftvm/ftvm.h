@@ -284,6 +284,19 @@ FTVM_EXPORT int ftvm_header(struct ftvm_client *c, const char *guid, struct ftvm
 FTVM_EXPORT int ftvm_free(struct ftvm_client *c, const char *guid);
 
 /**
+ * @brief Fault injection for failover drills (`ftvmctl drill cut`): the
+ *        node's partner link goes silent both ways for @p ms, as with a
+ *        pulled cable, then comes back by itself.
+ *
+ * Both nodes live through it; node/HA.md says which one serves.
+ * @param c a connected client.
+ * @param ms 1 to 600000.
+ * @return 0, or -errno: -EINVAL for @p ms out of range, and the conventions
+ *         above.
+ */
+FTVM_EXPORT int ftvm_drill_cut_link(struct ftvm_client *c, uint32_t ms);
+
+/**
  * @brief Lists the allocations the node knows: its own and its partner's.
  * @param c a connected client.
  * @param[out] ret an array of *ret_n headers, in the node's order, to be freed

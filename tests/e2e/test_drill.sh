@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# ftvmctl drill on a pair started by hand: kill, hang, cut and restart each
+# report a takeover, nothing lost and the mirror equal again, in text and in
+# JSON; bad drills are refused with a reason and change nothing.
+. "$(dirname "$0")/lib.sh"
+
+write_pair_configs
+start_node a
+start_node b
+wait_for 5000 "pair linked" pair_up
+
+# The drill starts the nodes it kills again itself; the cleanup must find them.
+adopt_pids() {
+	local id
+	for id in a b; do
+		PIDS[$id]=$(status_field "$id" pid)
+	done
+}
+
+# drill_json ARGS...: runs the drill with --json, checks the common promises,
+# and leaves the object in $J.
+drill_json() {
+	local rc=0
+	J=$(ctl a --json drill "$@" --timeout 20 2>"$WORK/drill.err") || rc=$?
+	adopt_pids
+	[ "$rc" -eq 0 ] || fail "drill $* exited $rc: $J $(cat "$WORK/drill.err")"
+	[ "$(jq -r .lost <<<"$J")" = 0 ] || fail "drill $* lost writes: $J"
+	[ "$(jq -r .equal <<<"$J")" = true ] || fail "drill $* left the mirror unequal: $J"
+	[ "$(jq -r .checked <<<"$J")" -gt 0 ] || fail "drill $* checked nothing: $J"
+	[ "$(jq -r .resync_pages <<<"$J")" -gt 0 ] || fail "drill $* resynced nothing: $J"
+	jq -e 'has("detect_ms") and has("takeover_ms") and has("resync_ms")' <<<"$J" >/dev/null ||
+		fail "drill $* JSON lacks keys: $J"
+	wait_for 5000 "pair whole after drill $*" pair_up
+}
+
+drill_json kill b
+[ "$(jq -r .takeover_ms <<<"$J")" -gt 0 ] || fail "no takeover in drill kill b: $J"
+[ "$(jq -r .survivor <<<"$J")" = a ] || fail "drill kill b: survivor $(jq -r .survivor <<<"$J")"
+ok "drill kill b: $J"
+
+drill_json hang a 1
+[ "$(jq -r .takeover_ms <<<"$J")" -gt 0 ] || fail "no takeover in drill hang a 1: $J"
+grep -q "fencing this node" "$WORK/a.log" || fail "the hung a did not fence itself"
+ok "drill hang a 1: $J"
+
+drill_json cut 1
+[ "$(jq -r .node <<<"$J")" = b ] || fail "drill cut: b (the larger id) must yield: $J"
+grep -q "asked us to fence ourselves" "$WORK/b.log" || fail "b was not asked to fence itself"
+ok "drill cut 1: $J"
+
+drill_json restart b
+ok "drill restart b: $J"
+
+out=$(ctl a drill kill a --timeout 20) || fail "drill kill a in text failed: $out"
+adopt_pids
+grep -q "0 lost" <<<"$out" && grep -q "verify: equal" <<<"$out" || fail "text report: $out"
+ok "drill kill a, text report: $(tr '\n' ' ' <<<"$out")"
+wait_for 5000 "pair whole" pair_up
+
+epoch=$(status_field a epoch)
+
+# Bad drills: usage errors (2) or refusals (1), nothing changes.
+expect_exit() {
+	local want=$1 pattern=$2 rc=0 out
+	shift 2
+	out=$(ctl a drill "$@" 2>&1) || rc=$?
+	[ "$rc" -eq "$want" ] || fail "drill $* exited $rc, wanted $want: $out"
+	grep -q -- "$pattern" <<<"$out" || fail "drill $* said '$out', wanted '$pattern'"
+}
+expect_exit 2 "want kill NODE" explode a
+expect_exit 2 "takes NODE SECONDS" hang a
+expect_exit 2 "SECONDS 'x'" cut x
+expect_exit 2 "SECONDS '0'" hang b 0
+expect_exit 1 "no node 'c'" kill c
+expect_exit 2 "takes NODE" kill
+[ "$(status_field a epoch)" = "$epoch" ] || fail "a refused drill changed the epoch"
+[ "$(ctl a --json list | jq length)" = 0 ] || fail "drills left allocations behind"
+ok "bad drills refused, nothing changed, no allocation left behind"
