@@ -522,6 +522,9 @@ void vmm_client_request(struct vmm *v, struct client_call *call,
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_VERIFY:
 		vmm_op_verify(v, call);
 		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FAILBACK:
+		vmm_op_failback(v, call);
+		break;
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_MAP:
 		vmm_op_map(v, call);
 		break;

@@ -92,5 +92,3 @@ int vmm_resync_send(struct vmm *v, vmm_resync_done_fn done, void *arg);
  * with the reason when it was incomplete). */
 typedef void (*vmm_resync_observer_fn)(bool begin, int r, const char *reason, void *arg);
 void vmm_set_resync_observer(struct vmm *v, vmm_resync_observer_fn fn, void *arg);
-/* vmm_partner.c hands the resync messages here: a Status, reason filled. */
-int vmm_resync_apply(struct vmm *v, const Envelope *env, char *reason, size_t len);

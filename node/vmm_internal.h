@@ -171,6 +171,13 @@ void vmm_op_write_page(struct vmm *v, struct client_call *call,
 void vmm_op_read_page(struct vmm *v, struct client_call *call,
 		      const Ftvm__Client__ReadPageRequest *req);
 void vmm_op_verify(struct vmm *v, struct client_call *call);
+/* Hands every allocation adopted here back to its home node. */
+void vmm_op_failback(struct vmm *v, struct client_call *call);
+/* The partner's messages of failover: a Status, with the reason filled.
+ * OwnerChange (vmm_failback.c) and the resync messages (vmm_resync.c). */
+int vmm_owner_changed(struct vmm *v, const char *guid, const char *owner, const struct pt_origin *o,
+		      char *reason, size_t len);
+int vmm_resync_apply(struct vmm *v, const Envelope *env, char *reason, size_t len);
 void vmm_op_map(struct vmm *v, struct client_call *call);
 void vmm_op_get_pointer(struct vmm *v, struct client_call *call,
 			const Ftvm__Client__GetPointerRequest *req);

@@ -323,6 +323,13 @@ static void apply(struct vmm *v, const Envelope *env, struct answer *ans)
 		vmm_destaged(v, env->destaged->guid, env->destaged->page, env->destaged->version,
 			     env->destaged->crc32c);
 		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_OWNER_CHANGE:
+		ans->cc.status =
+			vmm_owner_changed(v, env->owner_change->guid, env->owner_change->owner, &o,
+					  ans->reason, sizeof(ans->reason));
+		if (ans->cc.status)
+			ans->cc.reason = ans->reason;
+		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_BEGIN:
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_ALLOCATION:
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE:

@@ -154,6 +154,8 @@ const char *vmm_page_conflict(const struct vmm_alloc *a, const struct vmm_page *
 {
 	if (a->freeing)
 		return "the allocation is being freed";
+	if (a->moving)
+		return "the allocation is being handed back to its home node";
 	if (p->lock_mode == FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE)
 		return "write-locked";
 	if (p->lock_mode == FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ &&

@@ -35,6 +35,7 @@ struct vmm_alloc {
 	uint8_t *header;
 	size_t header_len;
 	bool freeing;	       /* a release memory is in flight: no new locks */
+	bool moving;	       /* being handed to its home node: no new locks */
 	uint64_t store_offset; /* its extent in the backing store */
 	struct vmm_page *page;
 };

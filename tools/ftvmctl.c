@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <json-c/json.h>
 
@@ -21,6 +22,8 @@
 #include "drill.h"
 #include "ftvm.h"
 #include "ftvm_build.h"
+
+#define FAILBACK_TRIES 300 /* of 100 ms */
 
 enum {
 	EXIT_DONE = 0,
@@ -1157,6 +1160,92 @@ static int cmd_drill(struct ctl *ctl, int argc, char **argv)
 	return drill_run(&o);
 }
 
+/* The partner's config, found beside --config as <partner id>.conf; NULL
+ * when there is none. */
+static struct ftvm_config *partner_config_beside(struct ctl *ctl, const char *partner_id)
+{
+	char dir[4096], path[4200], err[256];
+	struct ftvm_config *cfg;
+	char *slash;
+
+	if (!ctl->config_path || !partner_id[0])
+		return NULL;
+	snprintf(dir, sizeof(dir), "%s", ctl->config_path);
+	slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	snprintf(path, sizeof(path), "%s/%s.conf", slash ? dir : ".", partner_id);
+	return config_load(path, &cfg, err, sizeof(err)) < 0 ? NULL : cfg;
+}
+
+/* One round on one node: what it handed back, what it keeps for now. */
+static int failback_node(const char *path, uint64_t *handed_back, uint64_t *busy)
+{
+	struct ftvm_client *c;
+	uint64_t h = 0, b = 0;
+	int r = ftvm_connect(path, &c);
+
+	if (r < 0) {
+		fprintf(stderr, "ftvmctl: cannot reach the node at %s: %s\n", path, strerror(-r));
+		return EXIT_UNREACHABLE;
+	}
+	r = ftvm_failback(c, &h, &b);
+	if (r < 0) {
+		r = call_failed(c, path, "failback", r);
+		ftvm_disconnect(c);
+		return r;
+	}
+	ftvm_disconnect(c);
+	*handed_back += h;
+	*busy += b;
+	return EXIT_DONE;
+}
+
+static int cmd_failback(struct ctl *ctl, int argc, char **argv)
+{
+	struct ftvm_node_status st;
+	struct ftvm_config *partner;
+	struct ftvm_client *c;
+	const char *path;
+	uint64_t handed_back = 0, busy;
+	int r, tries = 0;
+
+	if (argc != 0)
+		return command_usage_error("failback", "takes no arguments");
+	r = ctl_connect(ctl, &c, &path);
+	if (r != EXIT_DONE)
+		return r;
+	r = ftvm_status(c, &st);
+	if (r < 0)
+		r = call_failed(c, path, "status", r);
+	ftvm_disconnect(c);
+	if (r != EXIT_DONE)
+		return r;
+	/* Either node may hold adopted allocations: ask both, the partner by
+	 * the config beside ours. */
+	partner = partner_config_beside(ctl, st.partner_id);
+	do {
+		if (tries++)
+			usleep(100 * 1000);
+		busy = 0;
+		r = failback_node(path, &handed_back, &busy);
+		if (r == EXIT_DONE && partner)
+			r = failback_node(partner->socket_path, &handed_back, &busy);
+	} while (r == EXIT_DONE && busy && tries < FAILBACK_TRIES);
+	config_free(partner);
+	if (r != EXIT_DONE)
+		return r;
+	if (busy)
+		return refused("failback",
+			       "%" PRIu64 " adopted allocations stay: pages locked for "
+			       "%d s",
+			       busy, FAILBACK_TRIES / 10);
+	if (ctl->json)
+		return print_json_put(json_object_new_object());
+	printf("failback: %" PRIu64 " allocations handed back to their home node\n", handed_back);
+	return EXIT_DONE;
+}
+
 static const struct option drill_options[] = {
 	{ "partner-config", required_argument, NULL, OPT_PARTNER_CONFIG },
 	{ "ftvmd", required_argument, NULL, OPT_FTVMD },
@@ -1300,6 +1389,19 @@ static const struct command commands[] = {
 			"Exit status 0 when the nodes are equal, 1 when they differ (said on stderr)\n"
 			"or cannot be compared.\n",
 		.run = cmd_verify,
+	},
+	{
+		.name = "failback",
+		.args = "",
+		.summary = "hand adopted allocations back to their home node",
+		.help = "After a takeover and the resync, the survivor still serves the allocations\n"
+			"it adopted. failback hands each back to the node it was made on (both page\n"
+			"tables journal the change), on this node and on its partner (whose config\n"
+			"is found beside --config as <partner id>.conf). An allocation with a page\n"
+			"locked is tried again every 100 ms for up to 30 s.\n"
+			"\n"
+			"With --json prints {} once every adopted allocation is home.\n",
+		.run = cmd_failback,
 	},
 	{
 		.name = "drill",

@@ -853,6 +853,26 @@ int ftvm_drill_cut_link(struct ftvm_client *c, uint32_t ms)
 	return 0;
 }
 
+int ftvm_failback(struct ftvm_client *c, uint64_t *ret_handed_back, uint64_t *ret_busy)
+{
+	Ftvm__Client__FailbackRequest fb = FTVM__CLIENT__FAILBACK_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	Reply *reply = NULL;
+	int r;
+
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FAILBACK;
+	req.failback = &fb;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_FAILBACK, &reply);
+	if (r < 0)
+		return r;
+	if (ret_handed_back)
+		*ret_handed_back = reply->failback->handed_back;
+	if (ret_busy)
+		*ret_busy = reply->failback->busy;
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return 0;
+}
+
 int ftvm_list(struct ftvm_client *c, struct ftvm_header **ret, size_t *ret_n)
 {
 	Ftvm__Client__ListRequest list = FTVM__CLIENT__LIST_REQUEST__INIT;

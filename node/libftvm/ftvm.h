@@ -297,6 +297,20 @@ FTVM_EXPORT int ftvm_free(struct ftvm_client *c, const char *guid);
 FTVM_EXPORT int ftvm_drill_cut_link(struct ftvm_client *c, uint32_t ms);
 
 /**
+ * @brief Hands every allocation the node adopted in a takeover back to its
+ *        home node (`ftvmctl failback`; node/HA.md, "Failback").
+ *
+ * An adopted allocation with a page locked now stays, counted in
+ * @p ret_busy: call again once it is released.
+ * @param c a connected client.
+ * @param[out] ret_handed_back allocations handed back, or NULL.
+ * @param[out] ret_busy adopted allocations left for now, or NULL.
+ * @return 0, or -errno: -EHOSTUNREACH when the pair is not whole (the node
+ *         serves alone), and the conventions above.
+ */
+FTVM_EXPORT int ftvm_failback(struct ftvm_client *c, uint64_t *ret_handed_back, uint64_t *ret_busy);
+
+/**
  * @brief Lists the allocations the node knows: its own and its partner's.
  * @param c a connected client.
  * @param[out] ret an array of *ret_n headers, in the node's order, to be freed

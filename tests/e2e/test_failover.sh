@@ -87,6 +87,17 @@ ctl a verify >/dev/null || fail "not equal after the resync: $(ctl a verify 2>&1
 check_pages b
 ok "verify equal; all $CHECKED writes read back on b, those a made alone too"
 
+# ---- failback: b's allocation goes home ----
+[ "$(owner_of b "$gb")" = a ] || fail "$gb is not a's on b after the resync"
+out=$(ctl b failback) || fail "failback: $out"
+[ "$(owner_of a "$gb")" = b ] && [ "$(owner_of b "$gb")" = b ] ||
+	fail "after failback $gb is owned by $(owner_of a "$gb") on a, $(owner_of b "$gb") on b"
+[ "$(owner_of a "$ga")" = a ] || fail "failback moved a's own $ga"
+write_page b "$gb" 12
+ctl a verify >/dev/null || fail "not equal after failback: $(ctl a verify 2>&1)"
+[ "$(ctl a --json failback)" = "{}" ] || fail "a second failback did not say {}"
+ok "failback: $out; $gb is b's on both nodes, b writes it, verify equal"
+
 # ---- a stops cleanly: its slot says so, b takes over at once ----
 t0=$(now_ms)
 kill -TERM "${PIDS[a]}"
@@ -100,6 +111,8 @@ grep -q "its slot in the store says stopped" "$WORK/b.log" ||
 ok "SIGTERM a: b took over in $elapsed ms, on a's slot saying stopped"
 check_pages b
 write_page b "$ga" 3
+out=$(ctl b failback 2>&1) && fail "failback while alone was accepted: $out"
+grep -q "needs the pair whole" <<<"$out" || fail "failback while alone: $out"
 start_node a
 wait_for 5000 "a resynced" pair_up
 ctl b verify >/dev/null || fail "not equal after a's resync: $(ctl b verify 2>&1)"

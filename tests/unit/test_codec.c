@@ -179,6 +179,7 @@ struct sent {
 	Ftvm__Partner__ResyncAllocation resync_allocation;
 	Ftvm__Partner__ResyncPage resync_page;
 	Ftvm__Partner__ResyncEnd resync_end;
+	Ftvm__Partner__OwnerChange owner_change;
 };
 
 static Envelope envelope(Ftvm__Partner__Envelope__MessageCase which, void *msg);
@@ -338,6 +339,9 @@ static void sent_init(struct sent *s)
 	s->resync_end = (Ftvm__Partner__ResyncEnd)FTVM__PARTNER__RESYNC_END__INIT;
 	s->resync_end.epoch = 0x8000000000000008ull;
 	s->resync_end.lsn = 0x0000000a00000005ull;
+	s->owner_change = (Ftvm__Partner__OwnerChange)FTVM__PARTNER__OWNER_CHANGE__INIT;
+	s->owner_change.guid = "b-77";
+	s->owner_change.owner = "node-b";
 
 	s->batch = (Ftvm__Partner__Batch)FTVM__PARTNER__BATCH__INIT;
 	for (int i = 0; i < BATCH_N; i++) {
@@ -597,6 +601,10 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_U(resync_end->epoch);
 		EQ_U(resync_end->lsn);
 		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_OWNER_CHANGE:
+		EQ_S(owner_change->guid);
+		EQ_S(owner_change->owner);
+		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE__NOT_SET:
 	default:
 		FAIL("%s: the test sent an envelope with message case %d", ctx, e->message_case);
@@ -647,6 +655,7 @@ static const struct round_trip_case round_trip_cases[] = {
 	  FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_ALLOCATION, 0 },
 	{ "ResyncPage", "ResyncPage", FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE, 0 },
 	{ "ResyncEnd", "ResyncEnd", FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_END, 0 },
+	{ "OwnerChange", "OwnerChange", FTVM__PARTNER__ENVELOPE__MESSAGE_OWNER_CHANGE, 0 },
 };
 
 /* The message a case sends, wired into s. */
@@ -709,6 +718,8 @@ static void *case_message(struct sent *s, const struct round_trip_case *c)
 		return &s->resync_page;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_END:
 		return &s->resync_end;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_OWNER_CHANGE:
+		return &s->owner_change;
 	default:
 		return NULL;
 	}
