@@ -129,6 +129,7 @@ static void reply_status(struct node *n, struct client_call *call)
 	st.frames_free = counts.frames_free;
 	st.allocations_own = counts.allocations_own;
 	st.allocations_partner = counts.allocations_partner;
+	st.journal_rows = counts.journal_rows;
 	st.page_size = n->config->page_size;
 	st.pid = getpid();
 

@@ -85,6 +85,7 @@ enum stmt {
 	ST_JOURNAL_INSERT,
 	ST_JOURNAL_MAX,
 	ST_JOURNAL_COUNT,
+	ST_JOURNAL_TRIM,
 	ST_ALLOC_SELECT,
 	ST_PAGE_SELECT,
 	ST__MAX
@@ -113,6 +114,9 @@ static const char *const stmt_sql[ST__MAX] = {
 			      " version, crc32c) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
 	[ST_JOURNAL_MAX] = "SELECT coalesce(max(lsn), 0) FROM journal",
 	[ST_JOURNAL_COUNT] = "SELECT count(*) FROM journal",
+	[ST_JOURNAL_TRIM] = "DELETE FROM journal WHERE lsn IN (SELECT lsn FROM journal"
+			    " WHERE (origin = ?1 AND lsn <= ?2) OR origin != ?1"
+			    " ORDER BY lsn LIMIT ?3)",
 	[ST_ALLOC_SELECT] = "SELECT guid, home, owner, size, block_size, pages, policy, header,"
 			    " store_offset FROM allocations ORDER BY guid",
 	[ST_PAGE_SELECT] = "SELECT page, version, crc32c, dirty FROM pages WHERE guid = ?1"
@@ -693,6 +697,29 @@ uint64_t pagetable_applied_by_partner_lsn(const struct pagetable *pt)
 }
 
 /* ---- Reading back ------------------------------------------------------- */
+
+int pagetable_journal_trim(struct pagetable *pt, const char *self, uint64_t own_below,
+			   unsigned max_rows)
+{
+	sqlite3_stmt *st = pt->stmt[ST_JOURNAL_TRIM];
+	int rc, r;
+
+	if (empty(self))
+		return fail(pt, -EINVAL, "journal trim: no node id");
+	r = begin(pt);
+	if (r < 0)
+		return r;
+	rc = bind_text(st, 1, self);
+	rc = rc ?: bind_u64(st, 2, own_below);
+	rc = rc ?: sqlite3_bind_int(st, 3, (int)max_rows);
+	if (rc != SQLITE_OK)
+		return bind_check(pt, st, rc, "journal trim");
+	rc = sqlite3_step(st);
+	done(st);
+	if (rc != SQLITE_DONE)
+		return sql_fail(pt, rc, "journal trim");
+	return sqlite3_changes(pt->db);
+}
 
 uint64_t pagetable_journal_count(struct pagetable *pt)
 {

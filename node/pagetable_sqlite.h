@@ -142,5 +142,13 @@ uint64_t pagetable_applied_by_partner_lsn(const struct pagetable *pt);
 int pagetable_load(struct pagetable *pt, int (*alloc_cb)(const struct pt_alloc *a, void *arg),
 		   int (*page_cb)(const struct pt_page *p, void *arg), void *arg);
 
+/* Deletes up to max_rows of the oldest journal rows both nodes have applied
+ * (node/HA.md, "Solo and rejoin"): this node's own (origin self) up to LSN
+ * own_below (what the partner said it applied), and the partner's, which
+ * this node applied when it wrote them. In the open transaction (opening one
+ * if none). Returns the rows deleted. */
+int pagetable_journal_trim(struct pagetable *pt, const char *self, uint64_t own_below,
+			   unsigned max_rows);
+
 /* Rows in the journal (for tests and status; counts them). */
 uint64_t pagetable_journal_count(struct pagetable *pt);

@@ -16,6 +16,8 @@
 #include "vmm_msg.h"
 
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
+#define JOURNAL_TRIM_EVERY_S 1
+#define JOURNAL_TRIM_ROWS 10000
 
 const char *vmm_node_id(const struct vmm *v)
 {
@@ -334,6 +336,22 @@ void vmm_release_stray_lock(struct vmm *v, const char *guid, uint64_t page, cons
 		free(arg);
 }
 
+/* ---- the journal ---- */
+
+/* Rows both nodes applied go, a bounded number at a time: this node's up to
+ * what the partner said it applied (frozen while the partner is away, so a
+ * resync finds what it missed), and the partner's. */
+static void on_trim(evutil_socket_t fd, short what, void *arg)
+{
+	struct vmm *v = arg;
+	int r = pagetable_journal_trim(v->pt, vmm_node_id(v),
+				       pagetable_applied_by_partner_lsn(v->pt), JOURNAL_TRIM_ROWS);
+
+	if (r < 0)
+		log_warning("journal trim: %s", pagetable_last_error(v->pt));
+	vmm_changed(v);
+}
+
 /* ---- lifecycle ---- */
 
 static int load_alloc(const struct pt_alloc *pa, void *arg)
@@ -384,8 +402,9 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 	v->after_tail = &v->after;
 	v->flush_event = event_new(base, -1, 0, on_flush, v);
 	v->kick_event = event_new(base, -1, 0, vmm_on_paging_kick, v);
+	v->trim_event = event_new(base, -1, EV_PERSIST, on_trim, v);
 	r = vmm_table_new(&v->table);
-	if (r < 0 || !v->flush_event || !v->kick_event) {
+	if (r < 0 || !v->flush_event || !v->kick_event || !v->trim_event) {
 		r = log_error_errno(-ENOMEM, "memory manager");
 		goto fail;
 	}
@@ -419,6 +438,11 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 	if (r < 0)
 		goto fail;
 	vmm_store_page_in(v);
+	{
+		struct timeval every = { JOURNAL_TRIM_EVERY_S, 0 };
+
+		event_add(v->trim_event, &every);
+	}
 	*ret = v;
 	return 0;
 fail:
@@ -442,6 +466,8 @@ void vmm_free(struct vmm *v)
 	vmm_store_close(v);
 	if (v->kick_event)
 		event_free(v->kick_event);
+	if (v->trim_event)
+		event_free(v->trim_event);
 	if (v->pt && v->flush_event)
 		vmm_flush(v);
 	pagetable_close(v->pt);
@@ -452,12 +478,13 @@ void vmm_free(struct vmm *v)
 	free(v);
 }
 
-void vmm_get_counts(const struct vmm *v, struct vmm_counts *ret)
+void vmm_get_counts(struct vmm *v, struct vmm_counts *ret)
 {
 	ret->frames_total = frame_pool_total(v->pool);
 	ret->frames_free = frame_pool_free_count(v->pool);
 	ret->allocations_own = vmm_table_count(v->table, vmm_node_id(v), true);
 	ret->allocations_partner = vmm_table_count(v->table, vmm_node_id(v), false);
+	ret->journal_rows = pagetable_journal_count(v->pt);
 }
 
 /* What a request changes: refused while solo with [failover] solo = refuse. */

@@ -35,6 +35,7 @@ struct vmm_counts {
 	uint64_t frames_free;
 	uint64_t allocations_own;
 	uint64_t allocations_partner;
+	uint64_t journal_rows; /* kept for a resync (trimmed below what both applied) */
 };
 
 /* Opens the page table under state_dir, creates the frame pool and loads
@@ -57,7 +58,7 @@ void vmm_client_gone(struct vmm *v, uint64_t client_id);
 /* Requests from the partner (Fig. 10), in order, a failure aborting the rest. */
 void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n);
 
-void vmm_get_counts(const struct vmm *v, struct vmm_counts *ret);
+void vmm_get_counts(struct vmm *v, struct vmm_counts *ret);
 
 /* ---- failover (vmm_ha.c, node/HA.md) ---- */
 

@@ -49,6 +49,7 @@ struct vmm {
 	 * looked at again (kick_event) after a lock is let go. */
 	struct vmm_page_waiter *page_waiters;
 	struct event *kick_event;
+	struct event *trim_event; /* the journal, every JOURNAL_TRIM_EVERY_S */
 	/* Pointers local clients hold. */
 	struct vmm_holding *holdings;
 

@@ -34,7 +34,10 @@ struct resync_send {
 static void on_answer(const CommandComplete *cc, void *arg)
 {
 	struct resync_send *rs = arg;
+	struct pagetable *pt = rs->vmm->pt;
 
+	if (cc->applied_lsn > pagetable_applied_by_partner_lsn(pt))
+		pagetable_set_applied_by_partner_lsn(pt, cc->applied_lsn);
 	if (cc->status != FTVM__PARTNER__STATUS__STATUS_OK &&
 	    rs->status == FTVM__PARTNER__STATUS__STATUS_OK) {
 		rs->status = cc->status;
@@ -349,6 +352,10 @@ static int on_end(struct vmm *v, const Ftvm__Partner__ResyncEnd *m, char *reason
 		return FTVM__PARTNER__STATUS__STATUS_INTERNAL;
 	}
 	r = pagetable_set_partner_applied_lsn(v->pt, m->lsn);
+	/* Our own journal rows describe a table the survivor's replaced: none
+	 * is needed for a resync any more. */
+	if (r == 0)
+		r = pagetable_set_applied_by_partner_lsn(v->pt, pagetable_reserve_lsn(v->pt));
 	if (r == 0)
 		r = vmm_set_epoch(v, m->epoch);
 	if (r < 0) {

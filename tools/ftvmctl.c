@@ -360,6 +360,7 @@ static void status_print_text(const struct ftvm_node_status *st)
 	       st->frames_total, st->frames_free, st->page_size);
 	printf("allocations: %" PRIu64 " own, %" PRIu64 " partner\n", st->allocations_own,
 	       st->allocations_partner);
+	printf("journal: %" PRIu64 " rows\n", st->journal_rows);
 }
 
 static int status_print_json(const struct ftvm_node_status *st)
@@ -390,6 +391,7 @@ static int status_print_json(const struct ftvm_node_status *st)
 			       json_object_new_uint64(st->since_takeover_ms));
 	json_object_object_add(o, "store_error", json_object_new_string(st->store_error));
 	json_object_object_add(o, "resyncs", json_object_new_uint64(st->resyncs));
+	json_object_object_add(o, "journal_rows", json_object_new_uint64(st->journal_rows));
 	json_object_object_add(o, "last_resync_pages",
 			       json_object_new_uint64(st->last_resync_pages));
 	json_object_object_add(o, "last_resync_ms", json_object_new_uint64(st->last_resync_ms));

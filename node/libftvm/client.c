@@ -537,6 +537,7 @@ int ftvm_status(struct ftvm_client *c, struct ftvm_node_status *ret)
 	ret->resyncs = s->resyncs;
 	ret->last_resync_pages = s->last_resync_pages;
 	ret->last_resync_ms = s->last_resync_ms;
+	ret->journal_rows = s->journal_rows;
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	return 0;
 }

@@ -109,6 +109,7 @@ struct ftvm_node_status {
 	uint64_t resyncs;		  /**< resyncs sent or received since the node started */
 	uint64_t last_resync_pages;	  /**< pages the last resync this node sent carried */
 	uint64_t last_resync_ms;	  /**< how long it took */
+	uint64_t journal_rows;		  /**< page-table journal rows kept for a resync */
 };
 
 /**

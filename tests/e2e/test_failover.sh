@@ -73,6 +73,9 @@ write_page a "$ga" 15
 ok "the lock b's client held is let go: a wrote page 15"
 for p in 8 9 10 11; do write_page a "$gb" "$p"; done
 ok "a serves b's allocation alone: 4 more writes to $gb"
+sleep 1.2 # a trim round: what b has not seen must stay
+[ "$(status_field a journal_rows)" -ge 5 ] ||
+	fail "a trimmed journal rows b has not applied: $(status_field a journal_rows) left"
 exec {holder_in}>&-
 wait "${PIDS[holder]}" 2>/dev/null || true # its node died under it
 unset 'PIDS[holder]'
@@ -86,6 +89,9 @@ ok "b restarted and was resynced in $(($(now_ms) - t0)) ms: $(status_field a rea
 ctl a verify >/dev/null || fail "not equal after the resync: $(ctl a verify 2>&1)"
 check_pages b
 ok "verify equal; all $CHECKED writes read back on b, those a made alone too"
+journal_trimmed() { [ "$(status_field a journal_rows)" -le 2 ] && [ "$(status_field b journal_rows)" -le 2 ]; }
+wait_for 5000 "the journals trimmed once both applied everything (a $(status_field a journal_rows), b $(status_field b journal_rows))" journal_trimmed
+ok "journals trimmed: a $(status_field a journal_rows) rows, b $(status_field b journal_rows)"
 
 # ---- failback: b's allocation goes home ----
 [ "$(owner_of b "$gb")" = a ] || fail "$gb is not a's on b after the resync"

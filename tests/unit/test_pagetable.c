@@ -695,7 +695,7 @@ static void test_set_owner(void)
 			      .block_size = 4096,
 			      .pages = 1 };
 	struct pt_origin mirrored = { .node = "b", .lsn = 5, .own = false };
-	struct pt_origin own = { .node = "a" };
+	struct pt_origin own = { .node = "a", .own = true };
 	struct model *got = xmalloc(sizeof(*got));
 	uint64_t before;
 
@@ -720,6 +720,50 @@ static void test_set_owner(void)
 	CHECK_STR("home unchanged", "b", got->a[0].home);
 	pagetable_close(pt);
 	free(got);
+}
+
+/* Trimming keeps this node's rows the partner has not applied, and nothing
+ * else; in bounded steps. */
+static void test_journal_trim(void)
+{
+	char path[300];
+	struct pagetable *pt;
+	struct pt_alloc a = { .guid = "a-1",
+			      .home = "a",
+			      .owner = "a",
+			      .policy = "default",
+			      .size = 4096,
+			      .block_size = 4096,
+			      .pages = 1 };
+	struct pt_page pg = { .guid = "a-1", .page = 0, .crc32c = 1 };
+	struct pt_origin own = { .node = "a", .own = true }, theirs = { .node = "b", .own = false };
+	uint64_t lsn[6];
+
+	path_in_dir(path, sizeof(path), "trim.db");
+	pt = open_or_die(path);
+	own.lsn = lsn[0] = pagetable_reserve_lsn(pt);
+	CHECK_OK("alloc", pagetable_alloc_put(pt, &a, 0, &own));
+	for (int i = 1; i < 6; i++) {
+		pg.version = (uint64_t)i;
+		own.lsn = lsn[i] = pagetable_reserve_lsn(pt);
+		CHECK_OK("page", pagetable_page_put(pt, &pg, &own));
+	}
+	for (int i = 0; i < 3; i++) {
+		theirs.lsn = 100 + (uint64_t)i;
+		pg.version = 10 + (uint64_t)i;
+		CHECK_OK("mirrored page", pagetable_page_put(pt, &pg, &theirs));
+	}
+	CHECK_OK("commit", pagetable_commit(pt));
+	CHECK_INT("rows", 9, pagetable_journal_count(pt));
+	CHECK_INT("a bounded step", 2, pagetable_journal_trim(pt, "a", lsn[2], 2));
+	CHECK_INT("the rest up to lsn[2], and b's", 4,
+		  pagetable_journal_trim(pt, "a", lsn[2], 100));
+	CHECK_OK("commit", pagetable_commit(pt));
+	CHECK_INT("rows the partner has not applied stay", 3, pagetable_journal_count(pt));
+	CHECK_INT("nothing more below lsn[2]", 0, pagetable_journal_trim(pt, "a", lsn[2], 100));
+	CHECK_INT("no node id", -EINVAL, pagetable_journal_trim(pt, "", lsn[5], 100));
+	CHECK_OK("commit", pagetable_commit(pt));
+	pagetable_close(pt);
 }
 
 static void test_epoch(void)
@@ -1044,6 +1088,7 @@ int main(void)
 	test_partner_lsns();
 	test_epoch();
 	test_set_owner();
+	test_journal_trim();
 	test_refused_files();
 	test_migration_from_v1();
 	test_crash();
