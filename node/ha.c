@@ -115,10 +115,10 @@ static void on_resync_sent(int status, const char *reason, const struct vmm_resy
 	h->last_resync_ms = st->ms;
 	vmm_set_mode(h->vmm, VMM_MODE_MIRRORED, "resynced");
 	set_state(h, STATE(ACTIVE),
-		  "%s resynced: %llu allocations, %llu pages (%llu bytes) in %llu ms",
-		  partner_name(h), (unsigned long long)st->allocations,
-		  (unsigned long long)st->pages, (unsigned long long)st->bytes,
-		  (unsigned long long)st->ms);
+		  "%s resynced (%s): %llu allocations, %llu pages (%llu bytes) in %llu ms",
+		  partner_name(h), st->incremental ? "incremental" : "full",
+		  (unsigned long long)st->allocations, (unsigned long long)st->pages,
+		  (unsigned long long)st->bytes, (unsigned long long)st->ms);
 }
 
 /* Serving alone with the partner back and behind: bring it up to date. */
@@ -133,7 +133,7 @@ static void maybe_resync(struct ha *h)
 	set_state(h, STATE(RESYNCING), "sending %s everything (it is at epoch %llu, we at %llu)",
 		  st.partner_id, (unsigned long long)st.partner_epoch,
 		  (unsigned long long)vmm_epoch(h->vmm));
-	r = vmm_resync_send(h->vmm, on_resync_sent, h);
+	r = vmm_resync_send(h->vmm, st.partner_applied_lsn, st.partner_own_lsn, on_resync_sent, h);
 	if (r < 0)
 		set_state(h, STATE(SOLO), "cannot start the resync: %s", strerror(-r));
 }

@@ -83,6 +83,13 @@ static void on_partner_request(struct repl_session *s, Envelope *const *envs, si
 	vmm_partner_request(n_->vmm, envs, n);
 }
 
+static void on_hello(struct repl_session *s, Ftvm__Partner__Hello *h, void *arg)
+{
+	struct node *n = arg;
+
+	vmm_resync_position(n->vmm, &h->applied_lsn, &h->own_lsn);
+}
+
 static void on_protocol_error(struct repl_session *s, const char *peer, const char *reason,
 			      void *arg)
 {
@@ -242,6 +249,7 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 		.link_changed = on_link_changed,
 		.request = on_partner_request,
 		.protocol_error = on_protocol_error,
+		.hello = on_hello,
 	};
 	struct node *n;
 	int r;

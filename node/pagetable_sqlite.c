@@ -86,6 +86,8 @@ enum stmt {
 	ST_JOURNAL_MAX,
 	ST_JOURNAL_COUNT,
 	ST_JOURNAL_TRIM,
+	ST_JOURNAL_OWN_MAX,
+	ST_JOURNAL_GUIDS_AFTER,
 	ST_ALLOC_SELECT,
 	ST_PAGE_SELECT,
 	ST__MAX
@@ -114,6 +116,11 @@ static const char *const stmt_sql[ST__MAX] = {
 			      " version, crc32c) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
 	[ST_JOURNAL_MAX] = "SELECT coalesce(max(lsn), 0) FROM journal",
 	[ST_JOURNAL_COUNT] = "SELECT count(*) FROM journal",
+	[ST_JOURNAL_OWN_MAX] = "SELECT coalesce(max(lsn), 0) FROM journal"
+			       " WHERE origin = ?1 AND op != 'clean'",
+	[ST_JOURNAL_GUIDS_AFTER] =
+		"SELECT DISTINCT guid FROM journal"
+		" WHERE origin = ?1 AND lsn > ?2 AND op != 'clean' ORDER BY guid",
 	[ST_JOURNAL_TRIM] = "DELETE FROM journal WHERE lsn IN (SELECT lsn FROM journal"
 			    " WHERE (origin = ?1 AND lsn <= ?2) OR origin != ?1"
 			    " ORDER BY lsn LIMIT ?3)",
@@ -619,8 +626,10 @@ int pagetable_page_put(struct pagetable *pt, const struct pt_page *p, const stru
 	rc = rc ?: sqlite3_bind_int(st, 5, p->dirty);
 	snprintf(what, sizeof(what), "update page %" PRIu64 " of", p->page);
 	r = run_change(pt, st, rc, what, p->guid);
+	/* "clean": only the dirty flag went (a destage), which a resync may miss
+	 * without harm (node/HA.md, "Solo and rejoin"). */
 	if (r == 0)
-		r = journal_append(pt, lsn, o, "page", p->guid, p);
+		r = journal_append(pt, lsn, o, p->dirty ? "page" : "clean", p->guid, p);
 	return change_end(pt, r);
 }
 
@@ -719,6 +728,35 @@ int pagetable_journal_trim(struct pagetable *pt, const char *self, uint64_t own_
 	if (rc != SQLITE_DONE)
 		return sql_fail(pt, rc, "journal trim");
 	return sqlite3_changes(pt->db);
+}
+
+uint64_t pagetable_last_own_lsn(struct pagetable *pt, const char *self)
+{
+	sqlite3_stmt *st = pt->stmt[ST_JOURNAL_OWN_MAX];
+	int64_t n = 0;
+
+	if (bind_check(pt, st, bind_text(st, 1, self), "own LSNs") < 0 ||
+	    run_int(pt, ST_JOURNAL_OWN_MAX, "the last own LSN", &n) < 0)
+		return UINT64_MAX; /* unknown: a resync then sends everything */
+	return (uint64_t)n > pt->applied_by_partner_lsn ? (uint64_t)n : pt->applied_by_partner_lsn;
+}
+
+int pagetable_journal_guids_after(struct pagetable *pt, const char *self, uint64_t after,
+				  int (*cb)(const char *guid, void *arg), void *arg)
+{
+	sqlite3_stmt *st = pt->stmt[ST_JOURNAL_GUIDS_AFTER];
+	int rc, r = 0;
+
+	rc = bind_text(st, 1, self);
+	rc = rc ?: bind_u64(st, 2, after);
+	if (rc != SQLITE_OK)
+		return bind_check(pt, st, rc, "journal guids");
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW && r >= 0)
+		r = cb((const char *)sqlite3_column_text(st, 0), arg);
+	if (r >= 0 && rc != SQLITE_DONE && rc != SQLITE_ROW)
+		r = sql_fail(pt, rc, "journal guids");
+	done(st);
+	return r < 0 ? r : 0;
 }
 
 uint64_t pagetable_journal_count(struct pagetable *pt)

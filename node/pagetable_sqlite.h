@@ -86,7 +86,7 @@ int pagetable_alloc_set_owner(struct pagetable *pt, const char *guid, const char
 			      const struct pt_origin *o);
 
 /* Sets a page's version, crc32c and dirty flag; -ENOENT if absent. Journal op
- * "page". */
+ * "page", or "clean" when the page is clean (a destage made it so). */
 int pagetable_page_put(struct pagetable *pt, const struct pt_page *p, const struct pt_origin *o);
 
 /* Commits the open transaction; 0 and nothing done when none is open. */
@@ -149,6 +149,17 @@ int pagetable_load(struct pagetable *pt, int (*alloc_cb)(const struct pt_alloc *
  * if none). Returns the rows deleted. */
 int pagetable_journal_trim(struct pagetable *pt, const char *self, uint64_t own_below,
 			   unsigned max_rows);
+
+/* This node's last own LSN that the table holds: the journal's last own row
+ * other than "clean", or the partner's applied mark when those rows were
+ * trimmed (UINT64_MAX when it cannot tell). */
+uint64_t pagetable_last_own_lsn(struct pagetable *pt, const char *self);
+
+/* Calls cb(guid) once for each allocation this node's own journal rows
+ * above LSN after name ("clean" rows aside), in guid order; a negative cb
+ * return stops and is returned. */
+int pagetable_journal_guids_after(struct pagetable *pt, const char *self, uint64_t after,
+				  int (*cb)(const char *guid, void *arg), void *arg);
 
 /* Rows in the journal (for tests and status; counts them). */
 uint64_t pagetable_journal_count(struct pagetable *pt);

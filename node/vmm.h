@@ -83,12 +83,19 @@ int vmm_takeover(struct vmm *v, const char *partner, struct vmm_takeover *ret);
  * that is behind, and mirrors every change from then on; done runs once the
  * partner answered it all (status 0) or failed (a Status, with the reason). */
 struct vmm_resync_stats {
+	bool incremental; /* what changed since, not everything */
 	uint64_t allocations, pages, bytes;
 	uint64_t ms; /* from the snapshot to the last answer */
 };
 typedef void (*vmm_resync_done_fn)(int status, const char *reason,
 				   const struct vmm_resync_stats *stats, void *arg);
-int vmm_resync_send(struct vmm *v, vmm_resync_done_fn done, void *arg);
+/* The partner's position comes from its Hello (vmm_resync_position() there):
+ * it decides between sending what changed since and everything. */
+int vmm_resync_send(struct vmm *v, uint64_t partner_applied_lsn, uint64_t partner_own_lsn,
+		    vmm_resync_done_fn done, void *arg);
+/* Where this node's page table stands, for its Hello: the last of the
+ * partner's LSNs it applied, and its own last. */
+void vmm_resync_position(struct vmm *v, uint64_t *ret_applied, uint64_t *ret_own);
 /* The receiving side tells: begin (begin true), then the end (r 0, or -errno
  * with the reason when it was incomplete). */
 typedef void (*vmm_resync_observer_fn)(bool begin, int r, const char *reason, void *arg);

@@ -23,7 +23,8 @@
 
 struct resync_send {
 	struct vmm *vmm;
-	unsigned outstanding; /* requests not yet answered */
+	uint64_t partner_applied_lsn, partner_own_lsn; /* from its Hello */
+	unsigned outstanding;			       /* requests not yet answered */
 	int status;
 	char reason[256];
 	vmm_resync_done_fn done;
@@ -101,58 +102,164 @@ out:
 	return r;
 }
 
-static int send_pages(struct resync_send *rs, const struct vmm_alloc *a)
+static int send_page(struct resync_send *rs, const struct vmm_alloc *a, uint64_t page)
 {
-	for (uint64_t i = 0; i < a->pages; i++) {
-		Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
-		Ftvm__Partner__ResyncPage m = FTVM__PARTNER__RESYNC_PAGE__INIT;
-		int r;
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__ResyncPage m = FTVM__PARTNER__RESYNC_PAGE__INIT;
+	int r;
 
-		m.guid = a->guid;
-		m.page = i;
-		m.data.data = vmm_block_addr(rs->vmm, a, i);
-		m.data.len = a->block_size;
-		env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE;
-		env.resync_page = &m;
-		r = send_one(rs, &env);
-		if (r < 0)
-			return r;
+	m.guid = a->guid;
+	m.page = page;
+	m.data.data = vmm_block_addr(rs->vmm, a, page);
+	m.data.len = a->block_size;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE;
+	env.resync_page = &m;
+	r = send_one(rs, &env);
+	if (r == 0) {
 		rs->stats.pages++;
 		rs->stats.bytes += a->block_size;
 	}
-	return 0;
+	return r;
 }
 
-static int send_everything(struct resync_send *rs)
+/* An allocation as a whole: its row, its pages' state and every block. */
+static int send_whole(struct resync_send *rs, const struct vmm_alloc *a)
+{
+	int r = send_allocation(rs, a);
+
+	for (uint64_t i = 0; r == 0 && i < a->pages; i++)
+		r = send_page(rs, a, i);
+	rs->stats.allocations++;
+	return r;
+}
+
+/* What the partner lacks, from where its Hello said its table stands. */
+struct resync_plan {
+	bool incremental;
+	char **touched; /* incremental: allocations changed here since, sorted */
+	size_t n_touched;
+};
+
+static int add_touched(const char *guid, void *arg)
+{
+	struct resync_plan *p = arg;
+	char **t = realloc(p->touched, (p->n_touched + 1) * sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	p->touched = t;
+	t[p->n_touched] = strdup(guid);
+	return t[p->n_touched++] ? 0 : -ENOMEM;
+}
+
+static bool touched(const struct resync_plan *p, const char *guid)
+{
+	for (size_t i = 0; i < p->n_touched; i++)
+		if (strcmp(p->touched[i], guid) == 0)
+			return true;
+	return false;
+}
+
+static void plan_free(struct resync_plan *p)
+{
+	for (size_t i = 0; i < p->n_touched; i++)
+		free(p->touched[i]);
+	free(p->touched);
+}
+
+/* Incremental only when the histories agree (node/HA.md, "Solo and
+ * rejoin"): the partner holds exactly the changes of its own this node
+ * applied (none more, which it alone made and nobody acknowledged; none
+ * fewer, which it lost), and this node still journals all of its own since
+ * the last the partner applied. */
+static void make_plan(struct resync_send *rs, struct resync_plan *p)
+{
+	struct vmm *v = rs->vmm;
+
+	memset(p, 0, sizeof(*p));
+	if (rs->partner_own_lsn != pagetable_partner_applied_lsn(v->pt) ||
+	    rs->partner_applied_lsn < pagetable_applied_by_partner_lsn(v->pt))
+		return;
+	if (pagetable_journal_guids_after(v->pt, vmm_node_id(v), rs->partner_applied_lsn,
+					  add_touched, p) < 0) {
+		plan_free(p);
+		memset(p, 0, sizeof(*p));
+		return;
+	}
+	p->incremental = true;
+}
+
+/* The allocations touched that are gone here: the partner drops them. */
+static char **freed_of(const struct vmm *v, const struct resync_plan *p, size_t *ret_n)
+{
+	char **freed = calloc(p->n_touched ? p->n_touched : 1, sizeof(*freed));
+
+	*ret_n = 0;
+	for (size_t i = 0; freed && i < p->n_touched; i++)
+		if (!vmm_table_find(v->table, p->touched[i]))
+			freed[(*ret_n)++] = p->touched[i];
+	return freed;
+}
+
+static int send_begin(struct resync_send *rs, const struct resync_plan *p, size_t n)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__ResyncBegin begin = FTVM__PARTNER__RESYNC_BEGIN__INIT;
+	size_t n_freed = 0;
+	char **freed = p->incremental ? freed_of(rs->vmm, p, &n_freed) : NULL;
+	int r;
+
+	if (p->incremental && !freed)
+		return -ENOMEM;
+	begin.epoch = rs->vmm->epoch;
+	begin.allocations = n;
+	begin.incremental = p->incremental;
+	begin.freed = freed;
+	begin.n_freed = n_freed;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_BEGIN;
+	env.resync_begin = &begin;
+	r = send_one(rs, &env);
+	free(freed);
+	return r;
+}
+
+/* Everything, or what changed: the allocations touched since, whole, and
+ * the blocks of every dirty page (a node that restarted lost those). */
+static int send_snapshot(struct resync_send *rs)
 {
 	struct vmm *v = rs->vmm;
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
-	Ftvm__Partner__ResyncBegin begin = FTVM__PARTNER__RESYNC_BEGIN__INIT;
 	Ftvm__Partner__ResyncEnd end = FTVM__PARTNER__RESYNC_END__INIT;
-	size_t n = 0;
+	struct resync_plan plan;
+	size_t n = 0, whole = 0;
 	struct vmm_alloc **all = vmm_table_sorted(v->table, &n);
 	int r;
 
 	if (!all && n)
 		return -ENOMEM;
-	begin.epoch = v->epoch;
-	begin.allocations = n;
-	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_BEGIN;
-	env.resync_begin = &begin;
-	r = send_one(rs, &env);
+	make_plan(rs, &plan);
+	rs->stats.incremental = plan.incremental;
+	for (size_t i = 0; i < n; i++)
+		whole += !plan.incremental || touched(&plan, all[i]->guid);
+	r = send_begin(rs, &plan, whole);
 	for (size_t i = 0; r == 0 && i < n; i++) {
-		r = send_allocation(rs, all[i]);
-		if (r == 0)
-			r = send_pages(rs, all[i]);
-		rs->stats.allocations++;
+		struct vmm_alloc *a = all[i];
+
+		if (!plan.incremental || touched(&plan, a->guid)) {
+			r = send_whole(rs, a);
+			continue;
+		}
+		for (uint64_t p = 0; r == 0 && p < a->pages; p++)
+			if (a->page[p].dirty)
+				r = send_page(rs, a, p);
 	}
+	plan_free(&plan);
 	free(all);
 	if (r < 0)
 		return r;
 	end.epoch = v->epoch;
 	/* Everything journalled here until now is in what was sent. */
 	end.lsn = pagetable_reserve_lsn(v->pt);
-	ftvm__partner__envelope__init(&env);
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_END;
 	env.resync_end = &end;
 	return send_one(rs, &env);
@@ -176,7 +283,7 @@ static void start(struct resync_send *rs)
 	vmm_flush(v);
 	rs->stats.ms = clock_now_ms();
 	rs->outstanding = 1; /* held until every request is out */
-	r = send_everything(rs);
+	r = send_snapshot(rs);
 	/* From this turn on, every change goes to the partner after the
 	 * snapshot, on the same link, as any mirrored change does. */
 	v->mode = VMM_MODE_MIRRORED;
@@ -185,7 +292,8 @@ static void start(struct resync_send *rs)
 		snprintf(rs->reason, sizeof(rs->reason), "cannot send the resync: %s",
 			 strerror(-r));
 	}
-	log_info("resync: %llu allocations, %llu pages (%llu bytes) sent to %s",
+	log_info("resync (%s): %llu allocations, %llu pages (%llu bytes) sent to %s",
+		 rs->stats.incremental ? "incremental" : "full",
 		 (unsigned long long)rs->stats.allocations, (unsigned long long)rs->stats.pages,
 		 (unsigned long long)rs->stats.bytes, vmm_partner_id(v));
 	{
@@ -200,7 +308,14 @@ static void start_when_settled(evutil_socket_t fd, short what, void *arg)
 	start(arg);
 }
 
-int vmm_resync_send(struct vmm *v, vmm_resync_done_fn done, void *arg)
+void vmm_resync_position(struct vmm *v, uint64_t *ret_applied, uint64_t *ret_own)
+{
+	*ret_applied = pagetable_partner_applied_lsn(v->pt);
+	*ret_own = pagetable_last_own_lsn(v->pt, vmm_node_id(v));
+}
+
+int vmm_resync_send(struct vmm *v, uint64_t partner_applied_lsn, uint64_t partner_own_lsn,
+		    vmm_resync_done_fn done, void *arg)
 {
 	struct resync_send *rs;
 
@@ -210,6 +325,8 @@ int vmm_resync_send(struct vmm *v, vmm_resync_done_fn done, void *arg)
 	if (!rs)
 		return -ENOMEM;
 	rs->vmm = v;
+	rs->partner_applied_lsn = partner_applied_lsn;
+	rs->partner_own_lsn = partner_own_lsn;
 	rs->done = done;
 	rs->arg = arg;
 	v->resync_send = rs;
@@ -234,6 +351,22 @@ __attribute__((format(printf, 4, 5))) static int refuse(struct vmm *v, char *rea
 	return FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
 }
 
+/* Our copy of guid goes (absent already is fine): the survivor's replaces it. */
+static int drop_allocation(struct vmm *v, const char *guid, const struct pt_origin *o)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, guid);
+	int r;
+
+	if (!a)
+		return 0;
+	r = pagetable_alloc_delete(v->pt, a->guid, o);
+	vmm_alloc_give_frames(v, a);
+	vmm_table_remove(v->table, a);
+	vmm_alloc_free(a);
+	vmm_changed(v);
+	return r;
+}
+
 /* Everything this node held goes: the survivor's copy replaces it. */
 static int drop_table(struct vmm *v, const struct pt_origin *o)
 {
@@ -243,24 +376,16 @@ static int drop_table(struct vmm *v, const struct pt_origin *o)
 
 	if (!all && n)
 		return -ENOMEM;
-	vmm_space_waiters_fail(v);
-	vmm_page_waiters_fail(v);
-	vmm_holdings_free(v);
-	for (size_t i = 0; i < n && r == 0; i++) {
-		r = pagetable_alloc_delete(v->pt, all[i]->guid, o);
-		vmm_alloc_give_frames(v, all[i]);
-		vmm_table_remove(v->table, all[i]);
-		vmm_alloc_free(all[i]);
-	}
+	for (size_t i = 0; i < n && r == 0; i++)
+		r = drop_allocation(v, all[i]->guid, o);
 	free(all);
-	vmm_changed(v);
 	return r;
 }
 
 static int on_begin(struct vmm *v, const Ftvm__Partner__ResyncBegin *m, const struct pt_origin *o,
 		    char *reason, size_t len)
 {
-	int r;
+	int r = 0;
 
 	if (m->epoch <= v->epoch)
 		return refuse(v, reason, len,
@@ -269,7 +394,13 @@ static int on_begin(struct vmm *v, const Ftvm__Partner__ResyncBegin *m, const st
 	v->resync_receiving = true;
 	v->resync_failed = false;
 	v->resync_error[0] = '\0';
-	r = drop_table(v, o);
+	vmm_space_waiters_fail(v);
+	vmm_page_waiters_fail(v);
+	vmm_holdings_free(v);
+	if (!m->incremental)
+		r = drop_table(v, o);
+	for (size_t i = 0; r == 0 && i < m->n_freed; i++)
+		r = drop_allocation(v, m->freed[i], o);
 	if (r < 0)
 		return refuse(v, reason, len, "cannot empty the page table: %s",
 			      pagetable_last_error(v->pt));
@@ -288,9 +419,10 @@ static int on_allocation(struct vmm *v, const Ftvm__Partner__ResyncAllocation *m
 
 	if (!v->resync_receiving)
 		return refuse(v, reason, len, "ResyncAllocation outside a resync");
-	if (!am || !am->guid[0] || !m->owner[0] || vmm_table_find(v->table, am->guid) ||
-	    am->block_size == 0 || am->block_size % v->config->page_size ||
-	    am->header.len > VMM_HEADER_MAX)
+	if (am && am->guid[0] && drop_allocation(v, am->guid, o) < 0)
+		return refuse(v, reason, len, "page table: %s", pagetable_last_error(v->pt));
+	if (!am || !am->guid[0] || !m->owner[0] || am->block_size == 0 ||
+	    am->block_size % v->config->page_size || am->header.len > VMM_HEADER_MAX)
 		return refuse(v, reason, len, "a resync allocation that cannot be: %s",
 			      am ? am->guid : "(none)");
 	a = vmm_alloc_new(am->guid, am->home, m->owner, am->policy, am->size, am->block_size,

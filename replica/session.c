@@ -233,6 +233,8 @@ static void send_hello(struct repl_session *s, struct session_conn *sc)
 	hello.frame_count = s->config.frame_count;
 	hello.initiator = !sc->inbound;
 	hello.state = s->state;
+	if (s->cb.hello)
+		s->cb.hello(s, &hello, s->cb_arg);
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO;
 	env.hello = &hello;
 	send_envelope(s, sc, &env);
@@ -289,6 +291,8 @@ static void on_hello(struct repl_session *s, struct session_conn *sc, const Enve
 	snprintf(s->stats.partner_id, sizeof(s->stats.partner_id), "%s", h->node_id);
 	s->stats.partner_state = h->state;
 	s->stats.partner_epoch = h->epoch;
+	s->stats.partner_applied_lsn = h->applied_lsn;
+	s->stats.partner_own_lsn = h->own_lsn;
 	sc->state = CONN_ESTABLISHED;
 	if (s->dialling == sc)
 		s->dialling = NULL;

@@ -41,6 +41,9 @@ struct repl_session_callbacks {
 	 * does not decode, a refused Hello); peer names it. Optional. */
 	void (*protocol_error)(struct repl_session *s, const char *peer, const char *reason,
 			       void *arg);
+	/* Fills in where this node's page table stands, for each Hello it
+	 * sends (applied_lsn, own_lsn). Optional. */
+	void (*hello)(struct repl_session *s, Ftvm__Partner__Hello *h, void *arg);
 };
 
 struct repl_session_stats {
@@ -48,6 +51,8 @@ struct repl_session_stats {
 	char partner_id[64]; /* "" until a Hello was seen */
 	int partner_state;   /* Ftvm__Partner__NodeState */
 	uint64_t partner_epoch;
+	/* From its Hello: the last of our LSNs it applied, and its own last. */
+	uint64_t partner_applied_lsn, partner_own_lsn;
 	uint64_t link_changes;
 	uint64_t last_rx_ms; /* monotonic ms of the last frame from the partner */
 	uint64_t requests_sent;

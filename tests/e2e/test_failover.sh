@@ -44,10 +44,18 @@ owner_of() { ctl "$1" --json list | jq -r --arg g "$2" '.[] | select(.guid == $g
 
 ga=$(ctl a alloc --size 64K)
 gb=$(ctl b alloc --size 64K)
+gc=$(ctl a alloc --size 256K) # nothing touches it while a is alone
 for p in 0 1 2 3 4 5 6 7; do
 	write_page "$([ $((p % 2)) = 0 ] && echo a || echo b)" "$ga" "$p"
 	write_page "$([ $((p % 2)) = 0 ] && echo b || echo a)" "$gb" "$p"
+	write_page a "$gc" "$p"
 done
+
+# Everything destaged before the fault: a resync then has no dirty page to
+# send of an allocation nobody touches meanwhile.
+destaged() { [ "$(ctl "$1" --json sense | jq .queues.destage)" = 0 ]; }
+wait_for 5000 "a's pages destaged" destaged a
+wait_for 5000 "b's pages destaged" destaged b
 
 # A client of b holds a write pointer on a page a owns.
 mkfifo "$WORK/holder.in"
@@ -85,6 +93,12 @@ t0=$(now_ms)
 start_node b
 wait_for 5000 "b resynced and the pair active" pair_up
 ok "b restarted and was resynced in $(($(now_ms) - t0)) ms: $(status_field a reason)"
+# Only what changed while a was alone: $ga and $gb whole (32 pages), and $gc
+# (64 pages, all destaged by now) not at all.
+status_field a reason | grep -q "resynced (incremental)" ||
+	fail "not an incremental resync: $(status_field a reason)"
+[ "$(status_field a last_resync_pages)" = 32 ] ||
+	fail "the resync sent $(status_field a last_resync_pages) pages, not 32"
 [ "$(status_field b epoch)" = 2 ] || fail "b is at epoch $(status_field b epoch), not 2"
 ctl a verify >/dev/null || fail "not equal after the resync: $(ctl a verify 2>&1)"
 check_pages b

@@ -184,6 +184,8 @@ struct sent {
 
 static Envelope envelope(Ftvm__Partner__Envelope__MessageCase which, void *msg);
 
+static const char *const resync_freed[] = { "a-3", "b-19" };
+
 static void sent_init(struct sent *s)
 {
 	for (size_t i = 0; i < sizeof(page_data); i++)
@@ -197,6 +199,8 @@ static void sent_init(struct sent *s)
 	s->hello.frame_count = 0xfffffffffffffffeull;
 	s->hello.initiator = 1;
 	s->hello.state = FTVM__PARTNER__NODE_STATE__NODE_STATE_RESYNCING;
+	s->hello.applied_lsn = 0x0000000b00000001ull;
+	s->hello.own_lsn = 0x8000000c00000002ull;
 
 	s->heartbeat = (Ftvm__Partner__Heartbeat)FTVM__PARTNER__HEARTBEAT__INIT;
 	s->heartbeat.sent_us = 0x0000123456789abcull;
@@ -318,6 +322,9 @@ static void sent_init(struct sent *s)
 	s->resync_begin = (Ftvm__Partner__ResyncBegin)FTVM__PARTNER__RESYNC_BEGIN__INIT;
 	s->resync_begin.epoch = 0x8000000000000007ull;
 	s->resync_begin.allocations = 0x0000000100000003ull;
+	s->resync_begin.incremental = 1;
+	s->resync_begin.n_freed = 2;
+	s->resync_begin.freed = (char **)resync_freed;
 	for (int i = 0; i < 2; i++) {
 		s->page_state[i] = (Ftvm__Partner__PageState)FTVM__PARTNER__PAGE_STATE__INIT;
 		s->page_state[i].version = 0x0000000700000001ull + (uint64_t)i;
@@ -502,6 +509,8 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_U(hello->frame_count);
 		EQ_U(hello->initiator);
 		EQ_U(hello->state);
+		EQ_U(hello->applied_lsn);
+		EQ_U(hello->own_lsn);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT:
 		EQ_U(heartbeat->sent_us);
@@ -574,6 +583,11 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_BEGIN:
 		EQ_U(resync_begin->epoch);
 		EQ_U(resync_begin->allocations);
+		EQ_U(resync_begin->incremental);
+		EQ_U(resync_begin->n_freed);
+		for (size_t i = 0; i < e->resync_begin->n_freed && i < g->resync_begin->n_freed;
+		     i++)
+			EQ_S(resync_begin->freed[i]);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_ALLOCATION:
 		EQ_S(resync_allocation->allocation->guid);

@@ -722,6 +722,14 @@ static void test_set_owner(void)
 	free(got);
 }
 
+static int guids_seen;
+
+static int count_guid(const char *guid, void *arg)
+{
+	guids_seen += strcmp(guid, "a-1") == 0;
+	return 0;
+}
+
 /* Trimming keeps this node's rows the partner has not applied, and nothing
  * else; in bounded steps. */
 static void test_journal_trim(void)
@@ -735,7 +743,7 @@ static void test_journal_trim(void)
 			      .size = 4096,
 			      .block_size = 4096,
 			      .pages = 1 };
-	struct pt_page pg = { .guid = "a-1", .page = 0, .crc32c = 1 };
+	struct pt_page pg = { .guid = "a-1", .page = 0, .crc32c = 1, .dirty = true };
 	struct pt_origin own = { .node = "a", .own = true }, theirs = { .node = "b", .own = false };
 	uint64_t lsn[6];
 
@@ -755,11 +763,33 @@ static void test_journal_trim(void)
 	}
 	CHECK_OK("commit", pagetable_commit(pt));
 	CHECK_INT("rows", 9, pagetable_journal_count(pt));
+	CHECK_INT("last own LSN", lsn[5], pagetable_last_own_lsn(pt, "a"));
+	guids_seen = 0;
+	CHECK_OK("guids after lsn[4]",
+		 pagetable_journal_guids_after(pt, "a", lsn[4], count_guid, NULL));
+	CHECK_INT("a-1 once", 1, guids_seen);
+	guids_seen = 0;
+	CHECK_OK("guids after lsn[5]",
+		 pagetable_journal_guids_after(pt, "a", lsn[5], count_guid, NULL));
+	CHECK_INT("none after the last", 0, guids_seen);
+	/* A destage's row (only the dirty flag) moves neither. */
+	pg.dirty = false;
+	own.lsn = pagetable_reserve_lsn(pt);
+	CHECK_OK("clean", pagetable_page_put(pt, &pg, &own));
+	CHECK_INT("a clean row is not a change of its own", lsn[5],
+		  pagetable_last_own_lsn(pt, "a"));
+	guids_seen = 0;
+	CHECK_OK("guids after lsn[5]",
+		 pagetable_journal_guids_after(pt, "a", lsn[5], count_guid, NULL));
+	CHECK_INT("a clean row touches nothing", 0, guids_seen);
 	CHECK_INT("a bounded step", 2, pagetable_journal_trim(pt, "a", lsn[2], 2));
 	CHECK_INT("the rest up to lsn[2], and b's", 4,
 		  pagetable_journal_trim(pt, "a", lsn[2], 100));
 	CHECK_OK("commit", pagetable_commit(pt));
-	CHECK_INT("rows the partner has not applied stay", 3, pagetable_journal_count(pt));
+	CHECK_INT("rows the partner has not applied stay", 4, pagetable_journal_count(pt));
+	CHECK_OK("set applied_by_partner", pagetable_set_applied_by_partner_lsn(pt, lsn[5] + 10));
+	CHECK_INT("the mark when it is above the rows", lsn[5] + 10,
+		  pagetable_last_own_lsn(pt, "a"));
 	CHECK_INT("nothing more below lsn[2]", 0, pagetable_journal_trim(pt, "a", lsn[2], 100));
 	CHECK_INT("no node id", -EINVAL, pagetable_journal_trim(pt, "", lsn[5], 100));
 	CHECK_OK("commit", pagetable_commit(pt));

@@ -98,10 +98,20 @@ static void on_protocol_error(struct repl_session *s, const char *peer, const ch
 	snprintf(p->last_protocol_error, sizeof(p->last_protocol_error), "%s", reason);
 }
 
+/* Each peer says where its page table stands: LSNs from its name. */
+static void on_hello(struct repl_session *s, Ftvm__Partner__Hello *h, void *arg)
+{
+	struct peer *p = arg;
+
+	h->applied_lsn = 1000u + (uint64_t)p->id[0];
+	h->own_lsn = 2000u + (uint64_t)p->id[0];
+}
+
 static const struct repl_session_callbacks callbacks = {
 	.link_changed = on_link,
 	.request = on_request,
 	.protocol_error = on_protocol_error,
+	.hello = on_hello,
 };
 
 static void peer_init(struct peer *p, const char *id, uint16_t listen, uint16_t partner)
@@ -211,6 +221,9 @@ static void test_handshake_and_requests(void)
 	      "one connection each, got a=%u b=%u", connections(&a), connections(&b));
 	repl_session_get_stats(a.s, &st);
 	CHECK(strcmp(st.partner_id, "b") == 0, "a's partner is '%s'", st.partner_id);
+	CHECK(st.partner_applied_lsn == 1000u + 'b' && st.partner_own_lsn == 2000u + 'b',
+	      "b's Hello said applied %llu own %llu", (unsigned long long)st.partner_applied_lsn,
+	      (unsigned long long)st.partner_own_lsn);
 
 	/* Several in flight, answered in reverse order: each gets its own. */
 	b.hold_requests = true;
