@@ -329,6 +329,13 @@ static void on_report(const struct sbd_report *r, void *arg)
 		if (must_fence(h))
 			return;
 	}
+	/* The partner fenced itself with the link up (it read a fence request
+	 * of ours after the link came back): it serves nothing, we serve all. */
+	if (h->state == STATE(ACTIVE) && !h->deciding && r->partner_valid &&
+	    r->partner.state == SBD_STATE_FENCED && r->partner.epoch <= vmm_epoch(h->vmm)) {
+		begin_takeover(h, "its slot in the store says fenced");
+		return;
+	}
 	if (h->deciding)
 		decide(h);
 }
