@@ -2,6 +2,7 @@
  * share (VMM.md, "Ordering and durability"). */
 #include "vmm_internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,51 +42,13 @@ bool vmm_is_owner(const struct vmm *v, const struct vmm_alloc *a)
 
 void *vmm_block_addr(const struct vmm *v, const struct vmm_alloc *a, uint64_t page)
 {
+	assert(a->page[page].resident);
 	return frame_pool_addr(v->pool, a->page[page].frame);
 }
 
 uint32_t vmm_block_crc(const struct vmm *v, const struct vmm_alloc *a, uint64_t page)
 {
 	return crc32c(0, vmm_block_addr(v, a, page), a->block_size);
-}
-
-int vmm_alloc_take_frames(struct vmm *v, struct vmm_alloc *a)
-{
-	uint32_t per_page = a->block_size / frame_pool_page_size(v->pool);
-	uint64_t i;
-	int r = 0;
-
-	if ((uint64_t)per_page * a->pages > frame_pool_free_count(v->pool))
-		return -ENOSPC;
-	for (i = 0; i < a->pages; i++) {
-		r = frame_pool_take(v->pool, per_page, &a->page[i].frame);
-		if (r < 0)
-			break;
-		memset(vmm_block_addr(v, a, i), 0, a->block_size);
-	}
-	if (r < 0)
-		while (i--)
-			frame_pool_give(v->pool, a->page[i].frame, per_page);
-	return r;
-}
-
-void vmm_alloc_give_frames(struct vmm *v, struct vmm_alloc *a)
-{
-	uint32_t per_page = a->block_size / frame_pool_page_size(v->pool);
-
-	for (uint64_t i = 0; i < a->pages; i++)
-		frame_pool_give(v->pool, a->page[i].frame, per_page);
-}
-
-static uint32_t zero_crc(uint32_t block_size)
-{
-	static const uint8_t zeros[4096];
-	uint32_t crc = 0;
-
-	for (uint32_t done = 0; done < block_size; done += sizeof(zeros))
-		crc = crc32c(crc, zeros,
-			     block_size - done < sizeof(zeros) ? block_size - done : sizeof(zeros));
-	return crc;
 }
 
 int vmm_persist_alloc(struct vmm *v, const struct vmm_alloc *a, const struct pt_origin *o)
@@ -102,7 +65,7 @@ int vmm_persist_alloc(struct vmm *v, const struct vmm_alloc *a, const struct pt_
 		.header_len = a->header_len,
 		.store_offset = a->store_offset,
 	};
-	int r = pagetable_alloc_put(v->pt, &pa, zero_crc(a->block_size), o);
+	int r = pagetable_alloc_put(v->pt, &pa, vmm_zero_crc(a->block_size), o);
 
 	vmm_changed(v);
 	return r < 0 ? log_error_errno(r, "page table: allocation %s: %s", a->guid,
@@ -136,6 +99,8 @@ int vmm_page_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_
 	p->version = version;
 	p->crc32c = crc;
 	p->dirty = true;
+	p->stale = false;
+	vmm_replace_update(v, p);
 	if (vmm_is_owner(v, a))
 		vmm_destage_page(v, a, page);
 	return vmm_persist_page(v, a, page, o);
@@ -359,16 +324,10 @@ static int load_alloc(const struct pt_alloc *pa, void *arg)
 	struct vmm *v = arg;
 	struct vmm_alloc *a = vmm_alloc_new(pa->guid, pa->home, pa->owner, pa->policy, pa->size,
 					    pa->block_size, pa->header, pa->header_len);
-	int r;
 
 	if (!a)
 		return -ENOMEM;
 	a->store_offset = pa->store_offset;
-	r = vmm_alloc_take_frames(v, a);
-	if (r < 0) {
-		vmm_alloc_free(a);
-		return log_error_errno(r, "allocation %s does not fit in [memory] size", pa->guid);
-	}
 	vmm_table_insert(v->table, a);
 	return 0;
 }
@@ -459,6 +418,11 @@ void vmm_free(struct vmm *v)
 {
 	if (!v)
 		return;
+	if (v->store_queue)
+		log_info("replacement: %llu page-ins, %llu evictions since start; %llu pages "
+			 "resident",
+			 (unsigned long long)v->page_ins, (unsigned long long)v->evictions,
+			 (unsigned long long)v->resident_pages);
 	vmm_space_waiters_fail(v);
 	vmm_page_waiters_fail(v);
 	vmm_holdings_free(v);

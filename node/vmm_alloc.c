@@ -1,5 +1,10 @@
 /* The originating node's allocate memory (seed 002 Fig. 5) and release memory
- * (Fig. 9) methods, and the queue of allocations waiting for space. */
+ * (Fig. 9) methods, and the queue of allocations waiting for space.
+ *
+ * An allocation takes no frames (pages get them on demand, VMM.md
+ * "Replacement"): what limits it is its extent in the home node's store
+ * partition, which this node chooses alone. The partner's SpaceRequest answer
+ * reports its own partition, which this allocation does not use. */
 #include "vmm_internal.h"
 
 #include <errno.h>
@@ -12,21 +17,19 @@
 #include "clock.h"
 #include "log.h"
 #include "session.h"
+#include "store.h"
 
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
 
 struct alloc_op {
 	struct vmm_op op;
 	struct vmm_alloc *a;
-	bool immediate;
 	uint64_t deadline_ms; /* monotonic: a waiting allocation gives up then */
 };
 
-/* An allocation without `immediate` that found too few frames, here or on
- * the partner: it waits in order, and tries again when frames are given back
- * here and every SPACE_RETRY_MS (the partner's frees are not announced),
- * until its deadline. */
-#define SPACE_RETRY_MS 50
+/* An allocation without `immediate` that found no room for its extent: it
+ * waits in order, and tries again when an allocation homed here is released
+ * (from either node: both go through this node's table), until its deadline. */
 struct vmm_space_waiter {
 	struct vmm_space_waiter *next;
 	struct alloc_op *op;
@@ -40,8 +43,6 @@ static uint32_t policy_block_size(const struct vmm *v, const char *policy)
 			return v->config->policies[i].block_size;
 	return strcmp(policy, "default") == 0 ? v->config->page_size : 0;
 }
-
-static void wait_for_space(struct vmm *v, struct alloc_op *op, bool at_head);
 
 static void alloc_op_free(struct alloc_op *op)
 {
@@ -80,39 +81,22 @@ static void alloc_finish(struct vmm_op *base)
 	struct pt_origin o = { .node = vmm_node_id(v), .lsn = op->op.lsn, .own = true };
 	int status = op->op.status;
 
-	if (status == FTVM__PARTNER__STATUS__STATUS_NO_SPACE && !op->immediate &&
-	    clock_now_ms() < op->deadline_ms) {
-		/* Short on the partner: wait at the head of the queue. */
-		vmm_alloc_give_frames(v, op->a);
-		wait_for_space(v, op, true);
-		return;
-	}
 	if (status != FTVM__PARTNER__STATUS__STATUS_OK) {
-		vmm_alloc_give_frames(v, op->a);
-		if (status == FTVM__PARTNER__STATUS__STATUS_NO_SPACE && op->immediate)
-			status = FTVM__PARTNER__STATUS__STATUS_DENIED;
-		if (status == FTVM__PARTNER__STATUS__STATUS_NO_SPACE)
-			/* A waiting allocation whose last try came back after its deadline. */
-			vmm_reply_error(op->op.call, status,
-					"no space for %llu pages of %u bytes within %u ms (%s)",
-					(unsigned long long)op->a->pages, op->a->block_size,
-					v->config->request_timeout_ms, op->op.reason);
-		else
-			vmm_reply_error(op->op.call, status, "%s", op->op.reason);
+		vmm_reply_error(op->op.call, status, "%s", op->op.reason);
 		alloc_op_free(op);
-		vmm_space_freed(v);
+		vmm_space_freed(v); /* its extent is free again */
 		return;
 	}
-	for (uint64_t i = 0; i < op->a->pages; i++)
-		op->a->page[i].crc32c = vmm_block_crc(v, op->a, i);
 	vmm_table_insert(v->table, op->a);
 	vmm_store_extent_done(v, op->a); /* the table holds its extent now */
+	vmm_store_extent_clear(v, op->a);
 	vmm_persist_alloc(v, op->a, &o);
 	vmm_after_commit(v, alloc_replied, op);
 }
 
-/* Frames are ours: SpaceRequest and AllocateMemory go in one round trip, and
- * a partner without the space refuses the SpaceRequest, aborting the rest. */
+/* The extent is ours: SpaceRequest and AllocateMemory go in one round trip
+ * (the partner answers the first with its own partition's space, which is
+ * not this allocation's business). */
 static void alloc_send(struct alloc_op *op)
 {
 	struct vmm *v = op->op.vmm;
@@ -139,7 +123,6 @@ static void alloc_send(struct alloc_op *op)
 	op->op.lsn = pagetable_reserve_lsn(v->pt);
 	op->op.finish = alloc_finish;
 	if (vmm_op_send(&op->op, envs, 2) < 0) {
-		vmm_alloc_give_frames(v, a);
 		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
 				"%s",
 				op->op.reason[0] ? op->op.reason : "cannot reach the partner");
@@ -159,30 +142,28 @@ static void waiter_free(struct vmm *v, struct vmm_space_waiter *w)
 	free(w);
 }
 
-static void on_waiter_timer(evutil_socket_t fd, short what, void *arg)
+static void on_waiter_deadline(evutil_socket_t fd, short what, void *arg)
 {
 	struct vmm_space_waiter *w = arg;
 	struct alloc_op *op = w->op;
 	struct vmm *v = op->op.vmm;
 
-	if (clock_now_ms() < op->deadline_ms) {
-		vmm_space_freed(v);
-		return;
-	}
 	vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_NO_SPACE,
-			"no space for %llu pages of %u bytes within %u ms",
+			"no space for %llu pages of %u bytes within %u ms: they do not fit in "
+			"%s's partition of the store",
 			(unsigned long long)op->a->pages, op->a->block_size,
-			v->config->request_timeout_ms);
+			v->config->request_timeout_ms, vmm_node_id(v));
 	waiter_free(v, w);
 	alloc_op_free(op);
 }
 
-static void wait_for_space(struct vmm *v, struct alloc_op *op, bool at_head)
+static void wait_for_space(struct vmm *v, struct alloc_op *op)
 {
-	struct timeval tv = { .tv_sec = 0, .tv_usec = SPACE_RETRY_MS * 1000 };
+	uint64_t now = clock_now_ms(), left = op->deadline_ms > now ? op->deadline_ms - now : 0;
+	struct timeval tv = { .tv_sec = left / 1000, .tv_usec = left % 1000 * 1000 };
 	struct vmm_space_waiter *w = calloc(1, sizeof(*w)), **tail = &v->space_waiters;
 
-	if (!w || !(w->deadline = event_new(v->base, -1, EV_PERSIST, on_waiter_timer, w))) {
+	if (!w || !(w->deadline = evtimer_new(v->base, on_waiter_deadline, w))) {
 		free(w);
 		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
 				"out of memory");
@@ -191,13 +172,13 @@ static void wait_for_space(struct vmm *v, struct alloc_op *op, bool at_head)
 	}
 	w->op = op;
 	evtimer_add(w->deadline, &tv);
-	if (!at_head)
-		while (*tail)
-			tail = &(*tail)->next;
-	w->next = *tail;
+	while (*tail)
+		tail = &(*tail)->next;
 	*tail = w;
-	log_debug("allocation %s waits for %llu frames", op->a->guid,
-		  (unsigned long long)op->a->pages);
+	log_debug("allocation %s waits for %llu bytes in %s's partition of the store", op->a->guid,
+		  (unsigned long long)store_extent_size(v->config->page_size, op->a->pages,
+							op->a->block_size),
+		  vmm_node_id(v));
 }
 
 void vmm_space_freed(struct vmm *v)
@@ -207,7 +188,7 @@ void vmm_space_freed(struct vmm *v)
 		struct vmm_space_waiter *w = v->space_waiters;
 		struct alloc_op *op = w->op;
 
-		if (vmm_alloc_take_frames(v, op->a) < 0)
+		if (vmm_store_extent(v, op->a) < 0)
 			return;
 		waiter_free(v, w);
 		alloc_send(op);
@@ -235,35 +216,70 @@ void vmm_space_waiters_fail(struct vmm *v)
 	}
 }
 
+/* The request's own faults are answered here; true when it may go on. */
+static bool alloc_request_valid(struct vmm *v, struct client_call *call,
+				const Ftvm__Client__AllocRequest *req, const char *policy,
+				uint32_t block_size)
+{
+	uint64_t pool = frame_pool_total(v->pool) * frame_pool_page_size(v->pool);
+	uint64_t free_bytes, partition;
+
+	vmm_store_space(v, &free_bytes, &partition);
+	if (!block_size) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+				"no policy '%s' (configure it as [policy %s])", policy, policy);
+		return false;
+	}
+	if (block_size > pool) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+				"policy '%s' has blocks of %u bytes, more than %s's frame pool "
+				"(%llu bytes)",
+				policy, block_size, vmm_node_id(v), (unsigned long long)pool);
+		return false;
+	}
+	if (req->size == 0 || req->size > partition) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+				"size %llu: want 1 to %llu bytes (%s's partition of the store)",
+				(unsigned long long)req->size, (unsigned long long)partition,
+				vmm_node_id(v));
+		return false;
+	}
+	if (req->header.len > VMM_HEADER_MAX) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+				"header of %zu bytes: at most %u", req->header.len, VMM_HEADER_MAX);
+		return false;
+	}
+	if (!vmm_partner_linked(v)) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+				"partner unavailable: an allocation is mirrored before it is made");
+		return false;
+	}
+	return true;
+}
+
+static void alloc_denied(struct vmm *v, struct alloc_op *op)
+{
+	uint64_t free_bytes, partition;
+
+	vmm_store_space(v, &free_bytes, &partition);
+	vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_DENIED,
+			"%llu pages of %u bytes do not fit in %s's partition of the store "
+			"(%llu of %llu bytes free; immediate)",
+			(unsigned long long)op->a->pages, op->a->block_size, vmm_node_id(v),
+			(unsigned long long)free_bytes, (unsigned long long)partition);
+	alloc_op_free(op);
+}
+
 void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__AllocRequest *req)
 {
 	const char *policy = req->policy[0] ? req->policy : "default";
 	uint32_t block_size = policy_block_size(v, policy);
 	char guid[64];
 	struct alloc_op *op;
+	int r;
 
-	if (!block_size) {
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
-				"no policy '%s' (configure it as [policy %s])", policy, policy);
+	if (!alloc_request_valid(v, call, req, policy, block_size))
 		return;
-	}
-	if (req->size == 0 || req->size > v->config->memory_size) {
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
-				"size %llu: want 1 to %llu bytes (the frame pool)",
-				(unsigned long long)req->size,
-				(unsigned long long)v->config->memory_size);
-		return;
-	}
-	if (req->header.len > VMM_HEADER_MAX) {
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
-				"header of %zu bytes: at most %u", req->header.len, VMM_HEADER_MAX);
-		return;
-	}
-	if (!vmm_partner_linked(v)) {
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
-				"partner unavailable: an allocation is mirrored before it is made");
-		return;
-	}
 	snprintf(guid, sizeof(guid), "%s-%llu", vmm_node_id(v),
 		 (unsigned long long)pagetable_next_guid(v->pt));
 	op = calloc(1, sizeof(*op));
@@ -277,31 +293,19 @@ void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__A
 	}
 	op->op.vmm = v;
 	op->op.call = call;
-	op->immediate = req->immediate;
 	op->deadline_ms = clock_now_ms() + v->config->request_timeout_ms;
-	if (vmm_store_extent(v, op->a) < 0) {
-		vmm_reply_error(call,
-				req->immediate ? FTVM__PARTNER__STATUS__STATUS_DENIED
-					       : FTVM__PARTNER__STATUS__STATUS_NO_SPACE,
-				"%llu pages of %u bytes do not fit in %s's partition of the store",
-				(unsigned long long)op->a->pages, block_size, vmm_node_id(v));
+	/* Fig. 5 step 510: local space first, which is room for its extent. */
+	r = vmm_store_extent(v, op->a);
+	if (r == -ENOSPC && req->immediate) {
+		alloc_denied(v, op);
+	} else if (r == -ENOSPC) {
+		wait_for_space(v, op);
+	} else if (r < 0) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
 		alloc_op_free(op);
-		return;
+	} else {
+		alloc_send(op);
 	}
-	/* Fig. 5 step 510: local space first. */
-	if (vmm_alloc_take_frames(v, op->a) < 0) {
-		if (!req->immediate) {
-			wait_for_space(v, op, false);
-			return;
-		}
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_DENIED,
-				"%llu pages of %u bytes do not fit in %llu free frames (immediate)",
-				(unsigned long long)op->a->pages, block_size,
-				(unsigned long long)frame_pool_free_count(v->pool));
-		alloc_op_free(op);
-		return;
-	}
-	alloc_send(op);
 }
 
 /* ---- release memory (Fig. 9) ---- */

@@ -1,16 +1,20 @@
 /* The backing store from the memory manager's side: extents for new
- * allocations, the destage queue, and page-in at start.
+ * allocations, the destage queue, and page-in (VMM.md, "Replacement").
  *
  * Destage (the owner of an allocation does it, in the background): a page
  * released modified is queued; DESTAGE_DELAY_MS later a round writes the
  * blocks and records (version, CRC-32C) of everything queued to their extents,
  * with one barrier behind them; then each page that has not changed meanwhile
  * is clean here, and one batch of Destaged messages makes them clean on the
- * partner too. A page that changed is queued again.
+ * partner too. A page that changed is queued again. A write-locked page is
+ * not written (a pointer may be half way through it, or the owner's own write
+ * not yet acknowledged): it is queued when the lock goes.
  *
- * At start every page the store holds is read back into its frame with the
- * version the store recorded, so a clean restart of both nodes (each destages
- * everything first) loses nothing. */
+ * Page-in: at start only the records are read (each page's version and
+ * CRC-32C as the store holds them), and every page stays non-resident; a
+ * request that needs a page's contents reads its block into frames through
+ * the queue, and the block must match the page table's CRC-32C. So a clean
+ * restart of both nodes (each destages everything first) loses nothing. */
 #include "vmm_internal.h"
 
 #include <event2/event.h>
@@ -130,25 +134,18 @@ static int by_start(const void *x, const void *y)
 	return a->start < b->start ? -1 : a->start > b->start;
 }
 
-/* First fit in this node's partition, between the extents of the
- * allocations homed here (in the table, or still being made). */
-int vmm_store_extent(struct vmm *v, struct vmm_alloc *a)
+/* The extents in this node's partition, sorted: those of the allocations
+ * homed here (in the table, or still being made). NULL on ENOMEM. */
+static struct extent *used_extents(struct vmm *v, size_t *ret_n)
 {
-	uint64_t at = store_partition_start(v->store);
-	uint64_t end = at + store_partition_length(v->store), size = extent_size(v, a);
-	struct vmm_alloc **all, **grown;
-	struct extent *used;
 	size_t n = 0, n_used = 0;
-	int r = -ENOSPC;
+	struct vmm_alloc **all = vmm_table_sorted(v->table, &n);
+	struct extent *used = calloc(n + v->n_extents_reserved + 1, sizeof(*used));
 
-	all = vmm_table_sorted(v->table, &n);
-	used = calloc(n + v->n_extents_reserved + 1, sizeof(*used));
-	grown = realloc(v->extents_reserved, (v->n_extents_reserved + 1) * sizeof(*grown));
-	if (grown)
-		v->extents_reserved = grown;
-	if (!all || !used || !grown) {
-		r = -ENOMEM;
-		goto out;
+	if (!all || !used) {
+		free(all);
+		free(used);
+		return NULL;
 	}
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(all[i]->home, vmm_node_id(v)) == 0)
@@ -161,22 +158,58 @@ int vmm_store_extent(struct vmm *v, struct vmm_alloc *a)
 			(struct extent){ x->store_offset, x->store_offset + extent_size(v, x) };
 	}
 	qsort(used, n_used, sizeof(*used), by_start);
+	free(all);
+	*ret_n = n_used;
+	return used;
+}
+
+/* First fit in this node's partition, between the extents in use. */
+int vmm_store_extent(struct vmm *v, struct vmm_alloc *a)
+{
+	uint64_t at = store_partition_start(v->store);
+	uint64_t end = at + store_partition_length(v->store), size = extent_size(v, a);
+	struct vmm_alloc **grown;
+	size_t n_used = 0;
+	struct extent *used = used_extents(v, &n_used);
+	int r = -ENOSPC;
+
+	grown = realloc(v->extents_reserved, (v->n_extents_reserved + 1) * sizeof(*grown));
+	if (grown)
+		v->extents_reserved = grown;
+	if (!used || !grown) {
+		free(used);
+		return -ENOMEM;
+	}
 	for (size_t i = 0; i <= n_used; i++) {
 		uint64_t next = i < n_used ? used[i].start : end;
 
 		if (next >= at && next - at >= size) {
 			a->store_offset = at;
 			v->extents_reserved[v->n_extents_reserved++] = a;
+			log_debug("allocation %s: extent at %llu, %llu bytes, in %s's partition",
+				  a->guid, (unsigned long long)at, (unsigned long long)size,
+				  vmm_node_id(v));
 			r = 0;
 			break;
 		}
 		if (i < n_used && used[i].end > at)
 			at = used[i].end;
 	}
-out:
-	free(all);
 	free(used);
 	return r;
+}
+
+void vmm_store_space(struct vmm *v, uint64_t *ret_free, uint64_t *ret_total)
+{
+	size_t n_used = 0;
+	struct extent *used = used_extents(v, &n_used);
+	uint64_t in_use = 0;
+
+	for (size_t i = 0; used && i < n_used; i++)
+		in_use += used[i].end - used[i].start;
+	*ret_total = store_partition_length(v->store);
+	*ret_free = used && in_use < *ret_total ? *ret_total - in_use : 0;
+	free(used);
 }
 
 void vmm_store_extent_done(struct vmm *v, struct vmm_alloc *a)
@@ -203,56 +236,91 @@ static void on_sync_done(int result, void *arg)
 		*worst = result;
 }
 
-/* One allocation's pages, as the store holds them: its records, then the
- * blocks of the pages it has, read through the queue. */
-static void page_in(struct vmm *v, struct vmm_alloc *a)
+static void on_extent_cleared(int result, void *arg)
+{
+	if (result < 0)
+		log_warning("zeroing the records of %s's new extent failed: %s", (char *)arg,
+			    strerror(-result));
+	free(arg);
+}
+
+static void on_extent_fenced(int result, void *arg)
+{
+	if (result < 0)
+		log_warning("the fence behind a new extent's zeroes failed: %s", strerror(-result));
+}
+
+void vmm_store_extent_clear(struct vmm *v, const struct vmm_alloc *a)
+{
+	static const uint8_t zeros[65536];
+	uint64_t at = a->store_offset, end = block_offset(v, a, 0);
+
+	for (; at < end; at += sizeof(zeros)) {
+		char *guid = strdup(a->guid);
+		size_t len = end - at < sizeof(zeros) ? end - at : sizeof(zeros);
+
+		if (!guid || store_queue_write(v->store_queue, zeros, len, at, on_extent_cleared,
+					       guid) < 0) {
+			log_warning("%s: cannot zero the records of its new extent", a->guid);
+			free(guid);
+			return;
+		}
+	}
+	/* Nothing destaged later starts before the zeroes are written. */
+	if (store_queue_fence(v->store_queue, on_extent_fenced, NULL) < 0)
+		log_warning("%s: cannot fence the zeroing of its records", a->guid);
+}
+
+/* ---- page-in at start: the records alone ---- */
+
+/* What the store holds of page i: a newer version is taken (the page table
+ * lost a commit); the page table's contents (its CRC-32C, under this version
+ * or an older one that held the same bytes) make the page clean; a page table
+ * ahead of the store otherwise is stale: its contents are on the partner. */
+static void take_record(struct vmm_alloc *a, uint64_t i, const struct store_page_record *rec)
+{
+	struct vmm_page *p = &a->page[i];
+	uint64_t version = le64toh(rec->version);
+	uint32_t crc = le32toh(rec->crc32c);
+
+	if (version > p->version) {
+		p->version = version;
+		p->crc32c = crc;
+		p->dirty = false;
+		return;
+	}
+	if (version && crc == p->crc32c) {
+		p->dirty = false;
+		return;
+	}
+	if (p->version == 0)
+		return; /* never written: zeroes */
+	p->stale = true;
+	log_warning("%s page %llu: the store has version %llu (crc32c 0x%08x), the page table "
+		    "%llu (crc32c 0x%08x): its contents are not served here until the partner "
+		    "resyncs them",
+		    a->guid, (unsigned long long)i, (unsigned long long)version, crc,
+		    (unsigned long long)p->version, p->crc32c);
+}
+
+static void read_records(struct vmm *v, struct vmm_alloc *a)
 {
 	struct store_page_record *rec = calloc(a->pages, sizeof(*rec));
 	int r = 0;
 
 	if (!rec) {
-		log_warning("%s: out of memory to read it from the store", a->guid);
+		log_warning("%s: out of memory to read its records from the store", a->guid);
 		return;
 	}
 	if (store_queue_read(v->store_queue, rec, a->pages * sizeof(*rec),
 			     store_record_offset(a->store_offset, 0), on_sync_done, &r) < 0)
 		r = -EIO;
 	store_queue_drain(v->store_queue);
+	if (r < 0)
+		log_warning("%s: cannot read its records from the store: %s", a->guid,
+			    strerror(-r));
 	for (uint64_t i = 0; r == 0 && i < a->pages; i++)
-		if (rec[i].version &&
-		    store_queue_read(v->store_queue, vmm_block_addr(v, a, i), a->block_size,
-				     block_offset(v, a, i), on_sync_done, &r) < 0)
-			r = -EIO;
-	store_queue_drain(v->store_queue);
-	if (r < 0) {
-		log_warning("%s: cannot read it from the store: %s", a->guid, strerror(-r));
-		goto out;
-	}
-	for (uint64_t i = 0; i < a->pages; i++) {
-		struct vmm_page *p = &a->page[i];
-		uint64_t version = le64toh(rec[i].version);
-
-		if (version == 0)
-			continue; /* never destaged: zeroes, as allocated */
-		if (vmm_block_crc(v, a, i) != le32toh(rec[i].crc32c)) {
-			log_warning("%s page %llu: the store's block fails its checksum", a->guid,
-				    (unsigned long long)i);
-			memset(vmm_block_addr(v, a, i), 0, a->block_size);
-			continue;
-		}
-		if (version < p->version) {
-			log_warning(
-				"%s page %llu: the store has version %llu, the page table %llu: "
-				"its contents are behind until the partner resyncs it",
-				a->guid, (unsigned long long)i, (unsigned long long)version,
-				(unsigned long long)p->version);
-			continue;
-		}
-		p->version = version;
-		p->crc32c = le32toh(rec[i].crc32c);
-		p->dirty = false;
-	}
-out:
+		take_record(a, i, &rec[i]);
 	free(rec);
 }
 
@@ -262,8 +330,131 @@ void vmm_store_page_in(struct vmm *v)
 	struct vmm_alloc **all = vmm_table_sorted(v->table, &n);
 
 	for (size_t i = 0; all && i < n; i++)
-		page_in(v, all[i]);
+		read_records(v, all[i]);
 	free(all);
+}
+
+/* ---- page-in on demand ---- */
+
+/* A block on its way from the store into frames that are its own until it
+ * completes: the page may be freed, or overwritten by a WritePage, meanwhile. */
+struct vmm_pagein {
+	struct vmm *vmm;
+	char guid[128];
+	uint64_t page;
+	uint64_t frame;
+	uint32_t block_size;
+};
+
+static void page_in_failed(struct vmm *v, struct vmm_pagein *pi, int result, uint32_t crc,
+			   const struct vmm_page *p)
+{
+	char reason[256];
+
+	if (result < 0)
+		snprintf(reason, sizeof(reason), "reading it from the store failed: %s",
+			 strerror(-result));
+	else if (p->stale)
+		snprintf(reason, sizeof(reason),
+			 "version %llu is not in the store (its block has crc32c 0x%08x, the "
+			 "page table 0x%08x) and this node lost its copy: it needs the "
+			 "partner's resync",
+			 (unsigned long long)p->version, crc, p->crc32c);
+	else
+		snprintf(reason, sizeof(reason),
+			 "the store's block fails its checksum (crc32c 0x%08x, the page table "
+			 "has 0x%08x): not served",
+			 crc, p->crc32c);
+	log_warning("%s page %llu: page-in: %s", pi->guid, (unsigned long long)pi->page, reason);
+	vmm_frames_give(v, pi->frame, pi->block_size);
+	vmm_page_in_failed(v, pi->guid, pi->page, reason);
+}
+
+static void on_page_in(int result, void *arg)
+{
+	struct vmm_pagein *pi = arg;
+	struct vmm *v = pi->vmm;
+	struct vmm_alloc *a = vmm_table_find(v->table, pi->guid);
+	struct vmm_page *p = a && pi->page < a->pages ? &a->page[pi->page] : NULL;
+	uint32_t crc;
+
+	if (!p || p->pagein != pi) {
+		vmm_frames_give(v, pi->frame, pi->block_size); /* freed, or overwritten */
+	} else {
+		p->pagein = NULL;
+		crc = crc32c(0, frame_pool_addr(v->pool, pi->frame), pi->block_size);
+		if (result < 0 || crc != p->crc32c) {
+			page_in_failed(v, pi, result, crc, p);
+		} else {
+			/* A stale page the owner destaged since is whole again. */
+			p->stale = false;
+			p->dirty = false;
+			vmm_page_attach(v, p, pi->frame);
+			v->page_ins++;
+			log_debug("paged in %s page %llu (version %llu)", pi->guid,
+				  (unsigned long long)pi->page, (unsigned long long)p->version);
+		}
+	}
+	vmm_paging_kick(v);
+	free(pi);
+}
+
+static int page_in(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t frame)
+{
+	struct vmm_pagein *pi = calloc(1, sizeof(*pi));
+	int r;
+
+	if (!pi)
+		return -ENOMEM;
+	pi->vmm = v;
+	snprintf(pi->guid, sizeof(pi->guid), "%s", a->guid);
+	pi->page = page;
+	pi->frame = frame;
+	pi->block_size = a->block_size;
+	r = store_queue_read(v->store_queue, frame_pool_addr(v->pool, frame), a->block_size,
+			     block_offset(v, a, page), on_page_in, pi);
+	if (r < 0) {
+		free(pi);
+		return r;
+	}
+	a->page[page].pagein = pi;
+	return 0;
+}
+
+bool vmm_page_contents(struct vmm *v, const struct vmm_page_request *req, struct vmm_alloc *a)
+{
+	struct vmm_page *p = &a->page[req->page];
+	char reason[256];
+	uint64_t frame;
+	int r;
+
+	if (p->resident) {
+		vmm_replace_touch(v, p);
+		return true;
+	}
+	if (p->pagein || p->filling) {
+		vmm_page_wait(v, req, VMM_WAIT_CONTENTS, NULL);
+		return false;
+	}
+	if (vmm_frames_take(v, a->block_size, &frame, reason, sizeof(reason)) < 0) {
+		vmm_frames_short(v, req, reason);
+		return false;
+	}
+	if (p->version == 0) {
+		memset(frame_pool_addr(v->pool, frame), 0, a->block_size);
+		vmm_page_attach(v, p, frame);
+		return true;
+	}
+	r = page_in(v, a, req->page, frame);
+	if (r < 0) {
+		vmm_frames_give(v, frame, a->block_size);
+		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
+				"%s page %llu: cannot read it from the store: %s", a->guid,
+				(unsigned long long)req->page, strerror(-r));
+		return false;
+	}
+	vmm_page_wait(v, req, VMM_WAIT_CONTENTS, NULL);
+	return false;
 }
 
 /* ---- destage ---- */
@@ -333,17 +524,19 @@ static void round_done(struct destage_round *rd)
 		if (!p)
 			continue;
 		p->destaging = false;
+		vmm_replace_update(v, p);
 		if (d->result < 0) {
 			log_warning("destage of %s page %llu failed: %s", d->guid,
 				    (unsigned long long)d->page, strerror(-d->result));
 		} else if (p->version == d->version && p->dirty) {
 			p->dirty = false;
+			vmm_replace_update(v, p);
 			o.lsn = pagetable_reserve_lsn(v->pt);
 			vmm_persist_page(v, a, d->page, &o);
 			if (clean)
 				clean[n++] = d;
 		}
-		if (p->dirty) /* changed meanwhile, or failed: again */
+		if (p->dirty) /* changed meanwhile, held back, or failed: again */
 			vmm_destage_page(v, a, d->page);
 	}
 	if (n)
@@ -381,14 +574,20 @@ static void on_round_barrier(int result, void *arg)
 		round_done(rd);
 }
 
+/* A write-locked page waits for its unlock; a stale one has nothing here. */
+static bool destageable(const struct vmm_page *p)
+{
+	return p->resident && !vmm_page_write_locked(p);
+}
+
 static void post(struct vmm *v, struct destage_round *rd, struct vmm_destage *d)
 {
 	struct vmm_alloc *a = vmm_table_find(v->table, d->guid);
 	struct vmm_page *p = a && d->page < a->pages ? &a->page[d->page] : NULL;
 
 	d->round = rd;
-	if (!p || !p->dirty)
-		return; /* freed, or clean already: nothing to write */
+	if (!p || !p->dirty || !destageable(p))
+		return; /* freed, clean already, or held back: nothing to write */
 	memcpy(d->block, vmm_block_addr(v, a, d->page), a->block_size);
 	d->version = p->version;
 	d->record.version = htole64(p->version);
@@ -444,7 +643,7 @@ void vmm_destage_page(struct vmm *v, struct vmm_alloc *a, uint64_t page)
 {
 	struct vmm_destage *d;
 
-	if (!v->store_queue || a->page[page].destaging)
+	if (!v->store_queue || a->page[page].destaging || !destageable(&a->page[page]))
 		return;
 	d = calloc(1, sizeof(*d) + a->block_size);
 	if (!d) {
@@ -455,6 +654,7 @@ void vmm_destage_page(struct vmm *v, struct vmm_alloc *a, uint64_t page)
 	snprintf(d->guid, sizeof(d->guid), "%s", a->guid);
 	d->page = page;
 	a->page[page].destaging = true;
+	vmm_replace_update(v, &a->page[page]);
 	*v->destage_tail = d;
 	v->destage_tail = &d->next;
 	arm(v);
@@ -477,18 +677,31 @@ void vmm_destaged(struct vmm *v, const char *guid, uint64_t page, uint64_t versi
 	struct vmm_alloc *a = vmm_table_find(v->table, guid);
 	struct pt_origin o = { .node = vmm_partner_id(v), .lsn = 0, .own = false };
 
-	if (!a || page >= a->pages || a->page[page].version != version || !a->page[page].dirty)
+	struct vmm_page *p = a && page < a->pages ? &a->page[page] : NULL;
+
+	if (!p || p->version != version || !p->dirty)
 		return; /* gone, or changed since: nothing to mark */
 	/* Only a copy equal to what the store has is clean: a node that came back
-	 * with an older block under this version must not believe it current. */
-	if (vmm_block_crc(v, a, page) != crc) {
+	 * with an older block under this version must not believe it current. A
+	 * stale page has no copy: the store has its contents now. */
+	if (p->resident && vmm_block_crc(v, a, page) != crc) {
 		log_warning("%s page %llu: the partner destaged version %llu, our copy differs: "
 			    "stale until the pair resyncs it",
 			    guid, (unsigned long long)page, (unsigned long long)version);
 		return;
 	}
-	a->page[page].dirty = false;
+	if (!p->resident && p->crc32c != crc)
+		return;
+	p->dirty = false;
+	p->stale = false;
+	vmm_replace_update(v, p);
 	vmm_persist_page(v, a, page, &o);
+}
+
+/* Dirty with its contents here (a stale page has none to write). */
+static bool dirty_here(const struct vmm_page *p)
+{
+	return p->dirty && p->resident;
 }
 
 /* A clean shutdown: the round in flight finishes, then every dirty page this
@@ -506,7 +719,7 @@ static void destage_all(struct vmm *v)
 	all = vmm_table_sorted(v->table, &n);
 	for (size_t i = 0; all && i < n; i++)
 		for (uint64_t p = 0; vmm_is_owner(v, all[i]) && p < all[i]->pages; p++)
-			dirty += all[i]->page[p].dirty;
+			dirty += dirty_here(&all[i]->page[p]);
 	if (!dirty)
 		goto out;
 	rec = calloc(dirty, sizeof(*rec));
@@ -518,7 +731,7 @@ static void destage_all(struct vmm *v)
 		struct vmm_alloc *a = all[i];
 
 		for (uint64_t p = 0; vmm_is_owner(v, a) && p < a->pages; p++) {
-			if (!a->page[p].dirty)
+			if (!dirty_here(&a->page[p]))
 				continue;
 			rec[k].version = htole64(a->page[p].version);
 			rec[k].crc32c = htole32(vmm_block_crc(v, a, p));
@@ -537,7 +750,7 @@ static void destage_all(struct vmm *v)
 	store_queue_drain(v->store_queue);
 	for (size_t i = 0; r == 0 && i < n; i++)
 		for (uint64_t p = 0; vmm_is_owner(v, all[i]) && p < all[i]->pages; p++)
-			if (all[i]->page[p].dirty) {
+			if (dirty_here(&all[i]->page[p])) {
 				all[i]->page[p].dirty = false;
 				o.lsn = pagetable_reserve_lsn(v->pt);
 				vmm_persist_page(v, all[i], p, &o);

@@ -12,6 +12,8 @@
 #include "vmm_table.h"
 
 #define VMM_LOG_SUBSYSTEM "vmm"
+/* How often a request short of frames (here or on the partner) tries again. */
+#define VMM_RETRY_MS 50
 
 struct vmm_after_commit {
 	struct vmm_after_commit *next;
@@ -43,15 +45,23 @@ struct vmm {
 	bool flush_pending;
 	struct vmm_after_commit *after, **after_tail;
 
-	/* Allocations waiting for frames (Fig. 5 without `immediate`), in order. */
+	/* Allocations waiting for room in the store (Fig. 5 without
+	 * `immediate`), in order. */
 	struct vmm_space_waiter *space_waiters;
-	/* The paging queue: pointer requests waiting for a lock, in order,
-	 * looked at again (kick_event) after a lock is let go. */
+	/* The paging queue: requests waiting for a lock, a page-in or frames,
+	 * in order, looked at again (kick_event) when one of those may be over. */
 	struct vmm_page_waiter *page_waiters;
 	struct event *kick_event;
 	struct event *trim_event; /* the journal, every JOURNAL_TRIM_EVERY_S */
 	/* Pointers local clients hold. */
 	struct vmm_holding *holdings;
+
+	/* The replacement queue (vmm.c, VMM.md "Replacement"): resident pages
+	 * that may give their frames back, least recently used first. */
+	struct vmm_page *lru_head, *lru_tail;
+	uint64_t lru_length;
+	uint64_t resident_pages;
+	uint64_t page_ins, evictions; /* since start, for the logs */
 
 	/* The backing store (vmm_destage.c): where this node's next extent
 	 * goes, and dirty pages of allocations owned here waiting to be
@@ -96,15 +106,46 @@ int vmm_op_send(struct vmm_op *op, Envelope *const *envs, size_t n);
 void vmm_reply_error(struct client_call *call, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* The block of a resident page. */
 uint32_t vmm_block_crc(const struct vmm *v, const struct vmm_alloc *a, uint64_t page);
 void *vmm_block_addr(const struct vmm *v, const struct vmm_alloc *a, uint64_t page);
-/* Takes frames for every page of a; -ENOSPC leaves nothing taken. */
-int vmm_alloc_take_frames(struct vmm *v, struct vmm_alloc *a);
+
+/* ---- frames and the replacement queue (vmm.c, VMM.md "Replacement") ---- */
+
+/* A run of frames for a block of block_size bytes: from the free pool, else
+ * by evicting pages from the head of the replacement queue. -ENOSPC when
+ * nothing is left to evict; reason then says so, naming the node. */
+int vmm_frames_take(struct vmm *v, uint32_t block_size, uint64_t *ret_frame, char *reason,
+		    size_t reason_len);
+void vmm_frames_give(struct vmm *v, uint64_t frame, uint32_t block_size);
+/* p's contents are in the frames at frame now: it is resident. */
+void vmm_page_attach(struct vmm *v, struct vmm_page *p, uint64_t frame);
+/* A resident page gives its frames back (nothing when it is not resident). */
+void vmm_page_detach(struct vmm *v, struct vmm_page *p);
+/* A whole block for a's page from the partner (WritePage, a resync): into
+ * its frames, taken first when it is not resident. -ENOSPC, with reason, when
+ * there are none to take. */
+int vmm_page_fill(struct vmm *v, struct vmm_alloc *a, uint64_t page, const void *data, char *reason,
+		  size_t reason_len);
+/* a goes: its resident pages give their frames back. */
 void vmm_alloc_give_frames(struct vmm *v, struct vmm_alloc *a);
-/* Frames were given back: waiting allocations may go on. */
+/* p's lock, dirty, destaging, pins or residency changed: it enters the
+ * replacement queue (at the tail) or leaves it. */
+void vmm_replace_update(struct vmm *v, struct vmm_page *p);
+/* p was used: a queued page moves to the tail. */
+void vmm_replace_touch(struct vmm *v, struct vmm_page *p);
+/* vmm_page_lock, and p leaves the replacement queue. */
+int vmm_lock(struct vmm *v, struct vmm_page *p, int mode, const char *owner);
+/* A request in flight needs p's frames to stay (not evicted) until unpinned. */
+void vmm_pin(struct vmm *v, struct vmm_page *p);
+void vmm_unpin(struct vmm *v, struct vmm_page *p);
+
+/* Room in this node's store partition was given back: waiting allocations
+ * may go on. */
 void vmm_space_freed(struct vmm *v);
 void vmm_space_waiters_fail(struct vmm *v);
-/* Requests waiting for space, and for a lock: together the paging queue. */
+/* Allocations waiting for space, and page requests waiting (for a lock, a
+ * page-in or frames): together the paging queue. */
 uint64_t vmm_space_waiting(const struct vmm *v);
 uint64_t vmm_page_waiting(const struct vmm *v);
 /* The change in SQLite, with its journal row. */
@@ -119,8 +160,14 @@ int vmm_page_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_
 /* vmm_destage.c: the destage queue and the backing store. */
 int vmm_store_open(struct vmm *v);
 void vmm_store_close(struct vmm *v);
-/* Reads every page the store holds into its frame (at start). */
+/* At start: takes from the store's records the version and CRC-32C of every
+ * page it holds; pages stay non-resident. */
 void vmm_store_page_in(struct vmm *v);
+/* This node's partition: bytes free for new extents, and its length. */
+void vmm_store_space(struct vmm *v, uint64_t *ret_free, uint64_t *ret_total);
+/* a's extent is new (it may hold an older allocation's records): its records
+ * are zeroed, before anything destaged later (a fence). */
+void vmm_store_extent_clear(struct vmm *v, const struct vmm_alloc *a);
 /* An extent in this node's partition for a, in a->store_offset, held until
  * vmm_store_extent_done(); -ENOSPC when no gap is large enough. */
 int vmm_store_extent(struct vmm *v, struct vmm_alloc *a);
@@ -153,14 +200,41 @@ enum vmm_wait_kind {
 	VMM_WAIT_WRITE_PAGE,
 	VMM_WAIT_READ_PAGE,
 };
-/* Queues a request for a lock on guid/page (write: exclusive); at_head puts
- * back one that lost a race at the owner. data: a whole-page write's bytes. */
-void vmm_page_wait(struct vmm *v, struct client_call *call, enum vmm_wait_kind kind,
-		   const char *guid, uint64_t page, bool write, const void *data, size_t len,
-		   bool at_head);
+/* What a queued request waits for. */
+enum vmm_wait_reason {
+	VMM_WAIT_LOCK,	   /* a conflicting lock to go */
+	VMM_WAIT_CONTENTS, /* the page's contents to arrive (page-in, or a write) */
+	VMM_WAIT_FRAMES,   /* frames, here or on the partner: tried every VMM_RETRY_MS */
+};
+/* A client's request for a page, as the paging queue keeps it. */
+struct vmm_page_request {
+	struct client_call *call;
+	enum vmm_wait_kind kind;
+	const char *guid;
+	uint64_t page;
+	bool write;	      /* wants the write lock */
+	bool wait;	      /* the client waits for a lock, and for frames */
+	bool again;	      /* out of the paging queue: queued again, it goes first */
+	uint64_t deadline_ms; /* monotonic, once queued: it gives up then */
+	const void *data;     /* a whole-page write's bytes */
+	size_t len;
+};
+/* Queues req until why is over or its deadline (reason: why it waits, for the
+ * answer at the deadline). */
+void vmm_page_wait(struct vmm *v, const struct vmm_page_request *req, enum vmm_wait_reason why,
+		   const char *reason);
+/* No frames for req: it waits for them when req->wait, else NO_SPACE now. */
+void vmm_frames_short(struct vmm *v, const struct vmm_page_request *req, const char *reason);
+/* A page-in failed: the requests waiting to read guid/page get reason. */
+void vmm_page_in_failed(struct vmm *v, const char *guid, uint64_t page, const char *reason);
+/* Something a queued request may wait for happened: look at the queue again. */
+void vmm_paging_kick(struct vmm *v);
 /* vmm_page.c: a whole-page call out of the paging queue, tried again. */
-void vmm_page_retry(struct vmm *v, struct client_call *call, enum vmm_wait_kind kind,
-		    const char *guid, uint64_t page, const void *data, size_t len);
+void vmm_page_retry(struct vmm *v, const struct vmm_page_request *req);
+/* vmm_destage.c: true when a's page (req's) is resident, with its contents
+ * (zeroes for a page never written); otherwise req was queued (a page-in is
+ * on its way, or frames are short and req waits) or answered. */
+bool vmm_page_contents(struct vmm *v, const struct vmm_page_request *req, struct vmm_alloc *a);
 void vmm_page_waiters_fail(struct vmm *v);
 void vmm_holdings_free(struct vmm *v);
 

@@ -1,5 +1,7 @@
 /* Whole-page write and read: lock, copy, release in one step (VMM.md,
- * "Batches"). A write costs one partner round trip; a read none. */
+ * "Batches"). A write costs one partner round trip; a read none. A write
+ * needs frames for the page, never its old contents; a read of a page that
+ * is not resident waits for its page-in. */
 #include "vmm_internal.h"
 
 #include <errno.h>
@@ -20,11 +22,22 @@ struct write_op {
 	char guid[128];
 	uint64_t page;
 	char owner[128];
-	bool owned;	      /* this node owns the allocation: it arbitrates */
-	bool wait;	      /* the client waits for the lock */
+	bool owned; /* this node owns the allocation: it arbitrates */
+	bool wait;  /* the client waits for the lock, and for frames */
+	uint64_t deadline_ms;
 	uint64_t new_version; /* when owned */
 	uint32_t crc;
-	size_t lock_index; /* of AllocateWrite in the batch */
+	size_t lock_index; /* of AllocateWrite in the batch; WritePage follows it */
+	uint32_t block_size;
+	/* Owned here: the page as it was, put back when the partner refuses. */
+	uint64_t old_version;
+	uint32_t old_crc;
+	bool old_dirty, old_stale;
+	uint8_t *old_block; /* NULL when it was not resident */
+	/* Not owned here, and not resident: frames taken for it (counted in its
+	 * `filling`), which get the block once the owner acknowledged. */
+	bool fills, has_frames;
+	uint64_t frame;
 	uint8_t block[];
 };
 
@@ -48,52 +61,123 @@ static void write_replied(void *arg, int r)
 	free(op);
 }
 
+/* The partner answered and did not apply the WritePage (a timeout or a lost
+ * link say nothing of what it did). */
+static bool partner_refused(const struct write_op *op)
+{
+	int status = op->op.status;
+
+	return status != FTVM__PARTNER__STATUS__STATUS_OK &&
+	       status != FTVM__PARTNER__STATUS__STATUS_TIMEOUT &&
+	       status != FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE &&
+	       op->op.failed_at <= op->lock_index + 1;
+}
+
+/* Owned here, the write was applied as the request left: the partner refused
+ * it, so the page is put back as it was (the write lock hid it meanwhile). */
+static void undo_owned_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
+{
+	struct vmm_page *p = &a->page[op->page];
+	struct pt_origin o = { .node = vmm_node_id(v),
+			       .lsn = pagetable_reserve_lsn(v->pt),
+			       .own = true };
+
+	if (op->old_block)
+		memcpy(vmm_block_addr(v, a, op->page), op->old_block, a->block_size);
+	else
+		vmm_page_detach(v, p);
+	p->version = op->old_version;
+	p->crc32c = op->old_crc;
+	p->dirty = op->old_dirty;
+	p->stale = op->old_stale;
+	vmm_persist_page(v, a, op->page, &o);
+}
+
+/* Not owned here: the block goes into the page's frames once the owner
+ * acknowledged; frames taken for it are the page's then, or given back. */
+static void settle_mirror_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op, bool ok)
+{
+	struct vmm_page *p = &a->page[op->page];
+	struct pt_origin o = { .node = vmm_node_id(v), .lsn = op->op.lsn, .own = true };
+
+	if (ok && !p->resident && op->has_frames) {
+		vmm_page_attach(v, p, op->frame);
+		op->has_frames = false;
+	}
+	if (ok) {
+		memcpy(vmm_block_addr(v, a, op->page), op->block, a->block_size);
+		vmm_page_modified(v, a, op->page, op->new_version, op->crc, &o);
+	}
+	if (op->fills) {
+		p->filling--;
+		vmm_paging_kick(v); /* readers waiting for its contents */
+	}
+	vmm_unpin(v, p);
+}
+
+static void requeue_write(struct vmm *v, struct write_op *op, uint32_t block_size,
+			  enum vmm_wait_reason why)
+{
+	struct vmm_page_request req = {
+		.call = op->op.call,
+		.kind = VMM_WAIT_WRITE_PAGE,
+		.guid = op->guid,
+		.page = op->page,
+		.write = true,
+		.wait = true,
+		.again = true,
+		.deadline_ms = op->deadline_ms,
+		.data = op->block,
+		.len = block_size,
+	};
+
+	vmm_page_wait(v, &req, why, op->op.reason);
+}
+
 static void write_finish(struct vmm_op *base)
 {
 	struct write_op *op = (struct write_op *)base;
 	struct vmm *v = op->op.vmm;
 	struct vmm_alloc *a = vmm_table_find(v->table, op->guid);
-	struct pt_origin o = { .node = vmm_node_id(v), .lsn = op->op.lsn, .own = true };
-	struct vmm_page *p = a && op->page < a->pages ? &a->page[op->page] : NULL;
+	int status = op->op.status;
+	bool ok = status == FTVM__PARTNER__STATUS__STATUS_OK;
 
-	if (op->owned && p)
+	if (a && op->owned) {
+		if (partner_refused(op))
+			undo_owned_write(v, a, op);
 		vmm_unlock(v, a, op->page, op->owner);
-	if (op->op.status == FTVM__PARTNER__STATUS__STATUS_LOCKED && op->wait && p) {
-		/* The owner's lock lost us the race: back to the head of the queue. */
-		vmm_page_wait(v, op->op.call, VMM_WAIT_WRITE_PAGE, op->guid, op->page, true,
-			      op->block, a->block_size, true);
-		free(op);
+	} else if (a) {
+		op->new_version = op->op.lock_version; /* the owner's answer to ReleasePointer */
+		settle_mirror_write(v, a, op, ok);
+	}
+	if (op->has_frames)
+		vmm_frames_give(v, op->frame, op->block_size);
+	if (ok && a) {
+		vmm_after_commit(v, write_replied, op);
 		return;
 	}
-	if (op->op.status != FTVM__PARTNER__STATUS__STATUS_OK || !p) {
-		if (op->op.failed_at > op->lock_index)
-			vmm_release_stray_lock(v, op->guid, op->page, op->owner);
-		vmm_reply_error(op->op.call,
-				p ? op->op.status : FTVM__PARTNER__STATUS__STATUS_NOT_FOUND,
+	if (op->op.failed_at > op->lock_index)
+		vmm_release_stray_lock(v, op->guid, op->page, op->owner);
+	if (a && op->wait && status == FTVM__PARTNER__STATUS__STATUS_LOCKED)
+		requeue_write(v, op, a->block_size, VMM_WAIT_LOCK); /* lost the race */
+	else if (a && op->wait && status == FTVM__PARTNER__STATUS__STATUS_NO_SPACE)
+		requeue_write(v, op, a->block_size, VMM_WAIT_FRAMES);
+	else
+		vmm_reply_error(op->op.call, a ? status : FTVM__PARTNER__STATUS__STATUS_NOT_FOUND,
 				"%s page %llu: %s", op->guid, (unsigned long long)op->page,
-				p ? op->op.reason : "allocation released meanwhile");
-		free(op);
-		return;
-	}
-	/* Acknowledged by the partner. Owned here, the page was written as the
-	 * request left; otherwise it is ours now, under the version the owner
-	 * gave it (its answer to ReleasePointer carries the page's lock status). */
-	if (!op->owned) {
-		op->new_version = op->op.lock_version;
-		memcpy(vmm_block_addr(v, a, op->page), op->block, a->block_size);
-		vmm_page_modified(v, a, op->page, op->new_version, op->crc, &o);
-	}
-	vmm_after_commit(v, write_replied, op);
+				a ? op->op.reason : "allocation released meanwhile");
+	free(op);
 }
 
 /* The owner applies its own write as the request leaves, so its commit runs
  * while the partner applies and commits the same change: the client's answer
  * waits for both, but the two commits overlap instead of following each
- * other. The write lock hides the new contents from readers until then. Should
- * the partner not acknowledge, the client is told so and the page stays as
- * written here, which is then the newer copy: a write that was not
- * acknowledged may or may not have happened, and the rejoin's resync makes
- * the partner equal (HA.md). */
+ * other. The write lock hides the new contents from readers (and from
+ * destage) until then. Should the partner refuse it (no frames there), the
+ * page is put back as it was; should it not answer, the client is told so
+ * and the page stays as written here, which is then the newer copy: a write
+ * that was not acknowledged may or may not have happened, and the rejoin's
+ * resync makes the partner equal (HA.md). */
 static void write_owned_page(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
 {
 	struct pt_origin o = { .node = vmm_node_id(v), .lsn = op->op.lsn, .own = true };
@@ -102,88 +186,120 @@ static void write_owned_page(struct vmm *v, struct vmm_alloc *a, struct write_op
 	vmm_page_modified(v, a, op->page, op->new_version, op->crc, &o);
 }
 
-void vmm_op_write_page(struct vmm *v, struct client_call *call,
-		       const Ftvm__Client__WritePageRequest *req)
+/* Owned here: frames for the page (its old block kept), then the write lock. */
+static int prepare_owned(struct vmm *v, const struct vmm_page_request *req, struct vmm_alloc *a,
+			 struct write_op *op)
 {
-	struct vmm_msg msgs[4];
-	Envelope *envs[4];
-	struct vmm_alloc *a = vmm_client_page(v, call, req->guid, req->page);
-	struct vmm_page *p;
-	const char *conflict;
-	struct write_op *op;
-	size_t n = 0;
+	struct vmm_page *p = &a->page[req->page];
+	char reason[256];
+	uint64_t frame;
 
-	if (!a)
-		return;
-	p = &a->page[req->page];
-	if (req->data.len > a->block_size) {
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
-				"%zu bytes are longer than the block (%u bytes)", req->data.len,
-				a->block_size);
+	op->old_version = p->version;
+	op->old_crc = p->crc32c;
+	op->old_dirty = p->dirty;
+	op->old_stale = p->stale;
+	if (p->resident) {
+		op->old_block = op->block + a->block_size;
+		memcpy(op->old_block, vmm_block_addr(v, a, req->page), a->block_size);
+	} else if (vmm_frames_take(v, a->block_size, &frame, reason, sizeof(reason)) < 0) {
+		vmm_frames_short(v, req, reason);
+		return -ENOSPC;
+	} else {
+		vmm_page_attach(v, p, frame);
+	}
+	if (vmm_lock(v, p, FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE, op->owner) < 0) {
+		if (!op->old_block)
+			vmm_page_detach(v, p);
+		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
+		return -ENOMEM;
+	}
+	op->new_version = p->version + 1;
+	return 0;
+}
+
+/* Not owned here: the page stays where it is until the owner answers, and a
+ * page that is not resident gets frames now, so the answer has a place. */
+static int prepare_mirror(struct vmm *v, const struct vmm_page_request *req, struct vmm_alloc *a,
+			  struct write_op *op)
+{
+	struct vmm_page *p = &a->page[req->page];
+	char reason[256];
+
+	if (!p->resident) {
+		if (vmm_frames_take(v, a->block_size, &op->frame, reason, sizeof(reason)) < 0) {
+			vmm_frames_short(v, req, reason);
+			return -ENOSPC;
+		}
+		op->has_frames = op->fills = true;
+		p->filling++;
+	}
+	vmm_pin(v, p);
+	return 0;
+}
+
+static void unprepare(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
+{
+	struct vmm_page *p = &a->page[op->page];
+
+	if (op->owned) {
+		vmm_unlock(v, a, op->page, op->owner);
+		if (!op->old_block)
+			vmm_page_detach(v, p);
 		return;
 	}
-	if (!vmm_partner_linked(v)) {
-		vmm_reply_error(
-			call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
-			"partner unavailable: a page write is mirrored before it completes");
-		return;
-	}
-	/* Owned here: the decision is ours. Otherwise our mirror can already
-	 * tell of a lock the owner granted; the owner decides the rest. */
-	conflict = vmm_page_conflict(a, p, FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE);
-	if (conflict && req->wait) {
-		vmm_page_wait(v, call, VMM_WAIT_WRITE_PAGE, a->guid, req->page, true,
-			      req->data.data, req->data.len, false);
-		return;
-	}
-	if (conflict) {
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_LOCKED, "%s page %llu is %s",
-				a->guid, (unsigned long long)req->page, conflict);
-		return;
-	}
-	op = calloc(1, sizeof(*op) + a->block_size);
-	if (!op) {
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
-		return;
-	}
+	settle_mirror_write(v, a, op, false);
+	if (op->has_frames)
+		vmm_frames_give(v, op->frame, a->block_size);
+}
+
+static struct write_op *write_op_new(struct vmm *v, const struct vmm_page_request *req,
+				     const struct vmm_alloc *a)
+{
+	bool owned = vmm_is_owner(v, a);
+	struct write_op *op = calloc(1, sizeof(*op) + (owned ? 2 : 1) * (size_t)a->block_size);
+
+	if (!op)
+		return NULL;
 	op->op.vmm = v;
-	op->op.call = call;
+	op->op.call = req->call;
 	op->op.finish = write_finish;
 	op->op.lsn = pagetable_reserve_lsn(v->pt);
 	snprintf(op->guid, sizeof(op->guid), "%s", a->guid);
 	op->page = req->page;
-	vmm_lock_owner(v, call, op->owner, sizeof(op->owner));
-	if (req->data.len) /* an empty write is all zeroes, and data may be NULL */
-		memcpy(op->block, req->data.data, req->data.len);
+	vmm_lock_owner(v, req->call, op->owner, sizeof(op->owner));
+	if (req->len) /* an empty write is all zeroes, and data may be NULL */
+		memcpy(op->block, req->data, req->len);
+	op->block_size = a->block_size;
 	op->crc = crc32c(0, op->block, a->block_size);
-	op->owned = vmm_is_owner(v, a);
+	op->owned = owned;
 	op->wait = req->wait;
+	op->deadline_ms = req->deadline_ms;
+	return op;
+}
 
-	if (op->owned) {
-		if (vmm_page_lock(p, FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE, op->owner) < 0) {
-			vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
-					"out of memory");
-			free(op);
-			return;
-		}
-		op->new_version = p->version + 1;
-	} else {
-		envs[n] = vmm_msg_lock_request(&msgs[n], a->guid, req->page, true);
+static void send_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
+{
+	struct vmm_msg msgs[4];
+	Envelope *envs[4];
+	size_t n = 0;
+
+	if (!op->owned) {
+		envs[n] = vmm_msg_lock_request(&msgs[n], a->guid, op->page, true);
 		n++;
 	}
 	op->lock_index = n;
-	envs[n] = vmm_msg_allocate(&msgs[n], a->guid, req->page, op->owner, true);
+	envs[n] = vmm_msg_allocate(&msgs[n], a->guid, op->page, op->owner, true);
 	n++;
 	envs[n] =
-		vmm_msg_write_page(&msgs[n], a->guid, req->page, op->block, a->block_size, op->crc);
+		vmm_msg_write_page(&msgs[n], a->guid, op->page, op->block, a->block_size, op->crc);
 	n++;
-	envs[n] = vmm_msg_release_pointer(&msgs[n], a->guid, req->page, op->owner, true,
+	envs[n] = vmm_msg_release_pointer(&msgs[n], a->guid, op->page, op->owner, true,
 					  op->new_version, op->crc);
 	n++;
 	if (vmm_op_send(&op->op, envs, n) < 0) {
-		if (op->owned)
-			vmm_unlock(v, a, req->page, op->owner);
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE, "%s",
+		unprepare(v, a, op);
+		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+				"%s",
 				op->op.reason[0] ? op->op.reason : "cannot reach the partner");
 		free(op);
 		return;
@@ -192,14 +308,82 @@ void vmm_op_write_page(struct vmm *v, struct client_call *call,
 		write_owned_page(v, a, op);
 }
 
+static void page_write(struct vmm *v, const struct vmm_page_request *req)
+{
+	struct vmm_alloc *a = vmm_client_page(v, req->call, req->guid, req->page);
+	struct vmm_page *p;
+	const char *conflict;
+	struct write_op *op;
+
+	if (!a)
+		return;
+	p = &a->page[req->page];
+	if (req->len > a->block_size) {
+		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+				"%zu bytes are longer than the block (%u bytes)", req->len,
+				a->block_size);
+		return;
+	}
+	if (!vmm_partner_linked(v)) {
+		vmm_reply_error(
+			req->call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+			"partner unavailable: a page write is mirrored before it completes");
+		return;
+	}
+	/* Owned here: the decision is ours. Otherwise our mirror can already
+	 * tell of a lock the owner granted; the owner decides the rest. */
+	conflict = vmm_page_conflict(a, p, FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE);
+	if (conflict && req->wait) {
+		vmm_page_wait(v, req, VMM_WAIT_LOCK, NULL);
+		return;
+	}
+	if (conflict) {
+		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_LOCKED,
+				"%s page %llu is %s", a->guid, (unsigned long long)req->page,
+				conflict);
+		return;
+	}
+	/* Frames being filled are not ours to write into: after them. */
+	if (p->pagein || p->filling) {
+		vmm_page_wait(v, req, VMM_WAIT_CONTENTS, NULL);
+		return;
+	}
+	op = write_op_new(v, req, a);
+	if (!op) {
+		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	if ((op->owned ? prepare_owned : prepare_mirror)(v, req, a, op) < 0) {
+		free(op);
+		return;
+	}
+	send_write(v, a, op);
+}
+
+void vmm_op_write_page(struct vmm *v, struct client_call *call,
+		       const Ftvm__Client__WritePageRequest *req)
+{
+	struct vmm_page_request r = {
+		.call = call,
+		.kind = VMM_WAIT_WRITE_PAGE,
+		.guid = req->guid,
+		.page = req->page,
+		.write = true,
+		.wait = req->wait,
+		.data = req->data.data,
+		.len = req->data.len,
+	};
+
+	page_write(v, &r);
+}
+
 /* Nothing can run between the check and the copy (one event loop), so the
  * read lock lives inside this call and needs no mirror. */
-void vmm_op_read_page(struct vmm *v, struct client_call *call,
-		      const Ftvm__Client__ReadPageRequest *req)
+static void page_read(struct vmm *v, const struct vmm_page_request *req)
 {
 	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	Ftvm__Client__ReadPageReply rr = FTVM__CLIENT__READ_PAGE_REPLY__INIT;
-	struct vmm_alloc *a = vmm_client_page(v, call, req->guid, req->page);
+	struct vmm_alloc *a = vmm_client_page(v, req->call, req->guid, req->page);
 	const char *conflict;
 
 	if (!a)
@@ -207,42 +391,44 @@ void vmm_op_read_page(struct vmm *v, struct client_call *call,
 	conflict =
 		vmm_page_conflict(a, &a->page[req->page], FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ);
 	if (conflict && req->wait) {
-		vmm_page_wait(v, call, VMM_WAIT_READ_PAGE, a->guid, req->page, false, NULL, 0,
-			      false);
+		vmm_page_wait(v, req, VMM_WAIT_LOCK, NULL);
 		return;
 	}
 	if (conflict) {
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_LOCKED, "%s page %llu is %s",
-				a->guid, (unsigned long long)req->page, conflict);
+		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_LOCKED,
+				"%s page %llu is %s", a->guid, (unsigned long long)req->page,
+				conflict);
 		return;
 	}
+	if (!vmm_page_contents(v, req, a))
+		return;
 	rr.data.data = vmm_block_addr(v, a, req->page);
 	rr.data.len = a->block_size;
 	rr.crc32c = crc32c(0, rr.data.data, rr.data.len);
 	rr.version = a->page[req->page].version;
 	reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_READ_PAGE;
 	reply.read_page = &rr;
-	client_call_reply(call, &reply);
+	client_call_reply(req->call, &reply);
 }
 
-void vmm_page_retry(struct vmm *v, struct client_call *call, enum vmm_wait_kind kind,
-		    const char *guid, uint64_t page, const void *data, size_t len)
+void vmm_op_read_page(struct vmm *v, struct client_call *call,
+		      const Ftvm__Client__ReadPageRequest *req)
 {
-	if (kind == VMM_WAIT_WRITE_PAGE) {
-		Ftvm__Client__WritePageRequest req = FTVM__CLIENT__WRITE_PAGE_REQUEST__INIT;
+	struct vmm_page_request r = {
+		.call = call,
+		.kind = VMM_WAIT_READ_PAGE,
+		.guid = req->guid,
+		.page = req->page,
+		.wait = req->wait,
+	};
 
-		req.guid = (char *)guid;
-		req.page = page;
-		req.data.data = (uint8_t *)data;
-		req.data.len = len;
-		req.wait = true;
-		vmm_op_write_page(v, call, &req);
-	} else {
-		Ftvm__Client__ReadPageRequest req = FTVM__CLIENT__READ_PAGE_REQUEST__INIT;
+	page_read(v, &r);
+}
 
-		req.guid = (char *)guid;
-		req.page = page;
-		req.wait = true;
-		vmm_op_read_page(v, call, &req);
-	}
+void vmm_page_retry(struct vmm *v, const struct vmm_page_request *req)
+{
+	if (req->kind == VMM_WAIT_WRITE_PAGE)
+		page_write(v, req);
+	else
+		page_read(v, req);
 }

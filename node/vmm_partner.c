@@ -4,7 +4,9 @@
  * Answers are held (corked) until the changes are committed (vmm_flush).
  *
  * Where the receiver owns the allocation it arbitrates (VMM.md, "The lock
- * rule"): it refuses a conflicting lock with LOCKED. Otherwise it mirrors. */
+ * rule"): it refuses a conflicting lock with LOCKED. Otherwise it mirrors.
+ * Only WritePage needs frames here (it brings the whole block, so nothing is
+ * ever paged in for the partner); without any, it is refused with NO_SPACE. */
 #include "vmm_internal.h"
 
 #include <errno.h>
@@ -61,19 +63,13 @@ static struct vmm_page *find_page(struct vmm *v, const char *guid, uint64_t page
 	return &a->page[page];
 }
 
-static void on_space_request(struct vmm *v, const Ftvm__Partner__SpaceRequest *m,
-			     struct answer *ans)
+/* Space for allocations is room in a node's store partition: ours is told,
+ * never refused (the originator's allocation goes in its own partition). */
+static void on_space_request(struct vmm *v, struct answer *ans)
 {
-	uint64_t page_size = frame_pool_page_size(v->pool);
-
-	ans->space.free_bytes = frame_pool_free_count(v->pool) * page_size;
-	ans->space.total_bytes = frame_pool_total(v->pool) * page_size;
+	vmm_store_space(v, &ans->space.free_bytes, &ans->space.total_bytes);
 	ans->cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE;
 	ans->cc.space = &ans->space;
-	if (m->bytes > ans->space.free_bytes)
-		refuse(ans, FTVM__PARTNER__STATUS__STATUS_NO_SPACE,
-		       "%llu bytes asked, %llu free on %s", (unsigned long long)m->bytes,
-		       (unsigned long long)ans->space.free_bytes, vmm_node_id(v));
 }
 
 static void on_allocate_memory(struct vmm *v, const Ftvm__Partner__AllocateMemory *m,
@@ -101,15 +97,6 @@ static void on_allocate_memory(struct vmm *v, const Ftvm__Partner__AllocateMemor
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
-	if (vmm_alloc_take_frames(v, a) < 0) {
-		refuse(ans, FTVM__PARTNER__STATUS__STATUS_NO_SPACE,
-		       "%llu pages of %u bytes do not fit in %s's free frames",
-		       (unsigned long long)a->pages, a->block_size, vmm_node_id(v));
-		vmm_alloc_free(a);
-		return;
-	}
-	for (uint64_t i = 0; i < a->pages; i++)
-		a->page[i].crc32c = vmm_block_crc(v, a, i);
 	a->store_offset = m->store_offset;
 	vmm_table_insert(v->table, a);
 	if (vmm_persist_alloc(v, a, o) < 0)
@@ -192,13 +179,8 @@ static void on_allocate_lock(struct vmm *v, const char *guid, uint64_t page, con
 		/* The owner granted it, so its view wins: ours was behind. */
 		log_warning("%s page %llu: mirror shows it %s, owner %s granted %s", guid,
 			    (unsigned long long)page, conflict, a->owner, owner);
-	if (vmm_page_lock(p, mode, owner) < 0)
+	if (vmm_lock(v, p, mode, owner) < 0)
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
-}
-
-static bool holds_write_lock(const struct vmm_page *p)
-{
-	return p->lock_mode == FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE;
 }
 
 static void on_write_page(struct vmm *v, const Ftvm__Partner__WritePage *m, struct answer *ans)
@@ -208,7 +190,7 @@ static void on_write_page(struct vmm *v, const Ftvm__Partner__WritePage *m, stru
 
 	if (!p)
 		return;
-	if (!holds_write_lock(p)) {
+	if (!vmm_page_write_locked(p)) {
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
 		       "WritePage to %s page %llu, which nobody has write-locked", m->guid,
 		       (unsigned long long)m->page);
@@ -221,7 +203,10 @@ static void on_write_page(struct vmm *v, const Ftvm__Partner__WritePage *m, stru
 		       m->guid, (unsigned long long)m->page, m->data.len, m->crc32c, a->block_size);
 		return;
 	}
-	memcpy(vmm_block_addr(v, a, m->page), m->data.data, m->data.len);
+	if (vmm_page_fill(v, a, m->page, m->data.data, ans->reason, sizeof(ans->reason)) < 0) {
+		ans->cc.status = FTVM__PARTNER__STATUS__STATUS_NO_SPACE;
+		ans->cc.reason = ans->reason;
+	}
 }
 
 static void on_release_pointer(struct vmm *v, const Ftvm__Partner__ReleasePointer *m,
@@ -233,7 +218,13 @@ static void on_release_pointer(struct vmm *v, const Ftvm__Partner__ReleasePointe
 
 	if (!p)
 		return;
-	was_writer = holds_write_lock(p);
+	was_writer = vmm_page_write_locked(p);
+	if (m->modified && !p->resident) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+		       "%s released %s page %llu as modified without its WritePage", m->owner,
+		       m->guid, (unsigned long long)m->page);
+		return;
+	}
 	if (vmm_unlock(v, a, m->page, m->owner) < 0) {
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
 		       "%s holds no lock on %s page %llu", m->owner, m->guid,
@@ -286,7 +277,7 @@ static void apply(struct vmm *v, const Envelope *env, struct answer *ans)
 
 	switch (env->message_case) {
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST:
-		on_space_request(v, env->space_request, ans);
+		on_space_request(v, ans);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_MEMORY:
 		on_allocate_memory(v, env->allocate_memory, &o, ans);

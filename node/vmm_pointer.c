@@ -1,15 +1,22 @@
 /* Read and write pointers (seed 002 Figs. 6-8) into the frame pool that the
- * client maps, and the paging queue of requests waiting for a lock.
+ * client maps, and the paging queue of requests that cannot go on now.
  *
  *   get pointer: owned here  -> lock now, [AllocateRead|AllocateWrite] mirror
  *                owned there -> [LockRequest, AllocateRead|AllocateWrite] to it
  *   release:     modified    -> [WritePage, ReleasePointer{modified}]
  *                unmodified  -> [ReleasePointer]
  *
- * Each is one partner round trip. A pointer belongs to the client connection
- * that got it; when the connection goes, its pointers are released (a write
- * pointer as modified: whatever the client wrote into the frame is mirrored,
- * so the two copies stay equal). */
+ * Each is one partner round trip. A pointer needs the page resident (paged
+ * in first when it is not) and keeps it so: the lock keeps it out of the
+ * replacement queue. A pointer belongs to the client connection that got it;
+ * when the connection goes, its pointers are released (a write pointer as
+ * modified: whatever the client wrote into the frame is mirrored, so the two
+ * copies stay equal).
+ *
+ * The paging queue: a request waits for a lock (LOCK), for its page's
+ * contents to arrive (CONTENTS: a page-in, or a whole-page write bringing
+ * them), or for frames (FRAMES: tried again every VMM_RETRY_MS), in order per
+ * page, until its deadline. */
 #include "vmm_internal.h"
 
 #include <errno.h>
@@ -19,6 +26,7 @@
 
 #include <event2/event.h>
 
+#include "clock.h"
 #include "crc32c.h"
 #include "log.h"
 #include "session.h"
@@ -28,26 +36,30 @@
 
 struct vmm_holding {
 	struct vmm_holding *next;
+	struct vmm *vmm;
 	uint64_t client_id;
 	char guid[128];
 	uint64_t page;
 	char owner[128];
 	bool write;
+	/* A gone client's release the partner refused for want of frames is
+	 * tried again (retry) until deadline_ms. */
+	struct event *retry;
+	uint64_t deadline_ms;
 };
 
-/* A get-pointer request waiting in the paging queue. */
+/* A request waiting in the paging queue; req's guid and data point into it. */
 struct vmm_page_waiter {
 	struct vmm_page_waiter *next;
 	struct vmm *vmm;
-	struct client_call *call;
-	enum vmm_wait_kind kind;
+	struct vmm_page_request req;
+	enum vmm_wait_reason why;
 	uint64_t client_id;
 	char guid[128];
-	uint64_t page;
-	bool write;
-	uint8_t *data; /* a whole-page write's bytes */
-	size_t len;
-	struct event *deadline;
+	uint8_t *data;
+	char reason[256]; /* why frames are short */
+	bool due;	  /* FRAMES: time to try again */
+	struct event *deadline, *retry;
 };
 
 struct pointer_op {
@@ -59,6 +71,7 @@ struct pointer_op {
 	bool write;
 	bool owned;
 	bool wait;
+	uint64_t deadline_ms;
 	size_t lock_index;
 };
 
@@ -77,11 +90,27 @@ static int lock_mode(bool write)
 		     : FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ;
 }
 
-static void grant(struct vmm *v, struct client_call *call, uint64_t client_id, const char *guid,
-		  uint64_t page, bool write, bool wait);
+static void grant(struct vmm *v, const struct vmm_page_request *req);
 static void release(struct vmm *v, struct client_call *call, struct vmm_holding *h, bool modified);
 
 /* ---- the paging queue ---- */
+
+static void arm_ms(struct event *ev, uint64_t ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+
+	evtimer_add(ev, &tv);
+}
+
+static void waiter_free(struct vmm_page_waiter *w)
+{
+	if (w->deadline)
+		event_free(w->deadline);
+	if (w->retry)
+		event_free(w->retry);
+	free(w->data);
+	free(w);
+}
 
 static void waiter_unlink(struct vmm *v, struct vmm_page_waiter *w)
 {
@@ -91,108 +120,185 @@ static void waiter_unlink(struct vmm *v, struct vmm_page_waiter *w)
 		p = &(*p)->next;
 	if (*p)
 		*p = w->next;
-	if (w->deadline)
-		event_free(w->deadline);
-	free(w->data);
-	free(w);
+	waiter_free(w);
 }
 
 static void on_waiter_deadline(evutil_socket_t fd, short what, void *arg)
 {
 	struct vmm_page_waiter *w = arg;
+	unsigned ms = w->vmm->config->request_timeout_ms;
+	unsigned long long page = w->req.page;
 
-	vmm_reply_error(w->call, FTVM__PARTNER__STATUS__STATUS_LOCKED,
-			"%s page %llu stayed locked for %u ms", w->guid,
-			(unsigned long long)w->page, w->vmm->config->request_timeout_ms);
+	switch (w->why) {
+	case VMM_WAIT_LOCK:
+		vmm_reply_error(w->req.call, FTVM__PARTNER__STATUS__STATUS_LOCKED,
+				"%s page %llu stayed locked for %u ms", w->guid, page, ms);
+		break;
+	case VMM_WAIT_CONTENTS:
+		vmm_reply_error(w->req.call, FTVM__PARTNER__STATUS__STATUS_TIMEOUT,
+				"%s page %llu: its page-in did not complete within %u ms", w->guid,
+				page, ms);
+		break;
+	case VMM_WAIT_FRAMES:
+		vmm_reply_error(w->req.call, FTVM__PARTNER__STATUS__STATUS_NO_SPACE,
+				"%s page %llu: %s, for %u ms", w->guid, page, w->reason, ms);
+		break;
+	}
 	waiter_unlink(w->vmm, w);
 }
 
-void vmm_page_wait(struct vmm *v, struct client_call *call, enum vmm_wait_kind kind,
-		   const char *guid, uint64_t page, bool write, const void *data, size_t len,
-		   bool at_head)
+static void on_waiter_retry(evutil_socket_t fd, short what, void *arg)
 {
-	struct timeval tv = { .tv_sec = v->config->request_timeout_ms / 1000,
-			      .tv_usec = (v->config->request_timeout_ms % 1000) * 1000 };
+	struct vmm_page_waiter *w = arg;
+
+	w->due = true;
+	vmm_paging_kick(w->vmm);
+}
+
+void vmm_page_wait(struct vmm *v, const struct vmm_page_request *req, enum vmm_wait_reason why,
+		   const char *reason)
+{
 	struct vmm_page_waiter *w = calloc(1, sizeof(*w)), **tail = &v->page_waiters;
-	uint64_t client_id = client_call_client_id(call);
+	uint64_t now = clock_now_ms();
 
 	if (!w || !(w->deadline = evtimer_new(v->base, on_waiter_deadline, w)) ||
-	    (len && !(w->data = malloc(len)))) {
-		if (w && w->deadline)
-			event_free(w->deadline);
-		free(w);
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
+	    (why == VMM_WAIT_FRAMES && !(w->retry = evtimer_new(v->base, on_waiter_retry, w))) ||
+	    (req->len && !(w->data = malloc(req->len)))) {
+		if (w)
+			waiter_free(w);
+		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
-	if (len)
-		memcpy(w->data, data, len);
-	w->len = len;
-	w->kind = kind;
 	w->vmm = v;
-	w->call = call;
-	w->client_id = client_id;
-	snprintf(w->guid, sizeof(w->guid), "%s", guid);
-	w->page = page;
-	w->write = write;
-	evtimer_add(w->deadline, &tv);
-	if (!at_head)
+	w->req = *req;
+	w->why = why;
+	w->client_id = client_call_client_id(req->call);
+	snprintf(w->guid, sizeof(w->guid), "%s", req->guid);
+	w->req.guid = w->guid;
+	if (req->len)
+		memcpy(w->data, req->data, req->len);
+	w->req.data = w->data;
+	snprintf(w->reason, sizeof(w->reason), "%s", reason ? reason : "");
+	if (!w->req.deadline_ms)
+		w->req.deadline_ms = now + v->config->request_timeout_ms;
+	arm_ms(w->deadline, w->req.deadline_ms > now ? w->req.deadline_ms - now : 0);
+	if (w->retry)
+		arm_ms(w->retry, VMM_RETRY_MS);
+	if (!req->again)
 		while (*tail)
 			tail = &(*tail)->next;
 	w->next = *tail;
 	*tail = w;
 }
 
+void vmm_frames_short(struct vmm *v, const struct vmm_page_request *req, const char *reason)
+{
+	if (req->wait)
+		vmm_page_wait(v, req, VMM_WAIT_FRAMES, reason);
+	else
+		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_NO_SPACE,
+				"%s page %llu: %s", req->guid, (unsigned long long)req->page,
+				reason);
+}
+
+static bool same_page(const struct vmm_page_waiter *w, const char *guid, uint64_t page)
+{
+	return w->req.page == page && strcmp(w->guid, guid) == 0;
+}
+
+void vmm_page_in_failed(struct vmm *v, const char *guid, uint64_t page, const char *reason)
+{
+	struct vmm_page_waiter *w, *next;
+
+	/* A whole-page write needs no contents: it goes on. */
+	for (w = v->page_waiters; w; w = next) {
+		next = w->next;
+		if (w->why != VMM_WAIT_CONTENTS || w->req.kind == VMM_WAIT_WRITE_PAGE ||
+		    !same_page(w, guid, page))
+			continue;
+		vmm_reply_error(w->req.call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
+				"%s page %llu: %s", guid, (unsigned long long)page, reason);
+		waiter_unlink(v, w);
+	}
+}
+
+void vmm_paging_kick(struct vmm *v)
+{
+	if (v->page_waiters)
+		event_active(v->kick_event, EV_TIMEOUT, 0);
+}
+
 static bool blocked_behind(const struct vmm_page_waiter *first, const struct vmm_page_waiter *w)
 {
 	for (const struct vmm_page_waiter *x = first; x != w; x = x->next)
-		if (x->page == w->page && strcmp(x->guid, w->guid) == 0)
+		if (same_page(x, w->guid, w->req.page))
 			return true;
 	return false;
 }
 
-/* Locks were let go: every waiter that can be granted now goes on, in order;
- * one still blocked keeps those behind it for the same page waiting. Runs
- * from its own event, never inside the handling of a partner batch, whose
- * answers must wait for their commit. */
+static bool waiter_ready(struct vmm *v, const struct vmm_page_waiter *w)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, w->guid);
+	const struct vmm_page *p;
+
+	if (!a || w->req.page >= a->pages)
+		return true; /* its retry says so */
+	p = &a->page[w->req.page];
+	switch (w->why) {
+	case VMM_WAIT_LOCK:
+		return !vmm_page_conflict(a, p, lock_mode(w->req.write));
+	case VMM_WAIT_CONTENTS:
+		return !p->pagein && !p->filling;
+	case VMM_WAIT_FRAMES:
+		return w->due;
+	}
+	return true;
+}
+
+/* Locks were let go, contents arrived, or frames may be free: every waiter
+ * that can go on now does, in order; one still blocked keeps those behind it
+ * for the same page waiting. Runs from its own event, never inside the
+ * handling of a partner batch, whose answers must wait for their commit. */
 void vmm_on_paging_kick(evutil_socket_t fd, short what, void *arg)
 {
 	struct vmm *v = arg;
 	struct vmm_page_waiter *w = v->page_waiters, *next;
 
 	for (; w; w = next) {
-		struct vmm_alloc *a = vmm_table_find(v->table, w->guid);
-		struct client_call *call = w->call;
-		uint64_t client_id = w->client_id, page = w->page;
-		bool write = w->write;
-		enum vmm_wait_kind kind = w->kind;
+		struct vmm_page_request req;
 		char guid[sizeof(w->guid)];
 		uint8_t *data = w->data;
-		size_t len = w->len;
 
 		next = w->next;
-		if (blocked_behind(v->page_waiters, w) ||
-		    (a && page < a->pages &&
-		     vmm_page_conflict(a, &a->page[page], lock_mode(write))))
+		if (blocked_behind(v->page_waiters, w) || !waiter_ready(v, w))
 			continue;
+		req = w->req;
 		snprintf(guid, sizeof(guid), "%s", w->guid);
+		req.guid = guid;
+		req.again = true;
 		w->data = NULL; /* ours now */
 		waiter_unlink(v, w);
-		if (kind == VMM_WAIT_POINTER)
-			grant(v, call, client_id, guid, page, write, true);
+		if (req.kind == VMM_WAIT_POINTER)
+			grant(v, &req);
 		else
-			vmm_page_retry(v, call, kind, guid, page, data, len);
+			vmm_page_retry(v, &req);
 		free(data);
-		next = v->page_waiters; /* a grant may have queued or dropped some */
+		next = v->page_waiters; /* a retry may have queued or dropped some */
 	}
 }
 
 int vmm_unlock(struct vmm *v, struct vmm_alloc *a, uint64_t page, const char *owner)
 {
-	int r = vmm_page_unlock(&a->page[page], owner);
+	struct vmm_page *p = &a->page[page];
+	int r = vmm_page_unlock(p, owner);
 
-	if (r == 0 && v->page_waiters)
-		event_active(v->kick_event, EV_TIMEOUT, 0);
-	return r;
+	if (r < 0)
+		return r;
+	vmm_replace_update(v, p);
+	if (p->dirty && vmm_is_owner(v, a))
+		vmm_destage_page(v, a, page); /* held back while it was write-locked */
+	vmm_paging_kick(v);
+	return 0;
 }
 
 uint64_t vmm_page_waiting(const struct vmm *v)
@@ -207,8 +313,8 @@ uint64_t vmm_page_waiting(const struct vmm *v)
 void vmm_page_waiters_fail(struct vmm *v)
 {
 	while (v->page_waiters) {
-		vmm_reply_error(v->page_waiters->call, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN,
-				"node stopping");
+		vmm_reply_error(v->page_waiters->req.call,
+				FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN, "node stopping");
 		waiter_unlink(v, v->page_waiters);
 	}
 }
@@ -229,6 +335,41 @@ static void pointer_reply(struct vmm *v, struct client_call *call, const struct 
 	client_call_reply(call, &reply);
 }
 
+/* The grant came: the client holds the pointer (or, gone meanwhile, it is
+ * let go at once). false when out of memory. */
+static bool hold(struct vmm *v, struct pointer_op *op, struct vmm_alloc *a)
+{
+	struct vmm_page *p = &a->page[op->page];
+	struct vmm_holding *h = calloc(1, sizeof(*h));
+
+	/* Owned here, the lock is in our table already; otherwise the owner
+	 * granted it and our mirror records it now. */
+	if (!h || (!op->owned && vmm_lock(v, p, lock_mode(op->write), op->owner) < 0)) {
+		free(h);
+		return false;
+	}
+	if (!op->owned)
+		vmm_unpin(v, p); /* the lock keeps it resident now */
+	h->vmm = v;
+	h->client_id = op->client_id;
+	snprintf(h->guid, sizeof(h->guid), "%s", op->guid);
+	h->page = op->page;
+	snprintf(h->owner, sizeof(h->owner), "%s", op->owner);
+	h->write = op->write;
+	if (client_call_client_gone(op->op.call)) {
+		/* It went while the partner granted: nobody to hold it. */
+		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
+				"client gone before the grant");
+		h->deadline_ms = clock_now_ms() + v->config->request_timeout_ms;
+		release(v, NULL, h, h->write);
+		return true;
+	}
+	h->next = v->holdings;
+	v->holdings = h;
+	pointer_reply(v, op->op.call, a, op->page);
+	return true;
+}
+
 static void pointer_finish(struct vmm_op *base)
 {
 	struct pointer_op *op = (struct pointer_op *)base;
@@ -237,58 +378,65 @@ static void pointer_finish(struct vmm_op *base)
 	/* The partner recorded our lock unless the batch failed before it did. */
 	bool partner_holds = op->op.status == FTVM__PARTNER__STATUS__STATUS_OK ||
 			     op->op.failed_at > op->lock_index;
-	struct vmm_holding *h;
 
 	if (op->op.status == FTVM__PARTNER__STATUS__STATUS_OK && a) {
-		h = calloc(1, sizeof(*h));
-		/* Owned here, the lock is in our table already; otherwise the
-		 * owner granted it and our mirror records it now. */
-		if (h && (op->owned || vmm_page_lock(&a->page[op->page], lock_mode(op->write),
-						     op->owner) == 0)) {
-			h->client_id = op->client_id;
-			snprintf(h->guid, sizeof(h->guid), "%s", op->guid);
-			h->page = op->page;
-			snprintf(h->owner, sizeof(h->owner), "%s", op->owner);
-			h->write = op->write;
-			if (client_call_client_gone(op->op.call)) {
-				/* It went while the partner granted: nobody to hold it. */
-				vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
-						"client gone before the grant");
-				release(v, NULL, h, h->write);
-				free(op);
-				return;
-			}
-			h->next = v->holdings;
-			v->holdings = h;
-			pointer_reply(v, op->op.call, a, op->page);
+		if (hold(v, op, a)) {
 			free(op);
 			return;
 		}
-		free(h);
 		op->op.status = FTVM__PARTNER__STATUS__STATUS_INTERNAL;
 		snprintf(op->op.reason, sizeof(op->op.reason), "out of memory");
 	}
 	if (a && op->owned)
 		vmm_unlock(v, a, op->page, op->owner);
+	else if (a)
+		vmm_unpin(v, &a->page[op->page]);
 	if (partner_holds)
 		vmm_release_stray_lock(v, op->guid, op->page, op->owner);
-	if (op->op.status == FTVM__PARTNER__STATUS__STATUS_LOCKED && op->wait && a)
-		vmm_page_wait(v, op->op.call, VMM_WAIT_POINTER, op->guid, op->page, op->write, NULL,
-			      0, true);
-	else
+	if (op->op.status == FTVM__PARTNER__STATUS__STATUS_LOCKED && op->wait && a) {
+		struct vmm_page_request req = {
+			.call = op->op.call,
+			.kind = VMM_WAIT_POINTER,
+			.guid = op->guid,
+			.page = op->page,
+			.write = op->write,
+			.wait = true,
+			.again = true, /* the owner's lock lost us the race */
+			.deadline_ms = op->deadline_ms,
+		};
+
+		vmm_page_wait(v, &req, VMM_WAIT_LOCK, NULL);
+	} else {
 		vmm_reply_error(op->op.call,
 				a ? op->op.status : FTVM__PARTNER__STATUS__STATUS_NOT_FOUND,
 				"%s page %llu: %s", op->guid, (unsigned long long)op->page,
 				a ? op->op.reason : "allocation released meanwhile");
+	}
 	free(op);
 }
 
-static void grant(struct vmm *v, struct client_call *call, uint64_t client_id, const char *guid,
-		  uint64_t page, bool write, bool wait)
+/* Locks the page (owned here) or pins it until the owner answers. */
+static int take_page(struct vmm *v, struct pointer_op *op, struct vmm_page *p)
+{
+	if (op->owned)
+		return vmm_lock(v, p, lock_mode(op->write), op->owner);
+	vmm_pin(v, p);
+	return 0;
+}
+
+static void let_page_go(struct vmm *v, struct pointer_op *op, struct vmm_alloc *a)
+{
+	if (op->owned)
+		vmm_unlock(v, a, op->page, op->owner);
+	else
+		vmm_unpin(v, &a->page[op->page]);
+}
+
+static void grant(struct vmm *v, const struct vmm_page_request *req)
 {
 	struct vmm_msg msgs[2];
 	Envelope *envs[2];
-	struct vmm_alloc *a = vmm_client_page(v, call, guid, page);
+	struct vmm_alloc *a = vmm_client_page(v, req->call, req->guid, req->page);
 	struct pointer_op *op;
 	const char *conflict;
 	size_t n = 0;
@@ -296,53 +444,53 @@ static void grant(struct vmm *v, struct client_call *call, uint64_t client_id, c
 	if (!a)
 		return;
 	if (!vmm_partner_linked(v)) {
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
 				"partner unavailable: a pointer is mirrored before it is granted");
 		return;
 	}
-	conflict = vmm_page_conflict(a, &a->page[page], lock_mode(write));
+	conflict = vmm_page_conflict(a, &a->page[req->page], lock_mode(req->write));
 	if (conflict) {
-		if (wait)
-			vmm_page_wait(v, call, VMM_WAIT_POINTER, guid, page, write, NULL, 0, false);
+		if (req->wait)
+			vmm_page_wait(v, req, VMM_WAIT_LOCK, NULL);
 		else
-			vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_LOCKED,
-					"%s page %llu is %s", guid, (unsigned long long)page,
-					conflict);
+			vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_LOCKED,
+					"%s page %llu is %s", req->guid,
+					(unsigned long long)req->page, conflict);
 		return;
 	}
+	if (!vmm_page_contents(v, req, a))
+		return;
 	op = calloc(1, sizeof(*op));
 	if (!op) {
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
+		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
 	op->op.vmm = v;
-	op->op.call = call;
+	op->op.call = req->call;
 	op->op.finish = pointer_finish;
-	op->client_id = client_id;
-	snprintf(op->guid, sizeof(op->guid), "%s", guid);
-	op->page = page;
-	op->write = write;
-	op->wait = wait;
+	op->client_id = client_call_client_id(req->call);
+	snprintf(op->guid, sizeof(op->guid), "%s", req->guid);
+	op->page = req->page;
+	op->write = req->write;
+	op->wait = req->wait;
+	op->deadline_ms = req->deadline_ms;
 	op->owned = vmm_is_owner(v, a);
-	vmm_lock_owner(v, call, op->owner, sizeof(op->owner));
-	if (op->owned) {
-		if (vmm_page_lock(&a->page[page], lock_mode(write), op->owner) < 0) {
-			vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
-					"out of memory");
-			free(op);
-			return;
-		}
-	} else {
-		envs[n] = vmm_msg_lock_request(&msgs[n], a->guid, page, write);
+	vmm_lock_owner(v, req->call, op->owner, sizeof(op->owner));
+	if (take_page(v, op, &a->page[req->page]) < 0) {
+		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
+		free(op);
+		return;
+	}
+	if (!op->owned) {
+		envs[n] = vmm_msg_lock_request(&msgs[n], a->guid, req->page, req->write);
 		n++;
 	}
 	op->lock_index = n;
-	envs[n] = vmm_msg_allocate(&msgs[n], a->guid, page, op->owner, write);
+	envs[n] = vmm_msg_allocate(&msgs[n], a->guid, req->page, op->owner, req->write);
 	n++;
 	if (vmm_op_send(&op->op, envs, n) < 0) {
-		if (op->owned)
-			vmm_unlock(v, a, page, op->owner);
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE, "%s",
+		let_page_go(v, op, a);
+		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE, "%s",
 				op->op.reason[0] ? op->op.reason : "cannot reach the partner");
 		free(op);
 	}
@@ -351,7 +499,16 @@ static void grant(struct vmm *v, struct client_call *call, uint64_t client_id, c
 void vmm_op_get_pointer(struct vmm *v, struct client_call *call,
 			const Ftvm__Client__GetPointerRequest *req)
 {
-	grant(v, call, client_call_client_id(call), req->guid, req->page, req->write, req->wait);
+	struct vmm_page_request r = {
+		.call = call,
+		.kind = VMM_WAIT_POINTER,
+		.guid = req->guid,
+		.page = req->page,
+		.write = req->write,
+		.wait = req->wait,
+	};
+
+	grant(v, &r);
 }
 
 /* ---- release a pointer (Fig. 8) ---- */
@@ -386,22 +543,50 @@ static void unlink_holding(struct vmm *v, struct vmm_holding *h)
 		*p = h->next;
 }
 
-/* A client's pointer stays held, so it can release again once the partner
- * is back; a gone client's (call NULL) is let go here alone, and the partner
- * learns of it when the pair resyncs. */
+static void on_release_retry(evutil_socket_t fd, short what, void *arg)
+{
+	struct vmm_holding *h = arg;
+
+	unlink_holding(h->vmm, h);
+	event_free(h->retry);
+	h->retry = NULL;
+	release(h->vmm, NULL, h, h->write);
+}
+
+/* A gone client's release refused for want of frames on the partner: it is
+ * tried again, the holding kept meanwhile. false when its time is up. */
+static bool release_later(struct vmm *v, struct vmm_holding *h, int status)
+{
+	if (status != FTVM__PARTNER__STATUS__STATUS_NO_SPACE || clock_now_ms() >= h->deadline_ms)
+		return false;
+	h->retry = evtimer_new(v->base, on_release_retry, h);
+	if (!h->retry)
+		return false;
+	arm_ms(h->retry, VMM_RETRY_MS);
+	h->next = v->holdings;
+	v->holdings = h;
+	return true;
+}
+
+/* A client's pointer stays held, so it can release again (once the partner
+ * is back, or has frames); a gone client's (call NULL) is let go here alone
+ * once the partner cannot take it, and the partner learns of it when the pair
+ * resyncs. */
 static void release_failed(struct vmm *v, struct client_call *call, struct vmm_holding *h,
-			   const char *reason)
+			   int status, const char *reason)
 {
 	struct vmm_alloc *a = vmm_table_find(v->table, h->guid);
 
 	if (call) {
 		h->next = v->holdings;
 		v->holdings = h;
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+		vmm_reply_error(call, status,
 				"%s page %llu: release failed, pointer still held: %s", h->guid,
 				(unsigned long long)h->page, reason);
 		return;
 	}
+	if (a && release_later(v, h, status))
+		return;
 	log_warning("%s page %llu: pointer of a gone client released here only: %s", h->guid,
 		    (unsigned long long)h->page, reason);
 	if (a)
@@ -418,7 +603,9 @@ static void release_finish(struct vmm_op *base)
 	struct pt_origin o = { .node = vmm_node_id(v), .lsn = op->op.lsn, .own = true };
 
 	if (op->op.status != FTVM__PARTNER__STATUS__STATUS_OK || !a) {
-		release_failed(v, op->op.call, h, op->op.reason);
+		release_failed(v, op->op.call, h,
+			       a ? op->op.status : FTVM__PARTNER__STATUS__STATUS_NOT_FOUND,
+			       a ? op->op.reason : "allocation released meanwhile");
 		free(op);
 		return;
 	}
@@ -467,7 +654,7 @@ static void release(struct vmm *v, struct client_call *call, struct vmm_holding 
 					  op->new_version, op->crc);
 	n++;
 	if (vmm_op_send(&op->op, envs, n) < 0) {
-		release_failed(v, call, h,
+		release_failed(v, call, h, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
 			       op->op.reason[0] ? op->op.reason : "cannot reach the partner");
 		free(op);
 	}
@@ -506,7 +693,7 @@ void vmm_client_gone(struct vmm *v, uint64_t client_id)
 
 	while (*w) {
 		if ((*w)->client_id == client_id) {
-			vmm_reply_error((*w)->call, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN,
+			vmm_reply_error((*w)->req.call, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN,
 					"client gone");
 			waiter_unlink(v, *w);
 			w = &v->page_waiters; /* the list changed under us: start over */
@@ -517,13 +704,14 @@ void vmm_client_gone(struct vmm *v, uint64_t client_id)
 	while (*p) {
 		struct vmm_holding *h = *p;
 
-		if (h->client_id != client_id) {
+		if (h->client_id != client_id || h->retry) {
 			p = &h->next;
 			continue;
 		}
 		*p = h->next;
 		log_info("client gone: releasing its %s pointer to %s page %llu",
 			 h->write ? "write" : "read", h->guid, (unsigned long long)h->page);
+		h->deadline_ms = clock_now_ms() + v->config->request_timeout_ms;
 		release(v, NULL, h, h->write);
 	}
 }
@@ -534,6 +722,8 @@ void vmm_holdings_free(struct vmm *v)
 		struct vmm_holding *h = v->holdings;
 
 		v->holdings = h->next;
+		if (h->retry)
+			event_free(h->retry);
 		free(h);
 	}
 }

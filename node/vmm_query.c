@@ -16,24 +16,37 @@
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
 #define VERIFY_DIFFERENCES_MAX 100
 
+/* What a page holds for verify: the frame's bytes when it is resident (so a
+ * damaged frame shows), what the page table recorded when it is not. */
+static uint32_t page_digest(const struct vmm *v, const struct vmm_alloc *a, uint64_t page)
+{
+	return a->page[page].resident ? vmm_block_crc(v, a, page) : a->page[page].crc32c;
+}
+
 int vmm_sense_fill(struct vmm *v, bool page_table, Ftvm__Partner__SenseInformation *info)
 {
 	static Ftvm__Partner__MediaCapacity dram = FTVM__PARTNER__MEDIA_CAPACITY__INIT;
-	static Ftvm__Partner__MediaCapacity *media[] = { &dram };
+	static Ftvm__Partner__MediaCapacity store = FTVM__PARTNER__MEDIA_CAPACITY__INIT;
+	static Ftvm__Partner__MediaCapacity *media[] = { &dram, &store };
 	uint64_t page_size = frame_pool_page_size(v->pool);
 	struct vmm_alloc **all;
 	size_t n;
 
 	ftvm__partner__sense_information__init(info);
+	/* The frame pool: what is not free holds resident pages. */
 	dram.type = "dram";
 	dram.capacity = frame_pool_total(v->pool) * page_size;
 	dram.free = frame_pool_free_count(v->pool) * page_size;
+	/* This node's store partition: room for the extents of new allocations. */
+	store.type = "store";
+	vmm_store_space(v, &store.free, &store.capacity);
 	info->media = media;
-	info->n_media = 1;
-	/* The paging queue: requests waiting for a lock or for space. Pages stay
-	 * resident (no replacement yet), so that queue stays empty. */
+	info->n_media = 2;
+	/* The paging queue: requests waiting for a lock, a page-in, frames or
+	 * space; the replacement queue: resident pages that may be evicted. */
 	info->paging_queue = vmm_space_waiting(v) + vmm_page_waiting(v);
 	info->destage_queue = vmm_destage_depth(v);
+	info->replacement_queue = v->lru_length;
 	if (!page_table)
 		return 0;
 
@@ -58,8 +71,7 @@ int vmm_sense_fill(struct vmm *v, bool page_table, Ftvm__Partner__SenseInformati
 		d->n_page_version = d->n_page_crc32c = a->pages;
 		for (uint64_t p = 0; p < a->pages; p++) {
 			d->page_version[p] = a->page[p].version;
-			/* What the frame holds now, not what was recorded. */
-			d->page_crc32c[p] = vmm_block_crc(v, a, p);
+			d->page_crc32c[p] = page_digest(v, a, p);
 		}
 	}
 	free(all);

@@ -102,12 +102,17 @@ out:
 	return r;
 }
 
+/* A resident page's block: a dirty one, which the store does not have, or a
+ * clean one, which warms the receiver's frames. The receiver pages in the
+ * others from the store (a stale page has nothing here to send). */
 static int send_page(struct resync_send *rs, const struct vmm_alloc *a, uint64_t page)
 {
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 	Ftvm__Partner__ResyncPage m = FTVM__PARTNER__RESYNC_PAGE__INIT;
 	int r;
 
+	if (!a->page[page].resident)
+		return 0;
 	m.guid = a->guid;
 	m.page = page;
 	m.data.data = vmm_block_addr(rs->vmm, a, page);
@@ -434,11 +439,6 @@ static int on_allocation(struct vmm *v, const Ftvm__Partner__ResyncAllocation *m
 		return refuse(v, reason, len, "%s: %zu page states for %llu pages", am->guid,
 			      m->n_pages, (unsigned long long)a->pages);
 	}
-	if (vmm_alloc_take_frames(v, a) < 0) {
-		vmm_alloc_free(a);
-		return refuse(v, reason, len, "%s does not fit in %s's frames", am->guid,
-			      vmm_node_id(v));
-	}
 	a->store_offset = am->store_offset;
 	vmm_table_insert(v->table, a);
 	if (vmm_persist_alloc(v, a, o) < 0)
@@ -447,6 +447,8 @@ static int on_allocation(struct vmm *v, const Ftvm__Partner__ResyncAllocation *m
 		a->page[i].version = m->pages[i]->version;
 		a->page[i].crc32c = m->pages[i]->crc32c;
 		a->page[i].dirty = m->pages[i]->dirty;
+		/* Not resident: a dirty page's block follows in a ResyncPage. */
+		a->page[i].stale = m->pages[i]->dirty;
 		if (vmm_persist_page(v, a, i, o) < 0)
 			return refuse(v, reason, len, "page table: %s",
 				      pagetable_last_error(v->pt));
@@ -457,6 +459,7 @@ static int on_allocation(struct vmm *v, const Ftvm__Partner__ResyncAllocation *m
 static int on_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m, char *reason, size_t len)
 {
 	struct vmm_alloc *a = vmm_table_find(v->table, m->guid);
+	char why[256];
 
 	if (!v->resync_receiving)
 		return refuse(v, reason, len, "ResyncPage outside a resync");
@@ -466,7 +469,12 @@ static int on_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m, char *reas
 	if (crc32c(0, m->data.data, m->data.len) != a->page[m->page].crc32c)
 		return refuse(v, reason, len, "ResyncPage %s page %llu: checksum differs", m->guid,
 			      (unsigned long long)m->page);
-	memcpy(vmm_block_addr(v, a, m->page), m->data.data, m->data.len);
+	/* A clean page that finds no frame is read from the store when needed. */
+	if (vmm_page_fill(v, a, m->page, m->data.data, why, sizeof(why)) < 0 &&
+	    a->page[m->page].dirty)
+		return refuse(v, reason, len, "ResyncPage %s page %llu: %s", m->guid,
+			      (unsigned long long)m->page, why);
+	a->page[m->page].stale = false;
 	return 0;
 }
 

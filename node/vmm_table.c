@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crc32c.h"
+
 #define BUCKETS 1024u
 
 struct vmm_table {
@@ -53,6 +55,7 @@ struct vmm_alloc *vmm_alloc_new(const char *guid, const char *home, const char *
 				const uint8_t *header, size_t header_len)
 {
 	struct vmm_alloc *a = calloc(1, sizeof(*a));
+	uint32_t zero_crc;
 
 	if (!a)
 		return NULL;
@@ -72,6 +75,11 @@ struct vmm_alloc *vmm_alloc_new(const char *guid, const char *home, const char *
 	}
 	if (header_len)
 		memcpy(a->header, header, header_len);
+	zero_crc = vmm_zero_crc(block_size);
+	for (uint64_t i = 0; i < a->pages; i++) {
+		a->page[i].alloc = a;
+		a->page[i].crc32c = zero_crc;
+	}
 	return a;
 }
 
@@ -199,6 +207,27 @@ bool vmm_alloc_locked(const struct vmm_alloc *a)
 		if (a->page[i].n_owners)
 			return true;
 	return false;
+}
+
+bool vmm_page_write_locked(const struct vmm_page *p)
+{
+	return p->lock_mode == FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE;
+}
+
+uint64_t vmm_page_index(const struct vmm_page *p)
+{
+	return (uint64_t)(p - p->alloc->page);
+}
+
+uint32_t vmm_zero_crc(uint32_t block_size)
+{
+	static const uint8_t zeros[4096];
+	uint32_t crc = 0;
+
+	for (uint32_t done = 0; done < block_size; done += sizeof(zeros))
+		crc = crc32c(crc, zeros,
+			     block_size - done < sizeof(zeros) ? block_size - done : sizeof(zeros));
+	return crc;
 }
 
 void vmm_alloc_header(const struct vmm_alloc *a, Ftvm__Partner__Header *h)

@@ -12,8 +12,15 @@
 
 #define VMM_HEADER_MAX 4096u
 
+struct vmm_alloc;
+struct vmm_pagein;
+
+/* A page is resident (it has frames in this node's pool) or not; one that is
+ * not is clean: the store holds its version, or it was never written (version
+ * 0, zeroes). VMM.md, "Replacement", has the rules. */
 struct vmm_page {
-	uint64_t frame; /* first of the page's frames in this node's pool */
+	struct vmm_alloc *alloc;
+	uint64_t frame; /* first of the page's frames in this node's pool, when resident */
 	uint64_t version;
 	uint32_t crc32c;
 	int lock_mode; /* Ftvm__Partner__LockMode */
@@ -21,6 +28,16 @@ struct vmm_page {
 	size_t n_owners;
 	bool dirty;	/* newer than the backing store */
 	bool destaging; /* in the destage queue or being written */
+	bool resident;
+	/* Not resident, and the store is behind the page table: its contents are
+	 * only on the partner until a resync (or the owner's destage) brings them. */
+	bool stale;
+	unsigned pins;		   /* requests in flight that need its frames where they are */
+	unsigned filling;	   /* whole-page writes in flight that bring its contents */
+	struct vmm_pagein *pagein; /* its read from the store, in flight */
+	/* The replacement queue (least recently used first). */
+	struct vmm_page *lru_prev, *lru_next;
+	bool in_lru;
 };
 
 struct vmm_alloc {
@@ -47,7 +64,8 @@ int vmm_table_new(struct vmm_table **ret);
 void vmm_table_free(struct vmm_table *t);
 
 struct vmm_alloc *vmm_table_find(const struct vmm_table *t, const char *guid);
-/* A new allocation with pages zeroed and unlocked; NULL on ENOMEM. */
+/* A new allocation whose pages are unlocked, not resident, at version 0 with
+ * the checksum of a zeroed block; NULL on ENOMEM. */
 struct vmm_alloc *vmm_alloc_new(const char *guid, const char *home, const char *owner,
 				const char *policy, uint64_t size, uint32_t block_size,
 				const uint8_t *header, size_t header_len);
@@ -68,6 +86,10 @@ int vmm_page_lock(struct vmm_page *p, int mode, const char *owner);
 /* -ENOENT when owner holds no lock on p. */
 int vmm_page_unlock(struct vmm_page *p, const char *owner);
 bool vmm_alloc_locked(const struct vmm_alloc *a);
+bool vmm_page_write_locked(const struct vmm_page *p);
+uint64_t vmm_page_index(const struct vmm_page *p);
+/* CRC-32C of block_size zero bytes: a page never written. */
+uint32_t vmm_zero_crc(uint32_t block_size);
 
 /* Fills h from a; h points into a (valid while a lives). */
 void vmm_alloc_header(const struct vmm_alloc *a, Ftvm__Partner__Header *h);

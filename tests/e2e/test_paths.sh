@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Each client method's paths, from node a and from node b (VMM.md, "The lock
 # rule across the pair": the allocation's owner arbitrates):
-#  - allocate: refused at once when it does not fit here (--immediate); waiting
-#    for space, granted when another allocation is freed (from either node) or
-#    refused at the deadline; refused when the partner alone lacks the space;
+#  - allocate: refused at once when its extent does not fit in the home
+#    node's store partition (--immediate); waiting for space, granted when
+#    another allocation homed there is freed (from either node) or refused at
+#    the deadline; the partner's partition and either frame pool do not limit
+#    it (pools of different sizes, allocations larger than a pool);
 #  - write and read pointers (ftvm-hold) on pages homed on either node, held
 #    on the same node or on the partner: refused as locked without --wait,
 #    granted in order after the release with --wait, refused at the deadline;
@@ -17,8 +19,10 @@ FTVM_HOLD=${FTVM_HOLD:?FTVM_HOLD must name the ftvm-hold binary}
 TIMEOUT_MS=2000 # [failover] request_timeout_ms: how long a queued request waits
 
 write_pair_configs
+# The store's two partitions hold 16M each (the least the 16M pools allow).
 for id in a b; do
-	printf '[failover]\nrequest_timeout_ms = %s\n' "$TIMEOUT_MS" >>"$WORK/$id.conf"
+	printf '[failover]\nrequest_timeout_ms = %s\n[store]\nsize = 32832K\n' "$TIMEOUT_MS" \
+		>>"$WORK/$id.conf"
 done
 start_node a
 start_node b
@@ -131,16 +135,19 @@ done
 ok "allocations ${G[a]} (home a) and ${G[b]} (home b), 3 pages each, written"
 
 # =============================== allocate ===============================
-# 16M pools of 4K frames. A 12M blocker leaves about 4M free on both nodes.
-waits_logged() { grep -c "allocation .* waits for" "$WORK/$1.log" || true; }
+# An allocation's extent goes in its home node's partition of the store (16M
+# each here), and nothing else limits it: a 12M blocker homed on a node leaves
+# about 4M there, and none of the partner's partition is taken.
+waits_logged() { grep -c "allocation .* waits for .* partition of the store" "$WORK/$1.log" || true; }
 more_waits() { [ "$(waits_logged "$1")" -gt "$2" ]; }
+store_free() { ctl "$1" --json sense | jq '.media[] | select(.type == "store") | .free'; }
 
-# waiting_alloc N BLOCKER_HOME FREER: an 8M allocation on N waits behind a
-# 12M blocker homed on BLOCKER_HOME, and is granted once FREER frees it.
+# waiting_alloc N FREER: an 8M allocation on N waits behind a 12M blocker
+# homed on N, and is granted once FREER frees it.
 waiting_alloc() {
-	local n=$1 bhome=$2 freer=$3 o blocker before rc=0 w
+	local n=$1 freer=$2 o blocker before rc=0 w
 	o=$(other "$n")
-	blocker=$(ctl "$bhome" alloc --size 12M)
+	blocker=$(ctl "$n" alloc --size 12M)
 	before=$(waits_logged "$n")
 	(
 		close_hold_fds
@@ -157,31 +164,37 @@ waiting_alloc() {
 	unset 'PIDS[waiting]'
 	w=$(cat "$WORK/waiting.out")
 	[ "$rc" -eq 0 ] && [[ $w =~ ^$n-[0-9]+$ ]] ||
-		fail "the waiting allocation on $n (blocker homed on $bhome, freed on $freer): exit $rc, '$w'"
+		fail "the waiting allocation on $n (blocker freed on $freer): exit $rc, '$w'"
 	[ "$(ctl "$o" --json header "$w" | jq -r '.home + " " + (.pages|tostring)')" = "$n 2048" ] ||
 		fail "$w not mirrored on $o"
-	ok "alloc on $n waited for space, granted $w once $freer freed the blocker (homed on $bhome); mirrored on $o"
+	ok "alloc on $n waited for room in its partition, granted $w once $freer freed the blocker; mirrored on $o"
 	ctl "$o" free "$w"
 }
 
 for n in a b; do
 	o=$(other "$n")
-	blocker=$(ctl "$o" alloc --size 12M)
-	expect_fail "$n" "denied.*do not fit in .* free frames (immediate)" alloc --size 8M --immediate
+	free_n=$(store_free "$n") free_o=$(store_free "$o")
+	blocker=$(ctl "$n" alloc --size 12M)
+	# 12M of blocks and 48K of page records, rounded to a page.
+	[ "$(store_free "$n")" = $((free_n - 12 * 1048576 - 49152)) ] ||
+		fail "sense on $n: store free $(store_free "$n"), wanted $free_n less the blocker's extent"
+	[ "$(store_free "$o")" = "$free_o" ] || fail "the blocker homed on $n took room on $o"
+	expect_fail "$n" "denied.*do not fit in $n's partition of the store" alloc --size 8M --immediate
+	g=$(ctl "$o" alloc --size 8M --immediate)
+	ok "with $n's partition nearly full, 8M homed on $o fits at once ($g): $o's own partition is what counts"
+	ctl "$n" free "$g"
 
 	# Waiting, and nothing is freed: refused at the deadline, not before.
 	t0=$(now_ms)
-	expect_fail "$n" "no space.*within $TIMEOUT_MS ms" alloc --size 8M
+	expect_fail "$n" "no space.*within $TIMEOUT_MS ms.*$n's partition of the store" alloc --size 8M
 	[ $(($(now_ms) - t0)) -ge "$TIMEOUT_MS" ] || fail "the waiting allocation gave up early"
-	ok "alloc on $n waited ${TIMEOUT_MS} ms for space, then refused"
+	ok "alloc on $n waited ${TIMEOUT_MS} ms for room, then refused"
 	ctl "$o" free "$blocker"
+	[ "$(store_free "$n")" = "$free_n" ] || fail "freeing the blocker did not give $n its room back"
 
-	# Waiting, and the blocker (homed on either node) is freed on either node:
-	# freed on the other one, the partner is short a moment longer than we are.
-	for bhome in "$n" "$o"; do
-		for freer in "$n" "$o"; do
-			waiting_alloc "$n" "$bhome" "$freer"
-		done
+	# Waiting, and the blocker is freed on either node.
+	for freer in "$n" "$o"; do
+		waiting_alloc "$n" "$freer"
 	done
 done
 verify_equal "the allocations"
@@ -387,8 +400,10 @@ done
 verify_equal "bad input"
 ok "bad input changed nothing: list, every page on both nodes, verify: $(ctl a verify)"
 
-# ================= space short on the partner only =================
-# The pools differ: a refuses what fits on it alone. [memory] size is set
+# ============ pools of different sizes, allocations larger ============
+# The frame pools differ (16M and 8M): an allocation larger than either pool
+# is made on either node, written from both, read back on both, and the pair
+# stays equal. [memory] size is set
 # already, and the parser refuses a key twice, so it is changed in place.
 restart_with_sizes() {
 	local id
@@ -397,27 +412,29 @@ restart_with_sizes() {
 		wait "${PIDS[$id]}" || fail "$id did not stop cleanly"
 		unset "PIDS[$id]"
 	done
-	sed -i "s/^size = .*/size = $1/" "$WORK/a.conf"
-	sed -i "s/^size = .*/size = $2/" "$WORK/b.conf"
+	sed -i "/^\[memory\]/,/^\[/ s/^size = .*/size = $1/" "$WORK/a.conf"
+	sed -i "/^\[memory\]/,/^\[/ s/^size = .*/size = $2/" "$WORK/b.conf"
 	start_node a
 	start_node b
 	wait_for 5000 "pair linked after the restart" pair_up
 }
 for home in a b; do ctl a free "${G[$home]}"; done
-for small in b a; do
-	big=$(other "$small")
-	if [ "$small" = b ]; then restart_with_sizes 16M 8M; else restart_with_sizes 8M 16M; fi
-	free_before=$(ctl "$small" --json sense | jq '.media[0].free')
-	[ "$free_before" = 8388608 ] || fail "$small's pool is not 8M: $free_before"
-	# Waiting (Fig. 5): it waits for the partner's space too, then gives up.
-	expect_fail "$big" "no space.*within $TIMEOUT_MS ms" alloc --size 12M
-	expect_fail "$big" "denied.*free on $small" alloc --size 12M --immediate
-	[ "$(ctl "$big" --json list | jq length)" = 0 ] && [ "$(ctl "$small" --json list | jq length)" = 0 ] ||
-		fail "a refused allocation was left behind"
-	[ "$(ctl "$big" --json sense | jq '.media[0].free')" = 16777216 ] ||
-		fail "$big kept the frames of the refused allocation"
-	g=$(ctl "$big" alloc --size 6M)
-	ctl "$small" free "$g"
-	verify_equal "the partner's refusal"
-	ok "alloc of 12M on $big (16M pool) refused by $small (8M pool): at once with --immediate, at the deadline when waiting; nothing left behind; 6M fits both"
+restart_with_sizes 16M 8M
+[ "$(ctl b --json sense | jq '.media[0].capacity')" = 8388608 ] || fail "b's pool is not 8M"
+for home in a b; do
+	g=$(ctl "$home" alloc --size 12M --immediate)
+	for p in 0 1000 3071; do
+		for n in a b; do
+			printf '%s page %s from %s' "$g" "$p" "$n" >"$WORK/big.$n"
+			ctl "$n" write "$g" "$p" --file "$WORK/big.$n" >/dev/null
+		done
+		for n in a b; do
+			ctl "$n" read "$g" "$p" | head -c 64 | tr -d '\0' >"$WORK/big.read"
+			[ "$(cat "$WORK/big.read")" = "$g page $p from b" ] ||
+				fail "$g page $p read on $n: '$(cat "$WORK/big.read")'"
+		done
+	done
+	verify_equal "the 12M allocation homed on $home"
+	ok "12M allocated on $home (pools of 16M on a, 8M on b): pages written from both nodes read back on both; verify equal"
+	ctl "$(other "$home")" free "$g"
 done

@@ -3,7 +3,7 @@
  * lock rule across the pair") from the shell.
  *
  *   ftvm-hold SOCKET GUID PAGE read|write [--wait] [--release-after-stdin]
- *             [--modify BYTE] [--modified]
+ *             [--modify BYTE] [--modified] [--count N]
  *   ftvm-hold SOCKET GUID PAGE release [--modified]
  *
  * read|write: connects, prints "asking ..." and asks for the pointer (with
@@ -14,7 +14,10 @@
  * releases it as modified; --modified releases as modified without writing
  * (for a read pointer the node must refuse that: ftvm-hold then reports the
  * refusal, releases the pointer plainly and exits 1). It prints "releasing
- * ..." just before the release and "released crc32c 0x..." after it.
+ * ..." just before the release and "released crc32c 0x..." after it. With
+ * --count N it takes pointers to pages PAGE .. PAGE + N - 1 in turn (a "held"
+ * line each, then "holding N pointers"), and releases them all the same way
+ * (a "releasing" and a "released" line each).
  *
  * release: only calls ftvm_release_pointer() on a fresh connection, which
  * holds no pointer, so the node must refuse it (exit 1).
@@ -72,7 +75,7 @@ static uint32_t crc32c(const uint8_t *p, size_t len)
 static int usage(void)
 {
 	fprintf(stderr, "usage: ftvm-hold SOCKET GUID PAGE read|write [--wait] "
-			"[--release-after-stdin] [--modify BYTE] [--modified]\n"
+			"[--release-after-stdin] [--modify BYTE] [--modified] [--count N]\n"
 			"       ftvm-hold SOCKET GUID PAGE release [--modified]\n");
 	return EXIT_USAGE;
 }
@@ -111,32 +114,90 @@ static bool parse_u64(const char *s, uint64_t *ret)
 	return errno == 0 && !*end;
 }
 
-int main(int argc, char **argv)
+struct holder {
+	const char *guid, *mode;
+	bool write, wait, modify, modified;
+	uint8_t byte;
+};
+
+struct block {
+	void *p;
+	size_t len;
+};
+
+static int take(struct ftvm_client *c, const struct holder *h, uint64_t page, struct block *b)
+{
+	char what[FTVM_GUID_MAX + 64];
+	int r;
+
+	snprintf(what, sizeof(what), "get %s pointer to %s page %" PRIu64, h->mode, h->guid, page);
+	printf("asking %s pointer to %s page %" PRIu64 "%s t=%" PRIu64 "\n", h->mode, h->guid, page,
+	       h->wait ? " (wait)" : "", now_ns());
+	fflush(stdout);
+	if (h->write)
+		r = ftvm_get_write_pointer(c, h->guid, page, h->wait, &b->p, &b->len);
+	else
+		r = ftvm_get_read_pointer(c, h->guid, page, h->wait, (const void **)&b->p, &b->len);
+	if (r < 0)
+		return call_failed(c, what, r);
+	printf("held %s %s page %" PRIu64 ": %zu bytes, crc32c 0x%08x t=%" PRIu64 "\n", h->mode,
+	       h->guid, page, b->len, crc32c(b->p, b->len), now_ns());
+	fflush(stdout);
+	return EXIT_DONE;
+}
+
+static int let_go(struct ftvm_client *c, const struct holder *h, uint64_t page, struct block *b)
+{
+	char what[FTVM_GUID_MAX + 64];
+	uint32_t crc = 0;
+	int r, rc = EXIT_DONE;
+
+	if (h->modify)
+		memset(b->p, h->byte, b->len);
+	snprintf(what, sizeof(what), "release %s page %" PRIu64 "%s", h->guid, page,
+		 h->modified ? " as modified" : "");
+	printf("releasing%s t=%" PRIu64 "\n", h->modified ? " modified" : "", now_ns());
+	fflush(stdout);
+	r = ftvm_release_pointer(c, h->guid, page, h->modified, &crc);
+	if (r < 0) {
+		rc = call_failed(c, what, r);
+		if (rc == EXIT_UNREACHABLE || !h->modified || h->write)
+			return rc;
+		/* A read pointer released as modified: the node refused and the
+		 * pointer is still held; let it go the right way. */
+		r = ftvm_release_pointer(c, h->guid, page, false, &crc);
+		if (r < 0) {
+			call_failed(c, "plain release after the refusal", r);
+			return EXIT_FAILED;
+		}
+	}
+	printf("released crc32c 0x%08x t=%" PRIu64 "\n", crc, now_ns());
+	fflush(stdout);
+	return rc;
+}
+
+/* The options into h (and the rest); a usage exit code, or -1 to go on. */
+static int parse(int argc, char **argv, struct holder *h, const char **ret_sock, uint64_t *ret_page,
+		 uint64_t *ret_count, bool *ret_after_stdin)
 {
 	static const struct option options[] = {
 		{ "wait", no_argument, NULL, 'w' },
 		{ "release-after-stdin", no_argument, NULL, 's' },
 		{ "modify", required_argument, NULL, 'm' },
 		{ "modified", no_argument, NULL, 'M' },
+		{ "count", required_argument, NULL, 'c' },
 		{ 0 },
 	};
-	bool wait = false, after_stdin = false, modify = false, modified = false, write;
-	const char *sock, *guid, *mode;
-	struct ftvm_client *c;
-	uint64_t page, byte = 0;
-	uint32_t crc = 0;
-	char what[FTVM_GUID_MAX + 64];
-	size_t len = 0;
-	void *p = NULL;
-	int opt, r, rc = EXIT_DONE;
+	uint64_t byte;
+	int opt;
 
 	while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
 		switch (opt) {
 		case 'w':
-			wait = true;
+			h->wait = true;
 			break;
 		case 's':
-			after_stdin = true;
+			*ret_after_stdin = true;
 			break;
 		case 'm':
 			if (!parse_u64(optarg, &byte) || byte > 255) {
@@ -146,10 +207,19 @@ int main(int argc, char **argv)
 					optarg);
 				return usage();
 			}
-			modify = modified = true;
+			h->byte = (uint8_t)byte;
+			h->modify = h->modified = true;
 			break;
 		case 'M':
-			modified = true;
+			h->modified = true;
+			break;
+		case 'c':
+			if (!parse_u64(optarg, ret_count) || *ret_count == 0 ||
+			    *ret_count > 65536) {
+				fprintf(stderr, "ftvm-hold: --count wants 1 to 65536 (got '%s')\n",
+					optarg);
+				return usage();
+			}
 			break;
 		default:
 			return usage();
@@ -157,93 +227,95 @@ int main(int argc, char **argv)
 	}
 	if (argc - optind != 4)
 		return usage();
-	sock = argv[optind];
-	guid = argv[optind + 1];
-	mode = argv[optind + 3];
-	if (!parse_u64(argv[optind + 2], &page)) {
+	*ret_sock = argv[optind];
+	h->guid = argv[optind + 1];
+	h->mode = argv[optind + 3];
+	if (!parse_u64(argv[optind + 2], ret_page)) {
 		fprintf(stderr, "ftvm-hold: '%s' is not a page number\n", argv[optind + 2]);
 		return usage();
 	}
-	if (strcmp(mode, "read") != 0 && strcmp(mode, "write") != 0 &&
-	    strcmp(mode, "release") != 0) {
-		fprintf(stderr, "ftvm-hold: '%s' is not read, write or release\n", mode);
+	if (strcmp(h->mode, "read") != 0 && strcmp(h->mode, "write") != 0 &&
+	    strcmp(h->mode, "release") != 0) {
+		fprintf(stderr, "ftvm-hold: '%s' is not read, write or release\n", h->mode);
 		return usage();
 	}
-	write = strcmp(mode, "write") == 0;
-	if (modify && !write) {
+	h->write = strcmp(h->mode, "write") == 0;
+	if (h->modify && !h->write) {
 		fprintf(stderr, "ftvm-hold: --modify writes through a write pointer only\n");
 		return usage();
 	}
-	if (strcmp(mode, "release") == 0 && (wait || after_stdin)) {
+	if (strcmp(h->mode, "release") == 0 && (h->wait || *ret_after_stdin || *ret_count > 1)) {
 		fprintf(stderr, "ftvm-hold: release takes --modified alone\n");
 		return usage();
 	}
+	return -1;
+}
 
+/* release: a fresh connection holds no pointer, so the node must refuse. */
+static int release_unheld(struct ftvm_client *c, const struct holder *h, uint64_t page)
+{
+	char what[FTVM_GUID_MAX + 64];
+	uint32_t crc = 0;
+	int r;
+
+	snprintf(what, sizeof(what), "release %s page %" PRIu64 "%s", h->guid, page,
+		 h->modified ? " as modified" : "");
+	r = ftvm_release_pointer(c, h->guid, page, h->modified, &crc);
+	if (r < 0)
+		return call_failed(c, what, r);
+	printf("released crc32c 0x%08x t=%" PRIu64 "\n", crc, now_ns());
+	fflush(stdout);
+	return EXIT_DONE;
+}
+
+int main(int argc, char **argv)
+{
+	struct holder h = { 0 };
+	bool after_stdin = false;
+	const char *sock = NULL;
+	struct ftvm_client *c;
+	uint64_t page = 0, count = 1, i;
+	struct block *blocks;
+	int r, rc = parse(argc, argv, &h, &sock, &page, &count, &after_stdin);
+
+	if (rc >= 0)
+		return rc;
+	rc = EXIT_DONE;
 	r = ftvm_connect(sock, &c);
 	if (r < 0) {
 		fprintf(stderr, "ftvm-hold: cannot reach the node at %s: %s\n", sock,
 			ftvm_strerror(r));
 		return EXIT_UNREACHABLE;
 	}
-
-	if (strcmp(mode, "release") == 0) {
-		snprintf(what, sizeof(what), "release %s page %" PRIu64 "%s", guid, page,
-			 modified ? " as modified" : "");
-		r = ftvm_release_pointer(c, guid, page, modified, &crc);
-		if (r < 0) {
-			rc = call_failed(c, what, r);
-		} else {
-			printf("released crc32c 0x%08x t=%" PRIu64 "\n", crc, now_ns());
-			fflush(stdout);
-		}
+	if (strcmp(h.mode, "release") == 0) {
+		rc = release_unheld(c, &h, page);
 		ftvm_disconnect(c);
 		return rc;
 	}
-
-	snprintf(what, sizeof(what), "get %s pointer to %s page %" PRIu64, mode, guid, page);
-	printf("asking %s pointer to %s page %" PRIu64 "%s t=%" PRIu64 "\n", mode, guid, page,
-	       wait ? " (wait)" : "", now_ns());
-	fflush(stdout);
-	if (write)
-		r = ftvm_get_write_pointer(c, guid, page, wait, &p, &len);
-	else
-		r = ftvm_get_read_pointer(c, guid, page, wait, (const void **)&p, &len);
-	if (r < 0) {
-		rc = call_failed(c, what, r);
+	blocks = calloc(count, sizeof(*blocks));
+	if (!blocks) {
+		fprintf(stderr, "ftvm-hold: out of memory\n");
 		ftvm_disconnect(c);
-		return rc;
+		return EXIT_FAILED;
 	}
-	printf("held %s %s page %" PRIu64 ": %zu bytes, crc32c 0x%08x t=%" PRIu64 "\n", mode, guid,
-	       page, len, crc32c(p, len), now_ns());
-	fflush(stdout);
-
-	if (after_stdin)
+	for (i = 0; i < count && rc == EXIT_DONE; i++)
+		rc = take(c, &h, page + i, &blocks[i]);
+	if (rc != EXIT_DONE)
+		i--; /* the one that failed is not held */
+	if (rc == EXIT_DONE && count > 1) {
+		printf("holding %" PRIu64 " pointers t=%" PRIu64 "\n", count, now_ns());
+		fflush(stdout);
+	}
+	if (rc == EXIT_DONE && after_stdin)
 		wait_for_stdin_eof();
-	if (modify)
-		memset(p, (int)byte, len);
+	/* What was taken is let go, whatever failed meanwhile. */
+	for (uint64_t k = 0; k < i && rc != EXIT_UNREACHABLE; k++) {
+		int released = let_go(c, &h, page + k, &blocks[k]);
 
-	snprintf(what, sizeof(what), "release %s page %" PRIu64 "%s", guid, page,
-		 modified ? " as modified" : "");
-	printf("releasing%s t=%" PRIu64 "\n", modified ? " modified" : "", now_ns());
-	fflush(stdout);
-	r = ftvm_release_pointer(c, guid, page, modified, &crc);
-	if (r < 0) {
-		rc = call_failed(c, what, r);
-		if (rc == EXIT_UNREACHABLE || !modified || write) {
-			ftvm_disconnect(c);
-			return rc;
-		}
-		/* A read pointer released as modified: the node refused and the
-		 * pointer is still held; let it go the right way. */
-		r = ftvm_release_pointer(c, guid, page, false, &crc);
-		if (r < 0) {
-			call_failed(c, "plain release after the refusal", r);
-			ftvm_disconnect(c);
-			return EXIT_FAILED;
-		}
+		if (rc == EXIT_DONE)
+			rc = released;
 	}
-	printf("released crc32c 0x%08x t=%" PRIu64 "\n", crc, now_ns());
-	fflush(stdout);
+	free(blocks);
 	ftvm_disconnect(c);
 	return rc;
 }
