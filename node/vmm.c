@@ -193,9 +193,11 @@ static void on_solo_answers(evutil_socket_t fd, short what, void *arg)
 {
 	struct vmm_op *op = arg;
 	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+	size_t left = op->n - op->answered;
 
 	op->vmm->solo_in_flight--;
-	for (size_t i = op->answered; i < op->n; i++)
+	/* The last answer runs op->finish, which may free op: count first. */
+	while (left--)
 		on_answer(&cc, op);
 }
 

@@ -81,6 +81,11 @@ write_page a "$ga" 15
 ok "the lock b's client held is let go: a wrote page 15"
 for p in 8 9 10 11; do write_page a "$gb" "$p"; done
 ok "a serves b's allocation alone: 4 more writes to $gb"
+out=$("$FTVM_HOLD" "$WORK/a.sock" "$gb" 13 write --modify 7 2>&1) ||
+	fail "a write pointer on a alone: $out"
+head -c 4096 /dev/zero | tr '\0' '\7' >"$WORK/want.$gb.13"
+[ "$(status_field a state)" = solo ] || fail "a is not serving after a pointer call alone"
+ok "pointers alone too: $(tr '\n' ' ' <<<"$out")"
 sleep 1.2 # a trim round: what b has not seen must stay
 [ "$(status_field a journal_rows)" -ge 5 ] ||
 	fail "a trimmed journal rows b has not applied: $(status_field a journal_rows) left"
