@@ -6,12 +6,39 @@
  * answers to earlier calls that timed out on this side, and are skipped.
  *
  * Threads: a client may be shared. call() holds c->lock from sending the
- * request to consuming its reply, so the connection state (fd, rbuf, next_id,
- * broken) is only touched under it; everything else in struct ftvm_client is
- * set once in ftvm_connect(). The reason of a failure is not client state: it
- * lives in thread-local storage (struct last_error), tagged with the client's
- * serial number, so each thread reads the reason of its own last call and no
- * lock is needed to write or read it.
+ * request to consuming its reply, so the connection state (conn, current,
+ * next_id, the pool) is only touched under it; the sockets are set once in
+ * ftvm_connect() or ftvm_connect_pair(). The one exception is current, which
+ * ftvm_connected_socket() reads without the lock (an atomic load). The reason
+ * of a failure is not client state: it lives in thread-local storage (struct
+ * last_error), tagged with the client's serial number, so each thread reads
+ * the reason of its own last call and no lock is needed to write or read it.
+ *
+ * Failover (a client of ftvm_connect_pair()): the client knows both nodes'
+ * sockets and talks to one at a time. When a call meets the end of its node,
+ * the call moves the client to a node that serves before it returns, and
+ * what the call returns depends on whether the node can have acted on it
+ * (call_locked()):
+ *
+ *   what the call saw                               acted on?  the call
+ *   the connection was dead before the whole        no         is sent again to the
+ *     request left (a node decodes whole frames)               new node, and returns
+ *   a FENCED or SHUTTING_DOWN refusal               no         its answer
+ *   the connection failed after the request left    unknown    returns the failure
+ *     (EOF, reset, a bad frame)                                (-ECONNRESET, ...)
+ *   PARTNER_UNAVAILABLE, and the node's status      unknown    returns it
+ *     says it does not serve now                               (-EHOSTUNREACH)
+ *   no reply in time, and the other node serves     unknown    returns it
+ *     alone: it took over                                      (-ETIMEDOUT)
+ *
+ * Pointer calls depend on the node's frame pool: get_pointer() maps the new
+ * node's pool before it asks again, and a release reaches the new node, which
+ * holds no pointer of this client and refuses it. A node "serves" when its
+ * state is solo, or active with its partner linked: an active node whose link
+ * is down is still deciding who serves (node/HA.md, "Who survives"), and a
+ * write there would fail PARTNER_UNAVAILABLE. Every new connection retires
+ * the old node's pool (pool_retire()): this client's pointers went with the
+ * old connection, since a node releases what a closed connection held.
  *
  * This is library code linked into other people's programs: it logs nothing,
  * never raises SIGPIPE (MSG_NOSIGNAL) and never trusts the node's bytes. */
@@ -42,33 +69,63 @@ typedef Ftvm__Client__ClientReply Reply;
 
 #define CALL_TIMEOUT_MS 10000
 #define RBUF_MIN 65536u
+/* Looking for a node that serves: how often each socket is asked, and how
+ * long one status request may take (a hung node must not use up the whole
+ * search while the other node is taking over). */
+#define POLL_MS 20
+#define PROBE_TIMEOUT_MS 1000
+/* Moves a call may make before it gives up: from a node to its partner and
+ * back once (a partner that fenced itself meanwhile). */
+#define MOVES_MAX 2
+
+/* One connection to a node. */
+struct conn {
+	int fd; /* -1: none */
+	/* The stream lost its frame boundary (bad frame, half-sent request, node
+	 * gone): nothing more can be read or sent on it. */
+	bool broken;
+	uint8_t *rbuf; /* received bytes not yet consumed */
+	size_t rlen, rcap;
+	int received_fd; /* a descriptor the node passed with a reply, -1 */
+};
+
+/* A frame pool of a node the client left: kept reserved, with no access. */
+struct retired_pool {
+	void *addr;
+	size_t size;
+};
 
 struct ftvm_client {
 	/* Names this client in a thread's last_error; never reused, unlike the
 	 * address once the client is freed. */
 	uint64_t serial;
 	pthread_mutex_t lock; /* serialises calls: held for one request and its reply */
-	int fd;
-	/* The stream lost its frame boundary (bad frame, half-sent request, node
-	 * gone): nothing more can be read or sent on it. */
-	bool broken;
+	/* The nodes' sockets: one (ftvm_connect()) or two (ftvm_connect_pair()). */
+	char *sockets[2];
+	int n_sockets;
+	/* The sockets[] index conn goes to; -1 while a pair client has none (a
+	 * failover found no node that serves; the next call looks again). */
+	int current;
+	int last;	     /* the index it talked to last: a search asks the other first */
+	uint64_t generation; /* connections made: a pool belongs to one */
+	struct conn conn;
 	uint64_t next_id;
 	size_t max_payload;
-	uint8_t *rbuf; /* received bytes not yet consumed */
-	size_t rlen, rcap;
-	int received_fd; /* a descriptor the node passed with a reply, -1 */
-	/* The node's frame pool, mapped at the first pointer call. */
-	pthread_mutex_t map_lock;
+	/* The frame pool of the node conn goes to, mapped at the first pointer
+	 * call on this connection. */
 	uint8_t *pool;
 	size_t pool_size;
+	uint64_t pool_generation;
+	struct retired_pool *retired; /* until ftvm_disconnect() */
+	size_t n_retired;
 };
 
 /* The outcome of this thread's last call: on the client numbered serial
- * (0: none yet, serials start at 1). */
+ * (0: none yet, or a failed ftvm_connect_pair(), serials start at 1). */
 struct last_error {
 	uint64_t serial;
-	char error[256];
-	bool from_node; /* error holds the node's refusal */
+	char error[512]; /* room for two socket paths and the reasons */
+	bool from_node;	 /* error holds the node's refusal */
 };
 
 static _Thread_local struct last_error last_error;
@@ -104,6 +161,26 @@ static uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void say(char *dst, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* snprintf() for reasons, which may be cut short. */
+static void say(char *dst, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(dst, size, fmt, ap);
+	va_end(ap);
+}
+
+static void sleep_ms(uint64_t ms)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ms / 1000),
+			       .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL); /* a signal only shortens a poll interval */
 }
 
 static int set_timeout(int fd, int opt, uint64_t ms)
@@ -172,7 +249,64 @@ static int status_to_errno(int status)
 	}
 }
 
-static int send_all(struct ftvm_client *c, const uint8_t *buf, size_t len, uint64_t deadline)
+/* Sets this thread's last error to the node's refusal r (status, reason). */
+static int refused(const struct ftvm_client *c, int r, int status, const char *reason)
+{
+	/* Without the node's words, the meaning of r, or the status's name
+	 * where r does not tell it (-EIO stands for several). */
+	if (reason && reason[0])
+		fail(c, r, "%s", reason);
+	else if (r == -EIO)
+		fail(c, r, "%s", status_name(status));
+	else
+		fail(c, r, "%s", ftvm_strerror(r));
+	last_error.from_node = true;
+	return r;
+}
+
+static void conn_init(struct conn *conn)
+{
+	*conn = (struct conn){ .fd = -1, .received_fd = -1 };
+}
+
+static void conn_close(struct conn *conn)
+{
+	if (conn->fd >= 0)
+		close(conn->fd);
+	if (conn->received_fd >= 0)
+		close(conn->received_fd);
+	free(conn->rbuf);
+	conn_init(conn);
+}
+
+/* Connects conn to the node at path; -errno as ftvm_connect() documents. */
+static int conn_open(struct conn *conn, const char *path, uint64_t timeout_ms)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int r;
+
+	conn_init(conn);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path); /* checked by the caller */
+	conn->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (conn->fd < 0)
+		return -errno;
+	/* connect() on a unix socket waits while the node's backlog is full
+	 * (a hung node), bounded by the send timeout. */
+	r = set_timeout(conn->fd, SO_SNDTIMEO, timeout_ms);
+	if (r < 0)
+		goto fail;
+	if (connect(conn->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = errno == EAGAIN ? -ETIMEDOUT : -errno;
+		goto fail;
+	}
+	return 0;
+fail:
+	conn_close(conn);
+	return r;
+}
+
+static int send_all(struct ftvm_client *c, struct conn *conn, const uint8_t *buf, size_t len,
+		    uint64_t deadline)
 {
 	size_t off = 0;
 	uint64_t now;
@@ -183,10 +317,10 @@ static int send_all(struct ftvm_client *c, const uint8_t *buf, size_t len, uint6
 		now = now_ms();
 		if (now >= deadline)
 			goto timeout;
-		r = set_timeout(c->fd, SO_SNDTIMEO, deadline - now);
+		r = set_timeout(conn->fd, SO_SNDTIMEO, deadline - now);
 		if (r < 0)
 			return fail(c, r, "cannot set a send timeout: %s", strerror(-r));
-		n = send(c->fd, buf + off, len - off, MSG_NOSIGNAL);
+		n = send(conn->fd, buf + off, len - off, MSG_NOSIGNAL);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -194,9 +328,9 @@ static int send_all(struct ftvm_client *c, const uint8_t *buf, size_t len, uint6
 				goto timeout;
 			r = -errno;
 			if (off > 0)
-				c->broken = true;
+				conn->broken = true;
 			if (r == -EPIPE || r == -ECONNRESET) {
-				c->broken = true;
+				conn->broken = true;
 				return fail(c, -ECONNRESET, "the node closed the connection");
 			}
 			return fail(c, r, "cannot send to the node: %s", strerror(-r));
@@ -208,37 +342,38 @@ timeout:
 	/* Half a frame on the wire: the node would read the next request as
 	 * its rest. */
 	if (off > 0)
-		c->broken = true;
+		conn->broken = true;
 	return fail(c, -ETIMEDOUT, "the node did not take the request within %d s",
 		    CALL_TIMEOUT_MS / 1000);
 }
 
 /* recv() that also takes a descriptor the node passes (SCM_RIGHTS). */
-static ssize_t recv_with_fd(struct ftvm_client *c)
+static ssize_t recv_with_fd(struct conn *conn)
 {
 	char control[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = { .iov_base = c->rbuf + c->rlen, .iov_len = c->rcap - c->rlen };
+	struct iovec iov = { .iov_base = conn->rbuf + conn->rlen,
+			     .iov_len = conn->rcap - conn->rlen };
 	struct msghdr msg = { .msg_iov = &iov,
 			      .msg_iovlen = 1,
 			      .msg_control = control,
 			      .msg_controllen = sizeof(control) };
-	ssize_t n = recvmsg(c->fd, &msg, MSG_CMSG_CLOEXEC);
+	ssize_t n = recvmsg(conn->fd, &msg, MSG_CMSG_CLOEXEC);
 
 	for (struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL; cm;
 	     cm = CMSG_NXTHDR(&msg, cm)) {
 		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
 			continue;
-		if (c->received_fd >= 0)
-			close(c->received_fd);
-		memcpy(&c->received_fd, CMSG_DATA(cm), sizeof(int));
+		if (conn->received_fd >= 0)
+			close(conn->received_fd);
+		memcpy(&conn->received_fd, CMSG_DATA(cm), sizeof(int));
 	}
 	return n;
 }
 
 /* Reads until rbuf starts with a whole, valid frame. Returns its length and
  * sets *ret_payload and *ret_len, or -errno. */
-static int recv_frame(struct ftvm_client *c, uint64_t deadline, const uint8_t **ret_payload,
-		      size_t *ret_len)
+static int recv_frame(struct ftvm_client *c, struct conn *conn, uint64_t deadline,
+		      const uint8_t **ret_payload, size_t *ret_len)
 {
 	const char *why;
 	uint64_t now;
@@ -248,38 +383,38 @@ static int recv_frame(struct ftvm_client *c, uint64_t deadline, const uint8_t **
 
 	for (;;) {
 		need = FRAME_HEADER_SIZE;
-		if (c->rlen >= FRAME_HEADER_SIZE) {
-			r = frame_header_check(c->rbuf, c->max_payload, &why);
+		if (conn->rlen >= FRAME_HEADER_SIZE) {
+			r = frame_header_check(conn->rbuf, c->max_payload, &why);
 			if (r < 0)
 				goto bad;
 			need = FRAME_HEADER_SIZE + (size_t)r;
-			if (c->rlen >= need) {
-				r = frame_decode(c->rbuf, c->rlen, c->max_payload, ret_payload,
-						 ret_len, &why);
+			if (conn->rlen >= need) {
+				r = frame_decode(conn->rbuf, conn->rlen, c->max_payload,
+						 ret_payload, ret_len, &why);
 				if (r < 0)
 					goto bad;
 				if (r > 0)
 					return r;
 			}
 		}
-		if (need > c->rcap) {
+		if (need > conn->rcap) {
 			size_t cap = need < RBUF_MIN ? RBUF_MIN : need;
-			uint8_t *p = realloc(c->rbuf, cap);
+			uint8_t *p = realloc(conn->rbuf, cap);
 
 			if (!p)
 				return fail(c, -ENOMEM, "out of memory for a %zu byte reply", need);
-			c->rbuf = p;
-			c->rcap = cap;
+			conn->rbuf = p;
+			conn->rcap = cap;
 		}
 		now = now_ms();
 		if (now >= deadline)
 			goto timeout;
-		r = set_timeout(c->fd, SO_RCVTIMEO, deadline - now);
+		r = set_timeout(conn->fd, SO_RCVTIMEO, deadline - now);
 		if (r < 0)
 			return fail(c, r, "cannot set a receive timeout: %s", strerror(-r));
-		n = recv_with_fd(c);
+		n = recv_with_fd(conn);
 		if (n == 0) {
-			c->broken = true;
+			conn->broken = true;
 			return fail(c, -ECONNRESET, "the node closed the connection");
 		}
 		if (n < 0) {
@@ -288,43 +423,41 @@ static int recv_frame(struct ftvm_client *c, uint64_t deadline, const uint8_t **
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				goto timeout;
 			r = -errno;
-			c->broken = true;
+			conn->broken = true;
 			if (r == -ECONNRESET)
 				return fail(c, r, "the node closed the connection");
 			return fail(c, r, "cannot receive from the node: %s", strerror(-r));
 		}
-		c->rlen += (size_t)n;
+		conn->rlen += (size_t)n;
 	}
 bad:
 	/* Where the next frame starts is unknown now. */
-	c->broken = true;
+	conn->broken = true;
 	return fail(c, -EBADMSG, "bad reply frame from the node: %s", why);
 timeout:
 	return fail(c, -ETIMEDOUT, "no reply from the node within %d s", CALL_TIMEOUT_MS / 1000);
 }
 
-static void consume(struct ftvm_client *c, size_t len)
+static void consume(struct conn *conn, size_t len)
 {
-	memmove(c->rbuf, c->rbuf + len, c->rlen - len);
-	c->rlen -= len;
+	memmove(conn->rbuf, conn->rbuf + len, conn->rlen - len);
+	conn->rlen -= len;
 }
 
-/* call() with c->lock held. */
-static int call_locked(struct ftvm_client *c, Request *req,
-		       Ftvm__Client__ClientReply__ReplyCase expect, Reply **ret_reply)
+/* Sends req on conn (its id is set here) and reads until the reply with the
+ * same id, whatever its status. *ret_sent says whether the whole request
+ * left: until it did, the node cannot have acted on it (it decodes whole
+ * frames only). */
+static int exchange(struct ftvm_client *c, struct conn *conn, Request *req, uint64_t deadline,
+		    Reply **ret_reply, bool *ret_sent)
 {
-	/* The timeout counts from when this call has the connection, not
-	 * while it waits for other threads' calls. */
-	uint64_t deadline = now_ms() + CALL_TIMEOUT_MS;
 	const uint8_t *payload;
 	size_t len, payload_len;
 	uint8_t *frame;
 	Reply *reply;
 	int r;
 
-	if (c->broken)
-		return fail(c, -ENOTCONN, "the connection to the node failed earlier; reconnect");
-
+	*ret_sent = false;
 	req->id = ++c->next_id;
 	len = ftvm__client__client_request__get_packed_size(req);
 	if (len > c->max_payload)
@@ -335,17 +468,18 @@ static int call_locked(struct ftvm_client *c, Request *req,
 		return fail(c, -ENOMEM, "out of memory for a %zu byte request", len);
 	ftvm__client__client_request__pack(req, frame + FRAME_HEADER_SIZE);
 	frame_seal(frame, len);
-	r = send_all(c, frame, FRAME_HEADER_SIZE + len, deadline);
+	r = send_all(c, conn, frame, FRAME_HEADER_SIZE + len, deadline);
 	free(frame);
 	if (r < 0)
 		return r;
+	*ret_sent = true;
 
 	for (;;) {
-		r = recv_frame(c, deadline, &payload, &payload_len);
+		r = recv_frame(c, conn, deadline, &payload, &payload_len);
 		if (r < 0)
 			return r;
 		reply = ftvm__client__client_reply__unpack(NULL, payload_len, payload);
-		consume(c, (size_t)r);
+		consume(conn, (size_t)r);
 		if (!reply)
 			return fail(c, -EBADMSG, "the node's reply does not parse (%zu bytes)",
 				    payload_len);
@@ -354,51 +488,8 @@ static int call_locked(struct ftvm_client *c, Request *req,
 		/* The answer to an earlier call that timed out here. */
 		ftvm__client__client_reply__free_unpacked(reply, NULL);
 	}
-
-	r = status_to_errno(reply->status);
-	if (r < 0) {
-		/* Without the node's words, the meaning of r, or the status's name
-		 * where r does not tell it (-EIO stands for several). */
-		if (reply->reason && reply->reason[0])
-			fail(c, r, "%s", reply->reason);
-		else if (r == -EIO)
-			fail(c, r, "%s", status_name(reply->status));
-		else
-			fail(c, r, "%s", ftvm_strerror(r));
-		last_error.from_node = true;
-		goto out;
-	}
-	if (expect != FTVM__CLIENT__CLIENT_REPLY__REPLY__NOT_SET && reply->reply_case != expect) {
-		r = fail(c, -EBADMSG, "the node answered OK without the expected reply (got %d)",
-			 (int)reply->reply_case);
-		goto out;
-	}
 	*ret_reply = reply;
 	return 0;
-out:
-	ftvm__client__client_reply__free_unpacked(reply, NULL);
-	return r;
-}
-
-/* Sends req (its id is set here) and waits for its reply, holding the
- * client's lock so other threads' calls wait their turn. On 0, *ret_reply
- * holds a reply with status OK and the oneof member expect set (any member,
- * or none, when expect is REPLY__NOT_SET); it owns its bytes (nothing points
- * into c->rbuf), so the caller reads it without the lock and frees it with
- * ftvm__client__client_reply__free_unpacked(). Otherwise -errno with the
- * reason in this thread's last_error. */
-static int call(struct ftvm_client *c, Request *req, Ftvm__Client__ClientReply__ReplyCase expect,
-		Reply **ret_reply)
-{
-	int r;
-
-	error_reset(c);
-	r = pthread_mutex_lock(&c->lock);
-	if (r != 0)
-		return fail(c, -r, "cannot lock the client: %s", strerror(r));
-	r = call_locked(c, req, expect, ret_reply);
-	pthread_mutex_unlock(&c->lock);
-	return r;
 }
 
 static void copy_str(char *dst, size_t size, const char *src)
@@ -406,112 +497,16 @@ static void copy_str(char *dst, size_t size, const char *src)
 	snprintf(dst, size, "%s", src ? src : "");
 }
 
-int ftvm_connect(const char *socket_path, struct ftvm_client **ret)
+static void status_from_reply(const Ftvm__Client__StatusReply *s, struct ftvm_node_status *ret)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct ftvm_client *c;
-	int r;
+	const Ftvm__Client__PartnerStatus *p = s->partner;
 
-	if (!socket_path || !ret)
-		return -EINVAL;
-	if (socket_path[0] == '\0' || strlen(socket_path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, socket_path);
-
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return -ENOMEM;
-	c->serial = atomic_fetch_add(&next_serial, 1);
-	c->max_payload = FRAME_MAX_PAYLOAD_DEFAULT;
-	c->received_fd = -1;
-	r = pthread_mutex_init(&c->lock, NULL);
-	if (r != 0) {
-		free(c);
-		return -r;
-	}
-	r = pthread_mutex_init(&c->map_lock, NULL);
-	if (r != 0) {
-		pthread_mutex_destroy(&c->lock);
-		free(c);
-		return -r;
-	}
-	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (c->fd < 0) {
-		r = -errno;
-		goto fail;
-	}
-	/* connect() on a unix socket waits while the node's backlog is full
-	 * (a hung node), bounded by the send timeout. */
-	r = set_timeout(c->fd, SO_SNDTIMEO, CALL_TIMEOUT_MS);
-	if (r < 0)
-		goto fail;
-	if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		r = errno == EAGAIN ? -ETIMEDOUT : -errno;
-		goto fail;
-	}
-	*ret = c;
-	return 0;
-fail:
-	if (c->fd >= 0)
-		close(c->fd);
-	pthread_mutex_destroy(&c->map_lock);
-	pthread_mutex_destroy(&c->lock);
-	free(c);
-	return r;
-}
-
-void ftvm_disconnect(struct ftvm_client *c)
-{
-	if (!c)
-		return;
-	close(c->fd);
-	if (c->received_fd >= 0)
-		close(c->received_fd);
-	if (c->pool)
-		munmap(c->pool, c->pool_size);
-	pthread_mutex_destroy(&c->map_lock);
-	pthread_mutex_destroy(&c->lock);
-	free(c->rbuf);
-	free(c);
-}
-
-const char *ftvm_last_error(const struct ftvm_client *c)
-{
-	if (!c)
-		return "no client";
-	return last_error.serial == c->serial ? last_error.error : "";
-}
-
-bool ftvm_last_error_from_node(const struct ftvm_client *c)
-{
-	return c && last_error.serial == c->serial && last_error.from_node;
-}
-
-int ftvm_status(struct ftvm_client *c, struct ftvm_node_status *ret)
-{
-	Ftvm__Client__StatusRequest status = FTVM__CLIENT__STATUS_REQUEST__INIT;
-	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
-	const Ftvm__Client__StatusReply *s;
-	const Ftvm__Client__PartnerStatus *p;
-	Reply *reply = NULL;
-	int r;
-
-	if (!c || !ret)
-		return -EINVAL;
-	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_STATUS;
-	req.status = &status;
-	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_STATUS_REPLY, &reply);
-	if (r < 0)
-		return r;
-
-	s = reply->status_reply;
 	memset(ret, 0, sizeof(*ret));
 	copy_str(ret->node, sizeof(ret->node), s->node);
 	copy_str(ret->state, sizeof(ret->state), s->state);
 	ret->epoch = s->epoch;
 	copy_str(ret->transport, sizeof(ret->transport), s->transport);
 	copy_str(ret->transport_reason, sizeof(ret->transport_reason), s->transport_reason);
-	p = s->partner;
 	if (p) {
 		copy_str(ret->partner_id, sizeof(ret->partner_id), p->id);
 		copy_str(ret->partner_link, sizeof(ret->partner_link), p->link);
@@ -538,6 +533,524 @@ int ftvm_status(struct ftvm_client *c, struct ftvm_node_status *ret)
 	ret->last_resync_pages = s->last_resync_pages;
 	ret->last_resync_ms = s->last_resync_ms;
 	ret->journal_rows = s->journal_rows;
+}
+
+/* Asks the node at the end of conn for its status; -errno when it did not
+ * answer with one. */
+static int conn_status(struct ftvm_client *c, struct conn *conn, uint64_t deadline,
+		       struct ftvm_node_status *ret)
+{
+	Ftvm__Client__StatusRequest status = FTVM__CLIENT__STATUS_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	Reply *reply = NULL;
+	bool sent;
+	int r;
+
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_STATUS;
+	req.status = &status;
+	r = exchange(c, conn, &req, deadline, &reply, &sent);
+	if (r < 0)
+		return r;
+	r = status_to_errno(reply->status);
+	if (r < 0)
+		refused(c, r, reply->status, reply->reason);
+	else if (reply->reply_case != FTVM__CLIENT__CLIENT_REPLY__REPLY_STATUS_REPLY)
+		r = fail(c, -EBADMSG, "the node answered a status request without its status");
+	else
+		status_from_reply(reply->status_reply, ret);
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return r;
+}
+
+/* Whether a node in this state serves clients; if not, why not. */
+static bool serves(const struct ftvm_node_status *st, char *why, size_t why_size)
+{
+	if (strcmp(st->state, "solo") == 0)
+		return true;
+	if (strcmp(st->state, "active") == 0) {
+		if (strcmp(st->partner_link, "up") == 0)
+			return true;
+		say(why, why_size, "active, partner link down: deciding who serves");
+		return false;
+	}
+	say(why, why_size, "%s: %s", st->state, st->reason);
+	return false;
+}
+
+/* Connects conn to the node at sockets[i] if that node serves. Returns 0
+ * (conn is open), -EAGAIN when the node answered or took the connection but
+ * does not serve, or the -errno of the connect; why says which. */
+static int probe(struct ftvm_client *c, int i, uint64_t deadline, struct conn *conn, char *why,
+		 size_t why_size)
+{
+	struct ftvm_node_status st;
+	uint64_t now = now_ms();
+	int r;
+
+	if (deadline > now + PROBE_TIMEOUT_MS)
+		deadline = now + PROBE_TIMEOUT_MS;
+	r = conn_open(conn, c->sockets[i], deadline > now ? deadline - now : 0);
+	if (r < 0) {
+		say(why, why_size, "%s", strerror(-r));
+		return r;
+	}
+	r = conn_status(c, conn, deadline, &st);
+	if (r < 0) {
+		say(why, why_size, "no status: %s", last_error.error);
+		conn_close(conn);
+		return -EAGAIN;
+	}
+	if (!serves(&st, why, why_size)) {
+		conn_close(conn);
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+/* Unmaps the frame pool of the node the client leaves. Its address range
+ * stays reserved with no access until ftvm_disconnect(): a pointer into it
+ * that the caller still uses faults at once, instead of reaching whatever
+ * mmap() puts there next (the next node's pool, as often as not, where it
+ * would land on another page without its lock). */
+static void pool_retire(struct ftvm_client *c)
+{
+	struct retired_pool *p;
+
+	if (!c->pool)
+		return;
+	p = realloc(c->retired, (c->n_retired + 1) * sizeof(*p));
+	if (p)
+		c->retired = p;
+	if (p && mmap(c->pool, c->pool_size, PROT_NONE,
+		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) != MAP_FAILED)
+		c->retired[c->n_retired++] = (struct retired_pool){ c->pool, c->pool_size };
+	else
+		munmap(c->pool, c->pool_size);
+	c->pool = NULL;
+	c->pool_size = 0;
+}
+
+/* Closes the connection, and with it this client's pointers on the node. */
+static void drop(struct ftvm_client *c)
+{
+	conn_close(&c->conn);
+	pool_retire(c);
+	__atomic_store_n(&c->current, -1, __ATOMIC_RELEASE);
+}
+
+static void adopt(struct ftvm_client *c, int i, struct conn *conn)
+{
+	c->conn = *conn;
+	c->last = i;
+	c->generation++;
+	__atomic_store_n(&c->current, i, __ATOMIC_RELEASE);
+}
+
+/* Looks for a node that serves, sockets[first] before the other, every
+ * POLL_MS until deadline; with give_up, stops after a round in which no node
+ * could be reached at all. On 0 the client talks to the node found (the
+ * caller dropped the connection before). Otherwise -ETIMEDOUT (a node was
+ * reached but none served) or the first socket's connect error, with what
+ * each node said in why. */
+static int search(struct ftvm_client *c, int first, uint64_t deadline, bool give_up, char *why,
+		  size_t why_size)
+{
+	char said[2][200] = { "", "" };
+	int i, k, r, first_error = 0;
+	bool reached;
+	struct conn conn;
+
+	for (;;) {
+		reached = false;
+		for (k = 0; k < c->n_sockets; k++) {
+			i = k == 0 ? first : 1 - first;
+			r = probe(c, i, deadline, &conn, said[i], sizeof(said[i]));
+			if (r == 0) {
+				adopt(c, i, &conn);
+				return 0;
+			}
+			if (r == -EAGAIN)
+				reached = true;
+			else if (k == 0)
+				first_error = r;
+		}
+		if ((give_up && !reached) || now_ms() + POLL_MS >= deadline)
+			break;
+		sleep_ms(POLL_MS);
+	}
+	say(why, why_size, "%s: %s; %s: %s", c->sockets[first], said[first], c->sockets[1 - first],
+	    said[1 - first]);
+	return reached || !first_error ? -ETIMEDOUT : first_error;
+}
+
+/* The node at sockets[left] is gone (or no longer serves): looks for one
+ * that does, the other node first, for up to a call's timeout. */
+static int move(struct ftvm_client *c, int left, char *why, size_t why_size)
+{
+	drop(c);
+	return search(c, 1 - left, now_ms() + CALL_TIMEOUT_MS, false, why, why_size);
+}
+
+/* The request of a call never reached a node that could act on it (the
+ * connection was dead before it left, or the node refused it FENCED or
+ * SHUTTING_DOWN): move, and return -ENOTCONN saying so; the caller sends the
+ * request again when it may. */
+static int moved_unsent(struct ftvm_client *c, const char *cause, bool refused_by_node)
+{
+	const char *what =
+		refused_by_node ? "refused the call" : "was gone before the call reached it";
+	char why[300];
+	int left = c->current;
+
+	if (move(c, left, why, sizeof(why)) < 0)
+		return fail(c, -ENOTCONN,
+			    "node at %s %s (%s), and no node served within %d s (%s): nothing was "
+			    "applied; the next call looks again",
+			    c->sockets[left], what, cause, CALL_TIMEOUT_MS / 1000, why);
+	return fail(c, -ENOTCONN,
+		    "node at %s %s (%s); the client now talks to %s: nothing was applied, call "
+		    "again",
+		    c->sockets[left], what, cause, c->sockets[c->current]);
+}
+
+/* The request of a call left, and its node is gone or does not serve now:
+ * move, and return r saying that the outcome is unknown. */
+static int moved_in_flight(struct ftvm_client *c, int r, const char *what, const char *cause,
+			   bool from_node)
+{
+	char why[300];
+	int left = c->current;
+
+	if (move(c, left, why, sizeof(why)) < 0)
+		r = fail(c, r,
+			 "node at %s %s (%s), and no node served within %d s (%s): the call's "
+			 "outcome is unknown, check or retry; the next call looks again",
+			 c->sockets[left], what, cause, CALL_TIMEOUT_MS / 1000, why);
+	else
+		r = fail(c, r,
+			 "node at %s %s (%s); the client now talks to %s: the call's outcome is "
+			 "unknown, check or retry",
+			 c->sockets[left], what, cause, c->sockets[c->current]);
+	last_error.from_node = from_node;
+	return r;
+}
+
+/* A call timed out on a pair client's node: if the other node serves alone,
+ * it took over from this one (a hung node, HA.md), and the client goes there. */
+static int timed_out(struct ftvm_client *c, int r)
+{
+	char cause[sizeof(last_error.error)];
+	struct ftvm_node_status st;
+	int left = c->current, other = 1 - c->current;
+	struct conn conn;
+
+	say(cause, sizeof(cause), "%s", last_error.error);
+	if (conn_open(&conn, c->sockets[other], PROBE_TIMEOUT_MS) < 0)
+		goto stay;
+	if (conn_status(c, &conn, now_ms() + PROBE_TIMEOUT_MS, &st) < 0 ||
+	    strcmp(st.state, "solo") != 0) {
+		conn_close(&conn);
+		goto stay;
+	}
+	drop(c);
+	adopt(c, other, &conn);
+	return fail(c, r,
+		    "node at %s did not answer (%s), and node at %s serves alone: it took over; "
+		    "the client now talks to it: the call's outcome is unknown, check or retry",
+		    c->sockets[left], cause, c->sockets[other]);
+stay:
+	return fail(c, r, "%s", cause);
+}
+
+/* call() with c->lock held. A pair client's request that provably reached
+ * no node that acts (see the table at the top) is sent again to the node the
+ * client moved to when ret_unsent is NULL; otherwise the call returns
+ * -ENOTCONN then and sets *ret_unsent, so the caller can redo first what
+ * depended on the old node. */
+static int call_locked(struct ftvm_client *c, Request *req,
+		       Ftvm__Client__ClientReply__ReplyCase expect, bool *ret_unsent,
+		       Reply **ret_reply)
+{
+	char cause[sizeof(last_error.error)], why[300];
+	bool pair = c->n_sockets == 2, sent, by_node;
+	const char *moved_from = NULL;
+	struct ftvm_node_status st;
+	Reply *reply;
+	int r, status, moves = 0;
+
+	if (ret_unsent)
+		*ret_unsent = false;
+	for (;;) {
+		if (!pair && c->conn.broken)
+			return fail(c, -ENOTCONN,
+				    "the connection to the node failed earlier; reconnect");
+		if (pair && (c->current < 0 || c->conn.broken)) {
+			drop(c);
+			r = search(c, 1 - c->last, now_ms() + CALL_TIMEOUT_MS, false, why,
+				   sizeof(why));
+			if (r < 0)
+				return fail(c, -ENOTCONN,
+					    "no node served within %d s (%s); the next call looks "
+					    "again",
+					    CALL_TIMEOUT_MS / 1000, why);
+		}
+		/* The timeout counts from when this call has the connection, not
+		 * while it waits for other threads' calls. */
+		r = exchange(c, &c->conn, req, now_ms() + CALL_TIMEOUT_MS, &reply, &sent);
+		if (r < 0 && pair && c->conn.broken) {
+			say(cause, sizeof(cause), "%s", last_error.error);
+			if (sent)
+				return moved_in_flight(c, r, "went away during the call", cause,
+						       false);
+			by_node = false;
+			goto unsent;
+		}
+		if (r < 0 && pair && r == -ETIMEDOUT)
+			return timed_out(c, r);
+		if (r < 0)
+			goto out;
+
+		status = reply->status;
+		r = status_to_errno(status);
+		if (r < 0) {
+			refused(c, r, status, reply->reason);
+			ftvm__client__client_reply__free_unpacked(reply, NULL);
+		}
+		if (r < 0 && pair &&
+		    (status == FTVM__PARTNER__STATUS__STATUS_FENCED ||
+		     status == FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN)) {
+			say(cause, sizeof(cause), "%s", last_error.error);
+			by_node = true;
+			goto unsent;
+		}
+		if (r == -EHOSTUNREACH && pair) {
+			/* The partner link failed under the request (outcome
+			 * unknown: HA.md), or the node does not serve now. */
+			say(cause, sizeof(cause), "%s", last_error.error);
+			if (conn_status(c, &c->conn, now_ms() + PROBE_TIMEOUT_MS, &st) == 0 &&
+			    (strcmp(st.state, "starting") == 0 ||
+			     strcmp(st.state, "resyncing") == 0 ||
+			     strcmp(st.state, "fenced") == 0)) {
+				say(why, sizeof(why), "does not serve (state %s)", st.state);
+				return moved_in_flight(c, r, why, cause, true);
+			}
+			/* It serves, or it is deciding who does: its refusal stands. */
+			fail(c, r, "%s", cause);
+			last_error.from_node = true;
+			goto out;
+		}
+		if (r < 0)
+			goto out;
+		if (expect != FTVM__CLIENT__CLIENT_REPLY__REPLY__NOT_SET &&
+		    reply->reply_case != expect) {
+			r = fail(c, -EBADMSG,
+				 "the node answered OK without the expected reply (got %d)",
+				 (int)reply->reply_case);
+			ftvm__client__client_reply__free_unpacked(reply, NULL);
+			goto out;
+		}
+		error_reset(c); /* a search on the way left its reasons */
+		*ret_reply = reply;
+		return 0;
+
+unsent:
+		moved_from = c->sockets[c->current];
+		r = moved_unsent(c, cause, by_node);
+		if (c->current < 0 || ret_unsent || ++moves > MOVES_MAX) {
+			if (ret_unsent)
+				*ret_unsent = c->current >= 0;
+			return r;
+		}
+	}
+out:
+	if (moved_from && r < 0) {
+		size_t n = strlen(last_error.error);
+
+		snprintf(last_error.error + n, sizeof(last_error.error) - n,
+			 " (during this call the client moved from node at %s to node at %s: "
+			 "pointers taken on the first are gone)",
+			 moved_from, c->current >= 0 ? c->sockets[c->current] : "none");
+	}
+	return r;
+}
+
+/* Sends req (its id is set here) and waits for its reply, holding the
+ * client's lock so other threads' calls wait their turn. On 0, *ret_reply
+ * holds a reply with status OK and the oneof member expect set (any member,
+ * or none, when expect is REPLY__NOT_SET); it owns its bytes (nothing points
+ * into the receive buffer), so the caller reads it without the lock and frees
+ * it with ftvm__client__client_reply__free_unpacked(). Otherwise -errno with
+ * the reason in this thread's last_error. */
+static int call(struct ftvm_client *c, Request *req, Ftvm__Client__ClientReply__ReplyCase expect,
+		Reply **ret_reply)
+{
+	int r;
+
+	error_reset(c);
+	r = pthread_mutex_lock(&c->lock);
+	if (r != 0)
+		return fail(c, -r, "cannot lock the client: %s", strerror(r));
+	r = call_locked(c, req, expect, NULL, ret_reply);
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+static void client_free(struct ftvm_client *c)
+{
+	conn_close(&c->conn);
+	if (c->pool)
+		munmap(c->pool, c->pool_size);
+	for (size_t i = 0; i < c->n_retired; i++)
+		munmap(c->retired[i].addr, c->retired[i].size);
+	free(c->retired);
+	free(c->sockets[0]);
+	free(c->sockets[1]);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+static int client_new(const char *const *sockets, int n, struct ftvm_client **ret)
+{
+	struct ftvm_client *c = calloc(1, sizeof(*c));
+	int r;
+
+	if (!c)
+		return -ENOMEM;
+	c->serial = atomic_fetch_add(&next_serial, 1);
+	c->max_payload = FRAME_MAX_PAYLOAD_DEFAULT;
+	c->current = -1;
+	conn_init(&c->conn);
+	r = pthread_mutex_init(&c->lock, NULL);
+	if (r != 0) {
+		free(c);
+		return -r;
+	}
+	c->n_sockets = n;
+	for (int i = 0; i < n; i++) {
+		c->sockets[i] = strdup(sockets[i]);
+		if (!c->sockets[i]) {
+			client_free(c);
+			return -ENOMEM;
+		}
+	}
+	*ret = c;
+	return 0;
+}
+
+static int check_socket_path(const char *path)
+{
+	struct sockaddr_un sa;
+
+	if (!path)
+		return -EINVAL;
+	if (path[0] == '\0' || strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int ftvm_connect(const char *socket_path, struct ftvm_client **ret)
+{
+	struct ftvm_client *c;
+	int r;
+
+	if (last_error.serial == 0) /* ftvm_last_error(NULL) says "no client" again */
+		last_error.error[0] = '\0';
+	if (!socket_path || !ret)
+		return -EINVAL;
+	r = check_socket_path(socket_path);
+	if (r < 0)
+		return r;
+	r = client_new(&socket_path, 1, &c);
+	if (r < 0)
+		return r;
+	r = conn_open(&c->conn, socket_path, CALL_TIMEOUT_MS);
+	if (r < 0) {
+		client_free(c);
+		return r;
+	}
+	c->current = 0;
+	*ret = c;
+	return 0;
+}
+
+int ftvm_connect_pair(const char *socket_a, const char *socket_b, struct ftvm_client **ret)
+{
+	const char *sockets[2] = { socket_a, socket_b };
+	struct ftvm_client *c;
+	char why[300];
+	int r;
+
+	if (last_error.serial == 0)
+		last_error.error[0] = '\0';
+	if (!socket_a || !socket_b || !ret)
+		return -EINVAL;
+	r = check_socket_path(socket_a);
+	if (r == 0)
+		r = check_socket_path(socket_b);
+	if (r < 0)
+		return r;
+	r = client_new(sockets, 2, &c);
+	if (r < 0)
+		return r;
+	r = search(c, 0, now_ms() + CALL_TIMEOUT_MS, true, why, sizeof(why));
+	if (r < 0) {
+		client_free(c);
+		/* Kept for ftvm_last_error(NULL), under no client's serial. */
+		snprintf(last_error.error, sizeof(last_error.error), "no node serves (%s)", why);
+		last_error.serial = 0;
+		last_error.from_node = false;
+		return r;
+	}
+	error_reset(c); /* the search's reasons are not a failure */
+	*ret = c;
+	return 0;
+}
+
+void ftvm_disconnect(struct ftvm_client *c)
+{
+	if (!c)
+		return;
+	client_free(c);
+}
+
+const char *ftvm_connected_socket(const struct ftvm_client *c)
+{
+	int i;
+
+	if (!c)
+		return NULL;
+	i = __atomic_load_n(&c->current, __ATOMIC_ACQUIRE);
+	return i >= 0 ? c->sockets[i] : NULL;
+}
+
+const char *ftvm_last_error(const struct ftvm_client *c)
+{
+	if (!c)
+		return last_error.serial == 0 && last_error.error[0] ? last_error.error
+								     : "no client";
+	return last_error.serial == c->serial ? last_error.error : "";
+}
+
+bool ftvm_last_error_from_node(const struct ftvm_client *c)
+{
+	return c && last_error.serial == c->serial && last_error.from_node;
+}
+
+int ftvm_status(struct ftvm_client *c, struct ftvm_node_status *ret)
+{
+	Ftvm__Client__StatusRequest status = FTVM__CLIENT__STATUS_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	Reply *reply = NULL;
+	int r;
+
+	if (!c || !ret)
+		return -EINVAL;
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_STATUS;
+	req.status = &status;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_STATUS_REPLY, &reply);
+	if (r < 0)
+		return r;
+	status_from_reply(reply->status_reply, ret);
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	return 0;
 }
@@ -1014,9 +1527,10 @@ out:
 
 /* ---- pointers into the node's frame pool ---- */
 
-/* Maps the pool once per client: the node passes its memfd with the reply
- * to a MapRequest. */
-static int ensure_mapped(struct ftvm_client *c)
+/* Maps the frame pool of the node the client talks to, once per connection:
+ * the node passes its memfd with the reply to a MapRequest. With c->lock
+ * held. */
+static int map_locked(struct ftvm_client *c)
 {
 	Ftvm__Client__MapRequest map = FTVM__CLIENT__MAP_REQUEST__INIT;
 	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
@@ -1024,20 +1538,15 @@ static int ensure_mapped(struct ftvm_client *c)
 	void *pool;
 	int r, fd;
 
-	pthread_mutex_lock(&c->map_lock);
-	if (c->pool) {
-		pthread_mutex_unlock(&c->map_lock);
+	if (c->pool && c->pool_generation == c->generation)
 		return 0;
-	}
 	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_MAP;
 	req.map = &map;
-	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_MAP, &reply);
+	r = call_locked(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_MAP, NULL, &reply);
 	if (r < 0)
-		goto out;
-	pthread_mutex_lock(&c->lock);
-	fd = c->received_fd;
-	c->received_fd = -1;
-	pthread_mutex_unlock(&c->lock);
+		return r;
+	fd = c->conn.received_fd;
+	c->conn.received_fd = -1;
 	if (fd < 0) {
 		r = fail(c, -EBADMSG, "the node sent no frame pool descriptor");
 		goto out;
@@ -1049,12 +1558,12 @@ static int ensure_mapped(struct ftvm_client *c)
 			 reply->map->size, strerror(errno));
 		goto out;
 	}
+	pool_retire(c); /* a pool of an earlier connection: not expected here */
 	c->pool = pool;
 	c->pool_size = reply->map->size;
+	c->pool_generation = c->generation;
 out:
-	pthread_mutex_unlock(&c->map_lock);
-	if (reply)
-		ftvm__client__client_reply__free_unpacked(reply, NULL);
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	return r;
 }
 
@@ -1064,14 +1573,12 @@ static int get_pointer(struct ftvm_client *c, const char *guid, uint64_t page, b
 	Ftvm__Client__GetPointerRequest get = FTVM__CLIENT__GET_POINTER_REQUEST__INIT;
 	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
 	Reply *reply = NULL;
-	int r;
+	bool unsent;
+	int r, tries;
 
 	if (!c || !ret)
 		return -EINVAL;
 	r = check_guid(c, guid);
-	if (r < 0)
-		return r;
-	r = ensure_mapped(c);
 	if (r < 0)
 		return r;
 	get.guid = (char *)guid;
@@ -1080,11 +1587,29 @@ static int get_pointer(struct ftvm_client *c, const char *guid, uint64_t page, b
 	get.wait = wait;
 	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_GET_POINTER;
 	req.get_pointer = &get;
-	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_POINTER, &reply);
+
+	error_reset(c);
+	r = pthread_mutex_lock(&c->lock);
+	if (r != 0)
+		return fail(c, -r, "cannot lock the client: %s", strerror(r));
+	/* The pool and the grant must come from one connection: after a move
+	 * that the request never reached, map the new node's pool and ask it. */
+	for (tries = 0;; tries++) {
+		r = map_locked(c);
+		if (r < 0)
+			break;
+		r = call_locked(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_POINTER, &unsent,
+				&reply);
+		if (r < 0 && unsent && tries < MOVES_MAX)
+			continue;
+		break;
+	}
 	if (r < 0)
-		return r;
-	if (reply->pointer->offset > c->pool_size ||
-	    reply->pointer->length > c->pool_size - reply->pointer->offset) {
+		goto out;
+	if (c->pool_generation != c->generation) {
+		r = fail(c, -ENOTCONN, "the client moved to another node during the call");
+	} else if (reply->pointer->offset > c->pool_size ||
+		   reply->pointer->length > c->pool_size - reply->pointer->offset) {
 		r = fail(c, -EBADMSG, "the node's pointer (%" PRIu64 " + %u) is outside its pool",
 			 reply->pointer->offset, reply->pointer->length);
 	} else {
@@ -1093,6 +1618,8 @@ static int get_pointer(struct ftvm_client *c, const char *guid, uint64_t page, b
 			*ret_len = reply->pointer->length;
 	}
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
+out:
+	pthread_mutex_unlock(&c->lock);
 	return r;
 }
 

@@ -4,7 +4,8 @@
  *
  * A client talks to its own node (ftvmd) over the node's unix socket (the
  * `socket` key of the node's configuration). Every call blocks until the node
- * answers or a 10 s timeout passes.
+ * answers or a 10 s timeout passes. A client made with ftvm_connect_pair()
+ * knows both nodes of the pair and follows a failover: see "Failover" below.
  *
  * Conventions:
  *  - Functions return 0 (or a non-negative count) on success and a negative
@@ -37,6 +38,58 @@
  *  - Linking a program against libftvm needs nothing more than -lftvm
  *    (`pkg-config --cflags --libs ftvm`); the library brings its own pthread
  *    dependency.
+ *
+ * Failover (clients of ftvm_connect_pair() only; a ftvm_connect() client
+ * talks to its one node and never moves; node/HA.md):
+ *  - A node serves when its state is `solo`, or `active` with its partner
+ *    linked. `starting`, `resyncing` and `fenced` nodes do not, nor does an
+ *    `active` node whose partner link is down: it is still deciding which
+ *    node serves, and would refuse writes.
+ *  - The call that finds its node gone moves the client before it returns:
+ *    it looks for a node that serves, the other node first, every 20 ms for
+ *    up to 10 s (the survivor may still be taking over), so such a call may
+ *    take up to 10 s more than its own timeout. Allocations are then found
+ *    by GUID on the new node: the survivor adopted them. The node is gone,
+ *    and what the call returns, in these cases:
+ *     - the connection was dead before the whole request left (EPIPE, reset):
+ *       the node cannot have acted on it (it reads whole requests only), so
+ *       the request is sent to the new node and the call returns its answer,
+ *       as though nothing had happened;
+ *     - the node refused the call as fenced or stopping (FENCED,
+ *       SHUTTING_DOWN): it applied nothing, and the call is sent to the new
+ *       node as above;
+ *     - the connection failed after the request left (end of file, reset, a
+ *       bad frame): the call returns that failure (-ECONNRESET, -EBADMSG)
+ *       and ftvm_last_error() reads "node at A went away during the call
+ *       (...); the client now talks to B: the call's outcome is unknown,
+ *       check or retry";
+ *     - the node refused the call -EHOSTUNREACH (partner unavailable) and
+ *       its status then says `starting`, `resyncing` or `fenced`: the call
+ *       returns -EHOSTUNREACH, the outcome unknown, said the same way (a
+ *       node that still serves keeps the client, and its refusal is
+ *       returned as it is);
+ *     - no reply came within the call's 10 s and the other node is `solo`
+ *       (it took over from this hung one): the call returns -ETIMEDOUT, the
+ *       outcome unknown, said the same way.
+ *    A call is sent again at most twice. A call whose outcome is unknown
+ *    never gets an answer from the old node; writing a page again with the
+ *    same bytes is always safe, an allocation may or may not have been made.
+ *  - When no node serves within the 10 s, the call fails as above, or with
+ *    -ENOTCONN when its request had reached no node (nothing was applied);
+ *    ftvm_connected_socket() returns NULL, and the next call looks for a
+ *    node again before it sends anything.
+ *  - Pointers: a node releases the pointers of a connection that closed, and
+ *    the survivor let go of the locks the dead node's clients held. On a move
+ *    the client unmaps the old node's frame pool; its address range stays
+ *    reserved with no access until ftvm_disconnect(), so touching an old
+ *    pointer faults (SIGSEGV) rather than reaching the new node's memory.
+ *    Releasing an old pointer reaches the new node, which holds no such
+ *    pointer and refuses it (-EINVAL): nothing changes there. Bytes written
+ *    through an old write pointer and not released before the move are lost,
+ *    as any unacknowledged write: take a pointer on the new node and write
+ *    again. The next pointer call maps the new node's pool.
+ *  - A move happens inside a call, under the client's mutex: other threads'
+ *    calls wait for it, then go to the new node.
  */
 #pragma once
 
@@ -67,6 +120,42 @@ struct ftvm_client;
  *         -ENAMETOOLONG when the path is too long for a unix socket.
  */
 FTVM_EXPORT int ftvm_connect(const char *socket_path, struct ftvm_client **ret);
+
+/**
+ * @brief Connects to whichever node of a pair serves, and follows the pair
+ *        through a failover (see "Failover" above).
+ *
+ * Asks @p socket_a for its status, then @p socket_b: the first node that
+ * serves (`active` with its partner linked, or `solo`) is taken, so
+ * @p socket_a when both serve. When a node answers but none serves yet (the
+ * pair is starting, resyncing, or deciding who serves after a failure) it
+ * asks again every 20 ms, for up to 10 s.
+ * @param socket_a the client API socket of one node, preferred.
+ * @param socket_b the other node's.
+ * @param[out] ret the new client, to be closed with ftvm_disconnect().
+ * @return 0, or -errno: -ENOENT / -ECONNREFUSED (@p socket_a's error) when no
+ *         node listens on either socket, -ETIMEDOUT when a node answered but
+ *         none served within 10 s, -ENAMETOOLONG as ftvm_connect(). On
+ *         failure ftvm_last_error(NULL) says what each node said.
+ */
+FTVM_EXPORT int ftvm_connect_pair(const char *socket_a, const char *socket_b,
+				  struct ftvm_client **ret);
+
+/**
+ * @brief The socket of the node the client talks to now.
+ *
+ * Changes when a call moves a ftvm_connect_pair() client to the other node;
+ * compare it before and after a call to see a move. Safe to call while other
+ * threads call on @p c; it does not wait for them.
+ * @param c a client, or NULL.
+ * @return the socket, as given to ftvm_connect() or ftvm_connect_pair(), in
+ *         the client's own copy: the same pointer for the same node, valid
+ *         until ftvm_disconnect(); NULL for a NULL client, and while a
+ *         pair client talks to no node (the last move found none that
+ *         serves; its next call looks again). A ftvm_connect() client always
+ *         returns its socket.
+ */
+FTVM_EXPORT const char *ftvm_connected_socket(const struct ftvm_client *c);
 
 /**
  * @brief Closes the connection and frees @p c.
@@ -113,7 +202,8 @@ struct ftvm_node_status {
 };
 
 /**
- * @brief Asks the node for its status.
+ * @brief Asks the node for its status: for a ftvm_connect_pair() client, the
+ *        node it talks to (ftvm_connected_socket()).
  * @param c a connected client.
  * @param[out] ret filled in on success.
  * @return 0 or -errno (see the conventions above).
@@ -126,7 +216,9 @@ FTVM_EXPORT int ftvm_status(struct ftvm_client *c, struct ftvm_node_status *ret)
  * Per thread: what other threads do with @p c does not change it. Only the
  * thread's most recent call on any client is remembered; when that call was
  * on another client, this is an empty string for @p c.
- * @param c a client, or NULL.
+ * @param c a client, or NULL: then the reason the calling thread's last
+ *        ftvm_connect_pair() failed, if no call on a client came after it,
+ *        otherwise "no client".
  * @return the node's reason, or a local one ("no reply within 10 s"); an empty
  *         string when the last call succeeded. Valid in this thread until its
  *         next ftvm_* call (it lives in thread-local storage).
@@ -375,8 +467,9 @@ FTVM_EXPORT void ftvm_verify_free(struct ftvm_verify *v);
  * readers on both nodes, mirrored on the partner before it is granted.
  *
  * The pointer points into the node's frame pool, which this client maps at
- * its first pointer call; it stays valid until ftvm_release_pointer() or
- * ftvm_disconnect(). Do not write through it.
+ * its first pointer call; it stays valid until ftvm_release_pointer(),
+ * ftvm_disconnect(), or a move to the other node (see "Failover" above).
+ * Do not write through it.
  * @param wait when the page is write-locked, wait in the node's paging queue
  *        (up to the node's request_timeout_ms) instead of failing at once.
  * @param[out] ret the block's first byte.
@@ -407,8 +500,10 @@ FTVM_EXPORT int ftvm_get_write_pointer(struct ftvm_client *c, const char *guid, 
  * the node (a write pointer as modified).
  * @param[out] ret_crc32c the block's CRC-32C after the release (may be NULL).
  * @return 0; -EINVAL when this client holds no pointer to the page, or a read
- *         pointer is released as modified; -EHOSTUNREACH when the partner is
- *         unavailable (the pointer is then still held: release it again).
+ *         pointer is released as modified (also for a pointer taken before
+ *         a move to the other node: the new node holds none); -EHOSTUNREACH
+ *         when the partner is unavailable (the pointer is then still held:
+ *         release it again).
  */
 FTVM_EXPORT int ftvm_release_pointer(struct ftvm_client *c, const char *guid, uint64_t page,
 				     bool modified, uint32_t *ret_crc32c);
