@@ -18,6 +18,7 @@
 #include "log.h"
 #include "session.h"
 #include "store.h"
+#include "vmm_msg.h"
 
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
 
@@ -104,20 +105,13 @@ static void alloc_send(struct alloc_op *op)
 	Envelope space_env = FTVM__PARTNER__ENVELOPE__INIT,
 		 alloc_env = FTVM__PARTNER__ENVELOPE__INIT;
 	Ftvm__Partner__SpaceRequest space = FTVM__PARTNER__SPACE_REQUEST__INIT;
-	Ftvm__Partner__AllocateMemory am = FTVM__PARTNER__ALLOCATE_MEMORY__INIT;
+	Ftvm__Partner__AllocateMemory am;
 	Envelope *envs[] = { &space_env, &alloc_env };
 
 	space.bytes = a->pages * a->block_size;
 	space_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
 	space_env.space_request = &space;
-	am.guid = a->guid;
-	am.size = a->size;
-	am.block_size = a->block_size;
-	am.policy = a->policy;
-	am.home = a->home;
-	am.header.data = a->header;
-	am.header.len = a->header_len;
-	am.store_offset = a->store_offset;
+	vmm_msg_allocation(&am, a);
 	alloc_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_MEMORY;
 	alloc_env.allocate_memory = &am;
 	op->op.lsn = pagetable_reserve_lsn(v->pt);

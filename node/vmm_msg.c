@@ -73,3 +73,16 @@ Envelope *vmm_msg_release_pointer(struct vmm_msg *msg, const char *guid, uint64_
 	envelope(msg, FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER)->release_pointer = m;
 	return &msg->env;
 }
+
+void vmm_msg_allocation(Ftvm__Partner__AllocateMemory *am, const struct vmm_alloc *a)
+{
+	ftvm__partner__allocate_memory__init(am);
+	am->guid = a->guid;
+	am->size = a->size;
+	am->block_size = a->block_size;
+	am->policy = a->policy;
+	am->home = a->home;
+	am->header.data = a->header;
+	am->header.len = a->header_len;
+	am->store_offset = a->store_offset;
+}

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "codec.h"
+#include "vmm_table.h"
 
 struct vmm_msg {
 	Envelope env;
@@ -28,3 +29,6 @@ Envelope *vmm_msg_write_page(struct vmm_msg *msg, const char *guid, uint64_t pag
 			     uint32_t len, uint32_t crc);
 Envelope *vmm_msg_release_pointer(struct vmm_msg *msg, const char *guid, uint64_t page,
 				  const char *owner, bool modified, uint64_t version, uint32_t crc);
+/* The AllocateMemory that describes a (its strings and header borrowed):
+ * what Fig. 5 sends, and what a resync sends of each allocation. */
+void vmm_msg_allocation(Ftvm__Partner__AllocateMemory *am, const struct vmm_alloc *a);

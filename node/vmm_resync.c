@@ -16,6 +16,7 @@
 #include "crc32c.h"
 #include "log.h"
 #include "session.h"
+#include "vmm_msg.h"
 
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
 
@@ -67,21 +68,14 @@ static int send_allocation(struct resync_send *rs, const struct vmm_alloc *a)
 {
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 	Ftvm__Partner__ResyncAllocation m = FTVM__PARTNER__RESYNC_ALLOCATION__INIT;
-	Ftvm__Partner__AllocateMemory am = FTVM__PARTNER__ALLOCATE_MEMORY__INIT;
+	Ftvm__Partner__AllocateMemory am;
 	Ftvm__Partner__PageState *states = calloc(a->pages, sizeof(*states));
 	Ftvm__Partner__PageState **ptrs = calloc(a->pages, sizeof(*ptrs));
 	int r = -ENOMEM;
 
 	if (!states || !ptrs)
 		goto out;
-	am.guid = a->guid;
-	am.size = a->size;
-	am.block_size = a->block_size;
-	am.policy = a->policy;
-	am.home = a->home;
-	am.header.data = a->header;
-	am.header.len = a->header_len;
-	am.store_offset = a->store_offset;
+	vmm_msg_allocation(&am, a);
 	for (uint64_t i = 0; i < a->pages; i++) {
 		ftvm__partner__page_state__init(&states[i]);
 		states[i].version = a->page[i].version;

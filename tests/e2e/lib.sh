@@ -111,3 +111,16 @@ pair_up() {
 	field_is a partner.link up && field_is b partner.link up &&
 		field_is a state active && field_is b state active
 }
+
+# other ID: the other node of the pair.
+other() { if [ "$1" = a ]; then echo b; else echo a; fi; }
+
+# expect_fail ID PATTERN ARGS...: ftvmctl exits 1 saying PATTERN.
+expect_fail() {
+	local id=$1 pattern=$2 out rc=0
+	shift 2
+	out=$(ctl "$id" "$@" 2>&1 </dev/null) || rc=$?
+	[ "$rc" -eq 1 ] || fail "ftvmctl $* on $id exited $rc, wanted 1: $out"
+	grep -q -- "$pattern" <<<"$out" || fail "ftvmctl $* on $id said '$out', wanted '$pattern'"
+	ok "refused: ftvmctl $* on $id: $out"
+}

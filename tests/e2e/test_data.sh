@@ -17,16 +17,6 @@ grep -q "synchronous normal" "$WORK/a.log" && grep -q "synchronous full" "$WORK/
 	fail "[node] synchronous not applied to the page tables"
 ok "page tables: a synchronous normal (the default), b synchronous full"
 
-# expect_fail ID PATTERN ARGS...: ftvmctl exits 1 saying PATTERN.
-expect_fail() {
-	local id=$1 pattern=$2 out rc=0
-	shift 2
-	out=$(ctl "$id" "$@" 2>&1 </dev/null) || rc=$?
-	[ "$rc" -eq 1 ] || fail "ftvmctl $* on $id exited $rc, wanted 1: $out"
-	grep -q -- "$pattern" <<<"$out" || fail "ftvmctl $* on $id said '$out', wanted '$pattern'"
-	ok "refused: ftvmctl $* on $id: $out"
-}
-
 # ---- allocate on a, write on a, read on b (page owned by a) ----
 guid=$(ctl a alloc --size 10000)
 [ "$(ctl a --json header "$guid" | jq -r .pages)" = 3 ] || fail "10000 bytes of 4K pages is not 3 pages"

@@ -27,18 +27,6 @@ start_node a
 start_node b
 wait_for 5000 "pair linked" pair_up
 
-other() { if [ "$1" = a ]; then echo b; else echo a; fi; }
-
-# expect_fail ID PATTERN ARGS...: ftvmctl exits 1 saying PATTERN.
-expect_fail() {
-	local id=$1 pattern=$2 out rc=0
-	shift 2
-	out=$(ctl "$id" "$@" 2>&1 </dev/null) || rc=$?
-	[ "$rc" -eq 1 ] || fail "ftvmctl $* on $id exited $rc, wanted 1: $out"
-	grep -q -- "$pattern" <<<"$out" || fail "ftvmctl $* on $id said '$out', wanted '$pattern'"
-	ok "refused: ftvmctl $* on $id: $out"
-}
-
 sense() { ctl "$1" --json sense; }
 # residency ID: the pages (of 4K) in ID's frames, and how many of them may be
 # evicted (its replacement queue), from one sense.
