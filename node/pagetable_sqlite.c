@@ -718,6 +718,14 @@ int pagetable_journal_trim(struct pagetable *pt, const char *self, uint64_t own_
 	r = begin(pt);
 	if (r < 0)
 		return r;
+	/* Rows go only below a mark that is on disk with them: after a crash,
+	 * the last own LSN this table reports (pagetable_last_own_lsn) must not
+	 * fall below rows it no longer has. */
+	if (own_below > pt->applied_by_partner_lsn)
+		own_below = pt->applied_by_partner_lsn;
+	r = meta_set(pt, "applied_by_partner_lsn", pt->applied_by_partner_lsn);
+	if (r < 0)
+		return r;
 	rc = bind_text(st, 1, self);
 	rc = rc ?: bind_u64(st, 2, own_below);
 	rc = rc ?: sqlite3_bind_int(st, 3, (int)max_rows);

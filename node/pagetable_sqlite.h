@@ -145,8 +145,10 @@ int pagetable_load(struct pagetable *pt, int (*alloc_cb)(const struct pt_alloc *
 /* Deletes up to max_rows of the oldest journal rows both nodes have applied
  * (node/HA.md, "Solo and rejoin"): this node's own (origin self) up to LSN
  * own_below (what the partner said it applied), and the partner's, which
- * this node applied when it wrote them. In the open transaction (opening one
- * if none). Returns the rows deleted. */
+ * this node applied when it wrote them; own_below is held to the applied mark
+ * (pagetable_set_applied_by_partner_lsn), which is written with the rows'
+ * removal. In the open transaction (opening one if none). Returns the rows
+ * deleted. */
 int pagetable_journal_trim(struct pagetable *pt, const char *self, uint64_t own_below,
 			   unsigned max_rows);
 
