@@ -40,6 +40,8 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'echo "vm: interrupted"; exit 1' INT TERM
+# One stream, in order (meson keeps stdout and stderr apart).
+exec 2>&1
 
 usage() {
 	echo "usage: tests/vm/run.sh [--build DIR] JOB   (JOB: one of tests/vm/jobs/*.sh)" >&2
@@ -89,12 +91,20 @@ left() {
 say "image: tests/vm/image.sh"
 t=$SECONDS
 rc=0
-image=$(timeout "$(left)" bash "$HERE/image.sh") || rc=$?
+out=$(mktemp -d "${TMPDIR:-/tmp}/ftvm-vm.XXXXXX")
+# image.sh's progress (stderr) shows as it goes, and is kept for the reason
+# of a skip; its stdout (the image's folder) is captured.
+exec 4>&1
+image=$({ timeout "$(left)" bash "$HERE/image.sh" 2>&1 >&3 3>&- | tee "$out/image.log" >&4; } 3>&1) ||
+	rc=$?
+exec 4>&-
 case $rc in
 0) ;;
 124) skip "the image was not built within ${budget} s" ;;
-77) skip "the guest image cannot be built here (see above)" ;;
-*) skip "tests/vm/image.sh exited $rc (see above)" ;;
+*)
+	reason=$(sed -n 's/^vm image: cannot be built here: //p' "$out/image.log" | tail -n 1)
+	skip "no guest image: ${reason:-tests/vm/image.sh exited $rc (see above)}"
+	;;
 esac
 say "image ready in $((SECONDS - t)) s: $image ($(head -n 1 "$image/ready"))"
 
@@ -117,7 +127,6 @@ job_timeout=$job_budget
 [ "$job_timeout" -le $((guest_budget - BOOT_MARGIN)) ] || job_timeout=$((guest_budget - BOOT_MARGIN))
 guest_timeout=$((job_timeout + BOOT_MARGIN))
 
-out=$(mktemp -d "${TMPDIR:-/tmp}/ftvm-vm.XXXXXX")
 
 say "booting the guest (TCG, ${FTVM_VM_SMP:-2} vCPUs, ${FTVM_VM_MEM:-2048} MiB) for job $job, deadline ${job_timeout} s for the job, ${guest_timeout} s for the guest"
 t=$SECONDS
