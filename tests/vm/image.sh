@@ -112,7 +112,9 @@ if ready; then # another run built it meanwhile
 	exit 0
 fi
 
-work=$(mktemp -d "$cache_root/build.XXXXXX")
+# Under the lock no other build runs: a tmp.* left here is an interrupted one.
+"${as_root[@]}" rm -rf "$cache_root"/tmp.*
+work=$(mktemp -d -p "$cache_root")
 root=$work/root
 cleanup() {
 	"${as_root[@]}" rm -rf "$work"

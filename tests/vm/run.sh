@@ -91,7 +91,7 @@ left() {
 say "image: tests/vm/image.sh"
 t=$SECONDS
 rc=0
-out=$(mktemp -d "${TMPDIR:-/tmp}/ftvm-vm.XXXXXX")
+out=$(mktemp -d)
 # image.sh's progress (stderr) shows as it goes, and is kept for the reason
 # of a skip; its stdout (the image's folder) is captured.
 exec 4>&1
