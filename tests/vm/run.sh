@@ -127,7 +127,6 @@ job_timeout=$job_budget
 [ "$job_timeout" -le $((guest_budget - BOOT_MARGIN)) ] || job_timeout=$((guest_budget - BOOT_MARGIN))
 guest_timeout=$((job_timeout + BOOT_MARGIN))
 
-
 say "booting the guest (TCG, ${FTVM_VM_SMP:-2} vCPUs, ${FTVM_VM_MEM:-2048} MiB) for job $job, deadline ${job_timeout} s for the job, ${guest_timeout} s for the guest"
 t=$SECONDS
 timeout --kill-after=10 "$guest_timeout" "$qemu" \
