@@ -18,6 +18,9 @@ packages=(
 	python3 jq procps iproute2
 	# for the benchmark's Redis reference (ftvm-bench-vmm); its system service is not used
 	redis-server
+	# the qemu harness (tests/vm/, suite vm): a Debian guest image built with
+	# debootstrap and mkfs.ext4 -d, booted under qemu's TCG
+	qemu-system-x86 qemu-utils debootstrap e2fsprogs
 )
 
 missing=()
