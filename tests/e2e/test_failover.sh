@@ -140,11 +140,25 @@ check_pages b
 write_page b "$ga" 3
 out=$(ctl b failback 2>&1) && fail "failback while alone was accepted: $out"
 grep -q "needs the pair whole" <<<"$out" || fail "failback while alone: $out"
+# Writes go on at b while a comes back and is resynced: each is acknowledged
+# (alone, or mirrored once the resync began) and none may be lost or stale.
+(
+	n=0
+	until [ -e "$WORK/stop-writing" ]; do
+		write_page b "$gc" $((8 + n % 8))
+		n=$((n + 1))
+	done
+	echo "$n" >"$WORK/written-during"
+) &
+writer=$!
 start_node a
 wait_for 5000 "a resynced" pair_up
+sleep 0.3
+touch "$WORK/stop-writing"
+wait "$writer" || fail "a write at b failed while a was being resynced"
 ctl b verify >/dev/null || fail "not equal after a's resync: $(ctl b verify 2>&1)"
 check_pages a
-ok "a back and resynced at epoch $(status_field a epoch); verify equal; $CHECKED writes on a"
+ok "a back and resynced at epoch $(status_field a epoch) while b took $(cat "$WORK/written-during") writes; verify equal; $CHECKED writes on a"
 
 # ---- [failover] solo = refuse: alone, reads only ----
 for id in a b; do
