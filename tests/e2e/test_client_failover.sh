@@ -68,9 +68,15 @@ moved=$(grep -m1 '^now on ' "$WORK/client.out") || fail "the client never moved"
 [[ "$moved" == "now on $WORK/b.sock "* ]] || fail "the client moved elsewhere: $moved"
 t_moved=$(sed -n 's/.* t=\([0-9]*\) .*/\1/p' <<<"$moved")
 [ "$(lines '^now on ')" = 1 ] || fail "the client moved more than once: $(grep '^now on' "$WORK/client.out")"
-# The one error: the write in flight at the kill, and it says what happened.
-[ "$(lines '^error ')" = 1 ] || fail "want exactly one failed call, got: $(grep '^error' "$WORK/client.out")"
-err=$(grep '^error ' "$WORK/client.out")
+# The one error of an unknown outcome: the write in flight at the kill, and it
+# says what happened. Beside it, only refusals b made before doing anything
+# (partner unavailable while it decides who serves), which the client retries.
+others=$(grep '^error ' "$WORK/client.out" | grep -v "went away during the call" |
+	grep -v "partner unavailable: a page write is mirrored before it completes" || true)
+[ -z "$others" ] || fail "unexpected failed calls: $others"
+[ "$(lines 'went away during the call')" = 1 ] ||
+	fail "want exactly one call of unknown outcome, got: $(grep '^error' "$WORK/client.out")"
+err=$(grep '^error .*went away during the call' "$WORK/client.out")
 [[ "$err" == "error seq $BLOCKED: "* ]] || fail "the failed call is not the write in flight: $err"
 for want in "node at $WORK/a.sock went away during the call" \
 	"the client now talks to $WORK/b.sock" "outcome is unknown"; do
