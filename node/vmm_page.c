@@ -308,11 +308,28 @@ static void send_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
 		write_owned_page(v, a, op);
 }
 
+/* Whether req's page can be locked in mode now; if not, req waits in the
+ * paging queue (req->wait) or is answered LOCKED. */
+static bool lock_free(struct vmm *v, const struct vmm_page_request *req, struct vmm_alloc *a,
+		      int mode)
+{
+	const char *conflict = vmm_page_conflict(a, &a->page[req->page], mode);
+
+	if (!conflict)
+		return true;
+	if (req->wait)
+		vmm_page_wait(v, req, VMM_WAIT_LOCK, NULL);
+	else
+		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_LOCKED,
+				"%s page %llu is %s", a->guid, (unsigned long long)req->page,
+				conflict);
+	return false;
+}
+
 static void page_write(struct vmm *v, const struct vmm_page_request *req)
 {
 	struct vmm_alloc *a = vmm_client_page(v, req->call, req->guid, req->page);
 	struct vmm_page *p;
-	const char *conflict;
 	struct write_op *op;
 
 	if (!a)
@@ -332,17 +349,8 @@ static void page_write(struct vmm *v, const struct vmm_page_request *req)
 	}
 	/* Owned here: the decision is ours. Otherwise our mirror can already
 	 * tell of a lock the owner granted; the owner decides the rest. */
-	conflict = vmm_page_conflict(a, p, FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE);
-	if (conflict && req->wait) {
-		vmm_page_wait(v, req, VMM_WAIT_LOCK, NULL);
+	if (!lock_free(v, req, a, FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE))
 		return;
-	}
-	if (conflict) {
-		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_LOCKED,
-				"%s page %llu is %s", a->guid, (unsigned long long)req->page,
-				conflict);
-		return;
-	}
 	/* Frames being filled are not ours to write into: after them. */
 	if (p->pagein || p->filling) {
 		vmm_page_wait(v, req, VMM_WAIT_CONTENTS, NULL);
@@ -384,22 +392,11 @@ static void page_read(struct vmm *v, const struct vmm_page_request *req)
 	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	Ftvm__Client__ReadPageReply rr = FTVM__CLIENT__READ_PAGE_REPLY__INIT;
 	struct vmm_alloc *a = vmm_client_page(v, req->call, req->guid, req->page);
-	const char *conflict;
 
 	if (!a)
 		return;
-	conflict =
-		vmm_page_conflict(a, &a->page[req->page], FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ);
-	if (conflict && req->wait) {
-		vmm_page_wait(v, req, VMM_WAIT_LOCK, NULL);
+	if (!lock_free(v, req, a, FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ))
 		return;
-	}
-	if (conflict) {
-		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_LOCKED,
-				"%s page %llu is %s", a->guid, (unsigned long long)req->page,
-				conflict);
-		return;
-	}
 	if (!vmm_page_contents(v, req, a))
 		return;
 	rr.data.data = vmm_block_addr(v, a, req->page);

@@ -1328,11 +1328,23 @@ int ftvm_header(struct ftvm_client *c, const char *guid, struct ftvm_header *ret
 	return r;
 }
 
+/* A request whose answer is its status alone (ClientReply has no member for
+ * it): 0 when the node said OK. */
+static int call_status(struct ftvm_client *c, Request *req)
+{
+	Reply *reply = NULL;
+	int r = call(c, req, FTVM__CLIENT__CLIENT_REPLY__REPLY__NOT_SET, &reply);
+
+	if (r < 0)
+		return r;
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return 0;
+}
+
 int ftvm_free(struct ftvm_client *c, const char *guid)
 {
 	Ftvm__Client__FreeRequest free_req = FTVM__CLIENT__FREE_REQUEST__INIT;
 	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
-	Reply *reply = NULL;
 	int r;
 
 	r = check_guid(c, guid);
@@ -1342,29 +1354,18 @@ int ftvm_free(struct ftvm_client *c, const char *guid)
 	free_req.guid = (char *)guid;
 	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FREE;
 	req.free = &free_req;
-	/* ClientReply has no member for it: status OK is the answer. */
-	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY__NOT_SET, &reply);
-	if (r < 0)
-		return r;
-	ftvm__client__client_reply__free_unpacked(reply, NULL);
-	return 0;
+	return call_status(c, &req);
 }
 
 int ftvm_drill_cut_link(struct ftvm_client *c, uint32_t ms)
 {
 	Ftvm__Client__CutLinkRequest cut = FTVM__CLIENT__CUT_LINK_REQUEST__INIT;
 	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
-	Reply *reply = NULL;
-	int r;
 
 	cut.ms = ms;
 	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_CUT_LINK;
 	req.cut_link = &cut;
-	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY__NOT_SET, &reply);
-	if (r < 0)
-		return r;
-	ftvm__client__client_reply__free_unpacked(reply, NULL);
-	return 0;
+	return call_status(c, &req);
 }
 
 int ftvm_failback(struct ftvm_client *c, uint64_t *ret_handed_back, uint64_t *ret_busy)
