@@ -473,12 +473,21 @@ static void report(const struct drill *d)
 
 /* ---- putting it together ---- */
 
+void drill_partner_config_path(const char *config_path, const char *partner_id, char *buf,
+			       size_t len)
+{
+	char dir[PATH_MAX];
+
+	snprintf(dir, sizeof(dir), "%s", config_path);
+	snprintf(buf, len, "%s/%s.conf", dirname(dir), partner_id);
+}
+
 static int open_pair(struct drill *d)
 {
 	const struct drill_options *o = d->o;
 	struct drill_node first = { 0 }, second = { 0 };
 	struct ftvm_node_status s1, s2;
-	char path[PATH_MAX], dir[PATH_MAX];
+	char path[PATH_MAX];
 	int r;
 
 	r = load_node(&first, o->config_path);
@@ -489,11 +498,10 @@ static int open_pair(struct drill *d)
 		config_free(first.cfg);
 		return EXIT_UNREACHABLE;
 	}
-	snprintf(dir, sizeof(dir), "%s", o->config_path);
 	if (o->partner_config)
 		snprintf(path, sizeof(path), "%s", o->partner_config);
 	else
-		snprintf(path, sizeof(path), "%s/%s.conf", dirname(dir), s1.partner_id);
+		drill_partner_config_path(o->config_path, s1.partner_id, path, sizeof(path));
 	r = load_node(&second, path);
 	if (r == EXIT_DONE && status_of(&second, &s2) < 0) {
 		fprintf(stderr, "ftvmctl: cannot reach %s's partner at %s\n", first.cfg->id,

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum drill_kind {
@@ -26,6 +27,12 @@ struct drill_options {
 	uint32_t timeout_s;	    /* for the takeover and for the rejoin, each */
 	bool json;
 };
+
+/* The partner's config as ftvmctl finds it: <folder of config_path>/<partner
+ * id>.conf (a pair's configs sit side by side, as in systemd/example and
+ * /etc/ftvm). */
+void drill_partner_config_path(const char *config_path, const char *partner_id, char *buf,
+			       size_t len);
 
 /* Runs the drill and prints its report; returns ftvmctl's exit code: 0 only
  * when no acknowledged write was lost and verify says equal. */

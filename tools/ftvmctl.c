@@ -1166,17 +1166,12 @@ static int cmd_drill(struct ctl *ctl, int argc, char **argv)
  * when there is none. */
 static struct ftvm_config *partner_config_beside(struct ctl *ctl, const char *partner_id)
 {
-	char dir[4096], path[4200], err[256];
+	char path[4200], err[256];
 	struct ftvm_config *cfg;
-	char *slash;
 
 	if (!ctl->config_path || !partner_id[0])
 		return NULL;
-	snprintf(dir, sizeof(dir), "%s", ctl->config_path);
-	slash = strrchr(dir, '/');
-	if (slash)
-		*slash = '\0';
-	snprintf(path, sizeof(path), "%s/%s.conf", slash ? dir : ".", partner_id);
+	drill_partner_config_path(ctl->config_path, partner_id, path, sizeof(path));
 	return config_load(path, &cfg, err, sizeof(err)) < 0 ? NULL : cfg;
 }
 
