@@ -30,7 +30,7 @@ const char *vmm_partner_id(const struct vmm *v)
 	return repl_session_partner_id(v->session);
 }
 
-bool vmm_partner_linked(const struct vmm *v)
+bool vmm_can_complete(const struct vmm *v)
 {
 	return v->mode == VMM_MODE_SOLO || repl_session_link_up(v->session);
 }

@@ -243,7 +243,7 @@ static bool alloc_request_valid(struct vmm *v, struct client_call *call,
 				"header of %zu bytes: at most %u", req->header.len, VMM_HEADER_MAX);
 		return false;
 	}
-	if (!vmm_partner_linked(v)) {
+	if (!vmm_can_complete(v)) {
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
 				"partner unavailable: an allocation is mirrored before it is made");
 		return false;

@@ -147,7 +147,7 @@ void vmm_op_failback(struct vmm *v, struct client_call *call)
 	struct vmm_alloc **all;
 	size_t n = 0;
 
-	if (v->mode != VMM_MODE_MIRRORED || !vmm_partner_linked(v)) {
+	if (v->mode != VMM_MODE_MIRRORED || !vmm_can_complete(v)) {
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
 				"failback needs the pair whole: node %s is not mirrored with its "
 				"partner (%s)",

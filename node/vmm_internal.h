@@ -180,7 +180,9 @@ void vmm_destaged(struct vmm *v, const char *guid, uint64_t page, uint64_t versi
 const char *vmm_node_id(const struct vmm *v);
 const char *vmm_partner_id(const struct vmm *v);
 bool vmm_is_owner(const struct vmm *v, const struct vmm_alloc *a);
-bool vmm_partner_linked(const struct vmm *v);
+/* A change can complete: the partner is linked to acknowledge it, or this
+ * node serves alone (solo). */
+bool vmm_can_complete(const struct vmm *v);
 
 /* Looks up guid/page for a client request; answers the client when it cannot. */
 struct vmm_alloc *vmm_client_page(struct vmm *v, struct client_call *call, const char *guid,

@@ -341,7 +341,7 @@ static void page_write(struct vmm *v, const struct vmm_page_request *req)
 				a->block_size);
 		return;
 	}
-	if (!vmm_partner_linked(v)) {
+	if (!vmm_can_complete(v)) {
 		vmm_reply_error(
 			req->call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
 			"partner unavailable: a page write is mirrored before it completes");

@@ -443,7 +443,7 @@ static void grant(struct vmm *v, const struct vmm_page_request *req)
 
 	if (!a)
 		return;
-	if (!vmm_partner_linked(v)) {
+	if (!vmm_can_complete(v)) {
 		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
 				"partner unavailable: a pointer is mirrored before it is granted");
 		return;
