@@ -72,6 +72,8 @@ static void on_link_changed(struct repl_session *s, bool up, const char *reason,
 			 (unsigned long long)st.partner_epoch, reason);
 	else
 		log_warning("partner %s down: %s", st.partner_id, reason);
+	if (!up)
+		vmm_tickets_drop(n->vmm);
 	if (n->ha)
 		ha_link_changed(n->ha, up, reason);
 }

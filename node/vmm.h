@@ -57,6 +57,9 @@ void vmm_client_gone(struct vmm *v, uint64_t client_id);
 
 /* Requests from the partner (Fig. 10), in order, a failure aborting the rest. */
 void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n);
+/* The link to the partner went: the places its waiting requests held in our
+ * paging queue are void (VMM.md, "Fairness across the pair"). */
+void vmm_tickets_drop(struct vmm *v);
 
 void vmm_get_counts(struct vmm *v, struct vmm_counts *ret);
 

@@ -78,6 +78,7 @@ static int set_owner(struct vmm *v, struct vmm_alloc *a, const char *owner,
 	free(a->owner);
 	a->owner = copy;
 	vmm_changed(v);
+	vmm_tickets_drop(v); /* the new owner keeps its own queue */
 	/* Waiters on its pages ask the new owner now. */
 	event_active(v->kick_event, EV_TIMEOUT, 0);
 	return 0;

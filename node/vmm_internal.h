@@ -14,6 +14,9 @@
 #define VMM_LOG_SUBSYSTEM "vmm"
 /* How often a request short of frames (here or on the partner) tries again. */
 #define VMM_RETRY_MS 50
+/* How long the owner keeps a page for a partner's ticket whose turn came
+ * (VMM.md, "Fairness across the pair"). */
+#define VMM_TICKET_HOLD_MS 1000
 
 struct vmm_after_commit {
 	struct vmm_after_commit *next;
@@ -37,7 +40,8 @@ struct vmm {
 	struct pagetable *pt;
 	struct frame_pool *pool;
 	struct vmm_table *table;
-	uint64_t next_op; /* numbers lock owners "<node>/<pid>/<op>" */
+	uint64_t next_op;     /* numbers lock owners "<node>/<pid>/<op>" */
+	uint64_t next_ticket; /* numbers this node's waiting LockRequests */
 
 	/* Group commit: changes collect in one SQLite transaction that is
 	 * committed at the end of the event-loop turn (flush). */
@@ -201,6 +205,10 @@ enum vmm_wait_kind {
 	VMM_WAIT_POINTER,
 	VMM_WAIT_WRITE_PAGE,
 	VMM_WAIT_READ_PAGE,
+	/* The partner's waiting LockRequest keeping its place (no client
+	 * here): it is never granted from the queue, only held for the
+	 * partner's next ask. */
+	VMM_WAIT_TICKET,
 };
 /* What a queued request waits for. */
 enum vmm_wait_reason {
@@ -218,6 +226,7 @@ struct vmm_page_request {
 	bool wait;	      /* the client waits for a lock, and for frames */
 	bool again;	      /* out of the paging queue: queued again, it goes first */
 	uint64_t deadline_ms; /* monotonic, once queued: it gives up then */
+	uint64_t ticket;      /* its place in the owner's queue, once it has one */
 	const void *data;     /* a whole-page write's bytes */
 	size_t len;
 };
@@ -231,6 +240,22 @@ void vmm_frames_short(struct vmm *v, const struct vmm_page_request *req, const c
 void vmm_page_in_failed(struct vmm *v, const char *guid, uint64_t page, const char *reason);
 /* Something a queued request may wait for happened: look at the queue again. */
 void vmm_paging_kick(struct vmm *v);
+/* Why a new request for guid/page must wait although its lock may be free:
+ * earlier requests wait for the page (VMM.md, "Fairness across the pair");
+ * NULL when none do. The text is in buf. */
+const char *vmm_page_queued(const struct vmm *v, const char *guid, uint64_t page, char *buf,
+			    size_t len);
+/* The owner's side of the partner's LockRequest m: NULL when m may have the
+ * lock now, as far as the queue goes (its ticket, if any, had its turn and
+ * is dropped); otherwise why not, in buf. */
+const char *vmm_ticket_turn(struct vmm *v, const Ftvm__Partner__LockRequest *m, char *buf,
+			    size_t len);
+/* m was refused: its ticket (non-zero) keeps its place in the queue. */
+void vmm_ticket_queue(struct vmm *v, const Ftvm__Partner__LockRequest *m);
+/* The ticket of req's LockRequest, and how long req still waits (0, 0 when
+ * it does not wait): its own ticket, or a new one the first time. */
+uint64_t vmm_lock_request_ticket(struct vmm *v, const struct vmm_page_request *req,
+				 uint32_t *wait_ms);
 /* vmm_page.c: a whole-page call out of the paging queue, tried again. */
 void vmm_page_retry(struct vmm *v, const struct vmm_page_request *req);
 /* vmm_destage.c: true when a's page (req's) is resident, with its contents

@@ -7,7 +7,8 @@ static Envelope *envelope(struct vmm_msg *msg, int message_case)
 	return &msg->env;
 }
 
-Envelope *vmm_msg_lock_request(struct vmm_msg *msg, const char *guid, uint64_t page, bool write)
+Envelope *vmm_msg_lock_request(struct vmm_msg *msg, const char *guid, uint64_t page, bool write,
+			       uint64_t ticket, uint32_t wait_ms)
 {
 	Ftvm__Partner__LockRequest *m = &msg->m.lock_request;
 
@@ -16,6 +17,8 @@ Envelope *vmm_msg_lock_request(struct vmm_msg *msg, const char *guid, uint64_t p
 	m->page = page;
 	m->mode = write ? FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE
 			: FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ;
+	m->ticket = ticket;
+	m->wait_ms = wait_ms;
 	envelope(msg, FTVM__PARTNER__ENVELOPE__MESSAGE_LOCK_REQUEST)->lock_request = m;
 	return &msg->env;
 }

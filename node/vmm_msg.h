@@ -21,7 +21,8 @@ struct vmm_msg {
 };
 
 /* LockRequest for mode (read or write). */
-Envelope *vmm_msg_lock_request(struct vmm_msg *msg, const char *guid, uint64_t page, bool write);
+Envelope *vmm_msg_lock_request(struct vmm_msg *msg, const char *guid, uint64_t page, bool write,
+			       uint64_t ticket, uint32_t wait_ms);
 /* AllocateWrite when write, else AllocateRead. */
 Envelope *vmm_msg_allocate(struct vmm_msg *msg, const char *guid, uint64_t page, const char *owner,
 			   bool write);

@@ -25,6 +25,8 @@ struct write_op {
 	bool owned; /* this node owns the allocation: it arbitrates */
 	bool wait;  /* the client waits for the lock, and for frames */
 	uint64_t deadline_ms;
+	uint64_t ticket; /* its place in the owner's queue (not owned here) */
+	uint32_t wait_ms;
 	uint64_t new_version; /* when owned */
 	uint32_t crc;
 	size_t lock_index; /* of AllocateWrite in the batch; WritePage follows it */
@@ -127,6 +129,7 @@ static void requeue_write(struct vmm *v, struct write_op *op, uint32_t block_siz
 		.wait = true,
 		.again = true,
 		.deadline_ms = op->deadline_ms,
+		.ticket = op->ticket,
 		.data = op->block,
 		.len = block_size,
 	};
@@ -274,6 +277,8 @@ static struct write_op *write_op_new(struct vmm *v, const struct vmm_page_reques
 	op->owned = owned;
 	op->wait = req->wait;
 	op->deadline_ms = req->deadline_ms;
+	if (!owned)
+		op->ticket = vmm_lock_request_ticket(v, req, &op->wait_ms);
 	return op;
 }
 
@@ -284,7 +289,8 @@ static void send_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
 	size_t n = 0;
 
 	if (!op->owned) {
-		envs[n] = vmm_msg_lock_request(&msgs[n], a->guid, op->page, true);
+		envs[n] = vmm_msg_lock_request(&msgs[n], a->guid, op->page, true, op->ticket,
+					       op->wait_ms);
 		n++;
 	}
 	op->lock_index = n;
@@ -309,11 +315,17 @@ static void send_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
 }
 
 /* Whether req's page can be locked in mode now; if not, req waits in the
- * paging queue (req->wait) or is answered LOCKED. */
+ * paging queue (req->wait) or is answered LOCKED. A new write goes behind
+ * the requests already waiting for the page; a read holds its lock only
+ * inside this call, so it delays nobody and need not. */
 static bool lock_free(struct vmm *v, const struct vmm_page_request *req, struct vmm_alloc *a,
 		      int mode)
 {
 	const char *conflict = vmm_page_conflict(a, &a->page[req->page], mode);
+	char queued[64];
+
+	if (!conflict && req->kind == VMM_WAIT_WRITE_PAGE && !req->again)
+		conflict = vmm_page_queued(v, req->guid, req->page, queued, sizeof(queued));
 
 	if (!conflict)
 		return true;

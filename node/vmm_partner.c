@@ -146,14 +146,21 @@ static void on_lock_request(struct vmm *v, const Ftvm__Partner__LockRequest *m, 
 	struct vmm_alloc *a;
 	struct vmm_page *p = find_page(v, m->guid, m->page, &a, ans);
 	const char *conflict;
+	char queued[64];
 
 	if (!p)
 		return;
 	lock_status(p, ans);
+	if (!vmm_is_owner(v, a) || m->mode == FTVM__PARTNER__LOCK_MODE__LOCK_MODE_NONE)
+		return;
 	conflict = vmm_page_conflict(a, p, m->mode);
-	if (conflict && vmm_is_owner(v, a) && m->mode != FTVM__PARTNER__LOCK_MODE__LOCK_MODE_NONE)
-		refuse(ans, FTVM__PARTNER__STATUS__STATUS_LOCKED, "%s page %llu is %s", m->guid,
-		       (unsigned long long)m->page, conflict);
+	if (!conflict)
+		conflict = vmm_ticket_turn(v, m, queued, sizeof(queued));
+	if (!conflict)
+		return;
+	refuse(ans, FTVM__PARTNER__STATUS__STATUS_LOCKED, "%s page %llu is %s", m->guid,
+	       (unsigned long long)m->page, conflict);
+	vmm_ticket_queue(v, m);
 }
 
 static void on_allocate_lock(struct vmm *v, const char *guid, uint64_t page, const char *owner,

@@ -16,7 +16,9 @@
  * The paging queue: a request waits for a lock (LOCK), for its page's
  * contents to arrive (CONTENTS: a page-in, or a whole-page write bringing
  * them), or for frames (FRAMES: tried again every VMM_RETRY_MS), in order per
- * page, until its deadline. */
+ * page, until its deadline. On the owner of an allocation it also holds the
+ * partner's waiting requests as tickets, in the same order (VMM.md, "Fairness
+ * across the pair"). */
 #include "vmm_internal.h"
 
 #include <errno.h>
@@ -59,6 +61,9 @@ struct vmm_page_waiter {
 	uint8_t *data;
 	char reason[256]; /* why frames are short */
 	bool due;	  /* FRAMES: time to try again */
+	bool held;	  /* TICKET: its turn came, the page is kept for it */
+	/* retry: FRAMES, when to try again; LOCK on a page the partner owns,
+	 * when to ask again; TICKET, the end of its hold. */
 	struct event *deadline, *retry;
 };
 
@@ -72,6 +77,7 @@ struct pointer_op {
 	bool owned;
 	bool wait;
 	uint64_t deadline_ms;
+	uint64_t ticket;
 	size_t lock_index;
 };
 
@@ -126,11 +132,15 @@ static void waiter_unlink(struct vmm *v, struct vmm_page_waiter *w)
 static void on_waiter_deadline(evutil_socket_t fd, short what, void *arg)
 {
 	struct vmm_page_waiter *w = arg;
-	unsigned ms = w->vmm->config->request_timeout_ms;
+	struct vmm *v = w->vmm;
+	unsigned ms = v->config->request_timeout_ms;
 	unsigned long long page = w->req.page;
 
 	switch (w->why) {
 	case VMM_WAIT_LOCK:
+		if (w->req.kind == VMM_WAIT_TICKET)
+			log_debug("%s page %llu: the partner's ticket %llu ran out", w->guid, page,
+				  (unsigned long long)w->req.ticket);
 		vmm_reply_error(w->req.call, FTVM__PARTNER__STATUS__STATUS_LOCKED,
 				"%s page %llu stayed locked for %u ms", w->guid, page, ms);
 		break;
@@ -144,7 +154,8 @@ static void on_waiter_deadline(evutil_socket_t fd, short what, void *arg)
 				"%s page %llu: %s, for %u ms", w->guid, page, w->reason, ms);
 		break;
 	}
-	waiter_unlink(w->vmm, w);
+	waiter_unlink(v, w);
+	vmm_paging_kick(v); /* those behind it for the page may go on */
 }
 
 static void on_waiter_retry(evutil_socket_t fd, short what, void *arg)
@@ -155,6 +166,76 @@ static void on_waiter_retry(evutil_socket_t fd, short what, void *arg)
 	vmm_paging_kick(w->vmm);
 }
 
+/* The owner's queue may keep the page for an earlier request while our
+ * mirror shows it free: a request for a page the partner owns asks again at
+ * this pace as long as the mirror shows it free. */
+static void on_lock_poll(evutil_socket_t fd, short what, void *arg)
+{
+	struct vmm_page_waiter *w = arg;
+
+	vmm_paging_kick(w->vmm);
+}
+
+static void on_ticket_hold_over(evutil_socket_t fd, short what, void *arg)
+{
+	struct vmm_page_waiter *w = arg;
+	struct vmm *v = w->vmm;
+
+	log_debug("%s page %llu: the partner did not ask again for ticket %llu within %u ms",
+		  w->guid, (unsigned long long)w->req.page, (unsigned long long)w->req.ticket,
+		  VMM_TICKET_HOLD_MS);
+	waiter_unlink(v, w);
+	vmm_paging_kick(v);
+}
+
+/* The timer w needs besides its deadline (see struct vmm_page_waiter); true
+ * when it needs none or has it. */
+static bool waiter_timer(struct vmm *v, struct vmm_page_waiter *w)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, w->guid);
+
+	if (w->req.kind == VMM_WAIT_TICKET)
+		w->retry = evtimer_new(v->base, on_ticket_hold_over, w);
+	else if (w->why == VMM_WAIT_FRAMES)
+		w->retry = evtimer_new(v->base, on_waiter_retry, w);
+	else if (w->why == VMM_WAIT_LOCK && a && !vmm_is_owner(v, a))
+		w->retry = event_new(v->base, -1, EV_PERSIST, on_lock_poll, w);
+	else
+		return true;
+	return w->retry != NULL;
+}
+
+static void on_ticket_answer(const CommandComplete *cc, void *arg)
+{
+	if (cc->status != FTVM__PARTNER__STATUS__STATUS_OK &&
+	    cc->status != FTVM__PARTNER__STATUS__STATUS_LOCKED)
+		log_debug("asking the owner for a place in its queue: %s", cc->reason);
+}
+
+/* A request for a page the partner owns that starts to wait here before it
+ * asked the owner (our mirror shows the lock taken, or earlier requests wait
+ * here) asks for its place in the owner's queue now, with a lone
+ * LockRequest: the owner queues its ticket, or answers that nothing is ahead
+ * of it. Either way it asks again, with the same ticket, when its turn
+ * seems to have come. */
+static void ask_for_ticket(struct vmm *v, struct vmm_page_waiter *w)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, w->guid);
+	struct vmm_msg msg;
+	uint32_t wait_ms;
+	Envelope *env;
+
+	if (w->why != VMM_WAIT_LOCK || w->req.kind == VMM_WAIT_TICKET || w->req.ticket || !a ||
+	    vmm_is_owner(v, a) || v->mode != VMM_MODE_MIRRORED)
+		return;
+	w->req.ticket = vmm_lock_request_ticket(v, &w->req, &wait_ms);
+	env = vmm_msg_lock_request(&msg, w->guid, w->req.page, w->req.write, w->req.ticket,
+				   wait_ms);
+	vmm_flush(v);
+	repl_session_request(v->session, env, v->config->request_timeout_ms, on_ticket_answer,
+			     NULL);
+}
+
 void vmm_page_wait(struct vmm *v, const struct vmm_page_request *req, enum vmm_wait_reason why,
 		   const char *reason)
 {
@@ -162,7 +243,6 @@ void vmm_page_wait(struct vmm *v, const struct vmm_page_request *req, enum vmm_w
 	uint64_t now = clock_now_ms();
 
 	if (!w || !(w->deadline = evtimer_new(v->base, on_waiter_deadline, w)) ||
-	    (why == VMM_WAIT_FRAMES && !(w->retry = evtimer_new(v->base, on_waiter_retry, w))) ||
 	    (req->len && !(w->data = malloc(req->len)))) {
 		if (w)
 			waiter_free(w);
@@ -172,9 +252,14 @@ void vmm_page_wait(struct vmm *v, const struct vmm_page_request *req, enum vmm_w
 	w->vmm = v;
 	w->req = *req;
 	w->why = why;
-	w->client_id = client_call_client_id(req->call);
+	w->client_id = req->call ? client_call_client_id(req->call) : 0;
 	snprintf(w->guid, sizeof(w->guid), "%s", req->guid);
 	w->req.guid = w->guid;
+	if (!waiter_timer(v, w)) {
+		waiter_free(w);
+		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
 	if (req->len)
 		memcpy(w->data, req->data, req->len);
 	w->req.data = w->data;
@@ -182,13 +267,14 @@ void vmm_page_wait(struct vmm *v, const struct vmm_page_request *req, enum vmm_w
 	if (!w->req.deadline_ms)
 		w->req.deadline_ms = now + v->config->request_timeout_ms;
 	arm_ms(w->deadline, w->req.deadline_ms > now ? w->req.deadline_ms - now : 0);
-	if (w->retry)
+	if (w->retry && req->kind != VMM_WAIT_TICKET)
 		arm_ms(w->retry, VMM_RETRY_MS);
 	if (!req->again)
 		while (*tail)
 			tail = &(*tail)->next;
 	w->next = *tail;
 	*tail = w;
+	ask_for_ticket(v, w);
 }
 
 void vmm_frames_short(struct vmm *v, const struct vmm_page_request *req, const char *reason)
@@ -226,6 +312,103 @@ void vmm_paging_kick(struct vmm *v)
 {
 	if (v->page_waiters)
 		event_active(v->kick_event, EV_TIMEOUT, 0);
+}
+
+static unsigned waiting_for_page(const struct vmm_page_waiter *from,
+				 const struct vmm_page_waiter *to, const char *guid, uint64_t page)
+{
+	unsigned n = 0;
+
+	for (const struct vmm_page_waiter *x = from; x != to; x = x->next)
+		if (same_page(x, guid, page))
+			n++;
+	return n;
+}
+
+static const char *earlier_requests(unsigned n, char *buf, size_t len)
+{
+	if (!n)
+		return NULL;
+	snprintf(buf, len, "awaited by %u earlier request%s", n, n == 1 ? "" : "s");
+	return buf;
+}
+
+const char *vmm_page_queued(const struct vmm *v, const char *guid, uint64_t page, char *buf,
+			    size_t len)
+{
+	return earlier_requests(waiting_for_page(v->page_waiters, NULL, guid, page), buf, len);
+}
+
+static struct vmm_page_waiter *find_ticket(struct vmm *v, const Ftvm__Partner__LockRequest *m)
+{
+	struct vmm_page_waiter *w;
+
+	for (w = v->page_waiters; w; w = w->next)
+		if (w->req.kind == VMM_WAIT_TICKET && w->req.ticket == m->ticket &&
+		    same_page(w, m->guid, m->page))
+			return w;
+	return NULL;
+}
+
+const char *vmm_ticket_turn(struct vmm *v, const Ftvm__Partner__LockRequest *m, char *buf,
+			    size_t len)
+{
+	struct vmm_page_waiter *ticket = m->ticket ? find_ticket(v, m) : NULL;
+	const char *why = earlier_requests(
+		waiting_for_page(v->page_waiters, ticket, m->guid, m->page), buf, len);
+
+	if (!why && ticket) {
+		waiter_unlink(v, ticket);
+		vmm_paging_kick(v);
+	}
+	return why;
+}
+
+void vmm_ticket_queue(struct vmm *v, const Ftvm__Partner__LockRequest *m)
+{
+	uint64_t now = clock_now_ms();
+	struct vmm_page_request req = {
+		.kind = VMM_WAIT_TICKET,
+		.guid = m->guid,
+		.page = m->page,
+		.write = m->mode == FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE,
+		.wait = true,
+		.deadline_ms = now + (m->wait_ms ? m->wait_ms : v->config->request_timeout_ms),
+		.ticket = m->ticket,
+	};
+
+	if (m->ticket && !find_ticket(v, m))
+		vmm_page_wait(v, &req, VMM_WAIT_LOCK, NULL);
+}
+
+void vmm_tickets_drop(struct vmm *v)
+{
+	struct vmm_page_waiter *w, *next;
+	bool dropped = false;
+
+	for (w = v->page_waiters; w; w = next) {
+		next = w->next;
+		if (w->req.kind == VMM_WAIT_TICKET) {
+			waiter_unlink(v, w);
+			dropped = true;
+		}
+	}
+	if (dropped)
+		vmm_paging_kick(v);
+}
+
+uint64_t vmm_lock_request_ticket(struct vmm *v, const struct vmm_page_request *req,
+				 uint32_t *wait_ms)
+{
+	uint64_t now = clock_now_ms(), deadline = req->deadline_ms
+							  ? req->deadline_ms
+							  : now + v->config->request_timeout_ms;
+
+	*wait_ms = 0;
+	if (!req->wait)
+		return 0;
+	*wait_ms = deadline > now ? (uint32_t)(deadline - now) : 1;
+	return req->ticket ? req->ticket : ++v->next_ticket;
 }
 
 static bool blocked_behind(const struct vmm_page_waiter *first, const struct vmm_page_waiter *w)
@@ -272,6 +455,13 @@ void vmm_on_paging_kick(evutil_socket_t fd, short what, void *arg)
 		next = w->next;
 		if (blocked_behind(v->page_waiters, w) || !waiter_ready(v, w))
 			continue;
+		if (w->req.kind == VMM_WAIT_TICKET) {
+			/* Kept for the partner's next ask: those behind it wait. */
+			if (!w->held)
+				arm_ms(w->retry, VMM_TICKET_HOLD_MS);
+			w->held = true;
+			continue;
+		}
 		req = w->req;
 		snprintf(guid, sizeof(guid), "%s", w->guid);
 		req.guid = guid;
@@ -403,6 +593,7 @@ static void pointer_finish(struct vmm_op *base)
 			.wait = true,
 			.again = true, /* the owner's lock lost us the race */
 			.deadline_ms = op->deadline_ms,
+			.ticket = op->ticket,
 		};
 
 		vmm_page_wait(v, &req, VMM_WAIT_LOCK, NULL);
@@ -439,6 +630,8 @@ static void grant(struct vmm *v, const struct vmm_page_request *req)
 	struct vmm_alloc *a = vmm_client_page(v, req->call, req->guid, req->page);
 	struct pointer_op *op;
 	const char *conflict;
+	char queued[64];
+	uint32_t wait_ms = 0;
 	size_t n = 0;
 
 	if (!a)
@@ -449,6 +642,8 @@ static void grant(struct vmm *v, const struct vmm_page_request *req)
 		return;
 	}
 	conflict = vmm_page_conflict(a, &a->page[req->page], lock_mode(req->write));
+	if (!conflict && !req->again)
+		conflict = vmm_page_queued(v, req->guid, req->page, queued, sizeof(queued));
 	if (conflict) {
 		if (req->wait)
 			vmm_page_wait(v, req, VMM_WAIT_LOCK, NULL);
@@ -475,6 +670,7 @@ static void grant(struct vmm *v, const struct vmm_page_request *req)
 	op->wait = req->wait;
 	op->deadline_ms = req->deadline_ms;
 	op->owned = vmm_is_owner(v, a);
+	op->ticket = op->owned ? 0 : vmm_lock_request_ticket(v, req, &wait_ms);
 	vmm_lock_owner(v, req->call, op->owner, sizeof(op->owner));
 	if (take_page(v, op, &a->page[req->page]) < 0) {
 		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
@@ -482,7 +678,8 @@ static void grant(struct vmm *v, const struct vmm_page_request *req)
 		return;
 	}
 	if (!op->owned) {
-		envs[n] = vmm_msg_lock_request(&msgs[n], a->guid, req->page, req->write);
+		envs[n] = vmm_msg_lock_request(&msgs[n], a->guid, req->page, req->write, op->ticket,
+					       wait_ms);
 		n++;
 	}
 	op->lock_index = n;
@@ -692,7 +889,7 @@ void vmm_client_gone(struct vmm *v, uint64_t client_id)
 	struct vmm_page_waiter **w = &v->page_waiters;
 
 	while (*w) {
-		if ((*w)->client_id == client_id) {
+		if ((*w)->req.call && (*w)->client_id == client_id) {
 			vmm_reply_error((*w)->req.call, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN,
 					"client gone");
 			waiter_unlink(v, *w);

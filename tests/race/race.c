@@ -10,6 +10,13 @@
  * overlap, with a writer among them, would be two holders at once.
  *
  *   ftvm-race SOCKET_A SOCKET_B [--clients N] [--pages K] [--seconds S]
+ *             [--writes PERCENT]
+ *
+ * --writes: the share of rounds that take a write pointer (default 33). Each
+ * client's longest wait for a grant is printed, and each node's grants and
+ * longest wait: the paging queue serves both nodes in order (VMM.md,
+ * "Fairness across the pair"), which those figures show; they are printed,
+ * not judged.
  *
  * Exit 0 when no overlap, no torn page and every client got pointers. The
  * allocation raced on is left for the caller to verify and free. */
@@ -39,6 +46,7 @@ struct client {
 	pthread_t thread;
 	unsigned seed;
 	uint64_t grants, writes, torn, errors;
+	uint64_t longest_wait_ns;
 	struct interval *log;
 	size_t n_log, cap_log;
 	char error[256];
@@ -47,6 +55,7 @@ struct client {
 static const char *guid;
 static uint64_t n_pages = 3;
 static unsigned seconds = 3;
+static unsigned write_percent = 33;
 static atomic_bool stop;
 
 static uint64_t now_ns(void)
@@ -86,7 +95,8 @@ static bool uniform(const uint8_t *block, size_t len, uint64_t *ret_token)
 static int one_round(struct client *c, struct ftvm_client *fc, uint64_t *counter)
 {
 	uint64_t page = (uint64_t)rand_r(&c->seed) % n_pages, token = 0, seen = 0, t0, t1;
-	bool write = rand_r(&c->seed) % 3 == 0;
+	bool write = (unsigned)rand_r(&c->seed) % 100 < write_percent;
+	uint64_t asked = now_ns();
 	size_t len;
 	void *p;
 	int r;
@@ -104,6 +114,8 @@ static int one_round(struct client *c, struct ftvm_client *fc, uint64_t *counter
 	}
 	t0 = now_ns();
 	c->grants++;
+	if (t0 - asked > c->longest_wait_ns)
+		c->longest_wait_ns = t0 - asked;
 	if (write) {
 		token = (uint64_t)c->id << 48 | ++*counter;
 		for (size_t off = 0; off + 8 <= len; off += 8)
@@ -195,6 +207,7 @@ int main(int argc, char **argv)
 		{ "clients", required_argument, NULL, 'c' },
 		{ "pages", required_argument, NULL, 'p' },
 		{ "seconds", required_argument, NULL, 's' },
+		{ "writes", required_argument, NULL, 'w' },
 		{ 0 },
 	};
 	struct ftvm_alloc_info info;
@@ -204,6 +217,7 @@ int main(int argc, char **argv)
 	size_t n_all = 0, bad;
 	unsigned per_node = 2;
 	uint64_t torn = 0, errors = 0, min_grants = UINT64_MAX, writes = 0;
+	uint64_t node_grants[2] = { 0 }, node_longest_ns[2] = { 0 };
 	int opt, r;
 
 	while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -217,13 +231,17 @@ int main(int argc, char **argv)
 		case 's':
 			seconds = (unsigned)atoi(optarg);
 			break;
+		case 'w':
+			write_percent = (unsigned)atoi(optarg);
+			break;
 		default:
 			return 2;
 		}
 	}
-	if (argc - optind != 2 || per_node == 0 || n_pages == 0 || seconds == 0) {
+	if (argc - optind != 2 || per_node == 0 || n_pages == 0 || seconds == 0 ||
+	    write_percent > 100) {
 		fprintf(stderr, "usage: ftvm-race SOCKET_A SOCKET_B [--clients N] [--pages K] "
-				"[--seconds S]\n");
+				"[--seconds S] [--writes PERCENT (0-100)]\n");
 		return 2;
 	}
 	r = ftvm_connect(argv[optind], &setup);
@@ -259,10 +277,17 @@ int main(int argc, char **argv)
 		writes += c->writes;
 		if (c->grants < min_grants)
 			min_grants = c->grants;
-		printf("client %d on %s: %" PRIu64 " grants (%" PRIu64 " writes)%s%s\n", c->id,
-		       i % 2 ? "b" : "a", c->grants, c->writes, c->error[0] ? ", error: " : "",
-		       c->error);
+		node_grants[i % 2] += c->grants;
+		if (c->longest_wait_ns > node_longest_ns[i % 2])
+			node_longest_ns[i % 2] = c->longest_wait_ns;
+		printf("client %d on %s: %" PRIu64 " grants (%" PRIu64
+		       " writes), longest wait %.1f ms%s%s\n",
+		       c->id, i % 2 ? "b" : "a", c->grants, c->writes, c->longest_wait_ns / 1e6,
+		       c->error[0] ? ", error: " : "", c->error);
 	}
+	for (int node = 0; node < 2; node++)
+		printf("node %s: %" PRIu64 " grants, longest wait %.1f ms\n", node ? "b" : "a",
+		       node_grants[node], node_longest_ns[node] / 1e6);
 	bad = overlaps(all, n_all);
 	printf("%zu grants, %" PRIu64 " writes on %" PRIu64 " pages by %u clients: %zu overlaps, "
 	       "%" PRIu64 " torn pages, %" PRIu64 " errors, fewest grants %" PRIu64 "\n",

@@ -276,6 +276,8 @@ static void sent_init(struct sent *s)
 	s->lock_request.guid = "a3";
 	s->lock_request.page = 0x0000000100000007ull;
 	s->lock_request.mode = FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE;
+	s->lock_request.ticket = 0x0000000200000009ull;
+	s->lock_request.wait_ms = 30000;
 
 	s->read_header = (Ftvm__Partner__ReadHeader)FTVM__PARTNER__READ_HEADER__INIT;
 	s->read_header.guid = "a4";
@@ -538,6 +540,8 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_S(lock_request->guid);
 		EQ_U(lock_request->page);
 		EQ_U(lock_request->mode);
+		EQ_U(lock_request->ticket);
+		EQ_U(lock_request->wait_ms);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_READ_HEADER:
 		EQ_S(read_header->guid);
