@@ -52,9 +52,8 @@ struct rdma_wr {
 	uint32_t rkey;
 	uint32_t n_sge;
 	uint64_t length; /* the sum of the entries' lengths */
-	/* the transfers whose bytes it carries, first..last: a transfer is all
-	 * posted once a work request with it as last and nothing of it left over
-	 * is posted */
+	/* the transfers whose bytes it carries: a transfer divided between
+	 * work requests is in each of them */
 	size_t first, last;
 	struct rdma_sge sge[RDMA_PLAN_SGE_MAX];
 };
