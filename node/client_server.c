@@ -39,6 +39,7 @@
 #include <event2/listener.h>
 
 #include "frame.h"
+#include "frame_read.h"
 #include "ftvm_build.h"
 #include "log.h"
 
@@ -323,6 +324,10 @@ static int read_one(struct client_conn *conn)
 	if (r < 0)
 		goto bad_frame;
 	total = FRAME_HEADER_SIZE + (size_t)r;
+	if (avail < total) {
+		frame_read_rest(conn->bev, total);
+		avail = evbuffer_get_length(in);
+	}
 	if (avail < total)
 		return 0;
 	buf = evbuffer_pullup(in, (ev_ssize_t)total);

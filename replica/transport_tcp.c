@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "frame.h"
+#include "frame_read.h"
 #include "transport.h"
 
 struct tcp_transport;
@@ -121,6 +122,7 @@ static void on_read(struct bufferevent *bev, void *arg)
 		len = frame_header_check(hdr, t->max_payload, &why);
 		if (len < 0)
 			goto bad_frame;
+		frame_read_rest(bev, FRAME_HEADER_SIZE + (size_t)len);
 		if (evbuffer_get_length(in) < FRAME_HEADER_SIZE + (size_t)len)
 			break;
 		r = frame_decode(evbuffer_pullup(in, FRAME_HEADER_SIZE + len),
