@@ -87,6 +87,8 @@ struct conn {
 	uint8_t *rbuf; /* received bytes not yet consumed */
 	size_t rlen, rcap;
 	int received_fd; /* a descriptor the node passed with a reply, -1 */
+	/* SO_SNDTIMEO and SO_RCVTIMEO as last set on fd (0: not yet). */
+	uint64_t sndtimeo_ms, rcvtimeo_ms;
 };
 
 /* A frame pool of a node the client left: kept reserved, with no access. */
@@ -183,14 +185,25 @@ static void sleep_ms(uint64_t ms)
 	nanosleep(&ts, NULL); /* a signal only shortens a poll interval */
 }
 
-static int set_timeout(int fd, int opt, uint64_t ms)
+/* How far a socket timeout may stray from the time a call has left before
+ * it is set again: each call would otherwise cost two setsockopt calls, for
+ * a blocking send or receive that may now end this much past the deadline. */
+#define TIMEOUT_SLACK_MS 100
+
+static int set_timeout(struct conn *conn, int opt, uint64_t ms)
 {
+	uint64_t *set = opt == SO_SNDTIMEO ? &conn->sndtimeo_ms : &conn->rcvtimeo_ms;
 	struct timeval tv = { .tv_sec = (time_t)(ms / 1000),
 			      .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
 
+	if (*set && ms + TIMEOUT_SLACK_MS >= *set && ms <= *set + TIMEOUT_SLACK_MS)
+		return 0;
 	if (ms == 0)
 		tv.tv_usec = 1000; /* 0 would mean "no timeout" */
-	return setsockopt(fd, SOL_SOCKET, opt, &tv, sizeof(tv)) < 0 ? -errno : 0;
+	if (setsockopt(conn->fd, SOL_SOCKET, opt, &tv, sizeof(tv)) < 0)
+		return -errno;
+	*set = ms ? ms : 1;
+	return 0;
 }
 
 static const char *status_name(int status)
@@ -292,7 +305,7 @@ static int conn_open(struct conn *conn, const char *path, uint64_t timeout_ms)
 		return -errno;
 	/* connect() on a unix socket waits while the node's backlog is full
 	 * (a hung node), bounded by the send timeout. */
-	r = set_timeout(conn->fd, SO_SNDTIMEO, timeout_ms);
+	r = set_timeout(conn, SO_SNDTIMEO, timeout_ms);
 	if (r < 0)
 		goto fail;
 	if (connect(conn->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
@@ -317,7 +330,7 @@ static int send_all(struct ftvm_client *c, struct conn *conn, const uint8_t *buf
 		now = now_ms();
 		if (now >= deadline)
 			goto timeout;
-		r = set_timeout(conn->fd, SO_SNDTIMEO, deadline - now);
+		r = set_timeout(conn, SO_SNDTIMEO, deadline - now);
 		if (r < 0)
 			return fail(c, r, "cannot set a send timeout: %s", strerror(-r));
 		n = send(conn->fd, buf + off, len - off, MSG_NOSIGNAL);
@@ -409,7 +422,7 @@ static int recv_frame(struct ftvm_client *c, struct conn *conn, uint64_t deadlin
 		now = now_ms();
 		if (now >= deadline)
 			goto timeout;
-		r = set_timeout(conn->fd, SO_RCVTIMEO, deadline - now);
+		r = set_timeout(conn, SO_RCVTIMEO, deadline - now);
 		if (r < 0)
 			return fail(c, r, "cannot set a receive timeout: %s", strerror(-r));
 		n = recv_with_fd(conn);
