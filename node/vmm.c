@@ -234,7 +234,12 @@ int vmm_op_send(struct vmm_op *op, Envelope *const *envs, size_t n)
 	op->n = n;
 	op->answered = 0;
 	op->status = FTVM__PARTNER__STATUS__STATUS_OK;
-	vmm_flush(op->vmm);
+	/* Answers held for the open transaction reach the partner before this
+	 * request, so it is committed first. With none held, the request goes
+	 * now and our own changes commit at the end of the turn, one commit for
+	 * every client served in it. */
+	if (repl_session_corked(op->vmm->session))
+		vmm_flush(op->vmm);
 	r = repl_session_request_batch(op->vmm->session, envs, n,
 				       op->vmm->config->request_timeout_ms, on_answer, args);
 	if (r == -ENOTCONN)

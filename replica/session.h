@@ -84,6 +84,9 @@ int repl_session_request_batch(struct repl_session *s, Envelope *const *envs, si
  * Batch frame at uncork (send = true), or is dropped (send = false: the
  * answers must not go out, e.g. when their commit failed). */
 void repl_session_cork(struct repl_session *s);
+/* True while corked: answers are held back, and a request now would have to
+ * wait for them (-EBUSY). */
+bool repl_session_corked(const struct repl_session *s);
 int repl_session_uncork(struct repl_session *s, bool send);
 
 /* Answers the partner's request seq. -ENOTCONN when the link went down in
