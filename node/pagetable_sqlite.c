@@ -87,6 +87,7 @@ enum stmt {
 	ST_JOURNAL_COUNT,
 	ST_JOURNAL_TRIM,
 	ST_JOURNAL_OWN_MAX,
+	ST_JOURNAL_PARTNER_MAX,
 	ST_JOURNAL_GUIDS_AFTER,
 	ST_ALLOC_SELECT,
 	ST_PAGE_SELECT,
@@ -118,6 +119,8 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_JOURNAL_COUNT] = "SELECT count(*) FROM journal",
 	[ST_JOURNAL_OWN_MAX] = "SELECT coalesce(max(lsn), 0) FROM journal"
 			       " WHERE origin = ?1 AND op != 'clean'",
+	[ST_JOURNAL_PARTNER_MAX] = "SELECT coalesce(max(origin_lsn), 0) FROM journal"
+				   " WHERE origin != ?1",
 	[ST_JOURNAL_GUIDS_AFTER] =
 		"SELECT DISTINCT guid FROM journal"
 		" WHERE origin = ?1 AND lsn > ?2 AND op != 'clean' ORDER BY guid",
@@ -147,6 +150,9 @@ struct pagetable {
 	/* Set since the last commit: written once, by the commit, rather than
 	 * by every message of a batch. */
 	bool partner_applied_changed;
+	/* Noted (journalled with its change), not written: trim and close
+	 * write it. */
+	bool partner_applied_unwritten;
 	/* Set since last written; written by a commit at most once a second
 	 * (and at close), as it changes with every acknowledgement. */
 	bool applied_by_partner_changed;
@@ -381,6 +387,8 @@ static int commit_leases(struct pagetable *pt, struct lease *force_lease)
 	r = run(pt, ST_COMMIT, "commit");
 	if (r < 0)
 		return r;
+	if (pt->partner_applied_changed)
+		pt->partner_applied_unwritten = false;
 	pt->partner_applied_changed = false;
 	if (write_applied_by_partner) {
 		pt->applied_by_partner_changed = false;
@@ -688,6 +696,28 @@ int pagetable_set_store_id(struct pagetable *pt, const uint64_t id[2])
 	return r < 0 ? r : meta_set(pt, "store_id_lo", id[1]);
 }
 
+void pagetable_note_partner_applied_lsn(struct pagetable *pt, uint64_t lsn)
+{
+	pt->partner_applied_lsn = lsn;
+	pt->partner_applied_unwritten = true;
+}
+
+int pagetable_recover_partner_applied_lsn(struct pagetable *pt, const char *self)
+{
+	sqlite3_stmt *st = pt->stmt[ST_JOURNAL_PARTNER_MAX];
+	int64_t n = 0;
+	int r;
+
+	if (empty(self))
+		return fail(pt, -EINVAL, "partner LSNs: no node id");
+	r = bind_check(pt, st, bind_text(st, 1, self), "partner LSNs");
+	if (r == 0)
+		r = run_int(pt, ST_JOURNAL_PARTNER_MAX, "the last partner LSN", &n);
+	if (r == 0 && (uint64_t)n > pt->partner_applied_lsn)
+		pt->partner_applied_lsn = (uint64_t)n;
+	return r;
+}
+
 uint64_t pagetable_partner_applied_lsn(const struct pagetable *pt)
 {
 	return pt->partner_applied_lsn;
@@ -724,8 +754,12 @@ int pagetable_journal_trim(struct pagetable *pt, const char *self, uint64_t own_
 	if (own_below > pt->applied_by_partner_lsn)
 		own_below = pt->applied_by_partner_lsn;
 	r = meta_set(pt, "applied_by_partner_lsn", pt->applied_by_partner_lsn);
+	/* The partner's rows all go: the mark they carried goes to meta. */
+	if (r == 0)
+		r = meta_set(pt, "partner_applied_lsn", pt->partner_applied_lsn);
 	if (r < 0)
 		return r;
+	pt->partner_applied_unwritten = false;
 	rc = bind_text(st, 1, self);
 	rc = rc ?: bind_u64(st, 2, own_below);
 	rc = rc ?: sqlite3_bind_int(st, 3, (int)max_rows);
@@ -885,8 +919,10 @@ void pagetable_close(struct pagetable *pt)
 		return;
 	if (pt->db && pagetable_in_transaction(pt) && pt->stmt[ST_ROLLBACK])
 		run(pt, ST_ROLLBACK, "roll back at close");
-	if (pt->db && pt->applied_by_partner_changed && pt->stmt[ST_COMMIT] &&
-	    meta_set(pt, "applied_by_partner_lsn", pt->applied_by_partner_lsn) == 0)
+	if (pt->db && (pt->applied_by_partner_changed || pt->partner_applied_unwritten) &&
+	    pt->stmt[ST_COMMIT] &&
+	    meta_set(pt, "applied_by_partner_lsn", pt->applied_by_partner_lsn) == 0 &&
+	    meta_set(pt, "partner_applied_lsn", pt->partner_applied_lsn) == 0)
 		run(pt, ST_COMMIT, "commit at close");
 	for (size_t i = 0; i < ST__MAX; i++)
 		sqlite3_finalize(pt->stmt[i]);

@@ -119,6 +119,15 @@ uint64_t pagetable_reserve_lsn(struct pagetable *pt);
  * what was set last. */
 int pagetable_set_partner_applied_lsn(struct pagetable *pt, uint64_t lsn);
 uint64_t pagetable_partner_applied_lsn(const struct pagetable *pt);
+/* The partner's change that carried lsn is journalled with it (origin_lsn)
+ * in the open transaction, or changed nothing that lasts: the mark needs no
+ * write of its own, which saves a page of every commit on the node that
+ * mirrors. A journal trim and close write it; after a crash,
+ * pagetable_recover_partner_applied_lsn finds it again in the journal. */
+void pagetable_note_partner_applied_lsn(struct pagetable *pt, uint64_t lsn);
+/* Once after open, with this node's id: the mark becomes the larger of what
+ * meta holds and the last partner LSN journalled. */
+int pagetable_recover_partner_applied_lsn(struct pagetable *pt, const char *self);
 /* The pair's epoch as this node last knew it (node/HA.md, "Epochs"): 1 until
  * the first takeover. Setting writes meta in the open transaction (opening one
  * if none); commit it before acting on the new epoch. */

@@ -387,6 +387,8 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 		goto fail;
 	}
 	r = pagetable_load(v->pt, load_alloc, load_page, v);
+	if (r == 0)
+		r = pagetable_recover_partner_applied_lsn(v->pt, config->id);
 	if (r < 0) {
 		log_error_errno(r, "page table %s: cannot load: %s", path,
 				pagetable_last_error(v->pt));

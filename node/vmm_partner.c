@@ -366,7 +366,7 @@ void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n)
 			log_debug("partner seq %llu %s: %s", (unsigned long long)envs[i]->seq,
 				  codec_message_name(envs[i]), ans.reason);
 		} else if (!aborted && envs[i]->lsn > pagetable_partner_applied_lsn(v->pt)) {
-			pagetable_set_partner_applied_lsn(v->pt, envs[i]->lsn);
+			pagetable_note_partner_applied_lsn(v->pt, envs[i]->lsn);
 		}
 		ans.cc.applied_lsn = pagetable_partner_applied_lsn(v->pt);
 		repl_session_complete(v->session, envs[i]->seq, &ans.cc);

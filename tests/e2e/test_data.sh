@@ -10,6 +10,9 @@ for id in a b; do
 	printf '[policy stripe]\nblock_size = 64K\n' >>"$WORK/$id.conf"
 done
 sed -i 's/^log_level = debug$/log_level = debug\nsynchronous = full/' "$WORK/b.conf"
+# "b down" below checks what a refuses before it takes over: a window of
+# dead_after_ms, which 300 ms made too short for a loaded machine.
+sed -i 's/^dead_after_ms = .*/dead_after_ms = 3000/' "$WORK/a.conf" "$WORK/b.conf"
 start_node a
 start_node b
 wait_for 5000 "pair linked" pair_up

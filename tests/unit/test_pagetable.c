@@ -1009,6 +1009,104 @@ static void test_crash(void)
 	pagetable_close(pt);
 }
 
+/* Runs step(path) in a child that then dies without closing (or committing
+ * anything it left open), as if killed. */
+static void crash_after(void (*step)(const char *path), const char *path)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		step(path);
+		_exit(failures ? 1 : 0);
+	}
+	if (waitpid(pid, &status, 0) != pid)
+		die("waitpid");
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child failed: status %d", status);
+}
+
+static void mirror_three_pages(const char *path)
+{
+	struct pagetable *pt = open_or_die(path);
+	struct pt_alloc a = { .guid = "b-1",
+			      .home = "node-b",
+			      .owner = "node-b",
+			      .policy = "default",
+			      .size = 4096,
+			      .block_size = 4096,
+			      .pages = 1 };
+	struct pt_page pg = { .guid = "b-1", .page = 0, .crc32c = 1, .dirty = true };
+	struct pt_origin o = mirrored(100);
+
+	CHECK_OK("mirrored alloc", pagetable_alloc_put(pt, &a, 0, &o));
+	pagetable_note_partner_applied_lsn(pt, 100);
+	for (uint64_t lsn = 101; lsn <= 102; lsn++) {
+		o = mirrored(lsn);
+		pg.version = lsn;
+		CHECK_OK("mirrored page", pagetable_page_put(pt, &pg, &o));
+		pagetable_note_partner_applied_lsn(pt, lsn);
+	}
+	/* A lock: applied, nothing that lasts, so nothing journalled. */
+	pagetable_note_partner_applied_lsn(pt, 103);
+	CHECK_OK("commit", pagetable_commit(pt));
+}
+
+static void trim_after_a_lock(const char *path)
+{
+	struct pagetable *pt = open_or_die(path);
+
+	CHECK_OK("recover", pagetable_recover_partner_applied_lsn(pt, "node-a"));
+	pagetable_note_partner_applied_lsn(pt, 105);
+	CHECK_INT("the partner's three rows trimmed", 3,
+		  pagetable_journal_trim(pt, "node-a", 0, 100));
+	CHECK_OK("commit", pagetable_commit(pt));
+}
+
+static void check_meta_partner_applied(const char *path, const char *want, const char *what)
+{
+	sqlite3 *db = raw_open(path);
+	char got[64];
+
+	raw_query(db, "SELECT value FROM meta WHERE key = 'partner_applied_lsn'", got, sizeof(got));
+	sqlite3_close(db);
+	CHECK_STR(what, want, got);
+}
+
+/* The node that mirrors writes no partner_applied_lsn with each commit (a
+ * page of every commit saved): after a crash the mark comes back from the
+ * journal's partner rows, or from meta once a trim took them; close writes it
+ * too. */
+static void test_partner_applied_recovered(void)
+{
+	char path[300];
+	struct pagetable *pt;
+
+	path_in_dir(path, sizeof(path), "applied.db");
+	crash_after(mirror_three_pages, path);
+	check_meta_partner_applied(path, "0", "the commits wrote no partner_applied_lsn");
+	pt = open_or_die(path);
+	CHECK_INT("before recovery: meta's", 0, pagetable_partner_applied_lsn(pt));
+	CHECK_INT("no node id", -EINVAL, pagetable_recover_partner_applied_lsn(pt, ""));
+	CHECK_OK("recover", pagetable_recover_partner_applied_lsn(pt, "node-a"));
+	CHECK_INT("recovered from the journal (the lock left no trace)", 102,
+		  pagetable_partner_applied_lsn(pt));
+	pagetable_close(pt);
+
+	crash_after(trim_after_a_lock, path);
+	check_meta_partner_applied(path, "105", "the trim wrote the mark its rows carried");
+	pt = open_or_die(path);
+	CHECK_OK("recover", pagetable_recover_partner_applied_lsn(pt, "node-a"));
+	CHECK_INT("recovered from meta after the trim", 105, pagetable_partner_applied_lsn(pt));
+	pagetable_note_partner_applied_lsn(pt, 110);
+	pagetable_close(pt);
+
+	pt = open_or_die(path);
+	CHECK_INT("written at close", 110, pagetable_partner_applied_lsn(pt));
+	pagetable_close(pt);
+}
+
 /* ---- The group-commit figure ---------------------------------------------- */
 
 static double now_s(void)
@@ -1130,6 +1228,7 @@ int main(void)
 	test_refused_files();
 	test_migration_from_v1();
 	test_crash();
+	test_partner_applied_recovered();
 	bench(false);
 	bench(true);
 
