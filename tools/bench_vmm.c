@@ -8,7 +8,9 @@
  *  2. latency, p50 and p99, of each operation from a client of node a of a
  *     pair of ftvmd this program starts: alloc+free, header, whole-page write
  *     on a page node a owns and on one node b owns (b arbitrates the lock),
- *     whole-page read;
+ *     whole-page read, and the pointer path: get a write pointer, fill the
+ *     block, release it modified (on a page of each owner), get and release
+ *     a read pointer;
  *  3. page-write throughput with 1, 4 and 16 clients, each on its own
  *     connection writing its own pages, split between the two nodes.
  *
@@ -73,7 +75,7 @@ struct bench {
 	char sock[2][PATH_MAX];
 	struct proc nodes[2];
 	uint64_t *samples;
-	struct row rows[16];
+	struct row rows[24];
 	size_t n_rows;
 	uint64_t floor_4k, floor_64k, redis_p50;
 	struct {
@@ -664,6 +666,35 @@ static int op_read(struct op *op, unsigned i)
 	return ftvm_read_page(op->c, op->guid, i % op->pages, op->buf, op->len, &got, NULL);
 }
 
+/* The pointer path: get a write pointer, fill the block in the pool the
+ * client maps, release it modified (two partner round trips). */
+static int op_pointer_write(struct op *op, unsigned i)
+{
+	uint64_t page = i % op->pages;
+	size_t len;
+	void *p;
+	int r = ftvm_get_write_pointer(op->c, op->guid, page, true, &p, &len);
+
+	if (r < 0)
+		return r;
+	memcpy(op->buf, &i, sizeof(i));
+	memcpy(p, op->buf, len < op->len ? len : op->len);
+	return ftvm_release_pointer(op->c, op->guid, page, true, NULL);
+}
+
+static int op_pointer_read(struct op *op, unsigned i)
+{
+	uint64_t page = i % op->pages;
+	const void *p;
+	size_t len;
+	int r = ftvm_get_read_pointer(op->c, op->guid, page, true, &p, &len);
+
+	if (r < 0)
+		return r;
+	memcpy(op->buf, p, len < op->len ? len : op->len);
+	return ftvm_release_pointer(op->c, op->guid, page, false, NULL);
+}
+
 static int measure(struct bench *b, struct row *row, op_fn fn, struct op *op, uint64_t floor_p50)
 {
 	for (unsigned i = 0; i < b->warmup + b->count; i++) {
@@ -754,6 +785,20 @@ static int bench_latency(struct bench *b)
 			    k == 0 ? b->floor_4k : b->floor_64k);
 		if (r < 0)
 			goto out;
+	}
+	op.len = 4 * KIB;
+	op.guid = here[0].guid;
+	r = measure(b, row_add(b, "pointer write 4 KiB, owned here"), op_pointer_write, &op,
+		    b->floor_4k);
+	if (r == 0) {
+		op.guid = there[0].guid;
+		r = measure(b, row_add(b, "pointer write 4 KiB, owned by partner"),
+			    op_pointer_write, &op, b->floor_4k);
+	}
+	if (r == 0) {
+		op.guid = here[0].guid;
+		r = measure(b, row_add(b, "pointer read 4 KiB, owned here"), op_pointer_read, &op,
+			    b->floor_4k);
 	}
 out:
 	while (n_there-- > 0)
@@ -892,7 +937,8 @@ static int bench_throughput(struct bench *b)
 
 static void print_table(const struct bench *b)
 {
-	const struct row *own4 = NULL, *partner4 = NULL;
+	const struct row *own4 = NULL, *partner4 = NULL, *pointer_own = NULL,
+			 *pointer_partner = NULL;
 
 	printf("\n%-38s %8s %8s   %s\n", "operation", "p50 us", "p99 us", "vs floor(p50)");
 	for (size_t i = 0; i < b->n_rows; i++) {
@@ -911,6 +957,10 @@ static void print_table(const struct bench *b)
 			own4 = row;
 		if (strcmp(row->name, "write_page 4 KiB, owned by partner") == 0)
 			partner4 = row;
+		if (strcmp(row->name, "pointer write 4 KiB, owned here") == 0)
+			pointer_own = row;
+		if (strcmp(row->name, "pointer write 4 KiB, owned by partner") == 0)
+			pointer_partner = row;
 	}
 	printf("(%u samples per operation after %u warm-up; client on node a; writes and reads\n"
 	       " compare with the floor of their own size, Redis with the 4 KiB floor)\n",
@@ -941,6 +991,15 @@ static void print_table(const struct bench *b)
 										: "not met");
 	else
 		printf("  faster than Redis:      not measured (redis-server not installed)\n");
+	if (pointer_own && pointer_partner)
+		printf("pointer write 4 KiB at p50, within 2.5x the floor: owned here %.2fx, owned by "
+		       "partner %.2fx: %s\n",
+		       (double)pointer_own->p50 / (double)b->floor_4k,
+		       (double)pointer_partner->p50 / (double)b->floor_4k,
+		       pointer_own->p50 * 2 <= b->floor_4k * 5 &&
+				       pointer_partner->p50 * 2 <= b->floor_4k * 5
+			       ? "met"
+			       : "not met");
 }
 
 /* ---- main ---- */
