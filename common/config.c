@@ -50,6 +50,7 @@ enum section {
 	SECTION_MEMORY,
 	SECTION_STORE,
 	SECTION_FAILOVER,
+	SECTION_TRACE,
 	SECTION_POLICY,
 };
 
@@ -70,6 +71,8 @@ enum key_index {
 	KEY_DEAD_AFTER_MS,
 	KEY_REQUEST_TIMEOUT_MS,
 	KEY_SOLO,
+	KEY_TRACE_PATH,
+	KEY_TRACE_CHANNELS,
 	KEY_BLOCK_SIZE, /* one per policy: its line lives with the policy */
 	N_KEYS,
 };
@@ -479,6 +482,22 @@ static int set_solo(struct parser *p, const char *v)
 	return 0;
 }
 
+static int set_trace_path(struct parser *p, const char *v)
+{
+	return replace_string(p, &p->c->trace_path, path_join(p->c->dir, v));
+}
+
+static int set_trace_channels(struct parser *p, const char *v)
+{
+	int channels = config_parse_trace_channels(v);
+
+	if (channels < 0)
+		return fail_key(p, "'%s' is not a choice of channels (want all, partner or client)",
+				v);
+	p->c->trace_channels = channels;
+	return 0;
+}
+
 static int set_block_size(struct parser *p, const char *v)
 {
 	uint64_t n;
@@ -511,6 +530,8 @@ static const struct key keys[N_KEYS] = {
 	[KEY_REQUEST_TIMEOUT_MS] = { SECTION_FAILOVER, "request_timeout_ms",
 				     set_request_timeout_ms },
 	[KEY_SOLO] = { SECTION_FAILOVER, "solo", set_solo },
+	[KEY_TRACE_PATH] = { SECTION_TRACE, "path", set_trace_path },
+	[KEY_TRACE_CHANNELS] = { SECTION_TRACE, "channels", set_trace_channels },
 	[KEY_BLOCK_SIZE] = { SECTION_POLICY, "block_size", set_block_size },
 };
 
@@ -531,7 +552,7 @@ static int set_key(struct parser *p, const char *name, const char *value)
 	if (p->section == SECTION_NONE)
 		return fail(p, p->line, NULL, name,
 			    "not in a section (want it under [node], [memory], [store], "
-			    "[failover] or [policy NAME])");
+			    "[failover], [trace] or [policy NAME])");
 	if (!*name)
 		return fail(p, p->line, p->section_name, NULL, "a value with no key");
 	for (k = 0; k < N_KEYS; k++)
@@ -582,10 +603,9 @@ static int begin_section(struct parser *p, const char *name)
 		const char *name;
 		enum section section;
 	} fixed[] = {
-		{ "node", SECTION_NODE },
-		{ "memory", SECTION_MEMORY },
-		{ "store", SECTION_STORE },
-		{ "failover", SECTION_FAILOVER },
+		{ "node", SECTION_NODE },   { "memory", SECTION_MEMORY },
+		{ "store", SECTION_STORE }, { "failover", SECTION_FAILOVER },
+		{ "trace", SECTION_TRACE },
 	};
 
 	snprintf(p->section_name, sizeof(p->section_name), "%s", name);
@@ -890,6 +910,7 @@ static int config_new(struct parser *p, struct ftvm_config **ret)
 	c->heartbeat_ms = 100;
 	c->dead_after_ms = 500;
 	c->request_timeout_ms = 5000;
+	c->trace_channels = CONFIG_TRACE_ALL;
 
 	r = dir_of(p, &c->dir);
 	if (r < 0)
@@ -952,5 +973,24 @@ void config_free(struct ftvm_config *c)
 	free(c->socket_path);
 	free(c->state_dir);
 	free(c->store_path);
+	free(c->trace_path);
 	free(c);
+}
+
+int config_parse_trace_channels(const char *s)
+{
+	if (strcmp(s, "all") == 0)
+		return CONFIG_TRACE_ALL;
+	if (strcmp(s, "partner") == 0)
+		return CONFIG_TRACE_PARTNER;
+	if (strcmp(s, "client") == 0)
+		return CONFIG_TRACE_CLIENT;
+	return -EINVAL;
+}
+
+const char *config_trace_channels_name(int channels)
+{
+	return channels == CONFIG_TRACE_PARTNER	 ? "partner"
+	       : channels == CONFIG_TRACE_CLIENT ? "client"
+						 : "all";
 }

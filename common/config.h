@@ -20,6 +20,13 @@ enum config_transport {
 	CONFIG_TRANSPORT_RDMA,
 };
 
+/* What a trace records ([trace] channels): a bit per channel. */
+enum {
+	CONFIG_TRACE_PARTNER = 1,
+	CONFIG_TRACE_CLIENT = 2,
+	CONFIG_TRACE_ALL = 3,
+};
+
 struct config_policy {
 	char name[CONFIG_POLICY_NAME_MAX + 1];
 	uint32_t block_size;
@@ -55,6 +62,10 @@ struct ftvm_config {
 	uint32_t request_timeout_ms;
 	bool solo_refuse; /* solo = refuse: alone, serve reads only (node/HA.md) */
 
+	/* [trace] (common/TRACE.md): recorded from start when path is set */
+	char *trace_path; /* absolute, NULL: no trace */
+	int trace_channels;
+
 	/* [policy NAME], in file order */
 	size_t n_policies;
 	struct config_policy policies[CONFIG_POLICIES_MAX];
@@ -67,6 +78,10 @@ int config_load(const char *path, struct ftvm_config **ret, char *err, size_t er
 void config_free(struct ftvm_config *c);
 
 const char *config_transport_name(enum config_transport t);
+
+/* "all", "partner", "client" <-> CONFIG_TRACE_*; -EINVAL for anything else. */
+int config_parse_trace_channels(const char *s);
+const char *config_trace_channels_name(int channels);
 
 /* "4096", "64K", "256M", "1G" (powers of 1024). -EINVAL on anything else,
  * including overflow, an empty string and trailing garbage. */

@@ -79,6 +79,8 @@ struct client_server {
 	client_request_fn fn;
 	client_gone_fn gone;
 	void *arg;
+	client_tap_fn tap;
+	void *tap_arg;
 	struct client_conn *conns;
 	uint64_t next_id;
 	bool closing; /* client_server_free: the owner is stopping, no gone() */
@@ -122,6 +124,15 @@ static void conn_maybe_finish(struct client_conn *conn)
 	conn_close(conn);
 }
 
+static void tap(struct client_conn *conn, bool out, const Ftvm__Client__ClientRequest *req,
+		const uint8_t *payload, size_t len)
+{
+	struct client_server *s = conn->server;
+
+	if (s->tap)
+		s->tap(conn->id, conn->pid, out, req, payload, len, s->tap_arg);
+}
+
 static void free_frame(const void *data, size_t len, void *arg)
 {
 	free((void *)data);
@@ -150,6 +161,7 @@ static void send_reply(struct client_conn *conn, Ftvm__Client__ClientReply *repl
 		goto fail;
 	ftvm__client__client_reply__pack(reply, frame + FRAME_HEADER_SIZE);
 	frame_seal(frame, len);
+	tap(conn, true, NULL, frame + FRAME_HEADER_SIZE, len);
 	len += FRAME_HEADER_SIZE;
 	/* With nothing queued, write straight away: leaving it to the bufferevent
 	 * costs one more trip through the event loop (and two epoll_ctl) on
@@ -244,6 +256,7 @@ void client_call_reply_fd(struct client_call *call, Ftvm__Client__ClientReply *r
 	}
 	ftvm__client__client_reply__pack(reply, frame + FRAME_HEADER_SIZE);
 	frame_seal(frame, len);
+	tap(conn, true, NULL, frame + FRAME_HEADER_SIZE, len);
 	iov = (struct iovec){ .iov_base = frame, .iov_len = FRAME_HEADER_SIZE + len };
 	msg.msg_iov = &iov;
 	msg.msg_iovlen = 1;
@@ -341,6 +354,7 @@ static int read_one(struct client_conn *conn)
 		goto bad_frame;
 	}
 	req = ftvm__client__client_request__unpack(NULL, payload_len, payload);
+	tap(conn, false, req, payload, payload_len);
 	evbuffer_drain(in, total);
 	if (!req) {
 		log_warning("client pid %d: request does not parse as a ClientRequest (%zu bytes), "
@@ -605,4 +619,10 @@ void client_server_free(struct client_server *s)
 		unlink(s->path);
 	free(s->path);
 	free(s);
+}
+
+void client_server_set_tap(struct client_server *s, client_tap_fn fn, void *arg)
+{
+	s->tap = fn;
+	s->tap_arg = arg;
 }

@@ -33,6 +33,13 @@ typedef void (*client_request_fn)(struct client_call *call, const Ftvm__Client__
  * itself is being freed. */
 typedef void (*client_gone_fn)(uint64_t client_id, void *arg);
 
+/* Every frame payload a client sent (req: how it parsed, NULL when it did
+ * not) or is sent (req NULL), before it is handled, for traces
+ * (common/TRACE.md). */
+typedef void (*client_tap_fn)(uint64_t client_id, pid_t pid, bool out,
+			      const Ftvm__Client__ClientRequest *req, const uint8_t *payload,
+			      size_t len, void *arg);
+
 /* Listens on the unix socket path (mode 0660). A stale socket file left by a
  * dead process is replaced; -EADDRINUSE when a live process answers on path,
  * -EEXIST when path is something other than a socket. Frames above
@@ -45,6 +52,9 @@ int client_server_new(struct event_base *base, const char *path, size_t max_payl
  * still outstanding stay valid: each must still be passed to
  * client_call_reply(), which then drops the reply. NULL is fine. */
 void client_server_free(struct client_server *s);
+
+/* Sets or (fn NULL) clears the tap. */
+void client_server_set_tap(struct client_server *s, client_tap_fn fn, void *arg);
 
 /* Sends reply (its id is set from the request here; the reply itself stays the
  * caller's) and frees call: exactly once per call. When the client went away

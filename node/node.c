@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@
 #include "log.h"
 #include "notify.h"
 #include "session.h"
+#include "trace_tap.h"
 #include "vmm.h"
 
 #define LOG_SUBSYSTEM "node"
@@ -38,6 +41,7 @@ struct node {
 	struct ha *ha;
 	struct repl_session *session;
 	struct client_server *clients;
+	struct trace_tap *trace; /* while recording (common/TRACE.md) */
 	struct notify_watchdog *watchdog;
 	struct event *sigterm;
 	struct event *sigint;
@@ -96,6 +100,137 @@ static void on_protocol_error(struct repl_session *s, const char *peer, const ch
 			      void *arg)
 {
 	log_warning("dropped connection from %s: %s", peer, reason);
+}
+
+static void on_session_tap(struct repl_session *s, bool out, const char *peer,
+			   const uint8_t *payload, size_t len, void *arg)
+{
+	struct node *n = arg;
+
+	if (n->trace)
+		trace_tap_partner(n->trace, out, peer, payload, len);
+}
+
+/* The trace requests are not recorded: a trace starts after its start and
+ * ends before its stop. */
+static void on_client_tap(uint64_t client_id, pid_t pid, bool out, const ClientRequest *req,
+			  const uint8_t *payload, size_t len, void *arg)
+{
+	struct node *n = arg;
+
+	if (req && req->request_case == FTVM__CLIENT__CLIENT_REQUEST__REQUEST_TRACE)
+		return;
+	trace_tap_client(n->trace, client_id, pid, out, payload, len);
+}
+
+static int trace_open(struct node *n, const char *path, int channels, struct trace_tap **ret)
+{
+	return trace_tap_start(n->config, repl_session_partner_id(n->session), path, channels, ret);
+}
+
+static void trace_install(struct node *n, struct trace_tap *t, int channels)
+{
+	n->trace = t;
+	client_server_set_tap(n->clients, on_client_tap, n);
+	log_info("recording %s to trace %s", config_trace_channels_name(channels),
+		 trace_tap_path(t));
+}
+
+static int64_t trace_stop(struct node *n)
+{
+	char *path = strdup(trace_tap_path(n->trace));
+	int64_t records;
+
+	client_server_set_tap(n->clients, NULL, NULL);
+	records = trace_tap_stop(n->trace);
+	n->trace = NULL;
+	if (records >= 0)
+		log_info("trace %s: stopped, %" PRId64 " records", path ? path : "", records);
+	free(path);
+	return records;
+}
+
+/* `ftvmctl trace start FILE` and `trace stop`. The reply to a start goes out
+ * before the recording begins, so it is not recorded. */
+static void reply_trace(struct node *n, struct client_call *call,
+			const Ftvm__Client__TraceRequest *req)
+{
+	Ftvm__Client__TraceReply tr = FTVM__CLIENT__TRACE_REPLY__INIT;
+	ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+	char reason[PATH_MAX + 128], *path = NULL;
+	int channels =
+		req->channels[0] ? config_parse_trace_channels(req->channels) : CONFIG_TRACE_ALL;
+	struct trace_tap *started = NULL;
+	int64_t records;
+	int r;
+
+	reply.status = FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
+	reply.reason = reason;
+	if (req->stop) {
+		if (!n->trace) {
+			snprintf(reason, sizeof(reason), "no trace is being recorded");
+			goto out;
+		}
+		path = strdup(trace_tap_path(n->trace));
+		records = trace_stop(n);
+		if (records < 0) {
+			snprintf(reason, sizeof(reason), "trace %s: writing failed: %s",
+				 path ? path : "", strerror((int)-records));
+			reply.status = FTVM__PARTNER__STATUS__STATUS_INTERNAL;
+			goto out;
+		}
+		tr.records = (uint64_t)records;
+	} else {
+		if (n->trace) {
+			snprintf(reason, sizeof(reason), "already recording to %s",
+				 trace_tap_path(n->trace));
+			goto out;
+		}
+		if (channels < 0 || req->path[0] != '/') {
+			snprintf(reason, sizeof(reason), "%s",
+				 channels < 0 ? "channels: want all, partner or client"
+					      : "the trace's path must be absolute");
+			goto out;
+		}
+		/* Opened now, installed after the reply went out. */
+		r = trace_open(n, req->path, channels, &started);
+		if (r < 0) {
+			snprintf(reason, sizeof(reason), "cannot create trace %s: %s", req->path,
+				 strerror(-r));
+			goto out;
+		}
+		path = strdup(req->path);
+	}
+	reply.status = FTVM__PARTNER__STATUS__STATUS_OK;
+	reply.reason = (char *)"";
+	tr.path = path ? path : (char *)"";
+	reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_TRACE;
+	reply.trace = &tr;
+out:
+	client_call_reply(call, &reply);
+	if (started)
+		trace_install(n, started, channels);
+	free(path);
+}
+
+/* [trace] path: recorded from the start; a trace left by the last run is
+ * kept as FILE.1 rather than overwritten. */
+static int trace_from_config(struct node *n)
+{
+	char old[PATH_MAX + 8];
+	struct trace_tap *t;
+	int r;
+
+	snprintf(old, sizeof(old), "%s.1", n->config->trace_path);
+	if (rename(n->config->trace_path, old) < 0 && errno != ENOENT)
+		return log_error_errno(-errno, "[trace] path %s: cannot keep it as %s",
+				       n->config->trace_path, old);
+	r = trace_open(n, n->config->trace_path, n->config->trace_channels, &t);
+	if (r < 0)
+		return log_error_errno(r, "[trace] path %s: cannot create it",
+				       n->config->trace_path);
+	trace_install(n, t, n->config->trace_channels);
+	return 0;
 }
 
 static void reply_status(struct node *n, struct client_call *call)
@@ -175,6 +310,9 @@ static void on_client_request(struct client_call *call, const ClientRequest *req
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_CUT_LINK:
 		reply_cut_link(n, call, req->cut_link->ms);
 		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_TRACE:
+		reply_trace(n, call, req->trace);
+		break;
 	default:
 		vmm_client_request(n->vmm, call, req);
 		break;
@@ -252,6 +390,7 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 		.request = on_partner_request,
 		.protocol_error = on_protocol_error,
 		.hello = on_hello,
+		.tap = on_session_tap,
 	};
 	struct node *n;
 	int r;
@@ -297,6 +436,11 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 	if (r < 0) {
 		log_error_errno(r, "client socket %s", config->socket_path);
 		goto fail;
+	}
+	if (config->trace_path) {
+		r = trace_from_config(n);
+		if (r < 0)
+			goto fail;
 	}
 	r = repl_session_start(n->session);
 	if (r < 0) {
@@ -348,6 +492,8 @@ void node_free(struct node *n)
 		event_free(n->sigterm);
 	if (n->sigint)
 		event_free(n->sigint);
+	if (n->trace)
+		trace_stop(n);
 	client_server_free(n->clients);
 	/* The memory manager commits (and destages) first; then our slot says
 	 * stopped, so the partner may take over at once; the session then fails

@@ -95,10 +95,24 @@ static bool cut(const struct repl_session *s)
 	return s->cut_until_ms && clock_now_ms() < s->cut_until_ms;
 }
 
+static void tap(struct repl_session *s, struct repl_conn *conn, bool out, const void *payload,
+		size_t len)
+{
+	struct session_conn *sc = find_conn(s, conn);
+	bool known = sc && sc->state == CONN_ESTABLISHED;
+
+	s->cb.tap(s, out, known ? s->stats.partner_id : repl_conn_peer_name(conn), payload, len,
+		  s->cb_arg);
+}
+
 static int wire_send(struct repl_session *s, struct repl_conn *conn, const void *payload,
 		     size_t len)
 {
-	return cut(s) ? 0 : repl_conn_send(conn, payload, len);
+	if (cut(s))
+		return 0;
+	if (s->cb.tap)
+		tap(s, conn, true, payload, len);
+	return repl_conn_send(conn, payload, len);
 }
 
 static void forget_conn(struct repl_session *s, struct session_conn *sc)
@@ -417,6 +431,8 @@ static void on_receive(struct repl_conn *conn, const uint8_t *payload, size_t le
 
 	if (!sc || cut(s))
 		return;
+	if (s->cb.tap)
+		tap(s, conn, false, payload, len);
 	if (codec_envelope_decode(payload, len, &env, err, sizeof(err)) < 0) {
 		protocol_error(s, sc, err);
 		return;

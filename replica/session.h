@@ -44,6 +44,12 @@ struct repl_session_callbacks {
 	/* Fills in where this node's page table stands, for each Hello it
 	 * sends (applied_lsn, own_lsn). Optional. */
 	void (*hello)(struct repl_session *s, Ftvm__Partner__Hello *h, void *arg);
+	/* Every payload (one packed Envelope) as it goes out or comes in, before
+	 * any decoding, for traces (common/TRACE.md). peer is the partner's id,
+	 * or its endpoint before its Hello. Optional; it must not call back into
+	 * the session. */
+	void (*tap)(struct repl_session *s, bool out, const char *peer, const uint8_t *payload,
+		    size_t len, void *arg);
 };
 
 struct repl_session_stats {

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -44,6 +45,7 @@ enum {
 	OPT_FTVMD,
 	OPT_PAGES,
 	OPT_TIMEOUT,
+	OPT_CHANNELS,
 };
 
 struct ctl {
@@ -62,6 +64,7 @@ struct ctl {
 	const char *ftvmd;
 	const char *pages;
 	const char *timeout;
+	const char *channels;
 };
 
 struct command {
@@ -294,6 +297,9 @@ static int parse_command_options(struct ctl *ctl, const struct command *cmd, int
 			break;
 		case OPT_TIMEOUT:
 			ctl->timeout = optarg;
+			break;
+		case OPT_CHANNELS:
+			ctl->channels = optarg;
 			break;
 		default:
 			return bad_option(c, argv, cmd->name);
@@ -1243,6 +1249,69 @@ static int cmd_failback(struct ctl *ctl, int argc, char **argv)
 	return EXIT_DONE;
 }
 
+static int trace_start(struct ctl *ctl, const char *file)
+{
+	char path[PATH_MAX];
+	struct ftvm_client *c;
+	const char *socket;
+	int r;
+
+	if (ctl->channels && config_parse_trace_channels(ctl->channels) < 0)
+		return command_usage_error("trace", "--channels: want all, partner or client");
+	/* The node resolves nothing against our working directory: it gets an
+	 * absolute path. The file need not exist (it must not). */
+	if (file[0] == '/') {
+		snprintf(path, sizeof(path), "%s", file);
+	} else {
+		if (!getcwd(path, sizeof(path)) || strlen(path) + 1 + strlen(file) >= sizeof(path))
+			return refused("trace start", "cannot make %s absolute", file);
+		strcat(path, "/");
+		strcat(path, file);
+	}
+	r = ctl_connect(ctl, &c, &socket);
+	if (r != EXIT_DONE)
+		return r;
+	r = ftvm_trace_start(c, path, ctl->channels);
+	if (r < 0)
+		r = call_failed(c, socket, "trace start", r);
+	else if (ctl->json)
+		r = print_json_put(json_object_new_object());
+	else
+		printf("recording to %s\n", path);
+	ftvm_disconnect(c);
+	return r;
+}
+
+static int trace_stop(struct ctl *ctl)
+{
+	struct ftvm_client *c;
+	const char *socket;
+	uint64_t records = 0;
+	int r;
+
+	r = ctl_connect(ctl, &c, &socket);
+	if (r != EXIT_DONE)
+		return r;
+	r = ftvm_trace_stop(c, &records);
+	if (r < 0)
+		r = call_failed(c, socket, "trace stop", r);
+	else if (ctl->json)
+		r = print_json_put(json_object_new_object());
+	else
+		printf("stopped: %" PRIu64 " records\n", records);
+	ftvm_disconnect(c);
+	return r;
+}
+
+static int cmd_trace(struct ctl *ctl, int argc, char **argv)
+{
+	if (argc == 2 && strcmp(argv[0], "start") == 0)
+		return trace_start(ctl, argv[1]);
+	if (argc == 1 && strcmp(argv[0], "stop") == 0)
+		return trace_stop(ctl);
+	return command_usage_error("trace", "want start FILE or stop");
+}
+
 static const struct option drill_options[] = {
 	{ "partner-config", required_argument, NULL, OPT_PARTNER_CONFIG },
 	{ "ftvmd", required_argument, NULL, OPT_FTVMD },
@@ -1435,6 +1504,27 @@ static const struct command commands[] = {
 			"and the nodes are equal again.\n",
 		.options = drill_options,
 		.run = cmd_drill,
+	},
+	{
+		.name = "trace",
+		.args = "start FILE [--channels all|partner|client] | stop",
+		.summary = "record the node's messages to a trace file",
+		.help = "Records every message that crosses the node's partner channel and client\n"
+			"API (common/TRACE.md):\n"
+			"  start FILE          start recording to FILE, which the node creates (an\n"
+			"                      existing FILE is refused); relative to this folder\n"
+			"  stop                stop, and say how many records were written\n"
+			"\n"
+			"Options:\n"
+			"  --channels C        all (default), partner or client\n"
+			"\n"
+			"With --json prints {}.\n",
+		.options =
+			(const struct option[]){
+				{ "channels", required_argument, NULL, OPT_CHANNELS },
+				{},
+			},
+		.run = cmd_trace,
 	},
 };
 

@@ -1401,6 +1401,44 @@ int ftvm_failback(struct ftvm_client *c, uint64_t *ret_handed_back, uint64_t *re
 	return 0;
 }
 
+static int call_trace(struct ftvm_client *c, Ftvm__Client__TraceRequest *tr, uint64_t *ret_records)
+{
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	Reply *reply = NULL;
+	int r;
+
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_TRACE;
+	req.trace = tr;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_TRACE, &reply);
+	if (r < 0)
+		return r;
+	if (ret_records)
+		*ret_records = reply->trace->records;
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return 0;
+}
+
+int ftvm_trace_start(struct ftvm_client *c, const char *path, const char *channels)
+{
+	Ftvm__Client__TraceRequest tr = FTVM__CLIENT__TRACE_REQUEST__INIT;
+
+	if (!c)
+		return -EINVAL;
+	if (!path || path[0] != '/')
+		return fail(c, -EINVAL, "the trace's path must be absolute");
+	tr.path = (char *)path;
+	tr.channels = (char *)(channels ? channels : "");
+	return call_trace(c, &tr, NULL);
+}
+
+int ftvm_trace_stop(struct ftvm_client *c, uint64_t *ret_records)
+{
+	Ftvm__Client__TraceRequest tr = FTVM__CLIENT__TRACE_REQUEST__INIT;
+
+	tr.stop = true;
+	return call_trace(c, &tr, ret_records);
+}
+
 int ftvm_list(struct ftvm_client *c, struct ftvm_header **ret, size_t *ret_n)
 {
 	Ftvm__Client__ListRequest list = FTVM__CLIENT__LIST_REQUEST__INIT;

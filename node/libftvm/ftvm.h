@@ -404,6 +404,27 @@ FTVM_EXPORT int ftvm_drill_cut_link(struct ftvm_client *c, uint32_t ms);
 FTVM_EXPORT int ftvm_failback(struct ftvm_client *c, uint64_t *ret_handed_back, uint64_t *ret_busy);
 
 /**
+ * @brief Starts recording the node's partner channel and client API to a
+ *        trace file (`ftvmctl trace start`; common/TRACE.md).
+ *
+ * @param c a connected client.
+ * @param path absolute; the node creates it and refuses an existing file.
+ * @param channels "all" (or NULL), "partner" or "client".
+ * @return 0, or -errno: -EINVAL when the node refused (a trace runs already,
+ *         the file exists or cannot be made: ftvm_last_error() says which),
+ *         and the conventions above.
+ */
+FTVM_EXPORT int ftvm_trace_start(struct ftvm_client *c, const char *path, const char *channels);
+
+/**
+ * @brief Stops the trace the node records (`ftvmctl trace stop`).
+ * @param c a connected client.
+ * @param[out] ret_records records written, or NULL.
+ * @return 0, or -errno: -EINVAL when no trace runs, and the conventions above.
+ */
+FTVM_EXPORT int ftvm_trace_stop(struct ftvm_client *c, uint64_t *ret_records);
+
+/**
  * @brief Lists the allocations the node knows: its own and its partner's.
  * @param c a connected client.
  * @param[out] ret an array of *ret_n headers, in the node's order, to be freed

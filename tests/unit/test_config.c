@@ -94,6 +94,10 @@ static void test_full(void)
 				   "request_timeout_ms = 1500\n"
 				   "solo = refuse\n"
 				   "\n"
+				   "[trace]\n"
+				   "path = traces/n7.trace\n"
+				   "channels = partner\n"
+				   "\n"
 				   "[policy stripe]\n"
 				   "block_size = 64K\n"
 				   "[policy big_1]\n"
@@ -119,6 +123,8 @@ static void test_full(void)
 	CHECK_INT("dead_after_ms", 250, c->dead_after_ms);
 	CHECK_INT("request_timeout_ms", 1500, c->request_timeout_ms);
 	CHECK_INT("solo refuse", true, c->solo_refuse);
+	CHECK_STR("trace path (relative)", under_dir("traces/n7.trace"), c->trace_path);
+	CHECK_INT("trace channels", CONFIG_TRACE_PARTNER, c->trace_channels);
 	CHECK_INT("n_policies", 2, c->n_policies);
 	if (c->n_policies == 2) {
 		CHECK_STR("policy 0 name", "stripe", c->policies[0].name);
@@ -165,6 +171,8 @@ static void test_defaults(void)
 	CHECK_INT("dead_after_ms", 500, c->dead_after_ms);
 	CHECK_INT("request_timeout_ms", 5000, c->request_timeout_ms);
 	CHECK_INT("solo (serve)", false, c->solo_refuse);
+	CHECK(c->trace_path == NULL, "no trace by default");
+	CHECK_INT("trace channels", CONFIG_TRACE_ALL, c->trace_channels);
 	CHECK_INT("n_policies", 0, c->n_policies);
 	config_free(c);
 }
@@ -395,6 +403,10 @@ static const struct bad bad_cases[] = {
 	  "not a number of milliseconds" },
 	{ NODE "[failover]\nheartbeat_ms = -5\n", 4, "[failover] heartbeat_ms",
 	  "not a number of milliseconds" },
+	{ NODE "[trace]\nchannels = both\n", 4, "[trace] channels",
+	  "'both' is not a choice of channels (want all, partner or client)" },
+	{ NODE "[trace]\npath =\n", 4, "[trace] path", "empty value" },
+	{ NODE "[trace]\nfile = x\n", 4, "[trace] file", "unknown key" },
 	{ NODE "[failover]\nheartbeat_ms = +5\n", 4, "[failover] heartbeat_ms",
 	  "not a number of milliseconds" },
 	{ NODE "[failover]\nheartbeat_ms = 10ms\n", 4, "[failover] heartbeat_ms",
