@@ -23,6 +23,7 @@
 #include "drill.h"
 #include "ftvm.h"
 #include "ftvm_build.h"
+#include "trace_dump.h"
 
 #define FAILBACK_TRIES 300 /* of 100 ms */
 
@@ -1309,7 +1310,9 @@ static int cmd_trace(struct ctl *ctl, int argc, char **argv)
 		return trace_start(ctl, argv[1]);
 	if (argc == 1 && strcmp(argv[0], "stop") == 0)
 		return trace_stop(ctl);
-	return command_usage_error("trace", "want start FILE or stop");
+	if (argc == 2 && strcmp(argv[0], "dump") == 0)
+		return trace_dump_run(argv[1], ctl->json);
+	return command_usage_error("trace", "want start FILE, stop or dump FILE");
 }
 
 static const struct option drill_options[] = {
@@ -1507,18 +1510,23 @@ static const struct command commands[] = {
 	},
 	{
 		.name = "trace",
-		.args = "start FILE [--channels all|partner|client] | stop",
-		.summary = "record the node's messages to a trace file",
+		.args = "start FILE [--channels all|partner|client] | stop | dump FILE",
+		.summary = "record the node's messages to a trace file, show one",
 		.help = "Records every message that crosses the node's partner channel and client\n"
 			"API (common/TRACE.md):\n"
 			"  start FILE          start recording to FILE, which the node creates (an\n"
 			"                      existing FILE is refused); relative to this folder\n"
 			"  stop                stop, and say how many records were written\n"
+			"  dump FILE           print the trace: its header, then one line per message\n"
+			"                      (record, seconds, channel, direction, peer, fields;\n"
+			"                      bytes as length and CRC-32C); works without a node\n"
 			"\n"
 			"Options:\n"
 			"  --channels C        all (default), partner or client\n"
 			"\n"
-			"With --json prints {}.\n",
+			"With --json start and stop print {}; dump prints one object per line: the\n"
+			"header as record 0, then {\"record\",\"t_us\",\"channel\",\"direction\",\n"
+			"\"peer\",\"type\",\"message\"} per record (\"batch\": its envelopes).\n",
 		.options =
 			(const struct option[]){
 				{ "channels", required_argument, NULL, OPT_CHANNELS },
