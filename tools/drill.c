@@ -7,11 +7,10 @@
  * as long as the fault lasts. The first one that the survivor acknowledges on
  * the victim's allocation marks the takeover. Each page's last acknowledged
  * write is remembered by its sequence number, from which its bytes follow. */
-#define _GNU_SOURCE /* readlink of /proc/self/exe, setsid */
+#define _GNU_SOURCE /* sigabbrev_np */
 #include "drill.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
@@ -29,6 +28,7 @@
 #include "clock.h"
 #include "config.h"
 #include "ftvm.h"
+#include "ftvmd_spawn.h"
 
 #define EXIT_DONE 0
 #define EXIT_FAILED 1
@@ -186,61 +186,23 @@ static int signal_node(struct drill_node *n, int64_t pid, int sig)
 	return kill((pid_t)pid, sig) < 0 ? -errno : 0;
 }
 
-/* The ftvmd to start a node with by hand: --ftvmd, else the one installed
- * beside ftvmctl, else the build tree's. */
-static int find_ftvmd(const struct drill_options *o, char *buf, size_t len)
-{
-	char self[PATH_MAX];
-	ssize_t n;
-
-	if (o->ftvmd) {
-		snprintf(buf, len, "%s", o->ftvmd);
-		return access(buf, X_OK) == 0 ? 0 : -errno;
-	}
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n < 0)
-		return -errno;
-	self[n] = '\0';
-	if (snprintf(buf, len, "%s/ftvmd", dirname(self)) >= (int)len)
-		return -ENAMETOOLONG;
-	if (access(buf, X_OK) == 0)
-		return 0;
-	if (snprintf(buf, len, "%s/../node/ftvmd", self) >= (int)len)
-		return -ENAMETOOLONG;
-	return access(buf, X_OK) == 0 ? 0 : -ENOENT;
-}
-
 /* Starts the node again: its unit, or ftvmd detached, its output appended
  * to <config dir>/<id>.log. */
 static int start_node(const struct drill *d, struct drill_node *n)
 {
 	char ftvmd[PATH_MAX], log[PATH_MAX + 64], dir[PATH_MAX];
-	pid_t pid;
-	int fd, r;
+	int r;
 
 	if (n->unit[0])
 		return run_systemctl("start", NULL, n->unit);
-	r = find_ftvmd(d->o, ftvmd, sizeof(ftvmd));
+	r = ftvmd_find(d->o->ftvmd, ftvmd, sizeof(ftvmd));
 	if (r < 0) {
 		failed("cannot find ftvmd to start %s again (give --ftvmd PATH)", n->cfg->id);
 		return r;
 	}
 	snprintf(dir, sizeof(dir), "%s", n->config_path);
 	snprintf(log, sizeof(log), "%s/%s.log", dirname(dir), n->cfg->id);
-	pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid == 0) {
-		setsid();
-		fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-		if (fd >= 0) {
-			dup2(fd, STDOUT_FILENO);
-			dup2(fd, STDERR_FILENO);
-		}
-		execl(ftvmd, "ftvmd", "--config", n->config_path, (char *)NULL);
-		_exit(127);
-	}
-	return 0;
+	return ftvmd_spawn(ftvmd, n->config_path, log, NULL);
 }
 
 static bool gone(int64_t pid)

@@ -24,6 +24,7 @@
 #include "ftvm.h"
 #include "ftvm_build.h"
 #include "trace_dump.h"
+#include "trace_replay.h"
 
 #define FAILBACK_TRIES 300 /* of 100 ms */
 
@@ -47,6 +48,7 @@ enum {
 	OPT_PAGES,
 	OPT_TIMEOUT,
 	OPT_CHANNELS,
+	OPT_KEEP,
 };
 
 struct ctl {
@@ -66,6 +68,7 @@ struct ctl {
 	const char *pages;
 	const char *timeout;
 	const char *channels;
+	bool keep;
 };
 
 struct command {
@@ -301,6 +304,9 @@ static int parse_command_options(struct ctl *ctl, const struct command *cmd, int
 			break;
 		case OPT_CHANNELS:
 			ctl->channels = optarg;
+			break;
+		case OPT_KEEP:
+			ctl->keep = true;
 			break;
 		default:
 			return bad_option(c, argv, cmd->name);
@@ -1312,7 +1318,14 @@ static int cmd_trace(struct ctl *ctl, int argc, char **argv)
 		return trace_stop(ctl);
 	if (argc == 2 && strcmp(argv[0], "dump") == 0)
 		return trace_dump_run(argv[1], ctl->json);
-	return command_usage_error("trace", "want start FILE, stop or dump FILE");
+	if (argc == 2 && strcmp(argv[0], "replay") == 0) {
+		struct replay_options o = {
+			.path = argv[1], .ftvmd = ctl->ftvmd, .json = ctl->json, .keep = ctl->keep
+		};
+
+		return trace_replay_run(&o);
+	}
+	return command_usage_error("trace", "want start FILE, stop, dump FILE or replay FILE");
 }
 
 static const struct option drill_options[] = {
@@ -1510,8 +1523,9 @@ static const struct command commands[] = {
 	},
 	{
 		.name = "trace",
-		.args = "start FILE [--channels all|partner|client] | stop | dump FILE",
-		.summary = "record the node's messages to a trace file, show one",
+		.args = "start FILE [--channels all|partner|client] | stop | dump FILE | "
+			"replay FILE [--ftvmd PATH] [--keep]",
+		.summary = "record the node's messages to a trace file, show or replay one",
 		.help = "Records every message that crosses the node's partner channel and client\n"
 			"API (common/TRACE.md):\n"
 			"  start FILE          start recording to FILE, which the node creates (an\n"
@@ -1520,16 +1534,30 @@ static const struct command commands[] = {
 			"  dump FILE           print the trace: its header, then one line per message\n"
 			"                      (record, seconds, channel, direction, peer, fields;\n"
 			"                      bytes as length and CRC-32C); works without a node\n"
+			"  replay FILE         start a fresh node (a fresh pair for a trace of the\n"
+			"                      client API alone) in a temporary directory, play the\n"
+			"                      recorded side of the conversation into it and compare\n"
+			"                      every answer; the first divergence is reported with\n"
+			"                      its record, field, and the expected and actual message\n"
 			"\n"
 			"Options:\n"
 			"  --channels C        all (default), partner or client\n"
+			"  --ftvmd PATH        the daemon replay starts (default: beside ftvmctl)\n"
+			"  --keep              replay leaves its temporary directory (configs, logs)\n"
 			"\n"
 			"With --json start and stop print {}; dump prints one object per line: the\n"
 			"header as record 0, then {\"record\",\"t_us\",\"channel\",\"direction\",\n"
-			"\"peer\",\"type\",\"message\"} per record (\"batch\": its envelopes).\n",
+			"\"peer\",\"type\",\"message\"} per record (\"batch\": its envelopes); replay\n"
+			"prints {\"records\",\"matched\",\"first_divergence\": null or {\"record\",\n"
+			"\"field\",\"expected\",\"actual\"}}.\n"
+			"\n"
+			"Exit status of replay: 0 only when every answer matched, 1 on a divergence or\n"
+			"a trace that cannot be replayed, 3 when the fresh node did not come up.\n",
 		.options =
 			(const struct option[]){
 				{ "channels", required_argument, NULL, OPT_CHANNELS },
+				{ "ftvmd", required_argument, NULL, OPT_FTVMD },
+				{ "keep", no_argument, NULL, OPT_KEEP },
 				{},
 			},
 		.run = cmd_trace,

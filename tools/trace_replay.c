@@ -1,0 +1,1058 @@
+/* trace_replay.h. The replay rules are TRACE.md's "Replay"; in short:
+ *
+ *   in-record, partner   sent on the replayer's partner connection (our Hello
+ *                        and heartbeats are the replayer's own); an answer to
+ *                        the node's request gets the node's new seq
+ *   in-record, client    sent on that recorded client's own connection
+ *   out-record, answer   waited for (by seq answered, by client and id) and
+ *                        compared under trace_rules.c
+ *   out-record, request  the node's next request of that kind, compared; the
+ *                        recorded answer to it follows as an in-record
+ *
+ * Everything runs on one thread with poll(2): what the node sends is read as
+ * it comes and queued until the trace asks for it. */
+#define _GNU_SOURCE /* mkdtemp, open_memstream */
+#include "trace_replay.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "client.pb-c.h"
+#include "clock.h"
+#include "codec.h"
+#include "frame.h"
+#include "ftvm.h"
+#include "ftvmd_spawn.h"
+#include "trace_dump.h"
+#include "trace_file.h"
+#include "trace_message.h"
+#include "trace_render.h"
+#include "trace_rules.h"
+
+#define START_TIMEOUT_MS 10000u
+#define ANSWER_MARGIN_MS 5000u /* beyond the node's request_timeout_ms */
+#define CLIENTS_MAX 64u
+
+typedef Ftvm__Client__ClientRequest ClientRequest;
+typedef Ftvm__Client__ClientReply ClientReply;
+
+/* One record of the trace, decoded; a Batch's envelopes each decoded too. */
+struct rec {
+	uint64_t number;
+	enum trace_channel channel;
+	enum trace_direction direction;
+	uint64_t client; /* the recorded connection number, client records */
+	ProtobufCMessage *msg;
+	Envelope **inner; /* a Batch's */
+	size_t n_inner;
+};
+
+/* A byte stream of frames: the partner connection or one client's. */
+struct stream {
+	int fd;
+	uint8_t *buf;
+	size_t len, cap;
+};
+
+struct client {
+	uint64_t recorded;
+	struct stream s;
+	ClientReply **replies; /* read, not yet asked for */
+	size_t n_replies;
+};
+
+struct node_proc {
+	char id[64];
+	char config[PATH_MAX];
+	char socket[PATH_MAX];
+	pid_t pid;
+};
+
+struct replay {
+	const struct replay_options *o;
+	struct trace_reader *reader;
+	struct rec *recs;
+	size_t n_recs;
+	bool partner_mode; /* the file has partner records: we play the partner */
+
+	/* from the header */
+	char node_id[64], partner_id[64];
+	uint32_t page_size, heartbeat_ms, dead_after_ms, request_timeout_ms;
+	uint64_t memory_size, store_size;
+
+	char dir[PATH_MAX];
+	struct node_proc nodes[2];
+	size_t n_nodes;
+
+	struct stream partner;
+	uint64_t node_epoch;
+	uint64_t next_heartbeat_ms;
+	Envelope **from_node; /* envelopes the node sent, not yet asked for */
+	size_t n_from_node;
+	uint64_t *skipped_seqs; /* the node's recorded requests not replayed */
+	size_t n_skipped;
+
+	struct client clients[CLIENTS_MAX];
+	size_t n_clients;
+
+	struct trace_maps *maps;
+	uint64_t matched;
+	/* The first divergence. */
+	bool diverged;
+	char where[40], field[512];
+	char *expected, *actual;
+};
+
+/* ---- small things ---- */
+
+static char *render(const ProtobufCMessage *m)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		return NULL;
+	if (m)
+		trace_render_text(f, m);
+	fclose(f);
+	return text;
+}
+
+static void diverge(struct replay *rp, const char *where, const char *field,
+		    const ProtobufCMessage *expected, const ProtobufCMessage *actual,
+		    const char *actual_text)
+{
+	if (rp->diverged)
+		return;
+	rp->diverged = true;
+	snprintf(rp->where, sizeof(rp->where), "%s", where);
+	snprintf(rp->field, sizeof(rp->field), "%s", field);
+	rp->expected = render(expected);
+	rp->actual = actual ? render(actual) : strdup(actual_text);
+}
+
+static void where_of(char *buf, size_t len, const struct rec *r, size_t inner, bool batch)
+{
+	if (batch)
+		snprintf(buf, len, "%" PRIu64 ".%zu", r->number, inner + 1);
+	else
+		snprintf(buf, len, "%" PRIu64, r->number);
+}
+
+static int bad_trace(struct replay *rp, uint64_t record, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int bad_trace(struct replay *rp, uint64_t record, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "ftvmctl: %s: record %" PRIu64 ": ", rp->o->path, record);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return -EBADMSG;
+}
+
+/* ---- reading the trace ---- */
+
+static int header_u64(struct replay *rp, const char *key, uint64_t *ret, bool required)
+{
+	const char *v = trace_reader_header_get(rp->reader, key);
+	char *end;
+
+	if (!v) {
+		if (required)
+			return bad_trace(rp, 0, "the header lacks %s, which a replay needs", key);
+		return 0;
+	}
+	errno = 0;
+	*ret = strtoull(v, &end, 10);
+	if (errno || end == v || *end)
+		return bad_trace(rp, 0, "header %s=%s is not a number", key, v);
+	return 0;
+}
+
+static int read_header(struct replay *rp)
+{
+	uint64_t protocol = 0, page = 0, hb = 100, dead = 500, rto = 5000;
+	const char *node = trace_reader_header_get(rp->reader, "node");
+	const char *partner = trace_reader_header_get(rp->reader, "partner");
+
+	if (header_u64(rp, "protocol", &protocol, true) < 0 ||
+	    header_u64(rp, "page_size", &page, true) < 0 ||
+	    header_u64(rp, "memory_size", &rp->memory_size, true) < 0 ||
+	    header_u64(rp, "store_size", &rp->store_size, false) < 0 ||
+	    header_u64(rp, "heartbeat_ms", &hb, false) < 0 ||
+	    header_u64(rp, "dead_after_ms", &dead, false) < 0 ||
+	    header_u64(rp, "request_timeout_ms", &rto, false) < 0)
+		return -EBADMSG;
+	if (protocol != FTVM__PARTNER__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT)
+		return bad_trace(rp, 0, "protocol version %" PRIu64 ", this build speaks %d",
+				 protocol,
+				 FTVM__PARTNER__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
+	if (!node || !node[0] || strlen(node) >= sizeof(rp->node_id))
+		return bad_trace(rp, 0, "the header names no node");
+	snprintf(rp->node_id, sizeof(rp->node_id), "%s", node);
+	if (partner)
+		snprintf(rp->partner_id, sizeof(rp->partner_id), "%s", partner);
+	if (page == 0 || page > UINT32_MAX || hb == 0 || hb > UINT32_MAX || dead == 0 ||
+	    dead > UINT32_MAX || rto == 0 || rto > UINT32_MAX)
+		return bad_trace(rp, 0, "page size or failover timers out of range");
+	rp->page_size = (uint32_t)page;
+	rp->heartbeat_ms = (uint32_t)hb;
+	rp->dead_after_ms = (uint32_t)dead;
+	rp->request_timeout_ms = (uint32_t)rto;
+	return 0;
+}
+
+static int add_rec(struct replay *rp, const struct trace_record *tr)
+{
+	struct rec *r, *grown;
+	char err[300];
+	unsigned long long client, pid;
+
+	if (rp->n_recs % 256 == 0) {
+		grown = realloc(rp->recs, (rp->n_recs + 256) * sizeof(*grown));
+		if (!grown)
+			return bad_trace(rp, tr->number, "out of memory");
+		rp->recs = grown;
+	}
+	r = &rp->recs[rp->n_recs];
+	*r = (struct rec){ .number = tr->number,
+			   .channel = tr->channel,
+			   .direction = tr->direction };
+	if (trace_message_decode(tr, &r->msg, err, sizeof(err)) < 0)
+		return bad_trace(rp, tr->number, "%s", err);
+	rp->n_recs++;
+	if (tr->channel == TRACE_CHANNEL_CLIENT) {
+		if (sscanf(tr->peer, "client %llu pid %llu", &client, &pid) != 2)
+			return bad_trace(rp, tr->number, "peer '%s' is not 'client N pid P'",
+					 tr->peer);
+		r->client = client;
+		return 0;
+	}
+	rp->partner_mode = true;
+	if (!rp->partner_id[0] && tr->direction == TRACE_IN)
+		snprintf(rp->partner_id, sizeof(rp->partner_id), "%s",
+			 ((Envelope *)r->msg)->sender);
+	if (((Envelope *)r->msg)->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH) {
+		Ftvm__Partner__Batch *b = ((Envelope *)r->msg)->batch;
+
+		r->inner = calloc(b->n_envelopes ? b->n_envelopes : 1, sizeof(*r->inner));
+		if (!r->inner)
+			return bad_trace(rp, tr->number, "out of memory");
+		for (; r->n_inner < b->n_envelopes; r->n_inner++) {
+			ProtobufCMessage *m;
+
+			if (trace_message_decode_envelope(b->envelopes[r->n_inner].data,
+							  b->envelopes[r->n_inner].len, &m, err,
+							  sizeof(err)) < 0)
+				return bad_trace(rp, tr->number,
+						 "envelope %zu of its batch does not decode: %s",
+						 r->n_inner + 1, err);
+			r->inner[r->n_inner] = (Envelope *)m;
+		}
+	}
+	return 0;
+}
+
+static int load(struct replay *rp)
+{
+	struct trace_record tr;
+	char err[512];
+	int rc;
+
+	if (trace_reader_open(rp->o->path, &rp->reader, err, sizeof(err)) < 0) {
+		fprintf(stderr, "ftvmctl: %s\n", err);
+		return -EBADMSG;
+	}
+	if (read_header(rp) < 0)
+		return -EBADMSG;
+	while ((rc = trace_reader_next(rp->reader, &tr, err, sizeof(err))) == 1)
+		if (add_rec(rp, &tr) < 0)
+			return -EBADMSG;
+	if (rc < 0) {
+		fprintf(stderr, "ftvmctl: %s\n", err);
+		return -EBADMSG;
+	}
+	trace_warn_torn(rp->reader, rp->n_recs ? rp->recs[rp->n_recs - 1].number + 1 : 1);
+	if (!rp->partner_id[0])
+		return bad_trace(rp, 0,
+				 "the trace never names the partner (recorded before it "
+				 "linked, without partner records): nothing to build a pair "
+				 "from");
+	return 0;
+}
+
+/* ---- the fresh node or pair ---- */
+
+static int free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
+
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+static int write_config(struct replay *rp, struct node_proc *n, const char *id, int listen,
+			int partner)
+{
+	const char *key, *value;
+	FILE *f;
+
+	snprintf(n->id, sizeof(n->id), "%s", id);
+	if (snprintf(n->config, sizeof(n->config), "%s/%s.conf", rp->dir, id) >=
+		    (int)sizeof(n->config) ||
+	    snprintf(n->socket, sizeof(n->socket), "%s/%s.sock", rp->dir, id) >=
+		    (int)sizeof(struct sockaddr_un) - 2)
+		return -ENAMETOOLONG;
+	f = fopen(n->config, "we");
+	if (!f)
+		return -errno;
+	fprintf(f, "[node]\nid = %s\nlisten = 127.0.0.1:%d\npartner = 127.0.0.1:%d\n", id, listen,
+		partner);
+	fprintf(f, "socket = %s.sock\nstate_dir = %s\nlog_level = debug\n", id, id);
+	fprintf(f, "[memory]\nsize = %" PRIu64 "\npage_size = %" PRIu32 "\n", rp->memory_size,
+		rp->page_size);
+	fprintf(f, "[store]\npath = shared/store\n");
+	if (rp->store_size)
+		fprintf(f, "size = %" PRIu64 "\n", rp->store_size);
+	fprintf(f, "[failover]\nheartbeat_ms = %" PRIu32 "\ndead_after_ms = %" PRIu32 "\n",
+		rp->heartbeat_ms, rp->dead_after_ms);
+	fprintf(f, "request_timeout_ms = %" PRIu32 "\n", rp->request_timeout_ms);
+	value = trace_reader_header_get(rp->reader, "solo");
+	if (value)
+		fprintf(f, "solo = %s\n", value);
+	for (size_t i = 0; i < trace_reader_header_count(rp->reader); i++) {
+		trace_reader_header_entry(rp->reader, i, &key, &value);
+		if (strncmp(key, "policy.", 7) == 0 && strcmp(key, "policy.default") != 0)
+			fprintf(f, "[policy %s]\nblock_size = %s\n", key + 7, value);
+	}
+	return fclose(f) == 0 ? 0 : -errno;
+}
+
+static bool node_state_is(const struct node_proc *n, const char *state)
+{
+	struct ftvm_node_status st;
+	struct ftvm_client *c;
+	bool ok;
+
+	if (ftvm_connect(n->socket, &c) < 0)
+		return false;
+	ok = ftvm_status(c, &st) == 0 && (!state || strcmp(st.state, state) == 0);
+	ftvm_disconnect(c);
+	return ok;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+static int start_nodes(struct replay *rp)
+{
+	char ftvmd[PATH_MAX], log[PATH_MAX + 16], shared[PATH_MAX + 16];
+	int port[2] = { free_port(), free_port() }, r;
+	const char *tmp = getenv("TMPDIR");
+	uint64_t deadline;
+
+	r = ftvmd_find(rp->o->ftvmd, ftvmd, sizeof(ftvmd));
+	if (r < 0) {
+		fprintf(stderr, "ftvmctl: trace replay: cannot find ftvmd (give --ftvmd PATH)\n");
+		return r;
+	}
+	snprintf(rp->dir, sizeof(rp->dir), "%s/ftvm-replay.XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+	if (port[0] < 0 || port[1] < 0 || !mkdtemp(rp->dir)) {
+		fprintf(stderr, "ftvmctl: trace replay: cannot make a temporary directory: %s\n",
+			strerror(errno));
+		rp->dir[0] = '\0';
+		return -errno;
+	}
+	snprintf(shared, sizeof(shared), "%s/shared", rp->dir);
+	mkdir(shared, 0750);
+	rp->n_nodes = rp->partner_mode ? 1 : 2;
+	r = write_config(rp, &rp->nodes[0], rp->node_id, port[0], port[1]);
+	if (r == 0 && rp->n_nodes == 2)
+		r = write_config(rp, &rp->nodes[1], rp->partner_id, port[1], port[0]);
+	for (size_t i = 0; r == 0 && i < rp->n_nodes; i++) {
+		snprintf(log, sizeof(log), "%s/%s.log", rp->dir, rp->nodes[i].id);
+		r = ftvmd_spawn(ftvmd, rp->nodes[i].config, log, &rp->nodes[i].pid);
+	}
+	if (r < 0) {
+		fprintf(stderr, "ftvmctl: trace replay: cannot start ftvmd: %s\n", strerror(-r));
+		return r;
+	}
+	/* Up: serving clients (alone), or the pair active. */
+	deadline = clock_now_ms() + START_TIMEOUT_MS;
+	for (size_t i = 0; i < rp->n_nodes; i++)
+		while (!node_state_is(&rp->nodes[i], rp->n_nodes == 2 ? "active" : NULL)) {
+			if (clock_now_ms() > deadline) {
+				fprintf(stderr,
+					"ftvmctl: trace replay: the fresh node %s did not come up "
+					"within %u ms (its log: %s/%s.log)\n",
+					rp->nodes[i].id, START_TIMEOUT_MS, rp->dir,
+					rp->nodes[i].id);
+				return -ETIMEDOUT;
+			}
+			sleep_ms(20);
+		}
+	rp->partner.fd = -1;
+	if (rp->partner_mode) {
+		struct sockaddr_in sa = { .sin_family = AF_INET,
+					  .sin_port = htons((uint16_t)port[0]),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int one = 1;
+
+		rp->partner.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (rp->partner.fd < 0 ||
+		    connect(rp->partner.fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			fprintf(stderr,
+				"ftvmctl: trace replay: cannot reach node %s's partner port "
+				"%d: %s\n",
+				rp->node_id, port[0], strerror(errno));
+			return -errno;
+		}
+		setsockopt(rp->partner.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
+	return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static void stop_nodes(struct replay *rp)
+{
+	for (size_t i = 0; i < rp->n_nodes; i++) {
+		int status;
+
+		if (rp->nodes[i].pid <= 0)
+			continue;
+		kill(rp->nodes[i].pid, SIGTERM);
+		for (int t = 0; t < 500 && waitpid(rp->nodes[i].pid, &status, WNOHANG) == 0; t++)
+			sleep_ms(10);
+		if (kill(rp->nodes[i].pid, 0) == 0) {
+			kill(rp->nodes[i].pid, SIGKILL);
+			waitpid(rp->nodes[i].pid, &status, 0);
+		}
+	}
+	if (rp->dir[0] && !rp->o->keep)
+		nftw(rp->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	else if (rp->dir[0])
+		fprintf(stderr, "ftvmctl: trace replay: kept %s\n", rp->dir);
+}
+
+/* ---- frames on the wire ---- */
+
+static int send_frame(int fd, const ProtobufCMessage *m)
+{
+	uint8_t *payload, hdr[FRAME_HEADER_SIZE];
+	size_t len;
+	int r = codec_payload_pack(m, &payload, &len);
+
+	if (r < 0)
+		return r;
+	frame_header_build(hdr, payload, len);
+	if (send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL | MSG_MORE) != (ssize_t)sizeof(hdr) ||
+	    send(fd, payload, len, MSG_NOSIGNAL) != (ssize_t)len)
+		r = errno ? -errno : -EIO;
+	free(payload);
+	return r;
+}
+
+/* Reads what the fd has; returns the frames' payloads one by one through
+ * next_frame. -ECONNRESET when the node closed it. */
+static int stream_fill(struct stream *s)
+{
+	ssize_t n;
+
+	if (s->cap - s->len < 65536) {
+		size_t cap = s->cap ? 2 * s->cap : 1u << 20;
+		uint8_t *b = realloc(s->buf, cap);
+
+		if (!b)
+			return -ENOMEM;
+		s->buf = b;
+		s->cap = cap;
+	}
+	n = recv(s->fd, s->buf + s->len, s->cap - s->len, MSG_DONTWAIT);
+	if (n == 0)
+		return -ECONNRESET;
+	if (n < 0)
+		return errno == EAGAIN ? 0 : -errno;
+	s->len += (size_t)n;
+	return 0;
+}
+
+/* 1 with the first whole frame's payload, 0 when none is whole yet. */
+static int stream_next(struct stream *s, uint8_t **ret, size_t *ret_len, const char **why)
+{
+	const uint8_t *payload;
+	size_t len;
+	int r = frame_decode(s->buf, s->len, FRAME_MAX_PAYLOAD_DEFAULT, &payload, &len, why);
+
+	if (r <= 0)
+		return r;
+	*ret = malloc(len ? len : 1);
+	if (!*ret)
+		return -ENOMEM;
+	memcpy(*ret, payload, len);
+	*ret_len = len;
+	memmove(s->buf, s->buf + r, s->len - (size_t)r);
+	s->len -= (size_t)r;
+	return 1;
+}
+
+/* ---- the partner side ---- */
+
+static void send_partner_envelope(struct replay *rp, Envelope *env)
+{
+	env->epoch = rp->node_epoch;
+	if (send_frame(rp->partner.fd, &env->base) < 0)
+		diverge(rp, "-", "the node closed the partner connection", &env->base, NULL,
+			"nothing: the connection is gone");
+}
+
+static void send_own(struct replay *rp, Envelope *env)
+{
+	env->version = FTVM__PARTNER__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
+	env->sender = rp->partner_id;
+	send_partner_envelope(rp, env);
+}
+
+static void send_heartbeat(struct replay *rp)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__Heartbeat hb = FTVM__PARTNER__HEARTBEAT__INIT;
+
+	hb.sent_us = clock_now_us();
+	hb.state = FTVM__PARTNER__NODE_STATE__NODE_STATE_ACTIVE;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT;
+	env.heartbeat = &hb;
+	send_own(rp, &env);
+	rp->next_heartbeat_ms = clock_now_ms() + rp->heartbeat_ms;
+}
+
+static void send_hello(struct replay *rp)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__Hello h = FTVM__PARTNER__HELLO__INIT;
+
+	h.node_id = rp->partner_id;
+	h.version = FTVM__PARTNER__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
+	h.epoch = rp->node_epoch;
+	h.page_size = rp->page_size;
+	h.frame_count = rp->memory_size / rp->page_size;
+	h.initiator = true;
+	h.state = FTVM__PARTNER__NODE_STATE__NODE_STATE_STARTING;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO;
+	env.hello = &h;
+	send_own(rp, &env);
+}
+
+/* Time-driven messages: never played, never compared (TRACE.md). */
+static bool time_driven(const Envelope *env)
+{
+	return env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT ||
+	       env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO ||
+	       env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED;
+}
+
+static int queue_from_node(struct replay *rp, Envelope *env)
+{
+	Envelope **q;
+
+	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO)
+		rp->node_epoch = env->hello->epoch;
+	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED) {
+		CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+		Envelope ans = FTVM__PARTNER__ENVELOPE__INIT;
+
+		ans.answers = env->seq;
+		ans.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE;
+		ans.command_complete = &cc;
+		send_own(rp, &ans);
+	}
+	if (time_driven(env)) {
+		codec_envelope_free(env);
+		return 0;
+	}
+	q = realloc(rp->from_node, (rp->n_from_node + 1) * sizeof(*q));
+	if (!q) {
+		codec_envelope_free(env);
+		return -ENOMEM;
+	}
+	rp->from_node = q;
+	rp->from_node[rp->n_from_node++] = env;
+	return 0;
+}
+
+static int partner_frame(struct replay *rp, const uint8_t *payload, size_t len)
+{
+	char err[200];
+	Envelope *env;
+	int r = codec_envelope_decode(payload, len, &env, err, sizeof(err));
+
+	if (r < 0) {
+		diverge(rp, "-", "the node sent an envelope that does not decode", NULL, NULL, err);
+		return r;
+	}
+	if (env->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH)
+		return queue_from_node(rp, env);
+	for (size_t i = 0; r == 0 && i < env->batch->n_envelopes; i++) {
+		Envelope *inner;
+
+		r = codec_envelope_decode(env->batch->envelopes[i].data,
+					  env->batch->envelopes[i].len, &inner, err, sizeof(err));
+		if (r == 0)
+			r = queue_from_node(rp, inner);
+		else
+			diverge(rp, "-", "the node sent a batch that does not decode", NULL, NULL,
+				err);
+	}
+	codec_envelope_free(env);
+	return r;
+}
+
+static int client_frame(struct replay *rp, struct client *c, const uint8_t *payload, size_t len)
+{
+	ClientReply *reply = ftvm__client__client_reply__unpack(NULL, len, payload), **q;
+
+	if (!reply) {
+		diverge(rp, "-", "the node sent a reply that does not parse", NULL, NULL,
+			"a ClientReply that does not parse");
+		return -EBADMSG;
+	}
+	q = realloc(c->replies, (c->n_replies + 1) * sizeof(*q));
+	if (!q) {
+		ftvm__client__client_reply__free_unpacked(reply, NULL);
+		return -ENOMEM;
+	}
+	c->replies = q;
+	c->replies[c->n_replies++] = reply;
+	return 0;
+}
+
+/* Reads what came until deadline_ms (or one round when it has passed),
+ * sending our heartbeats meanwhile. */
+static int pump(struct replay *rp, uint64_t deadline_ms)
+{
+	struct pollfd pfd[CLIENTS_MAX + 1];
+	size_t n = 0;
+	uint64_t now = clock_now_ms(), until = deadline_ms;
+	int r;
+
+	if (rp->partner.fd >= 0) {
+		if (now >= rp->next_heartbeat_ms)
+			send_heartbeat(rp);
+		if (rp->next_heartbeat_ms < until)
+			until = rp->next_heartbeat_ms;
+		pfd[n++] = (struct pollfd){ .fd = rp->partner.fd, .events = POLLIN };
+	}
+	for (size_t i = 0; i < rp->n_clients; i++)
+		pfd[n++] = (struct pollfd){ .fd = rp->clients[i].s.fd, .events = POLLIN };
+	r = poll(pfd, n, until > now ? (int)(until - now) : 0);
+	if (r < 0)
+		return errno == EINTR ? 0 : -errno;
+	for (size_t i = 0; i < n; i++) {
+		struct stream *s = i == 0 && rp->partner.fd >= 0
+					   ? &rp->partner
+					   : &rp->clients[i - (rp->partner.fd >= 0)].s;
+		const char *why = NULL;
+		uint8_t *payload;
+		size_t len;
+
+		if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		r = stream_fill(s);
+		while (r == 0 && (r = stream_next(s, &payload, &len, &why)) == 1) {
+			r = s == &rp->partner
+				    ? partner_frame(rp, payload, len)
+				    : client_frame(rp, &rp->clients[i - (rp->partner.fd >= 0)],
+						   payload, len);
+			free(payload);
+		}
+		if (r < 0) {
+			diverge(rp, "-",
+				s == &rp->partner ? "the node dropped the partner connection"
+						  : "the node dropped a client connection",
+				NULL, NULL, why ? why : strerror(-r));
+			return r;
+		}
+	}
+	return 0;
+}
+
+/* The first envelope from the node that answers our seq, or is a request of
+ * kind, taken off the queue; NULL when none came before the deadline. */
+static Envelope *wait_from_node(struct replay *rp, const Envelope *want)
+{
+	uint64_t deadline = clock_now_ms() + rp->request_timeout_ms + ANSWER_MARGIN_MS;
+	bool answer = want->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE;
+
+	do {
+		for (size_t i = 0; i < rp->n_from_node; i++) {
+			Envelope *e = rp->from_node[i];
+
+			if (answer ? e->message_case == want->message_case &&
+					     e->answers == want->answers
+				   : e->message_case == want->message_case && e->seq) {
+				memmove(&rp->from_node[i], &rp->from_node[i + 1],
+					(rp->n_from_node - i - 1) * sizeof(*rp->from_node));
+				rp->n_from_node--;
+				return e;
+			}
+		}
+	} while (!rp->diverged && pump(rp, deadline) == 0 && clock_now_ms() < deadline);
+	return NULL;
+}
+
+static bool skipped(const struct replay *rp, uint64_t seq)
+{
+	for (size_t i = 0; i < rp->n_skipped; i++)
+		if (rp->skipped_seqs[i] == seq)
+			return true;
+	return false;
+}
+
+static void expect_partner(struct replay *rp, const char *where, Envelope *want)
+{
+	char field[512], waited[96];
+	Envelope *got;
+
+	if (want->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED) {
+		uint64_t *s = realloc(rp->skipped_seqs, (rp->n_skipped + 1) * sizeof(*s));
+
+		if (s) {
+			rp->skipped_seqs = s;
+			rp->skipped_seqs[rp->n_skipped++] = want->seq;
+		}
+	}
+	if (time_driven(want))
+		return;
+	got = wait_from_node(rp, want);
+	if (!got) {
+		snprintf(waited, sizeof(waited), "nothing within %u ms",
+			 rp->request_timeout_ms + ANSWER_MARGIN_MS);
+		diverge(rp, where, "no such message from the node", &want->base, NULL, waited);
+		return;
+	}
+	if (trace_compare(rp->maps, &want->base, &got->base, field, sizeof(field)) < 0)
+		diverge(rp, where, field, &want->base, &got->base, NULL);
+	else
+		rp->matched++;
+	codec_envelope_free(got);
+}
+
+/* An envelope of the partner's, about to be sent: mapped values put in, an
+ * answer to the node's request given the node's new seq. false: leave it
+ * out (it answers a request that is not replayed). */
+static bool prepare(struct replay *rp, const char *where, Envelope *env)
+{
+	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE) {
+		uint64_t now;
+
+		if (skipped(rp, env->answers))
+			return false;
+		now = trace_maps_node_seq(rp->maps, env->answers);
+		if (!now) {
+			char why[160];
+
+			snprintf(why, sizeof(why),
+				 "it answers the node's request seq %" PRIu64
+				 ", which the node did not make in this run",
+				 env->answers);
+			diverge(rp, where, why, &env->base, NULL, "no such request");
+			return false;
+		}
+		env->answers = now;
+	}
+	env->epoch = rp->node_epoch;
+	if (trace_rewrite(rp->maps, &env->base) < 0) {
+		diverge(rp, where, "out of memory", &env->base, NULL, "out of memory");
+		return false;
+	}
+	return true;
+}
+
+static void play_partner_in(struct replay *rp, struct rec *r)
+{
+	Envelope *env = (Envelope *)r->msg;
+	char where[40];
+	Ftvm__Partner__Batch *b;
+	size_t kept = 0;
+
+	where_of(where, sizeof(where), r, 0, false);
+	if (time_driven(env))
+		return;
+	if (env->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH) {
+		if (prepare(rp, where, env))
+			send_partner_envelope(rp, env);
+		return;
+	}
+	/* A batch goes as a batch (its envelopes apply together), repacked. */
+	b = env->batch;
+	for (size_t i = 0; i < r->n_inner; i++) {
+		uint8_t *payload;
+		size_t len;
+
+		where_of(where, sizeof(where), r, i, true);
+		if (!prepare(rp, where, r->inner[i]))
+			continue;
+		if (codec_payload_pack(&r->inner[i]->base, &payload, &len) < 0)
+			return;
+		free(b->envelopes[kept].data);
+		b->envelopes[kept++] = (ProtobufCBinaryData){ .len = len, .data = payload };
+	}
+	for (size_t i = kept; i < b->n_envelopes; i++)
+		free(b->envelopes[i].data);
+	b->n_envelopes = kept;
+	if (kept && !rp->diverged)
+		send_partner_envelope(rp, env);
+}
+
+static void play_partner_out(struct replay *rp, struct rec *r)
+{
+	Envelope *env = (Envelope *)r->msg;
+	char where[40];
+
+	if (env->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH) {
+		where_of(where, sizeof(where), r, 0, false);
+		expect_partner(rp, where, env);
+		return;
+	}
+	/* The node may batch differently this time: its envelopes one by one. */
+	for (size_t i = 0; i < r->n_inner && !rp->diverged; i++) {
+		where_of(where, sizeof(where), r, i, true);
+		expect_partner(rp, where, r->inner[i]);
+	}
+}
+
+/* ---- the clients ---- */
+
+static struct client *client_for(struct replay *rp, uint64_t recorded)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct client *c;
+
+	for (size_t i = 0; i < rp->n_clients; i++)
+		if (rp->clients[i].recorded == recorded)
+			return &rp->clients[i];
+	if (rp->n_clients == CLIENTS_MAX)
+		return NULL;
+	c = &rp->clients[rp->n_clients];
+	*c = (struct client){ .recorded = recorded };
+	memcpy(sa.sun_path, rp->nodes[0].socket, strlen(rp->nodes[0].socket) + 1);
+	c->s.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->s.fd < 0 || connect(c->s.fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		if (c->s.fd >= 0)
+			close(c->s.fd);
+		return NULL;
+	}
+	rp->n_clients++;
+	return c;
+}
+
+static void play_client_in(struct replay *rp, struct rec *r)
+{
+	struct client *c = client_for(rp, r->client);
+	char where[40];
+
+	where_of(where, sizeof(where), r, 0, false);
+	if (!c) {
+		diverge(rp, where, "cannot connect a client to the node", r->msg, NULL,
+			strerror(errno));
+		return;
+	}
+	if (trace_rewrite(rp->maps, r->msg) < 0 || send_frame(c->s.fd, r->msg) < 0)
+		diverge(rp, where, "cannot send the request", r->msg, NULL, strerror(errno));
+}
+
+static void play_client_out(struct replay *rp, struct rec *r)
+{
+	const ClientReply *want = (const ClientReply *)r->msg;
+	uint64_t deadline = clock_now_ms() + rp->request_timeout_ms + ANSWER_MARGIN_MS;
+	struct client *c = client_for(rp, r->client);
+	char where[40], field[512], waited[96];
+
+	where_of(where, sizeof(where), r, 0, false);
+	if (!c) {
+		diverge(rp, where, "cannot connect a client to the node", r->msg, NULL,
+			strerror(errno));
+		return;
+	}
+	do {
+		for (size_t i = 0; i < c->n_replies; i++) {
+			ClientReply *got = c->replies[i];
+
+			if (got->id != want->id)
+				continue;
+			memmove(&c->replies[i], &c->replies[i + 1],
+				(c->n_replies - i - 1) * sizeof(*c->replies));
+			c->n_replies--;
+			if (trace_compare(rp->maps, r->msg, &got->base, field, sizeof(field)) < 0)
+				diverge(rp, where, field, r->msg, &got->base, NULL);
+			else
+				rp->matched++;
+			ftvm__client__client_reply__free_unpacked(got, NULL);
+			return;
+		}
+	} while (!rp->diverged && pump(rp, deadline) == 0 && clock_now_ms() < deadline);
+	snprintf(waited, sizeof(waited), "nothing within %u ms",
+		 rp->request_timeout_ms + ANSWER_MARGIN_MS);
+	diverge(rp, where, "no reply from the node", r->msg, NULL, waited);
+}
+
+/* ---- the run ---- */
+
+static void play(struct replay *rp)
+{
+	uint64_t deadline = clock_now_ms() + START_TIMEOUT_MS;
+
+	if (rp->partner_mode) {
+		/* The node speaks first on a new connection: its Hello gives the
+		 * epoch ours must carry. */
+		rp->next_heartbeat_ms = UINT64_MAX;
+		while (!rp->diverged && !rp->node_epoch && clock_now_ms() < deadline)
+			pump(rp, clock_now_ms() + 20);
+		send_hello(rp);
+		send_heartbeat(rp);
+		/* Up: the node said Hello and is active with us. */
+		while (!rp->diverged && !node_state_is(&rp->nodes[0], "active")) {
+			if (clock_now_ms() > deadline) {
+				diverge(rp, "0", "the fresh node never linked with the replayer",
+					NULL, NULL, "not active");
+				return;
+			}
+			pump(rp, clock_now_ms() + 20);
+		}
+	}
+	for (size_t i = 0; i < rp->n_recs && !rp->diverged; i++) {
+		struct rec *r = &rp->recs[i];
+
+		if (r->channel == TRACE_CHANNEL_PARTNER && r->direction == TRACE_IN)
+			play_partner_in(rp, r);
+		else if (r->channel == TRACE_CHANNEL_PARTNER)
+			play_partner_out(rp, r);
+		else if (r->direction == TRACE_IN)
+			play_client_in(rp, r);
+		else
+			play_client_out(rp, r);
+	}
+}
+
+static int report(const struct replay *rp)
+{
+	json_object *o, *d = NULL;
+
+	if (rp->o->json) {
+		o = json_object_new_object();
+		json_object_object_add(o, "records", json_object_new_uint64(rp->n_recs));
+		json_object_object_add(o, "matched", json_object_new_uint64(rp->matched));
+		if (rp->diverged) {
+			d = json_object_new_object();
+			json_object_object_add(d, "record", json_object_new_string(rp->where));
+			json_object_object_add(d, "field", json_object_new_string(rp->field));
+			json_object_object_add(
+				d, "expected",
+				json_object_new_string(rp->expected ? rp->expected : ""));
+			json_object_object_add(
+				d, "actual", json_object_new_string(rp->actual ? rp->actual : ""));
+		}
+		json_object_object_add(o, "first_divergence", d);
+		puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+							       JSON_C_TO_STRING_NOSLASHESCAPE));
+		json_object_put(o);
+	} else if (!rp->diverged) {
+		printf("%s: %zu records replayed against a fresh %s, %" PRIu64 " answers matched\n",
+		       rp->o->path, rp->n_recs, rp->partner_mode ? "node" : "pair", rp->matched);
+	}
+	if (rp->diverged)
+		fprintf(stderr,
+			"ftvmctl: %s: record %s: divergence after %" PRIu64
+			" matched answers: %s\n  expected: %s\n  actual:   %s\n",
+			rp->o->path, rp->where, rp->matched, rp->field,
+			rp->expected ? rp->expected : "", rp->actual ? rp->actual : "");
+	return rp->diverged ? 1 : 0;
+}
+
+static void replay_free(struct replay *rp)
+{
+	for (size_t i = 0; i < rp->n_recs; i++) {
+		for (size_t j = 0; j < rp->recs[i].n_inner; j++)
+			codec_envelope_free(rp->recs[i].inner[j]);
+		free(rp->recs[i].inner);
+		trace_message_free(rp->recs[i].msg);
+	}
+	free(rp->recs);
+	for (size_t i = 0; i < rp->n_from_node; i++)
+		codec_envelope_free(rp->from_node[i]);
+	free(rp->from_node);
+	free(rp->skipped_seqs);
+	for (size_t i = 0; i < rp->n_clients; i++) {
+		close(rp->clients[i].s.fd);
+		free(rp->clients[i].s.buf);
+		for (size_t j = 0; j < rp->clients[i].n_replies; j++)
+			ftvm__client__client_reply__free_unpacked(rp->clients[i].replies[j], NULL);
+		free(rp->clients[i].replies);
+	}
+	if (rp->partner.fd >= 0)
+		close(rp->partner.fd);
+	free(rp->partner.buf);
+	trace_maps_free(rp->maps);
+	trace_reader_free(rp->reader);
+	free(rp->expected);
+	free(rp->actual);
+}
+
+int trace_replay_run(const struct replay_options *o)
+{
+	struct replay rp = { .o = o, .partner = { .fd = -1 } };
+	int rc;
+
+	if (load(&rp) < 0 || trace_maps_new(&rp.maps) < 0) {
+		replay_free(&rp);
+		return 1;
+	}
+	if (start_nodes(&rp) < 0) {
+		stop_nodes(&rp);
+		replay_free(&rp);
+		return 3;
+	}
+	play(&rp);
+	rc = report(&rp);
+	stop_nodes(&rp);
+	replay_free(&rp);
+	return rc;
+}
