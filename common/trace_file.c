@@ -1,4 +1,5 @@
 /* Trace files (trace_file.h; the layout is in TRACE.md). */
+#define _GNU_SOURCE /* asprintf */
 #include "trace_file.h"
 
 #include <errno.h>
@@ -106,25 +107,19 @@ static int write_all(int fd, const struct iovec *iov, int n)
 	return (size_t)done == want ? 0 : -ENOSPC;
 }
 
-int trace_writer_create(const char *path, const char *header_text, struct trace_writer **ret)
+int trace_writer_create_exact(const char *path, const char *header_text, struct trace_writer **ret)
 {
 	uint8_t head[TRACE_FILE_HEADER_SIZE], crc_be[4];
+	size_t text_len = strlen(header_text);
 	struct trace_writer *w;
-	char started[64];
-	size_t text_len;
-	uint32_t crc;
 	int r;
 
+	if (text_len > TRACE_HEADER_TEXT_MAX)
+		return -E2BIG;
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
 	w->t0_us = clock_now_us();
-	snprintf(started, sizeof(started), "started_monotonic_us=%" PRIu64 "\n", w->t0_us);
-	text_len = strlen(header_text) + strlen(started);
-	if (text_len > TRACE_HEADER_TEXT_MAX) {
-		free(w);
-		return -E2BIG;
-	}
 	w->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640);
 	if (w->fd < 0) {
 		r = -errno;
@@ -135,18 +130,14 @@ int trace_writer_create(const char *path, const char *header_text, struct trace_
 	put_be16(head + 8, TRACE_FORMAT_VERSION);
 	put_be16(head + 10, 0);
 	put_be32(head + 12, (uint32_t)text_len);
-	crc = crc32c(0, head, sizeof(head));
-	crc = crc32c(crc, header_text, strlen(header_text));
-	crc = crc32c(crc, started, strlen(started));
-	put_be32(crc_be, crc);
+	put_be32(crc_be, crc32c(crc32c(0, head, sizeof(head)), header_text, text_len));
 	r = write_all(w->fd,
 		      (const struct iovec[]){
 			      { .iov_base = head, .iov_len = sizeof(head) },
-			      { .iov_base = (void *)header_text, .iov_len = strlen(header_text) },
-			      { .iov_base = started, .iov_len = strlen(started) },
+			      { .iov_base = (void *)header_text, .iov_len = text_len },
 			      { .iov_base = crc_be, .iov_len = sizeof(crc_be) },
 		      },
-		      4);
+		      3);
 	if (r < 0) {
 		close(w->fd);
 		unlink(path);
@@ -157,42 +148,90 @@ int trace_writer_create(const char *path, const char *header_text, struct trace_
 	return 0;
 }
 
+int trace_writer_create(const char *path, const char *header_text, struct trace_writer **ret)
+{
+	uint64_t t0 = clock_now_us();
+	char *text;
+	int r;
+
+	if (asprintf(&text, "%sstarted_monotonic_us=%" PRIu64 "\n", header_text, t0) < 0)
+		return -ENOMEM;
+	r = trace_writer_create_exact(path, text, ret);
+	free(text);
+	if (r == 0)
+		(*ret)->t0_us = t0;
+	return r;
+}
+
 int trace_writer_append(struct trace_writer *w, enum trace_channel channel,
 			enum trace_direction direction, const char *peer, const void *payload,
 			size_t len)
 {
-	size_t peer_len = strnlen(peer, TRACE_PEER_MAX);
-	uint8_t head[RECORD_HEAD_SIZE], crc_be[4];
-	uint32_t crc;
+	return trace_writer_append_at(w, clock_now_us() - w->t0_us, channel, direction, peer,
+				      payload, len);
+}
+
+size_t trace_record_size(const char *peer, size_t len)
+{
+	return RECORD_HEAD_SIZE + strnlen(peer, TRACE_PEER_MAX) + len + RECORD_CRC_SIZE;
+}
+
+size_t trace_record_encode(uint8_t *out, uint64_t t_us, enum trace_channel channel,
+			   enum trace_direction direction, const char *peer, const void *payload,
+			   size_t len)
+{
+	size_t peer_len = strnlen(peer, TRACE_PEER_MAX), total = trace_record_size(peer, len);
+
+	put_be32(out, (uint32_t)(total - 4 - RECORD_CRC_SIZE));
+	put_be64(out + 4, t_us);
+	out[12] = (uint8_t)channel;
+	out[13] = (uint8_t)direction;
+	put_be16(out + 14, (uint16_t)peer_len);
+	memcpy(out + RECORD_HEAD_SIZE, peer, peer_len);
+	if (len)
+		memcpy(out + RECORD_HEAD_SIZE + peer_len, payload, len);
+	put_be32(out + total - RECORD_CRC_SIZE, crc32c(0, out, total - RECORD_CRC_SIZE));
+	return total;
+}
+
+int trace_writer_append_at(struct trace_writer *w, uint64_t t_us, enum trace_channel channel,
+			   enum trace_direction direction, const char *peer, const void *payload,
+			   size_t len)
+{
+	size_t size = trace_record_size(peer, len);
+	uint8_t *buf;
+	int r;
+
+	if (size > TRACE_RECORD_MAX)
+		return -E2BIG;
+	buf = malloc(size);
+	if (!buf)
+		return -ENOMEM;
+	trace_record_encode(buf, t_us, channel, direction, peer, payload, len);
+	r = trace_writer_append_encoded(w, buf, size, 1);
+	free(buf);
+	return r;
+}
+
+int trace_writer_append_encoded(struct trace_writer *w, const void *records, size_t len, uint64_t n)
+{
 	int r;
 
 	if (w->error)
 		return w->error;
-	if (RECORD_HEAD_SIZE + peer_len + len + RECORD_CRC_SIZE > TRACE_RECORD_MAX)
-		return -E2BIG;
-	put_be32(head, (uint32_t)(RECORD_HEAD_SIZE - 4 + peer_len + len));
-	put_be64(head + 4, clock_now_us() - w->t0_us);
-	head[12] = (uint8_t)channel;
-	head[13] = (uint8_t)direction;
-	put_be16(head + 14, (uint16_t)peer_len);
-	crc = crc32c(0, head, sizeof(head));
-	crc = crc32c(crc, peer, peer_len);
-	crc = crc32c(crc, payload, len);
-	put_be32(crc_be, crc);
 	r = write_all(w->fd,
-		      (const struct iovec[]){
-			      { .iov_base = head, .iov_len = sizeof(head) },
-			      { .iov_base = (void *)peer, .iov_len = peer_len },
-			      { .iov_base = (void *)payload, .iov_len = len },
-			      { .iov_base = crc_be, .iov_len = sizeof(crc_be) },
-		      },
-		      4);
+		      (const struct iovec[]){ { .iov_base = (void *)records, .iov_len = len } }, 1);
 	if (r < 0) {
 		w->error = r;
 		return r;
 	}
-	w->records++;
+	w->records += n;
 	return 0;
+}
+
+uint64_t trace_writer_now_us(const struct trace_writer *w)
+{
+	return clock_now_us() - w->t0_us;
 }
 
 uint64_t trace_writer_records(const struct trace_writer *w)

@@ -51,11 +51,30 @@ struct trace_writer;
  * file header: header_text ("key=value" lines, TRACE.md) and the
  * started_monotonic_us this writer's record times count from. */
 int trace_writer_create(const char *path, const char *header_text, struct trace_writer **ret);
+/* The same with the header text as given, byte for byte (converting a trace
+ * from its text form): record times are the caller's then. */
+int trace_writer_create_exact(const char *path, const char *header_text, struct trace_writer **ret);
 /* Appends one record in one write(2), so a crash leaves whole records and at
- * most one torn one at the end. t_us is taken here. */
+ * most one torn one at the end. The time is taken here. */
 int trace_writer_append(struct trace_writer *w, enum trace_channel channel,
 			enum trace_direction direction, const char *peer, const void *payload,
 			size_t len);
+/* The same at a given time (microseconds since started_monotonic_us). */
+int trace_writer_append_at(struct trace_writer *w, uint64_t t_us, enum trace_channel channel,
+			   enum trace_direction direction, const char *peer, const void *payload,
+			   size_t len);
+/* Records for appending many at once (the node encodes them on its loop and
+ * writes them from a thread): the bytes one record takes, and the record
+ * itself in out (that many bytes). */
+size_t trace_record_size(const char *peer, size_t len);
+size_t trace_record_encode(uint8_t *out, uint64_t t_us, enum trace_channel channel,
+			   enum trace_direction direction, const char *peer, const void *payload,
+			   size_t len);
+/* Appends n whole records, encoded, in one write(2). */
+int trace_writer_append_encoded(struct trace_writer *w, const void *records, size_t len,
+				uint64_t n);
+/* The time a record made now carries. */
+uint64_t trace_writer_now_us(const struct trace_writer *w);
 /* Records appended so far. */
 uint64_t trace_writer_records(const struct trace_writer *w);
 /* Closes the file; NULL is fine. Returns the first write error seen, if any. */

@@ -25,6 +25,7 @@
 #include "ftvm_build.h"
 #include "trace_dump.h"
 #include "trace_replay.h"
+#include "trace_text.h"
 
 #define FAILBACK_TRIES 300 /* of 100 ms */
 
@@ -1318,6 +1319,10 @@ static int cmd_trace(struct ctl *ctl, int argc, char **argv)
 		return trace_stop(ctl);
 	if (argc == 2 && strcmp(argv[0], "dump") == 0)
 		return trace_dump_run(argv[1], ctl->json);
+	if (argc == 2 && strcmp(argv[0], "text") == 0)
+		return trace_text_run(argv[1]);
+	if (argc == 3 && strcmp(argv[0], "binary") == 0)
+		return trace_binary_run(argv[1], argv[2]);
 	if (argc == 2 && strcmp(argv[0], "replay") == 0) {
 		struct replay_options o = {
 			.path = argv[1], .ftvmd = ctl->ftvmd, .json = ctl->json, .keep = ctl->keep
@@ -1325,7 +1330,8 @@ static int cmd_trace(struct ctl *ctl, int argc, char **argv)
 
 		return trace_replay_run(&o);
 	}
-	return command_usage_error("trace", "want start FILE, stop, dump FILE or replay FILE");
+	return command_usage_error("trace", "want start FILE, stop, dump FILE, replay FILE, "
+					    "text FILE or binary TEXT OUT");
 }
 
 static const struct option drill_options[] = {
@@ -1524,7 +1530,7 @@ static const struct command commands[] = {
 	{
 		.name = "trace",
 		.args = "start FILE [--channels all|partner|client] | stop | dump FILE | "
-			"replay FILE [--ftvmd PATH] [--keep]",
+			"replay FILE [--ftvmd PATH] [--keep] | text FILE | binary TEXT OUT",
 		.summary = "record the node's messages to a trace file, show or replay one",
 		.help = "Records every message that crosses the node's partner channel and client\n"
 			"API (common/TRACE.md):\n"
@@ -1539,6 +1545,8 @@ static const struct command commands[] = {
 			"                      recorded side of the conversation into it and compare\n"
 			"                      every answer; the first divergence is reported with\n"
 			"                      its record, field, and the expected and actual message\n"
+			"  text FILE           print the trace in its text form (the trace library's)\n"
+			"  binary TEXT OUT     make the binary trace OUT (new) from its text form\n"
 			"\n"
 			"Options:\n"
 			"  --channels C        all (default), partner or client\n"

@@ -72,8 +72,9 @@ static json_object *json_message(json_object *o, const ProtobufCMessage *m)
 }
 
 /* The envelopes of a batch, decoded; -EBADMSG names the one at fault. */
-static int print_batch(const struct trace_record *rec, const Ftvm__Partner__Batch *b,
-		       json_object *json_list, char *err, size_t err_len)
+static int print_batch(FILE *f, const char *prefix, const struct trace_record *rec,
+		       const Ftvm__Partner__Batch *b, json_object *json_list, char *err,
+		       size_t err_len)
 {
 	for (size_t i = 0; i < b->n_envelopes; i++) {
 		ProtobufCMessage *inner;
@@ -89,16 +90,17 @@ static int print_batch(const struct trace_record *rec, const Ftvm__Partner__Batc
 			json_object_array_add(json_list,
 					      json_message(json_object_new_object(), inner));
 		} else {
-			printf("%6" PRIu64 ".%-3zu %*s", rec->number, i + 1, 30, "");
-			trace_render_text(stdout, inner);
-			putchar('\n');
+			fprintf(f, "%s%6" PRIu64 ".%-3zu %*s", prefix, rec->number, i + 1, 30, "");
+			trace_render_text(f, inner);
+			fputc('\n', f);
 		}
 		trace_message_free(inner);
 	}
 	return 0;
 }
 
-static int print_record(const struct trace_record *rec, bool json, char *err, size_t err_len)
+int trace_dump_record(FILE *f, const char *prefix, const struct trace_record *rec, bool json,
+		      char *err, size_t err_len)
 {
 	ProtobufCMessage *m;
 	const Ftvm__Partner__Batch *b;
@@ -125,27 +127,30 @@ static int print_record(const struct trace_record *rec, bool json, char *err, si
 			json_object_object_add(o, "batch", list);
 		}
 	} else {
-		printf("%6" PRIu64 " %11.6f %-7s %-3s %-16s ", rec->number, (double)rec->t_us / 1e6,
-		       trace_channel_name(rec->channel), trace_direction_name(rec->direction),
-		       rec->peer);
+		fprintf(f, "%s%6" PRIu64 " %11.6f %-7s %-3s %-16s ", prefix, rec->number,
+			(double)rec->t_us / 1e6, trace_channel_name(rec->channel),
+			trace_direction_name(rec->direction), rec->peer);
 		if (b)
-			printf("Batch of %zu\n", b->n_envelopes);
+			fprintf(f, "Batch of %zu\n", b->n_envelopes);
 		else
-			trace_render_text(stdout, m);
+			trace_render_text(f, m);
 		if (!b)
-			putchar('\n');
+			fputc('\n', f);
 	}
 	if (b)
-		r = print_batch(rec, b, list, err, err_len);
+		r = print_batch(f, prefix, rec, b, list, err, err_len);
 	if (o && r == 0)
-		puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-							       JSON_C_TO_STRING_NOSLASHESCAPE));
+		fprintf(f, "%s\n",
+			json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+								  JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(o);
 	trace_message_free(m);
 	return r;
 }
 
-int trace_dump_run(const char *path, bool json)
+int trace_walk(const char *path, void (*header)(const struct trace_reader *r, void *arg),
+	       int (*record)(const struct trace_record *rec, void *arg, char *why, size_t len),
+	       void *arg)
 {
 	struct trace_reader *r;
 	struct trace_record rec;
@@ -157,10 +162,10 @@ int trace_dump_run(const char *path, bool json)
 		fprintf(stderr, "ftvmctl: %s\n", err);
 		return 1;
 	}
-	print_header(r, json);
+	header(r, arg);
 	while ((rc = trace_reader_next(r, &rec, err, sizeof(err))) == 1) {
 		last = rec.number;
-		if (print_record(&rec, json, why, sizeof(why)) < 0) {
+		if (record(&rec, arg, why, sizeof(why)) < 0) {
 			snprintf(err, sizeof(err), "%s: record %" PRIu64 ": %s", path, rec.number,
 				 why);
 			rc = -EBADMSG;
@@ -174,4 +179,19 @@ int trace_dump_run(const char *path, bool json)
 		trace_warn_torn(r, last + 1);
 	trace_reader_free(r);
 	return rc < 0 ? 1 : 0;
+}
+
+static void dump_header(const struct trace_reader *r, void *arg)
+{
+	print_header(r, *(bool *)arg);
+}
+
+static int dump_record(const struct trace_record *rec, void *arg, char *why, size_t len)
+{
+	return trace_dump_record(stdout, "", rec, *(bool *)arg, why, len);
+}
+
+int trace_dump_run(const char *path, bool json)
+{
+	return trace_walk(path, dump_header, dump_record, &json);
 }
