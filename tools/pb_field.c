@@ -2,7 +2,11 @@
 #include "pb_field.h"
 
 #include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
+
+#include "crc32c.h"
 
 static size_t element_size(ProtobufCType t)
 {
@@ -49,42 +53,53 @@ struct pb_value pb_field_get(const ProtobufCMessage *m, const ProtobufCFieldDesc
 	case PROTOBUF_C_TYPE_INT32:
 	case PROTOBUF_C_TYPE_SINT32:
 	case PROTOBUF_C_TYPE_SFIXED32:
+		v.kind = PB_SIGNED;
 		v.i = *(const int32_t *)p;
 		break;
 	case PROTOBUF_C_TYPE_INT64:
 	case PROTOBUF_C_TYPE_SINT64:
 	case PROTOBUF_C_TYPE_SFIXED64:
+		v.kind = PB_SIGNED;
 		v.i = *(const int64_t *)p;
 		break;
 	case PROTOBUF_C_TYPE_UINT32:
 	case PROTOBUF_C_TYPE_FIXED32:
+		v.kind = PB_UNSIGNED;
 		v.u = *(const uint32_t *)p;
 		break;
 	case PROTOBUF_C_TYPE_UINT64:
 	case PROTOBUF_C_TYPE_FIXED64:
+		v.kind = PB_UNSIGNED;
 		v.u = *(const uint64_t *)p;
 		break;
 	case PROTOBUF_C_TYPE_FLOAT:
+		v.kind = PB_FLOAT;
 		v.d = *(const float *)p;
 		break;
 	case PROTOBUF_C_TYPE_DOUBLE:
+		v.kind = PB_FLOAT;
 		v.d = *(const double *)p;
 		break;
 	case PROTOBUF_C_TYPE_BOOL:
+		v.kind = PB_BOOL;
 		v.u = *(const protobuf_c_boolean *)p != 0;
 		break;
 	case PROTOBUF_C_TYPE_ENUM:
+		v.kind = PB_ENUM;
 		v.u = (uint64_t)(int64_t) * (const int *)p;
 		break;
 	case PROTOBUF_C_TYPE_STRING:
+		v.kind = PB_STRING;
 		v.s = *(const char *const *)p;
 		if (!v.s)
 			v.s = "";
 		break;
 	case PROTOBUF_C_TYPE_BYTES:
+		v.kind = PB_BYTES;
 		v.bytes = *(const ProtobufCBinaryData *)p;
 		break;
 	case PROTOBUF_C_TYPE_MESSAGE:
+		v.kind = PB_MESSAGE;
 		v.msg = *(const ProtobufCMessage *const *)p;
 		break;
 	}
@@ -93,25 +108,73 @@ struct pb_value pb_field_get(const ProtobufCMessage *m, const ProtobufCFieldDesc
 
 bool pb_value_is_default(const struct pb_value *v)
 {
-	switch (v->type) {
-	case PROTOBUF_C_TYPE_INT32:
-	case PROTOBUF_C_TYPE_SINT32:
-	case PROTOBUF_C_TYPE_SFIXED32:
-	case PROTOBUF_C_TYPE_INT64:
-	case PROTOBUF_C_TYPE_SINT64:
-	case PROTOBUF_C_TYPE_SFIXED64:
+	switch (v->kind) {
+	case PB_SIGNED:
 		return v->i == 0;
-	case PROTOBUF_C_TYPE_FLOAT:
-	case PROTOBUF_C_TYPE_DOUBLE:
+	case PB_FLOAT:
 		return v->d == 0;
-	case PROTOBUF_C_TYPE_STRING:
+	case PB_STRING:
 		return v->s[0] == '\0';
-	case PROTOBUF_C_TYPE_BYTES:
+	case PB_BYTES:
 		return v->bytes.len == 0;
-	case PROTOBUF_C_TYPE_MESSAGE:
+	case PB_MESSAGE:
 		return v->msg == NULL;
 	default:
 		return v->u == 0;
+	}
+}
+
+void pb_value_format(const struct pb_value *v, const ProtobufCFieldDescriptor *f, char *buf,
+		     size_t len)
+{
+	switch (v->kind) {
+	case PB_SIGNED:
+		snprintf(buf, len, "%" PRId64, v->i);
+		break;
+	case PB_FLOAT:
+		snprintf(buf, len, "%g", v->d);
+		break;
+	case PB_BOOL:
+		snprintf(buf, len, "%s", v->u ? "true" : "false");
+		break;
+	case PB_ENUM:
+		snprintf(buf, len, "%s", pb_enum_short_name(f, (int)v->u));
+		break;
+	case PB_STRING:
+		snprintf(buf, len, "%s", v->s);
+		break;
+	case PB_BYTES:
+		snprintf(buf, len, "<%zu bytes crc32c 0x%08" PRIx32 ">", v->bytes.len,
+			 crc32c(0, v->bytes.data, v->bytes.len));
+		break;
+	case PB_MESSAGE:
+		snprintf(buf, len, "{...}");
+		break;
+	default:
+		snprintf(buf, len, "%" PRIu64, v->u);
+		break;
+	}
+}
+
+bool pb_value_equal(const struct pb_value *a, const struct pb_value *b)
+{
+	if (a->kind != b->kind)
+		return false;
+	switch (a->kind) {
+	case PB_SIGNED:
+		return a->i == b->i;
+	case PB_FLOAT:
+		return a->d == b->d;
+	case PB_STRING:
+		return strcmp(a->s, b->s) == 0;
+	case PB_BYTES:
+		return a->bytes.len == b->bytes.len &&
+		       (a->bytes.len == 0 ||
+			memcmp(a->bytes.data, b->bytes.data, a->bytes.len) == 0);
+	case PB_MESSAGE:
+		return a->msg == b->msg;
+	default:
+		return a->u == b->u;
 	}
 }
 

@@ -9,8 +9,21 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+/* The protobuf types by how C holds them. */
+enum pb_kind {
+	PB_SIGNED,   /* .i */
+	PB_UNSIGNED, /* .u */
+	PB_BOOL,     /* .u, 0 or 1 */
+	PB_ENUM,     /* .u, the value */
+	PB_FLOAT,    /* .d */
+	PB_STRING,   /* .s, never NULL */
+	PB_BYTES,    /* .bytes */
+	PB_MESSAGE,  /* .msg */
+};
+
 struct pb_value {
 	ProtobufCType type;
+	enum pb_kind kind;
 	union {
 		int64_t i;  /* the signed integer types */
 		uint64_t u; /* the unsigned ones, bool, enum */
@@ -29,6 +42,12 @@ struct pb_value pb_field_get(const ProtobufCMessage *m, const ProtobufCFieldDesc
 			     size_t i);
 /* 0, "", false, empty bytes: what proto3 leaves off the wire. */
 bool pb_value_is_default(const struct pb_value *v);
+/* A value other than a message as text: numbers, true/false, enums by name,
+ * bytes as "<N bytes crc32c 0x...>", strings as they are. */
+void pb_value_format(const struct pb_value *v, const ProtobufCFieldDescriptor *f, char *buf,
+		     size_t len);
+/* The same type, the same value. */
+bool pb_value_equal(const struct pb_value *a, const struct pb_value *b);
 /* An enum value's name without its type's prefix: STATUS_OK -> "OK". */
 const char *pb_enum_short_name(const ProtobufCFieldDescriptor *f, int value);
 /* The oneof member set in m, or NULL (the first oneof only: ours have one). */

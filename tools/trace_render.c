@@ -1,7 +1,6 @@
 /* trace_render.h */
 #include "trace_render.h"
 
-#include <inttypes.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -45,41 +44,17 @@ static void render_string(FILE *f, const char *s)
 static void render_value(FILE *f, const ProtobufCFieldDescriptor *fd, const struct pb_value *v)
 {
 	bool first = true;
+	char text[128];
 
-	switch (v->type) {
-	case PROTOBUF_C_TYPE_INT32:
-	case PROTOBUF_C_TYPE_SINT32:
-	case PROTOBUF_C_TYPE_SFIXED32:
-	case PROTOBUF_C_TYPE_INT64:
-	case PROTOBUF_C_TYPE_SINT64:
-	case PROTOBUF_C_TYPE_SFIXED64:
-		fprintf(f, "%" PRId64, v->i);
-		break;
-	case PROTOBUF_C_TYPE_FLOAT:
-	case PROTOBUF_C_TYPE_DOUBLE:
-		fprintf(f, "%g", v->d);
-		break;
-	case PROTOBUF_C_TYPE_BOOL:
-		fputs(v->u ? "true" : "false", f);
-		break;
-	case PROTOBUF_C_TYPE_ENUM:
-		fputs(pb_enum_short_name(fd, (int)v->u), f);
-		break;
-	case PROTOBUF_C_TYPE_STRING:
+	if (v->kind == PB_STRING) {
 		render_string(f, v->s);
-		break;
-	case PROTOBUF_C_TYPE_BYTES:
-		fprintf(f, "<%zu bytes crc32c 0x%08" PRIx32 ">", v->bytes.len,
-			crc32c(0, v->bytes.data, v->bytes.len));
-		break;
-	case PROTOBUF_C_TYPE_MESSAGE:
+	} else if (v->kind == PB_MESSAGE) {
 		fputc('{', f);
 		render_fields(f, v->msg, false, &first);
 		fputc('}', f);
-		break;
-	default:
-		fprintf(f, "%" PRIu64, v->u);
-		break;
+	} else {
+		pb_value_format(v, fd, text, sizeof(text));
+		fputs(text, f);
 	}
 }
 
@@ -151,31 +126,25 @@ static json_object *json_value(const ProtobufCFieldDescriptor *fd, const struct 
 {
 	json_object *o;
 
-	switch (v->type) {
-	case PROTOBUF_C_TYPE_INT32:
-	case PROTOBUF_C_TYPE_SINT32:
-	case PROTOBUF_C_TYPE_SFIXED32:
-	case PROTOBUF_C_TYPE_INT64:
-	case PROTOBUF_C_TYPE_SINT64:
-	case PROTOBUF_C_TYPE_SFIXED64:
+	switch (v->kind) {
+	case PB_SIGNED:
 		return json_object_new_int64(v->i);
-	case PROTOBUF_C_TYPE_FLOAT:
-	case PROTOBUF_C_TYPE_DOUBLE:
+	case PB_FLOAT:
 		return json_object_new_double(v->d);
-	case PROTOBUF_C_TYPE_BOOL:
+	case PB_BOOL:
 		return json_object_new_boolean(v->u != 0);
-	case PROTOBUF_C_TYPE_ENUM:
+	case PB_ENUM:
 		return json_object_new_string(pb_enum_short_name(fd, (int)v->u));
-	case PROTOBUF_C_TYPE_STRING:
+	case PB_STRING:
 		return json_object_new_string(v->s);
-	case PROTOBUF_C_TYPE_BYTES:
+	case PB_BYTES:
 		o = json_object_new_object();
 		json_object_object_add(o, "bytes", json_object_new_uint64(v->bytes.len));
 		json_object_object_add(
 			o, "crc32c",
 			json_object_new_uint64(crc32c(0, v->bytes.data, v->bytes.len)));
 		return o;
-	case PROTOBUF_C_TYPE_MESSAGE:
+	case PB_MESSAGE:
 		return trace_render_json(v->msg);
 	default:
 		return json_object_new_uint64(v->u);

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "crc32c.h"
 #include "pb_field.h"
 
 enum rule {
@@ -223,62 +222,6 @@ static char *substitute(const struct trace_maps *maps, const char *s)
 	return out;
 }
 
-static void value_text(const struct pb_value *v, const ProtobufCFieldDescriptor *f, char *buf,
-		       size_t len)
-{
-	switch (v->type) {
-	case PROTOBUF_C_TYPE_STRING:
-		snprintf(buf, len, "\"%s\"", v->s);
-		break;
-	case PROTOBUF_C_TYPE_BYTES:
-		snprintf(buf, len, "<%zu bytes crc32c 0x%08" PRIx32 ">", v->bytes.len,
-			 crc32c(0, v->bytes.data, v->bytes.len));
-		break;
-	case PROTOBUF_C_TYPE_ENUM:
-		snprintf(buf, len, "%s", pb_enum_short_name(f, (int)v->u));
-		break;
-	case PROTOBUF_C_TYPE_INT32:
-	case PROTOBUF_C_TYPE_SINT32:
-	case PROTOBUF_C_TYPE_SFIXED32:
-	case PROTOBUF_C_TYPE_INT64:
-	case PROTOBUF_C_TYPE_SINT64:
-	case PROTOBUF_C_TYPE_SFIXED64:
-		snprintf(buf, len, "%" PRId64, v->i);
-		break;
-	case PROTOBUF_C_TYPE_FLOAT:
-	case PROTOBUF_C_TYPE_DOUBLE:
-		snprintf(buf, len, "%g", v->d);
-		break;
-	default:
-		snprintf(buf, len, "%" PRIu64, v->u);
-		break;
-	}
-}
-
-static bool values_equal(const struct pb_value *e, const struct pb_value *a)
-{
-	switch (e->type) {
-	case PROTOBUF_C_TYPE_STRING:
-		return strcmp(e->s, a->s) == 0;
-	case PROTOBUF_C_TYPE_BYTES:
-		return e->bytes.len == a->bytes.len &&
-		       (e->bytes.len == 0 ||
-			memcmp(e->bytes.data, a->bytes.data, e->bytes.len) == 0);
-	case PROTOBUF_C_TYPE_FLOAT:
-	case PROTOBUF_C_TYPE_DOUBLE:
-		return e->d == a->d;
-	case PROTOBUF_C_TYPE_INT32:
-	case PROTOBUF_C_TYPE_SINT32:
-	case PROTOBUF_C_TYPE_SFIXED32:
-	case PROTOBUF_C_TYPE_INT64:
-	case PROTOBUF_C_TYPE_SINT64:
-	case PROTOBUF_C_TYPE_SFIXED64:
-		return e->i == a->i;
-	default:
-		return e->u == a->u;
-	}
-}
-
 struct walk {
 	struct trace_maps *maps;
 	char path[256];
@@ -296,15 +239,11 @@ static int compare_value(struct walk *w, const ProtobufCMessage *m,
 
 	if (f->type == PROTOBUF_C_TYPE_MESSAGE)
 		return compare_message(w, e->msg, a->msg);
-	value_text(e, f, et, sizeof(et));
-	value_text(a, f, at, sizeof(at));
+	pb_value_format(e, f, et, sizeof(et));
+	pb_value_format(a, f, at, sizeof(at));
 	if (rule >= RULE_MAP_GUID && f->type != PROTOBUF_C_TYPE_BYTES) {
-		/* Values are bound as text: the same namespace for the numbers
-		 * and strings of one kind. */
-		if (f->type == PROTOBUF_C_TYPE_STRING) {
-			snprintf(et, sizeof(et), "%s", e->s);
-			snprintf(at, sizeof(at), "%s", a->s);
-		}
+		/* Values are bound as text: one namespace for the numbers and the
+		 * strings of a kind. */
 		return bind(&w->maps->maps[rule - RULE_MAP_GUID], map_names[rule - RULE_MAP_GUID],
 			    et, at, w->why, sizeof(w->why));
 	}
@@ -318,9 +257,12 @@ static int compare_value(struct walk *w, const ProtobufCMessage *m,
 		free(expected);
 		return eq ? 0 : -1;
 	}
-	if (values_equal(e, a))
+	if (pb_value_equal(e, a))
 		return 0;
-	snprintf(w->why, sizeof(w->why), "expected %s, got %s", et, at);
+	if (f->type == PROTOBUF_C_TYPE_STRING)
+		snprintf(w->why, sizeof(w->why), "expected \"%s\", got \"%s\"", et, at);
+	else
+		snprintf(w->why, sizeof(w->why), "expected %s, got %s", et, at);
 	return -1;
 }
 
