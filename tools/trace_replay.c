@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -49,6 +50,7 @@
 #include "trace_rules.h"
 
 #define START_TIMEOUT_MS 10000u
+#define START_ATTEMPTS 3
 #define ANSWER_MARGIN_MS 5000u /* beyond the node's request_timeout_ms */
 #define CLIENTS_MAX 64u
 
@@ -71,6 +73,18 @@ struct stream {
 	int fd;
 	uint8_t *buf;
 	size_t len, cap;
+	int passed_fd; /* a descriptor that came with the bytes (the frame pool), -1 */
+};
+
+/* A pointer the node granted this client, or one it asked for (offset not
+ * known yet): where a page is in the client's map of the pool. */
+struct pointer {
+	uint64_t id; /* the request's */
+	char guid[64];
+	uint64_t page;
+	uint64_t offset;
+	uint32_t length;
+	bool granted;
 };
 
 struct client {
@@ -78,6 +92,10 @@ struct client {
 	struct stream s;
 	ClientReply **replies; /* read, not yet asked for */
 	size_t n_replies;
+	uint8_t *pool; /* the node's frame pool, mapped as libftvm maps it */
+	size_t pool_size;
+	struct pointer *pointers;
+	size_t n_pointers;
 };
 
 struct node_proc {
@@ -102,6 +120,7 @@ struct replay {
 	char dir[PATH_MAX];
 	struct node_proc nodes[2];
 	size_t n_nodes;
+	int reserved_fd; /* holds the partner's port (partner mode), -1 */
 
 	struct stream partner;
 	uint64_t node_epoch;
@@ -307,19 +326,23 @@ static int load(struct replay *rp)
 
 /* ---- the fresh node or pair ---- */
 
-static int free_port(void)
+/* A free loopback port, held (bound, not listening) until *fd is closed:
+ * nobody else takes it meanwhile, and a connect to it is refused. */
+static int reserve_port(int *fd)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET,
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
 
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
+	*fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (*fd < 0 || bind(*fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    getsockname(*fd, (struct sockaddr *)&sa, &len) < 0) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		return -1;
+	}
+	return ntohs(sa.sin_port);
 }
 
 static int write_config(struct replay *rp, struct node_proc *n, const char *id, int listen,
@@ -379,20 +402,33 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-static int start_nodes(struct replay *rp)
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-	char ftvmd[PATH_MAX], log[PATH_MAX + 16], shared[PATH_MAX + 16];
-	int port[2] = { free_port(), free_port() }, r;
+	return remove(path);
+}
+
+static bool exited(struct node_proc *n)
+{
+	int status;
+
+	if (n->pid > 0 && waitpid(n->pid, &status, WNOHANG) == n->pid)
+		n->pid = 0;
+	return n->pid == 0;
+}
+
+/* One try at a fresh node (or pair) in a new directory: 0, -EAGAIN when a
+ * node exited (its port was taken between our pick and its bind), or an
+ * error said on stderr. The partner's port stays reserved by the replayer in
+ * partner mode, so the node dials nobody else. */
+static int try_start(struct replay *rp, const char *ftvmd, int *ret_port)
+{
+	char log[PATH_MAX + 16], shared[PATH_MAX + 16];
 	const char *tmp = getenv("TMPDIR");
+	int port[2], hold[2], r = 0;
 	uint64_t deadline;
 
-	r = ftvmd_find(rp->o->ftvmd, ftvmd, sizeof(ftvmd));
-	if (r < 0) {
-		fprintf(stderr, "ftvmctl: trace replay: cannot find ftvmd (give --ftvmd PATH)\n");
-		return r;
-	}
 	snprintf(rp->dir, sizeof(rp->dir), "%s/ftvm-replay.XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-	if (port[0] < 0 || port[1] < 0 || !mkdtemp(rp->dir)) {
+	if (!mkdtemp(rp->dir)) {
 		fprintf(stderr, "ftvmctl: trace replay: cannot make a temporary directory: %s\n",
 			strerror(errno));
 		rp->dir[0] = '\0';
@@ -400,14 +436,23 @@ static int start_nodes(struct replay *rp)
 	}
 	snprintf(shared, sizeof(shared), "%s/shared", rp->dir);
 	mkdir(shared, 0750);
-	rp->n_nodes = rp->partner_mode ? 1 : 2;
-	r = write_config(rp, &rp->nodes[0], rp->node_id, port[0], port[1]);
+	port[0] = reserve_port(&hold[0]);
+	port[1] = reserve_port(&hold[1]);
+	if (port[0] < 0 || port[1] < 0)
+		r = -EADDRNOTAVAIL;
+	if (r == 0)
+		r = write_config(rp, &rp->nodes[0], rp->node_id, port[0], port[1]);
 	if (r == 0 && rp->n_nodes == 2)
 		r = write_config(rp, &rp->nodes[1], rp->partner_id, port[1], port[0]);
 	for (size_t i = 0; r == 0 && i < rp->n_nodes; i++) {
 		snprintf(log, sizeof(log), "%s/%s.log", rp->dir, rp->nodes[i].id);
+		close(hold[i]);
+		hold[i] = -1;
 		r = ftvmd_spawn(ftvmd, rp->nodes[i].config, log, &rp->nodes[i].pid);
 	}
+	rp->reserved_fd = hold[1];
+	if (hold[0] >= 0)
+		close(hold[0]);
 	if (r < 0) {
 		fprintf(stderr, "ftvmctl: trace replay: cannot start ftvmd: %s\n", strerror(-r));
 		return r;
@@ -416,6 +461,8 @@ static int start_nodes(struct replay *rp)
 	deadline = clock_now_ms() + START_TIMEOUT_MS;
 	for (size_t i = 0; i < rp->n_nodes; i++)
 		while (!node_state_is(&rp->nodes[i], rp->n_nodes == 2 ? "active" : NULL)) {
+			if (exited(&rp->nodes[0]) || (rp->n_nodes == 2 && exited(&rp->nodes[1])))
+				return -EAGAIN;
 			if (clock_now_ms() > deadline) {
 				fprintf(stderr,
 					"ftvmctl: trace replay: the fresh node %s did not come up "
@@ -426,33 +473,11 @@ static int start_nodes(struct replay *rp)
 			}
 			sleep_ms(20);
 		}
-	rp->partner.fd = -1;
-	if (rp->partner_mode) {
-		struct sockaddr_in sa = { .sin_family = AF_INET,
-					  .sin_port = htons((uint16_t)port[0]),
-					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-		int one = 1;
-
-		rp->partner.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (rp->partner.fd < 0 ||
-		    connect(rp->partner.fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-			fprintf(stderr,
-				"ftvmctl: trace replay: cannot reach node %s's partner port "
-				"%d: %s\n",
-				rp->node_id, port[0], strerror(errno));
-			return -errno;
-		}
-		setsockopt(rp->partner.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	}
+	*ret_port = port[0];
 	return 0;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	return remove(path);
-}
-
-static void stop_nodes(struct replay *rp)
+static void stop_nodes(struct replay *rp, bool keep)
 {
 	for (size_t i = 0; i < rp->n_nodes; i++) {
 		int status;
@@ -466,11 +491,59 @@ static void stop_nodes(struct replay *rp)
 			kill(rp->nodes[i].pid, SIGKILL);
 			waitpid(rp->nodes[i].pid, &status, 0);
 		}
+		rp->nodes[i].pid = 0;
 	}
-	if (rp->dir[0] && !rp->o->keep)
+	if (rp->reserved_fd >= 0)
+		close(rp->reserved_fd);
+	rp->reserved_fd = -1;
+	if (rp->dir[0] && !keep)
 		nftw(rp->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 	else if (rp->dir[0])
 		fprintf(stderr, "ftvmctl: trace replay: kept %s\n", rp->dir);
+	rp->dir[0] = '\0';
+}
+
+static int start_nodes(struct replay *rp)
+{
+	char ftvmd[PATH_MAX];
+	int port = 0, r;
+
+	r = ftvmd_find(rp->o->ftvmd, ftvmd, sizeof(ftvmd));
+	if (r < 0) {
+		fprintf(stderr, "ftvmctl: trace replay: cannot find ftvmd (give --ftvmd PATH)\n");
+		return r;
+	}
+	rp->n_nodes = rp->partner_mode ? 1 : 2;
+	for (int attempt = 0; attempt < START_ATTEMPTS; attempt++) {
+		r = try_start(rp, ftvmd, &port);
+		if (r != -EAGAIN)
+			break;
+		stop_nodes(rp, false);
+	}
+	if (r == -EAGAIN)
+		fprintf(stderr, "ftvmctl: trace replay: the fresh node exited at start, %d times\n",
+			START_ATTEMPTS);
+	if (r < 0)
+		return r;
+	rp->partner.fd = -1;
+	if (rp->partner_mode) {
+		struct sockaddr_in sa = { .sin_family = AF_INET,
+					  .sin_port = htons((uint16_t)port),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int one = 1;
+
+		rp->partner.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (rp->partner.fd < 0 ||
+		    connect(rp->partner.fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			fprintf(stderr,
+				"ftvmctl: trace replay: cannot reach node %s's partner port "
+				"%d: %s\n",
+				rp->node_id, port, strerror(errno));
+			return -errno;
+		}
+		setsockopt(rp->partner.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
+	return 0;
 }
 
 /* ---- frames on the wire ---- */
@@ -506,12 +579,26 @@ static int stream_fill(struct stream *s)
 		s->buf = b;
 		s->cap = cap;
 	}
-	n = recv(s->fd, s->buf + s->len, s->cap - s->len, MSG_DONTWAIT);
+	char control[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = s->buf + s->len, .iov_len = s->cap - s->len };
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
+			      .msg_control = control,
+			      .msg_controllen = sizeof(control) };
+	struct cmsghdr *cmsg;
+
+	n = recvmsg(s->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n == 0)
 		return -ECONNRESET;
 	if (n < 0)
 		return errno == EAGAIN ? 0 : -errno;
 	s->len += (size_t)n;
+	for (cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg))
+		if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
+			if (s->passed_fd >= 0)
+				close(s->passed_fd);
+			memcpy(&s->passed_fd, CMSG_DATA(cmsg), sizeof(int));
+		}
 	return 0;
 }
 
@@ -645,6 +732,33 @@ static int partner_frame(struct replay *rp, const uint8_t *payload, size_t len)
 	return r;
 }
 
+/* What a client learns from a reply as libftvm would: the pool it maps, the
+ * offsets of the pointers it is granted. */
+static void client_learn(struct client *c, const ClientReply *reply)
+{
+	if (reply->reply_case == FTVM__CLIENT__CLIENT_REPLY__REPLY_MAP && c->s.passed_fd >= 0) {
+		void *p = mmap(NULL, reply->map->size, PROT_READ | PROT_WRITE, MAP_SHARED,
+			       c->s.passed_fd, 0);
+
+		if (p != MAP_FAILED) {
+			if (c->pool)
+				munmap(c->pool, c->pool_size);
+			c->pool = p;
+			c->pool_size = reply->map->size;
+		}
+		close(c->s.passed_fd);
+		c->s.passed_fd = -1;
+	}
+	if (reply->reply_case != FTVM__CLIENT__CLIENT_REPLY__REPLY_POINTER)
+		return;
+	for (size_t i = 0; i < c->n_pointers; i++)
+		if (!c->pointers[i].granted && c->pointers[i].id == reply->id) {
+			c->pointers[i].granted = true;
+			c->pointers[i].offset = reply->pointer->offset;
+			c->pointers[i].length = reply->pointer->length;
+		}
+}
+
 static int client_frame(struct replay *rp, struct client *c, const uint8_t *payload, size_t len)
 {
 	ClientReply *reply = ftvm__client__client_reply__unpack(NULL, len, payload), **q;
@@ -654,6 +768,7 @@ static int client_frame(struct replay *rp, struct client *c, const uint8_t *payl
 			"a ClientReply that does not parse");
 		return -EBADMSG;
 	}
+	client_learn(c, reply);
 	q = realloc(c->replies, (c->n_replies + 1) * sizeof(*q));
 	if (!q) {
 		ftvm__client__client_reply__free_unpacked(reply, NULL);
@@ -872,7 +987,7 @@ static struct client *client_for(struct replay *rp, uint64_t recorded)
 	if (rp->n_clients == CLIENTS_MAX)
 		return NULL;
 	c = &rp->clients[rp->n_clients];
-	*c = (struct client){ .recorded = recorded };
+	*c = (struct client){ .recorded = recorded, .s = { .passed_fd = -1 } };
 	memcpy(sa.sun_path, rp->nodes[0].socket, strlen(rp->nodes[0].socket) + 1);
 	c->s.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->s.fd < 0 || connect(c->s.fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
@@ -884,10 +999,67 @@ static struct client *client_for(struct replay *rp, uint64_t recorded)
 	return c;
 }
 
-static void play_client_in(struct replay *rp, struct rec *r)
+/* The block the recorded node sent its partner for this page after
+ * record i: what the client had written through its pointer. */
+static const ProtobufCBinaryData *written_block(const struct replay *rp, size_t i, const char *guid,
+						uint64_t page)
 {
+	for (; i < rp->n_recs; i++) {
+		const struct rec *r = &rp->recs[i];
+		Envelope *const *envs = r->inner ? r->inner : (Envelope *const *)&r->msg;
+		size_t n = r->inner ? r->n_inner : 1;
+
+		if (r->channel != TRACE_CHANNEL_PARTNER || r->direction != TRACE_OUT)
+			continue;
+		for (size_t j = 0; j < n; j++)
+			if (envs[j]->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE &&
+			    strcmp(envs[j]->write_page->guid, guid) == 0 &&
+			    envs[j]->write_page->page == page)
+				return &envs[j]->write_page->data;
+	}
+	return NULL;
+}
+
+/* Pointers: a client writes into the node's frames without a message. The
+ * replayer does what the client did, from the block the recorded node then
+ * mirrored (a trace without the partner channel does not have it). */
+static void client_pointer_call(struct replay *rp, struct client *c, size_t i,
+				const ClientRequest *req, const char *recorded_guid)
+{
+	if (req->request_case == FTVM__CLIENT__CLIENT_REQUEST__REQUEST_GET_POINTER) {
+		struct pointer *p = realloc(c->pointers, (c->n_pointers + 1) * sizeof(*p));
+
+		if (!p)
+			return;
+		c->pointers = p;
+		p = &c->pointers[c->n_pointers++];
+		*p = (struct pointer){ .id = req->id, .page = req->get_pointer->page };
+		snprintf(p->guid, sizeof(p->guid), "%s", req->get_pointer->guid);
+		return;
+	}
+	if (req->request_case != FTVM__CLIENT__CLIENT_REQUEST__REQUEST_RELEASE_POINTER ||
+	    !req->release_pointer->modified || !c->pool)
+		return;
+	for (size_t k = c->n_pointers; k-- > 0;) {
+		struct pointer *p = &c->pointers[k];
+		const ProtobufCBinaryData *block;
+
+		if (!p->granted || strcmp(p->guid, req->release_pointer->guid) != 0 ||
+		    p->page != req->release_pointer->page)
+			continue;
+		block = written_block(rp, i, recorded_guid, p->page);
+		if (block && block->len == p->length && p->offset + p->length <= c->pool_size)
+			memcpy(c->pool + p->offset, block->data, block->len);
+		return;
+	}
+}
+
+static void play_client_in(struct replay *rp, size_t i)
+{
+	struct rec *r = &rp->recs[i];
 	struct client *c = client_for(rp, r->client);
-	char where[40];
+	const ClientRequest *req = (const ClientRequest *)r->msg;
+	char where[40], recorded_guid[64] = "";
 
 	where_of(where, sizeof(where), r, 0, false);
 	if (!c) {
@@ -895,7 +1067,14 @@ static void play_client_in(struct replay *rp, struct rec *r)
 			strerror(errno));
 		return;
 	}
-	if (trace_rewrite(rp->maps, r->msg) < 0 || send_frame(c->s.fd, r->msg) < 0)
+	if (req->request_case == FTVM__CLIENT__CLIENT_REQUEST__REQUEST_RELEASE_POINTER)
+		snprintf(recorded_guid, sizeof(recorded_guid), "%s", req->release_pointer->guid);
+	if (trace_rewrite(rp->maps, r->msg) < 0) {
+		diverge(rp, where, "out of memory", r->msg, NULL, "out of memory");
+		return;
+	}
+	client_pointer_call(rp, c, i, req, recorded_guid);
+	if (send_frame(c->s.fd, r->msg) < 0)
 		diverge(rp, where, "cannot send the request", r->msg, NULL, strerror(errno));
 }
 
@@ -966,7 +1145,7 @@ static void play(struct replay *rp)
 		else if (r->channel == TRACE_CHANNEL_PARTNER)
 			play_partner_out(rp, r);
 		else if (r->direction == TRACE_IN)
-			play_client_in(rp, r);
+			play_client_in(rp, i);
 		else
 			play_client_out(rp, r);
 	}
@@ -1026,6 +1205,11 @@ static void replay_free(struct replay *rp)
 		for (size_t j = 0; j < rp->clients[i].n_replies; j++)
 			ftvm__client__client_reply__free_unpacked(rp->clients[i].replies[j], NULL);
 		free(rp->clients[i].replies);
+		free(rp->clients[i].pointers);
+		if (rp->clients[i].pool)
+			munmap(rp->clients[i].pool, rp->clients[i].pool_size);
+		if (rp->clients[i].s.passed_fd >= 0)
+			close(rp->clients[i].s.passed_fd);
 	}
 	if (rp->partner.fd >= 0)
 		close(rp->partner.fd);
@@ -1038,7 +1222,7 @@ static void replay_free(struct replay *rp)
 
 int trace_replay_run(const struct replay_options *o)
 {
-	struct replay rp = { .o = o, .partner = { .fd = -1 } };
+	struct replay rp = { .o = o, .partner = { .fd = -1 }, .reserved_fd = -1 };
 	int rc;
 
 	if (load(&rp) < 0 || trace_maps_new(&rp.maps) < 0) {
@@ -1046,13 +1230,13 @@ int trace_replay_run(const struct replay_options *o)
 		return 1;
 	}
 	if (start_nodes(&rp) < 0) {
-		stop_nodes(&rp);
+		stop_nodes(&rp, o->keep);
 		replay_free(&rp);
 		return 3;
 	}
 	play(&rp);
 	rc = report(&rp);
-	stop_nodes(&rp);
+	stop_nodes(&rp, o->keep);
 	replay_free(&rp);
 	return rc;
 }
