@@ -112,3 +112,29 @@ json=$("$FTVMCTL" --json trace replay "$WORK/c.trace" --ftvmd "$WORK/halved-ftvm
 jq -e ".first_divergence.record == \"$sense\" and (.first_divergence.field | startswith(\"ClientReply.sense.media[0].capacity\")) and .matched < .records" \
 	<<<"$json" >/dev/null || fail "--json divergence: $json"
 ok "a diverging node: record $sense, field and both messages named; exit 1"
+
+# The text form: converts back byte for byte; bad lines are refused naming
+# the text file and line, leaving no binary behind; a record whose message
+# does not decode is refused by replay naming file and record.
+lib=$FTVM_SRCDIR/tests/traces/alloc_granted.a.txt
+"$FTVMCTL" trace text "$WORK/c.trace" >"$WORK/c.txt"
+"$FTVMCTL" trace binary "$WORK/c.txt" "$WORK/c.back"
+cmp "$WORK/c.trace" "$WORK/c.back" || fail "text form did not convert back byte for byte"
+out=$("$FTVMCTL" trace binary "$WORK/c.txt" "$WORK/c.back" 2>&1) && fail "trace binary replaced a file"
+grep -q "cannot create $WORK/c.back: File exists" <<<"$out" || fail "existing OUT: '$out'"
+line=$(grep -n '^  ' "$lib" | sed -n 3p | cut -d: -f1)
+sed "${line}s/^  ../  zz/" "$lib" >"$WORK/badhex.txt"
+out=$("$FTVMCTL" trace binary "$WORK/badhex.txt" "$WORK/badhex.trace" 2>&1) && fail "bad hex converted"
+grep -q "$WORK/badhex.txt:$line: 'zz' is not two lowercase hex digits" <<<"$out" || fail "bad hex: '$out'"
+[ ! -e "$WORK/badhex.trace" ] || fail "a refused conversion left its output"
+sed 's/^record \([0-9]*\) partner/record \1 partnre/' "$lib" >"$WORK/badch.txt"
+out=$("$FTVMCTL" trace binary "$WORK/badch.txt" "$WORK/badch.trace" 2>&1) && fail "bad channel converted"
+grep -Eq "$WORK/badch.txt:[0-9]+: channel 'partnre' \(want partner or client\)" <<<"$out" || fail "bad channel: '$out'"
+# Record 3's bytes replaced by ones that are no envelope.
+awk -v want=3 '/^record /{n++} n==want && /^  /{ if (!done) print "  ffffffff"; done=1; next } {print}' "$lib" >"$WORK/undec.txt"
+"$FTVMCTL" trace binary "$WORK/undec.txt" "$WORK/undec.trace"
+rc=0
+out=$("$FTVMCTL" trace replay "$WORK/undec.trace" 2>&1) || rc=$?
+[ "$rc" -eq 1 ] || fail "an undecodable record: exit $rc"
+grep -q "$WORK/undec.trace: record 3: .*does not \(decode\|parse\)" <<<"$out" || fail "undecodable: '$out'"
+ok "text form: lossless, bad lines named by line, undecodable record named by number ($out)"

@@ -1,0 +1,177 @@
+# The paths of the trace library (tests/traces/README.md), one function each,
+# run by record.sh on a fresh pair recording both nodes: ctl ID ARGS... is
+# ftvmctl on node ID, hold/let_go hold a pointer with ftvm-hold. The pair:
+# pages of LIB_PAGE_SIZE, LIB_MEMORY of frames, store partitions of 32K.
+# shellcheck shell=bash disable=SC2034
+
+LIB_PAGE_SIZE=512
+LIB_MEMORY=16K # 32 frames
+LIB_STORE=128K # the store's header (64K) and a partition of 32K per node
+LIB_TIMEOUT_MS=2000
+
+LIB_PATHS=(
+	alloc_granted alloc_denied alloc_waiting
+	read_pointer_resident read_pointer_not_resident
+	write_pointer_resident write_pointer_not_resident
+	locked_locally locked_by_partner space_short
+	release_modified release_unmodified release_memory
+	read_header sense race
+)
+
+# expect_refused ID PATTERN ARGS...: ftvmctl on ID exits 1 saying PATTERN.
+expect_refused() {
+	local id=$1 pattern=$2 out rc=0
+	shift 2
+	out=$(ctl "$id" "$@" 2>&1 </dev/null) || rc=$?
+	[ "$rc" -eq 1 ] && grep -q -- "$pattern" <<<"$out" ||
+		fail "ftvmctl $* on $id: exit $rc, '$out' (wanted 1, '$pattern')"
+}
+
+# Fig. 5: allocate, granted at once (a policy of 4 pages a block, a header).
+path_alloc_granted() {
+	printf 'journal v1' >"$WORK/hdr"
+	ctl a alloc --size 4K --policy stripe --header-file "$WORK/hdr" >/dev/null
+}
+
+# Fig. 5: denied at once (--immediate): a's store partition (32K) has 8K left.
+path_alloc_denied() {
+	ctl a alloc --size 24K >/dev/null
+	expect_refused a "denied" alloc --size 16K --immediate
+}
+
+# Fig. 5: waiting for room in the partition, granted once a blocker is freed.
+path_alloc_waiting() {
+	local g pid
+	g=$(ctl a alloc --size 24K)
+	ctl a alloc --size 16K >"$WORK/waited" &
+	pid=$!
+	sleep 0.3
+	kill -0 "$pid" 2>/dev/null || fail "the second allocation did not wait"
+	ctl a free "$g"
+	wait "$pid" || fail "the waiting allocation was refused"
+}
+
+# Fig. 6: a read pointer to a page in a frame (written first), released.
+path_read_pointer_resident() {
+	local g
+	g=$(ctl a alloc --size 1K)
+	echo resident | ctl a write "$g" 0 >/dev/null
+	hold r a "$g" 0 read
+	let_go r
+}
+
+# Fig. 6: a read pointer to a page never written: it gets a frame on demand.
+path_read_pointer_not_resident() {
+	local g
+	g=$(ctl a alloc --size 1K)
+	hold r a "$g" 1 read
+	let_go r
+}
+
+# Fig. 7: a write pointer to a resident page, filled, released modified.
+path_write_pointer_resident() {
+	local g
+	g=$(ctl a alloc --size 1K)
+	echo resident | ctl a write "$g" 0 >/dev/null
+	hold w a "$g" 0 write --modify 7
+	let_go w
+}
+
+# Fig. 7: a write pointer to a page never written.
+path_write_pointer_not_resident() {
+	local g
+	g=$(ctl a alloc --size 1K)
+	hold w a "$g" 1 write --modify 7
+	let_go w
+}
+
+# Figs. 6, 7: page locked by a write pointer on the same node: a writer and
+# a reader are refused at once.
+path_locked_locally() {
+	local g
+	g=$(ctl a alloc --size 1K)
+	hold w a "$g" 0 write
+	expect_refused a "locked" write "$g" 0 --file /dev/null
+	expect_refused a "locked" read "$g" 0
+	let_go w
+}
+
+# Figs. 6, 7, 10: a's page write-locked by a client of b: a's writer and
+# reader are refused (a, the owner, arbitrates).
+path_locked_by_partner() {
+	local g
+	g=$(ctl a alloc --size 1K)
+	hold w b "$g" 0 write
+	expect_refused a "locked" write "$g" 0 --file /dev/null
+	expect_refused a "locked" read "$g" 0
+	let_go w
+}
+
+# Fig. 7: no frame to spare: every frame of a held by write pointers, a
+# write to another page is refused naming the node.
+path_space_short() {
+	local g h
+	g=$(ctl a alloc --size 16K)
+	h=$(ctl a alloc --size 1K)
+	hold w a "$g" 0 write --count 32
+	expect_refused a "no frame free on a" write "$h" 0 --file /dev/null
+	let_go w
+}
+
+# Fig. 8: a write pointer released modified (the page goes to the partner).
+path_release_modified() {
+	local g
+	g=$(ctl a alloc --size 1K)
+	hold w a "$g" 0 write --modify 42
+	let_go w
+}
+
+# Fig. 8: a write pointer released unmodified (nothing to mirror).
+path_release_unmodified() {
+	local g
+	g=$(ctl a alloc --size 1K)
+	hold w a "$g" 0 write
+	let_go w
+}
+
+# Fig. 9: release memory, with a written page.
+path_release_memory() {
+	local g
+	g=$(ctl a alloc --size 1K)
+	echo gone | ctl a write "$g" 0 >/dev/null
+	ctl a free "$g"
+}
+
+# Fig. 10 (read header): on the home node and on its partner.
+path_read_header() {
+	local g
+	printf 'journal v1' >"$WORK/hdr"
+	g=$(ctl a alloc --size 2K --header-file "$WORK/hdr")
+	ctl a header "$g" >/dev/null
+	ctl b header "$g" >/dev/null
+}
+
+# Fig. 10 (sense): capacities and queues of both nodes, and verify (which
+# senses the partner's page table).
+path_sense() {
+	local g
+	g=$(ctl a alloc --size 1K)
+	echo x | ctl a write "$g" 0 >/dev/null
+	ctl a sense >/dev/null
+	ctl b sense >/dev/null
+	ctl a verify >/dev/null
+}
+
+# Both nodes race for one page of a's: a write pointer asked on a and on b
+# at once, both waiting; one is granted, the other after its release.
+path_race() {
+	local g first second
+	g=$(ctl a alloc --size 1K)
+	hold wa a --no-wait-held "$g" 0 write --wait --modify 1
+	hold wb b --no-wait-held "$g" 0 write --wait --modify 2
+	wait_until eval 'grep -q "^held" "$WORK/wa.out" || grep -q "^held" "$WORK/wb.out"'
+	if grep -q '^held' "$WORK/wa.out"; then first=wa second=wb; else first=wb second=wa; fi
+	let_go "$first"
+	wait_until grep -q '^held' "$WORK/$second.out"
+	let_go "$second"
+}

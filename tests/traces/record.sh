@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Re-records the trace library (tests/traces/README.md): for each path of
+# seed 002's Figures 5-10, a fresh pair that records both nodes' partner
+# channel and client API from its start ([trace] path), the path driven with
+# ftvmctl and ftvm-hold, the pair stopped, and both traces written here in
+# their text form as NAME.a.txt and NAME.b.txt. Run it when the protocol
+# changes on purpose, read the diff, commit it.
+#
+#   tests/traces/record.sh [--build DIR] [NAME...]   (default: every path)
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=$HERE/../../build-gcc
+if [ "${1:-}" = --build ]; then
+	BUILD=$(cd "$2" && pwd)
+	shift 2
+fi
+FTVMD=$BUILD/node/ftvmd
+FTVMCTL=$BUILD/tools/ftvmctl
+HOLD=$BUILD/tests/race/ftvm-hold
+for b in "$FTVMD" "$FTVMCTL" "$HOLD"; do
+	[ -x "$b" ] || { echo "record.sh: $b is not built (give --build DIR)" >&2; exit 2; }
+done
+
+# shellcheck source=paths.sh
+. "$HERE/paths.sh"
+
+WORK=
+declare -A PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+	[ -n "$WORK" ] && rm -rf "$WORK"
+	return 0
+}
+trap cleanup EXIT
+
+fail() {
+	echo "record.sh: $CURRENT: $*" >&2
+	[ -n "$WORK" ] && tail -n 20 "$WORK"/*.log "$WORK"/*.out "$WORK"/*.err >&2
+	exit 1
+}
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+ctl() {
+	local id=$1
+	shift
+	"$FTVMCTL" --config "$WORK/$id.conf" "$@"
+}
+
+wait_until() {
+	local tries=500
+	until "$@"; do
+		tries=$((tries - 1))
+		[ "$tries" -gt 0 ] || fail "timed out waiting for: $*"
+		sleep 0.01
+	done
+}
+
+state_is() { [ "$(ctl "$1" --json status 2>/dev/null | jq -r .state)" = "$2" ]; }
+
+# hold NAME ID GUID PAGE read|write [OPTIONS...]: ftvm-hold on node ID in the
+# background, holding its pointer until let_go NAME. Waits for "held" unless
+# --no-wait-held is the first option.
+declare -A HOLD_FD=()
+hold() {
+	local name=$1 id=$2 wait_held=1 fd
+	shift 2
+	if [ "${1:-}" = --no-wait-held ]; then
+		wait_held=0
+		shift
+	fi
+	mkfifo "$WORK/$name.in"
+	(
+		# Another holder's stdin left open here would never see its end.
+		for fd in "${HOLD_FD[@]}"; do exec {fd}>&-; done
+		exec "$HOLD" "$WORK/$id.sock" "$@" --release-after-stdin <"$WORK/$name.in" \
+			>"$WORK/$name.out" 2>"$WORK/$name.err"
+	) &
+	PIDS[$name]=$!
+	exec {fd}>"$WORK/$name.in"
+	HOLD_FD[$name]=$fd
+	[ "$wait_held" = 0 ] || wait_until grep -q '^held' "$WORK/$name.out"
+}
+
+let_go() {
+	local name=$1 fd=${HOLD_FD[$1]}
+	exec {fd}>&-
+	wait "${PIDS[$name]}" || true
+	unset "PIDS[$name]"
+}
+
+start_pair() {
+	local pa pb id port partner
+	WORK=$(mktemp -d "${TMPDIR:-/tmp}/ftvm-record.XXXXXX")
+	pa=$(free_port)
+	pb=$(free_port)
+	for id in a b; do
+		if [ "$id" = a ]; then port=$pa partner=$pb; else port=$pb partner=$pa; fi
+		cat >"$WORK/$id.conf" <<-CONF
+		[node]
+		id = $id
+		listen = 127.0.0.1:$port
+		partner = 127.0.0.1:$partner
+		socket = $id.sock
+		state_dir = $id
+		log_level = debug
+		[memory]
+		size = $LIB_MEMORY
+		page_size = $LIB_PAGE_SIZE
+		[store]
+		path = shared/store
+		size = $LIB_STORE
+		[failover]
+		heartbeat_ms = 1000
+		dead_after_ms = 5000
+		request_timeout_ms = $LIB_TIMEOUT_MS
+		[trace]
+		path = $id.trace
+		[policy stripe]
+		block_size = $((LIB_PAGE_SIZE * 4))
+		CONF
+	done
+	for id in a b; do
+		"$FTVMD" --config "$WORK/$id.conf" >>"$WORK/$id.log" 2>&1 &
+		PIDS[$id]=$!
+	done
+	wait_until state_is a active
+	wait_until state_is b active
+}
+
+stop_pair() {
+	local id
+	for id in a b; do
+		kill -TERM "${PIDS[$id]}"
+		wait "${PIDS[$id]}" || fail "ftvmd $id did not stop cleanly"
+		unset "PIDS[$id]"
+	done
+}
+
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=("${LIB_PATHS[@]}")
+for CURRENT in "${names[@]}"; do
+	declare -F "path_$CURRENT" >/dev/null || fail "no such path (see paths.sh)"
+	start_pair
+	"path_$CURRENT"
+	stop_pair
+	for id in a b; do
+		"$FTVMCTL" trace text "$WORK/$id.trace" | sed "2s|$WORK/||" >"$HERE/$CURRENT.$id.txt"
+	done
+	echo "recorded $CURRENT: $(grep -c '^record ' "$HERE/$CURRENT.a.txt") records on a," \
+		"$(grep -c '^record ' "$HERE/$CURRENT.b.txt") on b"
+	rm -rf "$WORK"
+	WORK=
+done
