@@ -70,6 +70,7 @@ struct row {
 
 struct bench {
 	unsigned count, warmup, seconds;
+	bool trace; /* both nodes record all their messages (common/TRACE.md) */
 	char ftvmd[PATH_MAX];
 	char dir[200]; /* short: the unix sockets live in it */
 	char sock[2][PATH_MAX];
@@ -214,6 +215,8 @@ static int write_config(struct bench *b, int i, uint16_t port, uint16_t partner)
 		"[policy big]\n"
 		"block_size = 64K\n",
 		id, port, partner, id, id);
+	if (b->trace)
+		fprintf(f, "[trace]\npath = %c.trace\n", id);
 	if (fclose(f) != 0)
 		return -errno;
 	return 0;
@@ -1007,13 +1010,15 @@ static void print_table(const struct bench *b)
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"Usage: ftvm-bench-vmm [--count N] [--seconds S] [--ftvmd PATH]\n"
+		"Usage: ftvm-bench-vmm [--count N] [--seconds S] [--ftvmd PATH] [--trace]\n"
 		"Starts a pair of ftvmd on loopback and measures libftvm's latency and page-write\n"
 		"throughput against a bare TCP ping-pong and Redis synchronous replication.\n"
 		"  --count N      latency samples per operation (default 2000)\n"
 		"  --seconds S    duration of each throughput run (default 3)\n"
 		"  --ftvmd PATH   the daemon to start (default: ../node/ftvmd from this binary's "
 		"directory)\n"
+		"  --trace        both nodes record every message to a trace meanwhile, as\n"
+		"                 [trace] path does (to measure what recording costs)\n"
 		"  --help         this text\n");
 }
 
@@ -1039,6 +1044,7 @@ int main(int argc, char **argv)
 		{ "count", required_argument, NULL, 'n' },
 		{ "seconds", required_argument, NULL, 's' },
 		{ "ftvmd", required_argument, NULL, 'd' },
+		{ "trace", no_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -1050,8 +1056,11 @@ int main(int argc, char **argv)
 	const char *tmp = getenv("TMPDIR");
 	int c, r;
 
-	while ((c = getopt_long(argc, argv, "n:s:d:h", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:s:d:th", options, NULL)) != -1) {
 		switch (c) {
+		case 't':
+			b.trace = true;
+			break;
 		case 'n':
 			if (parse_unsigned("--count", optarg, 10000000, &b.count) < 0)
 				return 2;

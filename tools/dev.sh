@@ -133,20 +133,23 @@ test_all() {
 	CC=clang build build-asan -Db_sanitize=address,undefined -Db_lundef=false --werror
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		run_tests build-asan || failed=1
-	# libFuzzer on the frame decoder, briefly, on a copy of the corpus.
+	# libFuzzer on the frame decoder and the trace reader, briefly each, on a
+	# copy of its corpus.
 	CC=clang build build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false
-	local corpus
-	corpus=$(mktemp -d)
-	cp tests/fuzz/corpus/frame/* "$corpus/"
-	if build-fuzz/tests/fuzz_frame -max_total_time="${FUZZ_SECONDS:-30}" -print_final_stats=1 \
-		"$corpus" >build-fuzz/fuzz_frame.log 2>&1; then
-		echo "fuzz_frame: $(grep -E 'stat::number_of_executed_units' build-fuzz/fuzz_frame.log | awk '{print $2}') inputs, no crash"
-	else
-		tail -n 40 build-fuzz/fuzz_frame.log
-		echo "fuzz_frame: FAILED"
-		failed=1
-	fi
-	rm -rf "$corpus"
+	local corpus target
+	for target in frame trace; do
+		corpus=$(mktemp -d)
+		cp "tests/fuzz/corpus/$target"/* "$corpus/"
+		if build-fuzz/tests/fuzz_$target -max_total_time="${FUZZ_SECONDS:-30}" -print_final_stats=1 \
+			"$corpus" >"build-fuzz/fuzz_$target.log" 2>&1; then
+			echo "fuzz_$target: $(grep -E 'stat::number_of_executed_units' "build-fuzz/fuzz_$target.log" | awk '{print $2}') inputs, no crash"
+		else
+			tail -n 40 "build-fuzz/fuzz_$target.log"
+			echo "fuzz_$target: FAILED"
+			failed=1
+		fi
+		rm -rf "$corpus"
+	done
 	# The qemu guest (tests/vm/): the pair as systemd units, the drills through
 	# systemctl. Its own log, testlog-vm.json (.ci/run counts it too): a
 	# second `meson test` would overwrite testlog.json. A skip (77: no qemu or
