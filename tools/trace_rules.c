@@ -54,6 +54,7 @@ static const struct {
 	{ "PointerReply", "offset", RULE_MAP_OFFSET },
 	{ "AllocateMemory", "store_offset", RULE_MAP_EXTENT },
 	{ "Heartbeat", "sent_us", RULE_IGNORE },
+	{ "LockRequest", "wait_ms", RULE_IGNORE },
 	{ "StatusReply", "*", RULE_IGNORE },
 	{ "StatusReply", "node", RULE_EXACT },
 	{ "StatusReply", "page_size", RULE_EXACT },
