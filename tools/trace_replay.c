@@ -11,28 +11,23 @@
  *
  * Everything runs on one thread with poll(2): what the node sends is read as
  * it comes and queued until the trace asks for it. */
-#define _GNU_SOURCE /* mkdtemp, open_memstream */
+#define _GNU_SOURCE /* open_memstream */
 #include "trace_replay.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -40,17 +35,15 @@
 #include "client.pb-c.h"
 #include "clock.h"
 #include "codec.h"
-#include "frame.h"
-#include "ftvm.h"
-#include "ftvmd_spawn.h"
+#include "replay_nodes.h"
+#include "replay_stream.h"
 #include "trace_dump.h"
 #include "trace_file.h"
 #include "trace_message.h"
 #include "trace_render.h"
 #include "trace_rules.h"
 
-#define START_TIMEOUT_MS 10000u
-#define START_ATTEMPTS 3
+#define LINK_TIMEOUT_MS 10000u /* for the fresh node to link with the replayer */
 #define ANSWER_MARGIN_MS 5000u /* beyond the node's request_timeout_ms */
 #define CLIENTS_MAX 64u
 
@@ -68,14 +61,6 @@ struct rec {
 	size_t n_inner;
 };
 
-/* A byte stream of frames: the partner connection or one client's. */
-struct stream {
-	int fd;
-	uint8_t *buf;
-	size_t len, cap;
-	int passed_fd; /* a descriptor that came with the bytes (the frame pool), -1 */
-};
-
 /* A pointer the node granted this client, or one it asked for (offset not
  * known yet): where a page is in the client's map of the pool. */
 struct pointer {
@@ -89,20 +74,13 @@ struct pointer {
 
 struct client {
 	uint64_t recorded;
-	struct stream s;
+	struct replay_stream s;
 	ClientReply **replies; /* read, not yet asked for */
 	size_t n_replies;
 	uint8_t *pool; /* the node's frame pool, mapped as libftvm maps it */
 	size_t pool_size;
 	struct pointer *pointers;
 	size_t n_pointers;
-};
-
-struct node_proc {
-	char id[64];
-	char config[PATH_MAX];
-	char socket[PATH_MAX];
-	pid_t pid;
 };
 
 struct replay {
@@ -117,12 +95,8 @@ struct replay {
 	uint32_t page_size, heartbeat_ms, dead_after_ms, request_timeout_ms;
 	uint64_t memory_size, store_size;
 
-	char dir[PATH_MAX];
-	struct node_proc nodes[2];
-	size_t n_nodes;
-	int reserved_fd; /* holds the partner's port (partner mode), -1 */
-
-	struct stream partner;
+	struct replay_nodes env;
+	struct replay_stream partner;
 	uint64_t node_epoch;
 	uint64_t next_heartbeat_ms;
 	Envelope **from_node; /* envelopes the node sent, not yet asked for */
@@ -324,301 +298,41 @@ static int load(struct replay *rp)
 	return 0;
 }
 
-/* ---- the fresh node or pair ---- */
+/* ---- the fresh node ---- */
 
-/* A free loopback port, held (bound, not listening) until *fd is closed:
- * nobody else takes it meanwhile, and a connect to it is refused. */
-static int reserve_port(int *fd)
+static int start(struct replay *rp)
 {
+	struct replay_nodes_config c = {
+		.reader = rp->reader,
+		.ids = { rp->node_id, rp->partner_id },
+		.n = rp->partner_mode ? 1 : 2,
+		.page_size = rp->page_size,
+		.heartbeat_ms = rp->heartbeat_ms,
+		.dead_after_ms = rp->dead_after_ms,
+		.request_timeout_ms = rp->request_timeout_ms,
+		.memory_size = rp->memory_size,
+		.store_size = rp->store_size,
+		.ftvmd = rp->o->ftvmd,
+	};
 	struct sockaddr_in sa = { .sin_family = AF_INET,
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sa);
+	int one = 1, r;
 
-	*fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (*fd < 0 || bind(*fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    getsockname(*fd, (struct sockaddr *)&sa, &len) < 0) {
-		if (*fd >= 0)
-			close(*fd);
-		*fd = -1;
-		return -1;
-	}
-	return ntohs(sa.sin_port);
-}
-
-static int write_config(struct replay *rp, struct node_proc *n, const char *id, int listen,
-			int partner)
-{
-	const char *key, *value;
-	FILE *f;
-
-	snprintf(n->id, sizeof(n->id), "%s", id);
-	if (snprintf(n->config, sizeof(n->config), "%s/%s.conf", rp->dir, id) >=
-		    (int)sizeof(n->config) ||
-	    snprintf(n->socket, sizeof(n->socket), "%s/%s.sock", rp->dir, id) >=
-		    (int)sizeof(struct sockaddr_un) - 2)
-		return -ENAMETOOLONG;
-	f = fopen(n->config, "we");
-	if (!f)
-		return -errno;
-	fprintf(f, "[node]\nid = %s\nlisten = 127.0.0.1:%d\npartner = 127.0.0.1:%d\n", id, listen,
-		partner);
-	fprintf(f, "socket = %s.sock\nstate_dir = %s\nlog_level = debug\n", id, id);
-	fprintf(f, "[memory]\nsize = %" PRIu64 "\npage_size = %" PRIu32 "\n", rp->memory_size,
-		rp->page_size);
-	fprintf(f, "[store]\npath = shared/store\n");
-	if (rp->store_size)
-		fprintf(f, "size = %" PRIu64 "\n", rp->store_size);
-	fprintf(f, "[failover]\nheartbeat_ms = %" PRIu32 "\ndead_after_ms = %" PRIu32 "\n",
-		rp->heartbeat_ms, rp->dead_after_ms);
-	fprintf(f, "request_timeout_ms = %" PRIu32 "\n", rp->request_timeout_ms);
-	value = trace_reader_header_get(rp->reader, "solo");
-	if (value)
-		fprintf(f, "solo = %s\n", value);
-	for (size_t i = 0; i < trace_reader_header_count(rp->reader); i++) {
-		trace_reader_header_entry(rp->reader, i, &key, &value);
-		if (strncmp(key, "policy.", 7) == 0 && strcmp(key, "policy.default") != 0)
-			fprintf(f, "[policy %s]\nblock_size = %s\n", key + 7, value);
-	}
-	return fclose(f) == 0 ? 0 : -errno;
-}
-
-static bool node_state_is(const struct node_proc *n, const char *state)
-{
-	struct ftvm_node_status st;
-	struct ftvm_client *c;
-	bool ok;
-
-	if (ftvm_connect(n->socket, &c) < 0)
-		return false;
-	ok = ftvm_status(c, &st) == 0 && (!state || strcmp(st.state, state) == 0);
-	ftvm_disconnect(c);
-	return ok;
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
-
-	nanosleep(&ts, NULL);
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	return remove(path);
-}
-
-static bool exited(struct node_proc *n)
-{
-	int status;
-
-	if (n->pid > 0 && waitpid(n->pid, &status, WNOHANG) == n->pid)
-		n->pid = 0;
-	return n->pid == 0;
-}
-
-/* One try at a fresh node (or pair) in a new directory: 0, -EAGAIN when a
- * node exited (its port was taken between our pick and its bind), or an
- * error said on stderr. The partner's port stays reserved by the replayer in
- * partner mode, so the node dials nobody else. */
-static int try_start(struct replay *rp, const char *ftvmd, int *ret_port)
-{
-	char log[PATH_MAX + 16], shared[PATH_MAX + 16];
-	const char *tmp = getenv("TMPDIR");
-	int port[2], hold[2], r = 0;
-	uint64_t deadline;
-
-	snprintf(rp->dir, sizeof(rp->dir), "%s/ftvm-replay.XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-	if (!mkdtemp(rp->dir)) {
-		fprintf(stderr, "ftvmctl: trace replay: cannot make a temporary directory: %s\n",
-			strerror(errno));
-		rp->dir[0] = '\0';
-		return -errno;
-	}
-	snprintf(shared, sizeof(shared), "%s/shared", rp->dir);
-	mkdir(shared, 0750);
-	port[0] = reserve_port(&hold[0]);
-	port[1] = reserve_port(&hold[1]);
-	if (port[0] < 0 || port[1] < 0)
-		r = -EADDRNOTAVAIL;
-	if (r == 0)
-		r = write_config(rp, &rp->nodes[0], rp->node_id, port[0], port[1]);
-	if (r == 0 && rp->n_nodes == 2)
-		r = write_config(rp, &rp->nodes[1], rp->partner_id, port[1], port[0]);
-	for (size_t i = 0; r == 0 && i < rp->n_nodes; i++) {
-		snprintf(log, sizeof(log), "%s/%s.log", rp->dir, rp->nodes[i].id);
-		close(hold[i]);
-		hold[i] = -1;
-		r = ftvmd_spawn(ftvmd, rp->nodes[i].config, log, &rp->nodes[i].pid);
-	}
-	rp->reserved_fd = hold[1];
-	if (hold[0] >= 0)
-		close(hold[0]);
-	if (r < 0) {
-		fprintf(stderr, "ftvmctl: trace replay: cannot start ftvmd: %s\n", strerror(-r));
+	r = replay_nodes_start(&rp->env, &c);
+	if (r < 0 || !rp->partner_mode)
+		return r;
+	/* The replayer is the partner: it dials the node. */
+	sa.sin_port = htons((uint16_t)rp->env.listen_port);
+	rp->partner.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (rp->partner.fd < 0 || connect(rp->partner.fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = -errno;
+		fprintf(stderr,
+			"ftvmctl: trace replay: cannot reach node %s's partner port %d: %s\n",
+			rp->node_id, rp->env.listen_port, strerror(-r));
 		return r;
 	}
-	/* Up: serving clients (alone), or the pair active. */
-	deadline = clock_now_ms() + START_TIMEOUT_MS;
-	for (size_t i = 0; i < rp->n_nodes; i++)
-		while (!node_state_is(&rp->nodes[i], rp->n_nodes == 2 ? "active" : NULL)) {
-			if (exited(&rp->nodes[0]) || (rp->n_nodes == 2 && exited(&rp->nodes[1])))
-				return -EAGAIN;
-			if (clock_now_ms() > deadline) {
-				fprintf(stderr,
-					"ftvmctl: trace replay: the fresh node %s did not come up "
-					"within %u ms (its log: %s/%s.log)\n",
-					rp->nodes[i].id, START_TIMEOUT_MS, rp->dir,
-					rp->nodes[i].id);
-				return -ETIMEDOUT;
-			}
-			sleep_ms(20);
-		}
-	*ret_port = port[0];
+	setsockopt(rp->partner.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	return 0;
-}
-
-static void stop_nodes(struct replay *rp, bool keep)
-{
-	for (size_t i = 0; i < rp->n_nodes; i++) {
-		int status;
-
-		if (rp->nodes[i].pid <= 0)
-			continue;
-		kill(rp->nodes[i].pid, SIGTERM);
-		for (int t = 0; t < 500 && waitpid(rp->nodes[i].pid, &status, WNOHANG) == 0; t++)
-			sleep_ms(10);
-		if (kill(rp->nodes[i].pid, 0) == 0) {
-			kill(rp->nodes[i].pid, SIGKILL);
-			waitpid(rp->nodes[i].pid, &status, 0);
-		}
-		rp->nodes[i].pid = 0;
-	}
-	if (rp->reserved_fd >= 0)
-		close(rp->reserved_fd);
-	rp->reserved_fd = -1;
-	if (rp->dir[0] && !keep)
-		nftw(rp->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-	else if (rp->dir[0])
-		fprintf(stderr, "ftvmctl: trace replay: kept %s\n", rp->dir);
-	rp->dir[0] = '\0';
-}
-
-static int start_nodes(struct replay *rp)
-{
-	char ftvmd[PATH_MAX];
-	int port = 0, r;
-
-	r = ftvmd_find(rp->o->ftvmd, ftvmd, sizeof(ftvmd));
-	if (r < 0) {
-		fprintf(stderr, "ftvmctl: trace replay: cannot find ftvmd (give --ftvmd PATH)\n");
-		return r;
-	}
-	rp->n_nodes = rp->partner_mode ? 1 : 2;
-	for (int attempt = 0; attempt < START_ATTEMPTS; attempt++) {
-		r = try_start(rp, ftvmd, &port);
-		if (r != -EAGAIN)
-			break;
-		stop_nodes(rp, false);
-	}
-	if (r == -EAGAIN)
-		fprintf(stderr, "ftvmctl: trace replay: the fresh node exited at start, %d times\n",
-			START_ATTEMPTS);
-	if (r < 0)
-		return r;
-	rp->partner.fd = -1;
-	if (rp->partner_mode) {
-		struct sockaddr_in sa = { .sin_family = AF_INET,
-					  .sin_port = htons((uint16_t)port),
-					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-		int one = 1;
-
-		rp->partner.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (rp->partner.fd < 0 ||
-		    connect(rp->partner.fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-			fprintf(stderr,
-				"ftvmctl: trace replay: cannot reach node %s's partner port "
-				"%d: %s\n",
-				rp->node_id, port, strerror(errno));
-			return -errno;
-		}
-		setsockopt(rp->partner.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	}
-	return 0;
-}
-
-/* ---- frames on the wire ---- */
-
-static int send_frame(int fd, const ProtobufCMessage *m)
-{
-	uint8_t *payload, hdr[FRAME_HEADER_SIZE];
-	size_t len;
-	int r = codec_payload_pack(m, &payload, &len);
-
-	if (r < 0)
-		return r;
-	frame_header_build(hdr, payload, len);
-	if (send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL | MSG_MORE) != (ssize_t)sizeof(hdr) ||
-	    send(fd, payload, len, MSG_NOSIGNAL) != (ssize_t)len)
-		r = errno ? -errno : -EIO;
-	free(payload);
-	return r;
-}
-
-/* Reads what the fd has; returns the frames' payloads one by one through
- * next_frame. -ECONNRESET when the node closed it. */
-static int stream_fill(struct stream *s)
-{
-	ssize_t n;
-
-	if (s->cap - s->len < 65536) {
-		size_t cap = s->cap ? 2 * s->cap : 1u << 20;
-		uint8_t *b = realloc(s->buf, cap);
-
-		if (!b)
-			return -ENOMEM;
-		s->buf = b;
-		s->cap = cap;
-	}
-	char control[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = { .iov_base = s->buf + s->len, .iov_len = s->cap - s->len };
-	struct msghdr msg = { .msg_iov = &iov,
-			      .msg_iovlen = 1,
-			      .msg_control = control,
-			      .msg_controllen = sizeof(control) };
-	struct cmsghdr *cmsg;
-
-	n = recvmsg(s->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	if (n == 0)
-		return -ECONNRESET;
-	if (n < 0)
-		return errno == EAGAIN ? 0 : -errno;
-	s->len += (size_t)n;
-	for (cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg))
-		if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
-			if (s->passed_fd >= 0)
-				close(s->passed_fd);
-			memcpy(&s->passed_fd, CMSG_DATA(cmsg), sizeof(int));
-		}
-	return 0;
-}
-
-/* 1 with the first whole frame's payload, 0 when none is whole yet. */
-static int stream_next(struct stream *s, uint8_t **ret, size_t *ret_len, const char **why)
-{
-	const uint8_t *payload;
-	size_t len;
-	int r = frame_decode(s->buf, s->len, FRAME_MAX_PAYLOAD_DEFAULT, &payload, &len, why);
-
-	if (r <= 0)
-		return r;
-	*ret = malloc(len ? len : 1);
-	if (!*ret)
-		return -ENOMEM;
-	memcpy(*ret, payload, len);
-	*ret_len = len;
-	memmove(s->buf, s->buf + r, s->len - (size_t)r);
-	s->len -= (size_t)r;
-	return 1;
 }
 
 /* ---- the partner side ---- */
@@ -626,7 +340,7 @@ static int stream_next(struct stream *s, uint8_t **ret, size_t *ret_len, const c
 static void send_partner_envelope(struct replay *rp, Envelope *env)
 {
 	env->epoch = rp->node_epoch;
-	if (send_frame(rp->partner.fd, &env->base) < 0)
+	if (replay_send_frame(rp->partner.fd, &env->base) < 0)
 		diverge(rp, "-", "the node closed the partner connection", &env->base, NULL,
 			"nothing: the connection is gone");
 }
@@ -801,17 +515,17 @@ static int pump(struct replay *rp, uint64_t deadline_ms)
 	if (r < 0)
 		return errno == EINTR ? 0 : -errno;
 	for (size_t i = 0; i < n; i++) {
-		struct stream *s = i == 0 && rp->partner.fd >= 0
-					   ? &rp->partner
-					   : &rp->clients[i - (rp->partner.fd >= 0)].s;
+		struct replay_stream *s = i == 0 && rp->partner.fd >= 0
+						  ? &rp->partner
+						  : &rp->clients[i - (rp->partner.fd >= 0)].s;
 		const char *why = NULL;
 		uint8_t *payload;
 		size_t len;
 
 		if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
-		r = stream_fill(s);
-		while (r == 0 && (r = stream_next(s, &payload, &len, &why)) == 1) {
+		r = replay_stream_fill(s);
+		while (r == 0 && (r = replay_stream_next(s, &payload, &len, &why)) == 1) {
 			r = s == &rp->partner
 				    ? partner_frame(rp, payload, len)
 				    : client_frame(rp, &rp->clients[i - (rp->partner.fd >= 0)],
@@ -988,7 +702,7 @@ static struct client *client_for(struct replay *rp, uint64_t recorded)
 		return NULL;
 	c = &rp->clients[rp->n_clients];
 	*c = (struct client){ .recorded = recorded, .s = { .passed_fd = -1 } };
-	memcpy(sa.sun_path, rp->nodes[0].socket, strlen(rp->nodes[0].socket) + 1);
+	memcpy(sa.sun_path, rp->env.node[0].socket, strlen(rp->env.node[0].socket) + 1);
 	c->s.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->s.fd < 0 || connect(c->s.fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		if (c->s.fd >= 0)
@@ -1074,7 +788,7 @@ static void play_client_in(struct replay *rp, size_t i)
 		return;
 	}
 	client_pointer_call(rp, c, i, req, recorded_guid);
-	if (send_frame(c->s.fd, r->msg) < 0)
+	if (replay_send_frame(c->s.fd, r->msg) < 0)
 		diverge(rp, where, "cannot send the request", r->msg, NULL, strerror(errno));
 }
 
@@ -1117,7 +831,7 @@ static void play_client_out(struct replay *rp, struct rec *r)
 
 static void play(struct replay *rp)
 {
-	uint64_t deadline = clock_now_ms() + START_TIMEOUT_MS;
+	uint64_t deadline = clock_now_ms() + LINK_TIMEOUT_MS;
 
 	if (rp->partner_mode) {
 		/* The node speaks first on a new connection: its Hello gives the
@@ -1128,7 +842,7 @@ static void play(struct replay *rp)
 		send_hello(rp);
 		send_heartbeat(rp);
 		/* Up: the node said Hello and is active with us. */
-		while (!rp->diverged && !node_state_is(&rp->nodes[0], "active")) {
+		while (!rp->diverged && !replay_node_state_is(&rp->env.node[0], "active")) {
 			if (clock_now_ms() > deadline) {
 				diverge(rp, "0", "the fresh node never linked with the replayer",
 					NULL, NULL, "not active");
@@ -1222,21 +936,21 @@ static void replay_free(struct replay *rp)
 
 int trace_replay_run(const struct replay_options *o)
 {
-	struct replay rp = { .o = o, .partner = { .fd = -1 }, .reserved_fd = -1 };
+	struct replay rp = { .o = o, .partner = { .fd = -1 }, .env = { .partner_port_fd = -1 } };
 	int rc;
 
 	if (load(&rp) < 0 || trace_maps_new(&rp.maps) < 0) {
 		replay_free(&rp);
 		return 1;
 	}
-	if (start_nodes(&rp) < 0) {
-		stop_nodes(&rp, o->keep);
+	if (start(&rp) < 0) {
+		replay_nodes_stop(&rp.env, o->keep);
 		replay_free(&rp);
 		return 3;
 	}
 	play(&rp);
 	rc = report(&rp);
-	stop_nodes(&rp, o->keep);
+	replay_nodes_stop(&rp.env, o->keep);
 	replay_free(&rp);
 	return rc;
 }
