@@ -109,3 +109,29 @@ unset 'PIDS[b]'
 start_node b
 [ "$(stat -c %s "$WORK/b.trace.1")" -ge "$size" ] || fail "b's last trace was not kept as b.trace.1"
 ok "restart keeps the previous trace as b.trace.1"
+
+# A node killed while recording: its trace reads cleanly up to its last whole
+# record (the writer thread was at most a batch behind).
+ctl a trace start "$WORK/killed.trace" >/dev/null
+g=$(ctl a alloc --size 8K)
+head -c 4096 /dev/urandom | ctl a write "$g" 0 >/dev/null
+wait_for 2000 "the write's reply in the trace" \
+	eval "\"$FTVMCTL\" trace dump \"$WORK/killed.trace\" 2>/dev/null | grep -q WritePageReply"
+kill -9 "${PIDS[a]}"
+wait "${PIDS[a]}" 2>/dev/null || true
+unset 'PIDS[a]'
+out=$("$FTVMCTL" trace dump "$WORK/killed.trace" 2>&1) || fail "a killed node's trace: $out"
+grep -q "WritePageReply" <<<"$out" || fail "a killed node's trace lost the write"
+ok "kill -9 while recording: the trace reads cleanly ($(grep -c '^ *[0-9]* ' <<<"$out") records)"
+
+# A [trace] path that cannot be made stops ftvmd at start, saying so.
+kill -TERM "${PIDS[b]}"
+wait "${PIDS[b]}" || fail "b did not stop cleanly"
+unset 'PIDS[b]'
+sed 's|^path = b.trace|path = nothere/b.trace|' "$WORK/b.conf" >"$WORK/bad-trace.conf"
+rc=0
+out=$("$FTVMD" --config "$WORK/bad-trace.conf" 2>&1) || rc=$?
+[ "$rc" -eq 1 ] || fail "ftvmd with a bad [trace] path exited $rc"
+grep -q "\[trace\] path $WORK/nothere/b.trace: cannot create it: No such file or directory" <<<"$out" ||
+	fail "a bad [trace] path said '$out'"
+ok "a [trace] path that cannot be made: ftvmd refuses to start ($(grep "\[trace\]" <<<"$out"))"
