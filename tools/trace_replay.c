@@ -382,12 +382,13 @@ static void send_hello(struct replay *rp)
 	send_own(rp, &env);
 }
 
-/* Time-driven messages: never played, never compared (TRACE.md). */
-static bool time_driven(const Envelope *env)
+/* Time-driven messages: never played, never compared (TRACE.md). The
+ * partner's Destaged is played like any request: it comes where it came. */
+static bool time_driven(const Envelope *env, bool from_node)
 {
 	return env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT ||
 	       env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO ||
-	       env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED;
+	       (from_node && env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED);
 }
 
 static int queue_from_node(struct replay *rp, Envelope *env)
@@ -405,7 +406,7 @@ static int queue_from_node(struct replay *rp, Envelope *env)
 		ans.command_complete = &cc;
 		send_own(rp, &ans);
 	}
-	if (time_driven(env)) {
+	if (time_driven(env, true)) {
 		codec_envelope_free(env);
 		return 0;
 	}
@@ -588,7 +589,7 @@ static void expect_partner(struct replay *rp, const char *where, Envelope *want)
 			rp->skipped_seqs[rp->n_skipped++] = want->seq;
 		}
 	}
-	if (time_driven(want))
+	if (time_driven(want, true))
 		return;
 	got = wait_from_node(rp, want);
 	if (!got) {
@@ -643,7 +644,7 @@ static void play_partner_in(struct replay *rp, struct rec *r)
 	size_t kept = 0;
 
 	where_of(where, sizeof(where), r, 0, false);
-	if (time_driven(env))
+	if (time_driven(env, false))
 		return;
 	if (env->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH) {
 		if (prepare(rp, where, env))

@@ -15,7 +15,7 @@ LIB_PATHS=(
 	write_pointer_resident write_pointer_not_resident
 	locked_locally locked_by_partner space_short
 	release_modified release_unmodified release_memory
-	read_header sense race
+	read_header sense race destaged
 )
 
 # expect_refused ID PATTERN ARGS...: ftvmctl on ID exits 1 saying PATTERN.
@@ -174,4 +174,14 @@ path_race() {
 	let_go "$first"
 	wait_until grep -q '^held' "$WORK/$second.out"
 	let_go "$second"
+}
+
+# Destage (node/VMM.md): a's written page reaches the store and a tells b
+# it is clean (Destaged). In a's trace the replayer answers the node's
+# Destaged whenever it comes; in b's it plays a's at its place.
+path_destaged() {
+	local g
+	g=$(ctl a alloc --size 1K)
+	echo stable | ctl a write "$g" 0 >/dev/null
+	wait_until eval '"$FTVMCTL" trace dump "$WORK/b.trace" 2>/dev/null | grep -q Destaged'
 }
