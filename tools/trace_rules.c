@@ -20,7 +20,8 @@ enum rule {
 	RULE_MAP_GUID,
 	RULE_MAP_OWNER,
 	RULE_MAP_EPOCH,
-	RULE_MAP_LSN,
+	RULE_MAP_LSN, /* the node's own journal positions; the partner's are replayed as
+		       * recorded, so what the node says it applied of them is exact */
 	RULE_MAP_SEQ, /* the node's own request numbers */
 	RULE_MAP_OFFSET,
 	RULE_MAP_EXTENT,
@@ -41,13 +42,11 @@ static const struct {
 	{ "Envelope", "epoch", RULE_MAP_EPOCH },
 	{ "Envelope", "lsn", RULE_MAP_LSN },
 	{ "Hello", "epoch", RULE_MAP_EPOCH },
-	{ "Hello", "applied_lsn", RULE_MAP_LSN },
 	{ "Hello", "own_lsn", RULE_MAP_LSN },
 	{ "ResyncBegin", "epoch", RULE_MAP_EPOCH },
 	{ "ResyncBegin", "freed", RULE_MAP_GUID },
 	{ "ResyncEnd", "epoch", RULE_MAP_EPOCH },
 	{ "ResyncEnd", "lsn", RULE_MAP_LSN },
-	{ "CommandComplete", "applied_lsn", RULE_MAP_LSN },
 	{ "*", "guid", RULE_MAP_GUID },
 	{ "*", "owner", RULE_MAP_OWNER },
 	{ "LockStatus", "owners", RULE_MAP_OWNER },
