@@ -34,34 +34,17 @@ static const Ftvm__Partner__Batch *batch_of(const ProtobufCMessage *m)
 	return env->batch;
 }
 
-static void print_header(const struct trace_reader *r, bool json)
+/* The text dump only: INTERFACES.md makes --json one object per record. */
+static void print_header(const struct trace_reader *r)
 {
-	json_object *o, *h;
-
-	if (!json) {
-		printf("# ftvm trace %s, format %u\n", trace_reader_name(r),
-		       trace_reader_format_version(r));
-		for (size_t i = 0; i < trace_reader_header_count(r); i++) {
-			const char *k, *v;
-
-			trace_reader_header_entry(r, i, &k, &v);
-			printf("# %s=%s\n", k, v);
-		}
-		return;
-	}
-	o = json_object_new_object();
-	h = json_object_new_object();
+	printf("# ftvm trace %s, format %u\n", trace_reader_name(r),
+	       trace_reader_format_version(r));
 	for (size_t i = 0; i < trace_reader_header_count(r); i++) {
 		const char *k, *v;
 
 		trace_reader_header_entry(r, i, &k, &v);
-		json_object_object_add(h, k, json_object_new_string(v));
+		printf("# %s=%s\n", k, v);
 	}
-	json_object_object_add(o, "record", json_object_new_int(0));
-	json_object_object_add(o, "format", json_object_new_int(trace_reader_format_version(r)));
-	json_object_object_add(o, "header", h);
-	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
-	json_object_put(o);
 }
 
 static json_object *json_message(json_object *o, const ProtobufCMessage *m)
@@ -183,7 +166,8 @@ int trace_walk(const char *path, void (*header)(const struct trace_reader *r, vo
 
 static void dump_header(const struct trace_reader *r, void *arg)
 {
-	print_header(r, *(bool *)arg);
+	if (!*(bool *)arg)
+		print_header(r);
 }
 
 static int dump_record(const struct trace_record *rec, void *arg, char *why, size_t len)
