@@ -4,35 +4,23 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 
-__attribute__((format(printf, 4, 5))) static int fail(char *reason, size_t reason_len, int r,
-						      const char *fmt, ...)
-{
-	va_list ap;
-
-	if (reason && reason_len) {
-		va_start(ap, fmt);
-		vsnprintf(reason, reason_len, fmt, ap);
-		va_end(ap);
-	}
-	return r;
-}
+#include "reason.h"
 
 static int check_xfer(const struct rdma_xfer *x, size_t i, char *reason, size_t reason_len)
 {
 	if (x->length == 0)
-		return fail(reason, reason_len, -EINVAL, "transfer %zu has no bytes", i);
+		return reason_fail(reason, reason_len, -EINVAL, "transfer %zu has no bytes", i);
 	if (x->local_addr == 0 || x->remote_addr == 0)
-		return fail(reason, reason_len, -EINVAL, "transfer %zu has no %s address", i,
-			    x->local_addr ? "remote" : "local");
+		return reason_fail(reason, reason_len, -EINVAL, "transfer %zu has no %s address", i,
+				   x->local_addr ? "remote" : "local");
 	if (x->local_addr + x->length < x->local_addr ||
 	    x->remote_addr + x->length < x->remote_addr)
-		return fail(reason, reason_len, -EINVAL,
-			    "transfer %zu (%" PRIu64 " bytes from 0x%" PRIx64 " to 0x%" PRIx64
-			    ") wraps around the address space",
-			    i, x->length, x->local_addr, x->remote_addr);
+		return reason_fail(reason, reason_len, -EINVAL,
+				   "transfer %zu (%" PRIu64 " bytes from 0x%" PRIx64
+				   " to 0x%" PRIx64 ") wraps around the address space",
+				   i, x->length, x->local_addr, x->remote_addr);
 	return 0;
 }
 
@@ -40,12 +28,13 @@ int rdma_plan_init(struct rdma_plan *p, const struct rdma_xfer *xfers, size_t n_
 		   const struct rdma_limits *limits, char *reason, size_t reason_len)
 {
 	if (!xfers || n_xfers == 0)
-		return fail(reason, reason_len, -EINVAL, "nothing to transfer");
+		return reason_fail(reason, reason_len, -EINVAL, "nothing to transfer");
 	if (!limits || limits->max_msg_size == 0 || limits->max_sge == 0)
-		return fail(reason, reason_len, -EINVAL,
-			    "the device limits need a message size and scatter-gather entries "
-			    "(max_msg_size %" PRIu32 ", max_sge %" PRIu32 ")",
-			    limits ? limits->max_msg_size : 0, limits ? limits->max_sge : 0);
+		return reason_fail(
+			reason, reason_len, -EINVAL,
+			"the device limits need a message size and scatter-gather entries "
+			"(max_msg_size %" PRIu32 ", max_sge %" PRIu32 ")",
+			limits ? limits->max_msg_size : 0, limits ? limits->max_sge : 0);
 	for (size_t i = 0; i < n_xfers; i++) {
 		int r = check_xfer(&xfers[i], i, reason, reason_len);
 

@@ -17,8 +17,9 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
+
+#include "reason.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,19 +48,6 @@ struct rdma_remote_view {
 	struct rdma_remote_block block[];
 };
 
-__attribute__((format(printf, 4, 5))) static int fail(char *reason, size_t reason_len, int r,
-						      const char *fmt, ...)
-{
-	va_list ap;
-
-	if (reason && reason_len) {
-		va_start(ap, fmt);
-		vsnprintf(reason, reason_len, fmt, ap);
-		va_end(ap);
-	}
-	return r;
-}
-
 static bool current(const struct slot *s)
 {
 	return s->present && s->registered && s->reg_generation == s->generation;
@@ -76,13 +64,13 @@ int rdma_regtable_new(uint32_t max_blocks, const struct rdma_reg_ops *ops, void 
 	struct rdma_regtable *t;
 
 	if (max_blocks == 0 || !ops || !ops->reg || !ops->dereg)
-		return fail(reason, reason_len, -EINVAL,
-			    "a registration table needs at least one block (asked %" PRIu32
-			    ") and both registration calls",
-			    max_blocks);
+		return reason_fail(reason, reason_len, -EINVAL,
+				   "a registration table needs at least one block (asked %" PRIu32
+				   ") and both registration calls",
+				   max_blocks);
 	t = calloc(1, sizeof(*t) + (size_t)max_blocks * sizeof(t->slot[0]));
 	if (!t)
-		return fail(reason, reason_len, -ENOMEM, "out of memory");
+		return reason_fail(reason, reason_len, -ENOMEM, "out of memory");
 	t->ops = ops;
 	t->ctx = ctx;
 	t->max_blocks = max_blocks;
@@ -110,11 +98,12 @@ static int find_present(const struct rdma_regtable *t, uint32_t block, char *rea
 			size_t reason_len)
 {
 	if (block >= t->max_blocks)
-		return fail(reason, reason_len, -EINVAL,
-			    "no block %" PRIu32 ": the table has %" PRIu32, block, t->max_blocks);
+		return reason_fail(reason, reason_len, -EINVAL,
+				   "no block %" PRIu32 ": the table has %" PRIu32, block,
+				   t->max_blocks);
 	if (!t->slot[block].present)
-		return fail(reason, reason_len, -ENOENT, "block %" PRIu32 " is not in the region",
-			    block);
+		return reason_fail(reason, reason_len, -ENOENT,
+				   "block %" PRIu32 " is not in the region", block);
 	return 0;
 }
 
@@ -130,21 +119,21 @@ int rdma_regtable_add(struct rdma_regtable *t, void *addr, uint64_t length, uint
 	uint32_t free_slot = t->max_blocks;
 
 	if (!addr || length == 0 || (uintptr_t)a + length < (uintptr_t)a)
-		return fail(reason, reason_len, -EINVAL,
-			    "a block needs an address and a length that fits (%p, %" PRIu64
-			    " bytes)",
-			    addr, length);
+		return reason_fail(reason, reason_len, -EINVAL,
+				   "a block needs an address and a length that fits (%p, %" PRIu64
+				   " bytes)",
+				   addr, length);
 	for (uint32_t i = 0; i < t->max_blocks; i++) {
 		if (overlaps(&t->slot[i], a, length))
-			return fail(reason, reason_len, -EEXIST,
-				    "%" PRIu64 " bytes at %p overlap block %" PRIu32, length, addr,
-				    i);
+			return reason_fail(reason, reason_len, -EEXIST,
+					   "%" PRIu64 " bytes at %p overlap block %" PRIu32, length,
+					   addr, i);
 		if (!t->slot[i].present && free_slot == t->max_blocks)
 			free_slot = i;
 	}
 	if (free_slot == t->max_blocks)
-		return fail(reason, reason_len, -ENOSPC, "all %" PRIu32 " blocks are in the region",
-			    t->max_blocks);
+		return reason_fail(reason, reason_len, -ENOSPC,
+				   "all %" PRIu32 " blocks are in the region", t->max_blocks);
 	t->slot[free_slot].addr = a;
 	t->slot[free_slot].length = length;
 	t->slot[free_slot].present = true;
@@ -181,9 +170,9 @@ static int deregister(struct rdma_regtable *t, uint32_t block, char *reason, siz
 	int r = t->ops->dereg(t->ctx, s->keys.handle);
 
 	if (r < 0)
-		return fail(reason, reason_len, r,
-			    "deregistering block %" PRIu32 " (generation %" PRIu64 "): %s", block,
-			    s->reg_generation, strerror(-r));
+		return reason_fail(reason, reason_len, r,
+				   "deregistering block %" PRIu32 " (generation %" PRIu64 "): %s",
+				   block, s->reg_generation, strerror(-r));
 	s->registered = false;
 	memset(&s->keys, 0, sizeof(s->keys));
 	return 0;
@@ -226,9 +215,9 @@ int rdma_regtable_use(struct rdma_regtable *t, uint32_t block, struct rdma_block
 	}
 	r = t->ops->reg(t->ctx, s->addr, s->length, &keys);
 	if (r < 0)
-		return fail(reason, reason_len, r,
-			    "registering block %" PRIu32 " (%" PRIu64 " bytes at %p): %s", block,
-			    s->length, (void *)s->addr, strerror(-r));
+		return reason_fail(reason, reason_len, r,
+				   "registering block %" PRIu32 " (%" PRIu64 " bytes at %p): %s",
+				   block, s->length, (void *)s->addr, strerror(-r));
 	s->registered = true;
 	s->keys = keys;
 	s->generation = s->reg_generation = ++t->last_generation;
@@ -242,22 +231,23 @@ int rdma_regtable_use_range(struct rdma_regtable *t, const void *addr, uint64_t 
 	const uint8_t *a = addr;
 
 	if (!addr || length == 0)
-		return fail(reason, reason_len, -EINVAL,
-			    "a range needs an address and a length (%p, %" PRIu64 " bytes)", addr,
-			    length);
+		return reason_fail(reason, reason_len, -EINVAL,
+				   "a range needs an address and a length (%p, %" PRIu64 " bytes)",
+				   addr, length);
 	for (uint32_t i = 0; i < t->max_blocks; i++) {
 		const struct slot *s = &t->slot[i];
 
 		if (!s->present || a < s->addr || a >= s->addr + s->length)
 			continue;
 		if (length > (uint64_t)(s->addr + s->length - a))
-			return fail(reason, reason_len, -ERANGE,
-				    "%" PRIu64 " bytes at %p run past the end of block %" PRIu32
-				    " (%" PRIu64 " bytes at %p)",
-				    length, addr, i, s->length, (void *)s->addr);
+			return reason_fail(reason, reason_len, -ERANGE,
+					   "%" PRIu64
+					   " bytes at %p run past the end of block %" PRIu32
+					   " (%" PRIu64 " bytes at %p)",
+					   length, addr, i, s->length, (void *)s->addr);
 		return rdma_regtable_use(t, i, ret, reason, reason_len);
 	}
-	return fail(reason, reason_len, -ENOENT, "%p is in no block of the region", addr);
+	return reason_fail(reason, reason_len, -ENOENT, "%p is in no block of the region", addr);
 }
 
 int rdma_regtable_check(const struct rdma_regtable *t, uint32_t block, uint64_t generation,
@@ -266,18 +256,20 @@ int rdma_regtable_check(const struct rdma_regtable *t, uint32_t block, uint64_t 
 	const struct slot *s;
 
 	if (block >= t->max_blocks)
-		return fail(reason, reason_len, -EINVAL,
-			    "no block %" PRIu32 ": the table has %" PRIu32, block, t->max_blocks);
+		return reason_fail(reason, reason_len, -EINVAL,
+				   "no block %" PRIu32 ": the table has %" PRIu32, block,
+				   t->max_blocks);
 	s = &t->slot[block];
 	if (!current(s))
-		return fail(reason, reason_len, -ESTALE,
-			    "block %" PRIu32 " generation %" PRIu64 " is stale: the block is %s",
-			    block, generation,
-			    s->present ? "not registered now" : "not in the region");
+		return reason_fail(
+			reason, reason_len, -ESTALE,
+			"block %" PRIu32 " generation %" PRIu64 " is stale: the block is %s", block,
+			generation, s->present ? "not registered now" : "not in the region");
 	if (s->generation != generation)
-		return fail(reason, reason_len, -ESTALE,
-			    "block %" PRIu32 " generation %" PRIu64 " is stale: it is at %" PRIu64,
-			    block, generation, s->generation);
+		return reason_fail(reason, reason_len, -ESTALE,
+				   "block %" PRIu32 " generation %" PRIu64
+				   " is stale: it is at %" PRIu64,
+				   block, generation, s->generation);
 	return 0;
 }
 
@@ -306,8 +298,9 @@ int rdma_regtable_describe(const struct rdma_regtable *t, uint32_t block,
 	const struct slot *s;
 
 	if (block >= t->max_blocks)
-		return fail(reason, reason_len, -EINVAL,
-			    "no block %" PRIu32 ": the table has %" PRIu32, block, t->max_blocks);
+		return reason_fail(reason, reason_len, -EINVAL,
+				   "no block %" PRIu32 ": the table has %" PRIu32, block,
+				   t->max_blocks);
 	s = &t->slot[block];
 	*ret = (struct rdma_remote_block){ .block = block, .generation = s->generation };
 	if (current(s)) {
@@ -326,10 +319,11 @@ int rdma_remote_view_new(uint32_t max_blocks, struct rdma_remote_view **ret, cha
 	struct rdma_remote_view *v;
 
 	if (max_blocks == 0)
-		return fail(reason, reason_len, -EINVAL, "a remote view needs at least one block");
+		return reason_fail(reason, reason_len, -EINVAL,
+				   "a remote view needs at least one block");
 	v = calloc(1, sizeof(*v) + (size_t)max_blocks * sizeof(v->block[0]));
 	if (!v)
-		return fail(reason, reason_len, -ENOMEM, "out of memory");
+		return reason_fail(reason, reason_len, -ENOMEM, "out of memory");
 	v->max_blocks = max_blocks;
 	*ret = v;
 	return 0;
@@ -351,28 +345,29 @@ int rdma_remote_view_update(struct rdma_remote_view *v, const struct rdma_remote
 	struct rdma_remote_block *held;
 
 	if (b->block >= v->max_blocks)
-		return fail(reason, reason_len, -EBADMSG,
-			    "the partner names block %" PRIu32 ": the table has %" PRIu32, b->block,
-			    v->max_blocks);
+		return reason_fail(reason, reason_len, -EBADMSG,
+				   "the partner names block %" PRIu32 ": the table has %" PRIu32,
+				   b->block, v->max_blocks);
 	if (b->generation == 0)
-		return fail(reason, reason_len, -EBADMSG,
-			    "the partner names block %" PRIu32 " without a generation", b->block);
+		return reason_fail(reason, reason_len, -EBADMSG,
+				   "the partner names block %" PRIu32 " without a generation",
+				   b->block);
 	if (b->length && b->addr + b->length < b->addr)
-		return fail(reason, reason_len, -EBADMSG,
-			    "the partner's block %" PRIu32 " (%" PRIu64 " bytes at 0x%" PRIx64
-			    ") wraps around the address space",
-			    b->block, b->length, b->addr);
+		return reason_fail(reason, reason_len, -EBADMSG,
+				   "the partner's block %" PRIu32 " (%" PRIu64
+				   " bytes at 0x%" PRIx64 ") wraps around the address space",
+				   b->block, b->length, b->addr);
 	held = &v->block[b->block];
 	if (b->generation < held->generation)
-		return fail(reason, reason_len, -EBADMSG,
-			    "the partner's block %" PRIu32 " generation %" PRIu64
-			    " is older than generation %" PRIu64 " it sent before",
-			    b->block, b->generation, held->generation);
+		return reason_fail(reason, reason_len, -EBADMSG,
+				   "the partner's block %" PRIu32 " generation %" PRIu64
+				   " is older than generation %" PRIu64 " it sent before",
+				   b->block, b->generation, held->generation);
 	if (b->generation == held->generation && !same_block(b, held))
-		return fail(reason, reason_len, -EBADMSG,
-			    "the partner's block %" PRIu32 " generation %" PRIu64
-			    " came before with other keys",
-			    b->block, b->generation);
+		return reason_fail(reason, reason_len, -EBADMSG,
+				   "the partner's block %" PRIu32 " generation %" PRIu64
+				   " came before with other keys",
+				   b->block, b->generation);
 	*held = *b;
 	return 0;
 }
@@ -389,24 +384,25 @@ int rdma_remote_view_target(const struct rdma_remote_view *v, uint32_t block, ui
 	const struct rdma_remote_block *held;
 
 	if (block >= v->max_blocks || length == 0)
-		return fail(reason, reason_len, -EINVAL,
-			    "%" PRIu64 " bytes into the partner's block %" PRIu32
-			    ": the table has %" PRIu32 " blocks, and a write needs bytes",
-			    length, block, v->max_blocks);
+		return reason_fail(reason, reason_len, -EINVAL,
+				   "%" PRIu64 " bytes into the partner's block %" PRIu32
+				   ": the table has %" PRIu32 " blocks, and a write needs bytes",
+				   length, block, v->max_blocks);
 	held = &v->block[block];
 	if (held->generation != generation)
-		return fail(reason, reason_len, -ESTALE,
-			    "the partner's block %" PRIu32 " generation %" PRIu64
-			    " is stale: the view holds generation %" PRIu64,
-			    block, generation, held->generation);
+		return reason_fail(reason, reason_len, -ESTALE,
+				   "the partner's block %" PRIu32 " generation %" PRIu64
+				   " is stale: the view holds generation %" PRIu64,
+				   block, generation, held->generation);
 	if (held->length == 0)
-		return fail(reason, reason_len, -ENOENT,
-			    "the partner's block %" PRIu32 " is not registered", block);
+		return reason_fail(reason, reason_len, -ENOENT,
+				   "the partner's block %" PRIu32 " is not registered", block);
 	if (offset >= held->length || length > held->length - offset)
-		return fail(reason, reason_len, -ERANGE,
-			    "%" PRIu64 " bytes at offset %" PRIu64 " run past the end of the "
-			    "partner's block %" PRIu32 " (%" PRIu64 " bytes)",
-			    length, offset, block, held->length);
+		return reason_fail(reason, reason_len, -ERANGE,
+				   "%" PRIu64 " bytes at offset %" PRIu64
+				   " run past the end of the "
+				   "partner's block %" PRIu32 " (%" PRIu64 " bytes)",
+				   length, offset, block, held->length);
 	*ret_addr = held->addr + offset;
 	*ret_rkey = held->rkey;
 	return 0;
