@@ -89,17 +89,23 @@ static int write_config(const struct replay_nodes *rn, const struct replay_nodes
 	return fclose(f) == 0 ? 0 : -errno;
 }
 
+int replay_node_status(const struct replay_node *n, struct ftvm_node_status *ret)
+{
+	struct ftvm_client *c;
+	int r = ftvm_connect(n->socket, &c);
+
+	if (r < 0)
+		return r;
+	r = ftvm_status(c, ret);
+	ftvm_disconnect(c);
+	return r;
+}
+
 bool replay_node_state_is(const struct replay_node *n, const char *state)
 {
 	struct ftvm_node_status st;
-	struct ftvm_client *c;
-	bool ok;
 
-	if (ftvm_connect(n->socket, &c) < 0)
-		return false;
-	ok = ftvm_status(c, &st) == 0 && (!state || strcmp(st.state, state) == 0);
-	ftvm_disconnect(c);
-	return ok;
+	return replay_node_status(n, &st) == 0 && (!state || strcmp(st.state, state) == 0);
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct ftvm_node_status;
 struct trace_reader;
 
 struct replay_node {
@@ -44,6 +45,8 @@ int replay_nodes_start(struct replay_nodes *rn, const struct replay_nodes_config
 /* Stops them (SIGTERM, then SIGKILL after 5 s) and removes the directory,
  * unless keep (then it says where it is). */
 void replay_nodes_stop(struct replay_nodes *rn, bool keep);
+/* Its status (libftvm's ftvm_status()): 0 or -errno. */
+int replay_node_status(const struct replay_node *n, struct ftvm_node_status *ret);
 /* The node answers status, and (state not NULL) is in that state. */
 bool replay_node_state_is(const struct replay_node *n, const char *state);
 void replay_sleep_ms(unsigned ms);
