@@ -170,14 +170,41 @@ nomem:
 	return -1;
 }
 
-uint64_t trace_maps_node_seq(const struct trace_maps *maps, uint64_t recorded)
+/* A number bound in map rule (numbers are bound as text), 0 when not. */
+static uint64_t lookup_number(const struct trace_maps *maps, enum rule rule, uint64_t recorded)
 {
 	char rec[32];
 	const char *now;
 
 	snprintf(rec, sizeof(rec), "%" PRIu64, recorded);
-	now = lookup(&maps->maps[RULE_MAP_SEQ - RULE_MAP_GUID], rec);
+	now = lookup(&maps->maps[rule - RULE_MAP_GUID], rec);
 	return now ? strtoull(now, NULL, 10) : 0;
+}
+
+uint64_t trace_maps_node_seq(const struct trace_maps *maps, uint64_t recorded)
+{
+	return lookup_number(maps, RULE_MAP_SEQ, recorded);
+}
+
+uint64_t trace_maps_node_lsn(const struct trace_maps *maps, uint64_t recorded)
+{
+	return lookup_number(maps, RULE_MAP_LSN, recorded);
+}
+
+uint64_t trace_maps_epoch(const struct trace_maps *maps, uint64_t recorded)
+{
+	return lookup_number(maps, RULE_MAP_EPOCH, recorded);
+}
+
+int trace_maps_bind_epoch(struct trace_maps *maps, uint64_t recorded, uint64_t now, char *why,
+			  size_t why_len)
+{
+	char rec[32], new[32];
+
+	snprintf(rec, sizeof(rec), "%" PRIu64, recorded);
+	snprintf(new, sizeof(new), "%" PRIu64, now);
+	return bind(&maps->maps[RULE_MAP_EPOCH - RULE_MAP_GUID],
+		    map_names[RULE_MAP_EPOCH - RULE_MAP_GUID], rec, new, why, why_len);
 }
 
 /* s with every bound guid and owner replaced by its new value, longest
@@ -344,6 +371,17 @@ static int rewrite_string(struct trace_maps *maps, enum rule rule, char **s)
 	return 0;
 }
 
+/* The pair shares one sequence of epochs, so a recorded epoch stands for
+ * the same new one in what either side says (unlike an LSN: the partner's
+ * are sent as recorded). */
+static void rewrite_epoch(const struct trace_maps *maps, uint64_t *epoch)
+{
+	uint64_t now = trace_maps_epoch(maps, *epoch);
+
+	if (now)
+		*epoch = now;
+}
+
 int trace_rewrite(struct trace_maps *maps, ProtobufCMessage *m)
 {
 	const ProtobufCMessageDescriptor *d = m->descriptor;
@@ -366,6 +404,9 @@ int trace_rewrite(struct trace_maps *maps, ProtobufCMessage *m)
 				r = rewrite_string(maps, rule,
 						   repeated ? &(*(char ***)base)[j]
 							    : (char **)base);
+			else if (f->type == PROTOBUF_C_TYPE_UINT64 && !repeated &&
+				 rule == RULE_MAP_EPOCH)
+				rewrite_epoch(maps, (uint64_t *)base);
 		}
 		if (r < 0)
 			return r;
