@@ -8,6 +8,10 @@
  *                        compared under trace_rules.c
  *   out-record, request  the node's next request of that kind, compared; the
  *                        recorded answer to it follows as an in-record
+ *   a new link           the partner's death and restart (replay_failover.h):
+ *                        the link closed after the partner's last record,
+ *                        the node's takeover waited for, a new link dialled
+ *                        with the partner's recorded Hello
  *
  * Everything runs on one thread with poll(2): what the node sends is read as
  * it comes and queued until the trace asks for it. */
@@ -35,85 +39,15 @@
 #include "client.pb-c.h"
 #include "clock.h"
 #include "codec.h"
+#include "replay_failover.h"
 #include "replay_nodes.h"
 #include "replay_stream.h"
 #include "trace_dump.h"
 #include "trace_file.h"
 #include "trace_message.h"
 #include "trace_render.h"
+#include "trace_replay_state.h"
 #include "trace_rules.h"
-
-#define LINK_TIMEOUT_MS 10000u /* for the fresh node to link with the replayer */
-#define ANSWER_MARGIN_MS 5000u /* beyond the node's request_timeout_ms */
-#define CLIENTS_MAX 64u
-
-typedef Ftvm__Client__ClientRequest ClientRequest;
-typedef Ftvm__Client__ClientReply ClientReply;
-
-/* One record of the trace, decoded; a Batch's envelopes each decoded too. */
-struct rec {
-	uint64_t number;
-	enum trace_channel channel;
-	enum trace_direction direction;
-	uint64_t client; /* the recorded connection number, client records */
-	ProtobufCMessage *msg;
-	Envelope **inner; /* a Batch's */
-	size_t n_inner;
-};
-
-/* A pointer the node granted this client, or one it asked for (offset not
- * known yet): where a page is in the client's map of the pool. */
-struct pointer {
-	uint64_t id; /* the request's */
-	char guid[64];
-	uint64_t page;
-	uint64_t offset;
-	uint32_t length;
-	bool granted;
-};
-
-struct client {
-	uint64_t recorded;
-	struct replay_stream s;
-	ClientReply **replies; /* read, not yet asked for */
-	size_t n_replies;
-	uint8_t *pool; /* the node's frame pool, mapped as libftvm maps it */
-	size_t pool_size;
-	struct pointer *pointers;
-	size_t n_pointers;
-};
-
-struct replay {
-	const struct replay_options *o;
-	struct trace_reader *reader;
-	struct rec *recs;
-	size_t n_recs;
-	bool partner_mode; /* the file has partner records: we play the partner */
-
-	/* from the header */
-	char node_id[64], partner_id[64];
-	uint32_t page_size, heartbeat_ms, dead_after_ms, request_timeout_ms;
-	uint64_t memory_size, store_size;
-
-	struct replay_nodes env;
-	struct replay_stream partner;
-	uint64_t node_epoch;
-	uint64_t next_heartbeat_ms;
-	Envelope **from_node; /* envelopes the node sent, not yet asked for */
-	size_t n_from_node;
-	uint64_t *skipped_seqs; /* the node's recorded requests not replayed */
-	size_t n_skipped;
-
-	struct client clients[CLIENTS_MAX];
-	size_t n_clients;
-
-	struct trace_maps *maps;
-	uint64_t matched;
-	/* The first divergence. */
-	bool diverged;
-	char where[40], field[512];
-	char *expected, *actual;
-};
 
 /* ---- small things ---- */
 
@@ -131,7 +65,7 @@ static char *render(const ProtobufCMessage *m)
 	return text;
 }
 
-static void diverge(struct replay *rp, const char *where, const char *field,
+void replay_diverge(struct replay *rp, const char *where, const char *field,
 		    const ProtobufCMessage *expected, const ProtobufCMessage *actual,
 		    const char *actual_text)
 {
@@ -144,7 +78,7 @@ static void diverge(struct replay *rp, const char *where, const char *field,
 	rp->actual = actual ? render(actual) : strdup(actual_text);
 }
 
-static void where_of(char *buf, size_t len, const struct rec *r, size_t inner, bool batch)
+void replay_where_of(char *buf, size_t len, const struct rec *r, size_t inner, bool batch)
 {
 	if (batch)
 		snprintf(buf, len, "%" PRIu64 ".%zu", r->number, inner + 1);
@@ -270,6 +204,31 @@ static int add_rec(struct replay *rp, const struct trace_record *tr)
 	return 0;
 }
 
+static bool is_hello(const struct rec *r)
+{
+	return r->channel == TRACE_CHANNEL_PARTNER &&
+	       ((Envelope *)r->msg)->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO;
+}
+
+/* A Hello after other partner messages opens a new link: the partner went
+ * away after its last record before it (TRACE.md, "Failover and resync"). */
+static void mark_new_links(struct replay *rp)
+{
+	struct rec *last = NULL;
+
+	for (size_t i = 0; i < rp->n_recs; i++) {
+		struct rec *r = &rp->recs[i];
+
+		if (r->channel != TRACE_CHANNEL_PARTNER)
+			continue;
+		if (is_hello(r) && last && !is_hello(last)) {
+			last->partner_gone = true;
+			r->new_link = true;
+		}
+		last = r;
+	}
+}
+
 static int load(struct replay *rp)
 {
 	struct trace_record tr;
@@ -290,6 +249,7 @@ static int load(struct replay *rp)
 		return -EBADMSG;
 	}
 	trace_warn_torn(rp->reader, rp->n_recs ? rp->recs[rp->n_recs - 1].number + 1 : 1);
+	mark_new_links(rp);
 	if (!rp->partner_id[0])
 		return bad_trace(rp, 0,
 				 "the trace never names the partner (recorded before it "
@@ -299,6 +259,29 @@ static int load(struct replay *rp)
 }
 
 /* ---- the fresh node ---- */
+
+/* The replayer is the partner: it dials the node. */
+int replay_dial_node(struct replay *rp)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				  .sin_port = htons((uint16_t)rp->env.listen_port) };
+	int one = 1, r;
+
+	rp->node_hello = false;
+	rp->next_heartbeat_ms = UINT64_MAX; /* none before our Hello */
+	rp->partner.len = 0;
+	rp->partner.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (rp->partner.fd < 0 || connect(rp->partner.fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = -errno;
+		fprintf(stderr,
+			"ftvmctl: trace replay: cannot reach node %s's partner port %d: %s\n",
+			rp->node_id, rp->env.listen_port, strerror(-r));
+		return r;
+	}
+	setsockopt(rp->partner.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return 0;
+}
 
 static int start(struct replay *rp)
 {
@@ -314,51 +297,38 @@ static int start(struct replay *rp)
 		.store_size = rp->store_size,
 		.ftvmd = rp->o->ftvmd,
 	};
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	int one = 1, r;
+	int r = replay_nodes_start(&rp->env, &c);
 
-	r = replay_nodes_start(&rp->env, &c);
 	if (r < 0 || !rp->partner_mode)
 		return r;
-	/* The replayer is the partner: it dials the node. */
-	sa.sin_port = htons((uint16_t)rp->env.listen_port);
-	rp->partner.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (rp->partner.fd < 0 || connect(rp->partner.fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		r = -errno;
-		fprintf(stderr,
-			"ftvmctl: trace replay: cannot reach node %s's partner port %d: %s\n",
-			rp->node_id, rp->env.listen_port, strerror(-r));
-		return r;
-	}
-	setsockopt(rp->partner.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return 0;
+	return replay_dial_node(rp);
 }
 
 /* ---- the partner side ---- */
 
-static void send_partner_envelope(struct replay *rp, Envelope *env)
+void replay_send_partner(struct replay *rp, Envelope *env)
 {
-	env->epoch = rp->node_epoch;
 	if (replay_send_frame(rp->partner.fd, &env->base) < 0)
-		diverge(rp, "-", "the node closed the partner connection", &env->base, NULL,
-			"nothing: the connection is gone");
+		replay_diverge(rp, "-", "the node closed the partner connection", &env->base, NULL,
+			       "nothing: the connection is gone");
 }
 
 static void send_own(struct replay *rp, Envelope *env)
 {
 	env->version = FTVM__PARTNER__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
 	env->sender = rp->partner_id;
-	send_partner_envelope(rp, env);
+	env->epoch = rp->partner_epoch;
+	replay_send_partner(rp, env);
 }
 
-static void send_heartbeat(struct replay *rp)
+void replay_send_heartbeat(struct replay *rp)
 {
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 	Ftvm__Partner__Heartbeat hb = FTVM__PARTNER__HEARTBEAT__INIT;
 
 	hb.sent_us = clock_now_us();
-	hb.state = FTVM__PARTNER__NODE_STATE__NODE_STATE_ACTIVE;
+	/* Behind the node: a partner restarted and not resynced yet. */
+	hb.state = rp->partner_epoch < rp->node_epoch ? STATE(STARTING) : STATE(ACTIVE);
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT;
 	env.heartbeat = &hb;
 	send_own(rp, &env);
@@ -376,7 +346,7 @@ static void send_hello(struct replay *rp)
 	h.page_size = rp->page_size;
 	h.frame_count = rp->memory_size / rp->page_size;
 	h.initiator = true;
-	h.state = FTVM__PARTNER__NODE_STATE__NODE_STATE_STARTING;
+	h.state = STATE(STARTING);
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO;
 	env.hello = &h;
 	send_own(rp, &env);
@@ -395,8 +365,10 @@ static int queue_from_node(struct replay *rp, Envelope *env)
 {
 	Envelope **q;
 
-	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO)
+	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO) {
 		rp->node_epoch = env->hello->epoch;
+		rp->node_hello = true;
+	}
 	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED) {
 		CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
 		Envelope ans = FTVM__PARTNER__ENVELOPE__INIT;
@@ -427,7 +399,8 @@ static int partner_frame(struct replay *rp, const uint8_t *payload, size_t len)
 	int r = codec_envelope_decode(payload, len, &env, err, sizeof(err));
 
 	if (r < 0) {
-		diverge(rp, "-", "the node sent an envelope that does not decode", NULL, NULL, err);
+		replay_diverge(rp, "-", "the node sent an envelope that does not decode", NULL,
+			       NULL, err);
 		return r;
 	}
 	if (env->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH)
@@ -440,8 +413,8 @@ static int partner_frame(struct replay *rp, const uint8_t *payload, size_t len)
 		if (r == 0)
 			r = queue_from_node(rp, inner);
 		else
-			diverge(rp, "-", "the node sent a batch that does not decode", NULL, NULL,
-				err);
+			replay_diverge(rp, "-", "the node sent a batch that does not decode", NULL,
+				       NULL, err);
 	}
 	codec_envelope_free(env);
 	return r;
@@ -479,8 +452,8 @@ static int client_frame(struct replay *rp, struct client *c, const uint8_t *payl
 	ClientReply *reply = ftvm__client__client_reply__unpack(NULL, len, payload), **q;
 
 	if (!reply) {
-		diverge(rp, "-", "the node sent a reply that does not parse", NULL, NULL,
-			"a ClientReply that does not parse");
+		replay_diverge(rp, "-", "the node sent a reply that does not parse", NULL, NULL,
+			       "a ClientReply that does not parse");
 		return -EBADMSG;
 	}
 	client_learn(c, reply);
@@ -496,7 +469,7 @@ static int client_frame(struct replay *rp, struct client *c, const uint8_t *payl
 
 /* Reads what came until deadline_ms (or one round when it has passed),
  * sending our heartbeats meanwhile. */
-static int pump(struct replay *rp, uint64_t deadline_ms)
+int replay_pump(struct replay *rp, uint64_t deadline_ms)
 {
 	struct pollfd pfd[CLIENTS_MAX + 1];
 	size_t n = 0;
@@ -505,7 +478,7 @@ static int pump(struct replay *rp, uint64_t deadline_ms)
 
 	if (rp->partner.fd >= 0) {
 		if (now >= rp->next_heartbeat_ms)
-			send_heartbeat(rp);
+			replay_send_heartbeat(rp);
 		if (rp->next_heartbeat_ms < until)
 			until = rp->next_heartbeat_ms;
 		pfd[n++] = (struct pollfd){ .fd = rp->partner.fd, .events = POLLIN };
@@ -534,10 +507,10 @@ static int pump(struct replay *rp, uint64_t deadline_ms)
 			free(payload);
 		}
 		if (r < 0) {
-			diverge(rp, "-",
-				s == &rp->partner ? "the node dropped the partner connection"
-						  : "the node dropped a client connection",
-				NULL, NULL, why ? why : strerror(-r));
+			replay_diverge(rp, "-",
+				       s == &rp->partner ? "the node dropped the partner connection"
+							 : "the node dropped a client connection",
+				       NULL, NULL, why ? why : strerror(-r));
 			return r;
 		}
 	}
@@ -564,7 +537,7 @@ static Envelope *wait_from_node(struct replay *rp, const Envelope *want)
 				return e;
 			}
 		}
-	} while (!rp->diverged && pump(rp, deadline) == 0 && clock_now_ms() < deadline);
+	} while (!rp->diverged && replay_pump(rp, deadline) == 0 && clock_now_ms() < deadline);
 	return NULL;
 }
 
@@ -595,14 +568,31 @@ static void expect_partner(struct replay *rp, const char *where, Envelope *want)
 	if (!got) {
 		snprintf(waited, sizeof(waited), "nothing within %u ms",
 			 rp->request_timeout_ms + ANSWER_MARGIN_MS);
-		diverge(rp, where, "no such message from the node", &want->base, NULL, waited);
+		replay_diverge(rp, where, "no such message from the node", &want->base, NULL,
+			       waited);
 		return;
 	}
 	if (trace_compare(rp->maps, &want->base, &got->base, field, sizeof(field)) < 0)
-		diverge(rp, where, field, &want->base, &got->base, NULL);
+		replay_diverge(rp, where, field, &want->base, &got->base, NULL);
 	else
 		rp->matched++;
 	codec_envelope_free(got);
+}
+
+/* The epoch an envelope of the partner's carries in this run: the recorded
+ * one mapped (trace_rules.c), else, in a trace without the node's Hello, the
+ * one the partner is at. A partner that reaches the node's epoch (its resync
+ * ended) is active again, and its slot says so. */
+static uint64_t partner_epoch_now(struct replay *rp, uint64_t recorded)
+{
+	uint64_t now = trace_maps_epoch(rp->maps, recorded);
+
+	if (now > rp->partner_epoch) {
+		rp->partner_epoch = now;
+		if (rp->slot && now >= rp->node_epoch)
+			replay_slot_set(rp->slot, STATE(ACTIVE), now);
+	}
+	return now ? now : rp->partner_epoch;
 }
 
 /* An envelope of the partner's, about to be sent: mapped values put in, an
@@ -610,6 +600,8 @@ static void expect_partner(struct replay *rp, const char *where, Envelope *want)
  * out (it answers a request that is not replayed). */
 static bool prepare(struct replay *rp, const char *where, Envelope *env)
 {
+	uint64_t epoch = partner_epoch_now(rp, env->epoch);
+
 	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE) {
 		uint64_t now;
 
@@ -623,16 +615,16 @@ static bool prepare(struct replay *rp, const char *where, Envelope *env)
 				 "it answers the node's request seq %" PRIu64
 				 ", which the node did not make in this run",
 				 env->answers);
-			diverge(rp, where, why, &env->base, NULL, "no such request");
+			replay_diverge(rp, where, why, &env->base, NULL, "no such request");
 			return false;
 		}
 		env->answers = now;
 	}
-	env->epoch = rp->node_epoch;
 	if (trace_rewrite(rp->maps, &env->base) < 0) {
-		diverge(rp, where, "out of memory", &env->base, NULL, "out of memory");
+		replay_diverge(rp, where, "out of memory", &env->base, NULL, "out of memory");
 		return false;
 	}
+	env->epoch = epoch;
 	return true;
 }
 
@@ -643,12 +635,12 @@ static void play_partner_in(struct replay *rp, struct rec *r)
 	Ftvm__Partner__Batch *b;
 	size_t kept = 0;
 
-	where_of(where, sizeof(where), r, 0, false);
+	replay_where_of(where, sizeof(where), r, 0, false);
 	if (time_driven(env, false))
 		return;
 	if (env->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH) {
 		if (prepare(rp, where, env))
-			send_partner_envelope(rp, env);
+			replay_send_partner(rp, env);
 		return;
 	}
 	/* A batch goes as a batch (its envelopes apply together), repacked. */
@@ -657,7 +649,7 @@ static void play_partner_in(struct replay *rp, struct rec *r)
 		uint8_t *payload;
 		size_t len;
 
-		where_of(where, sizeof(where), r, i, true);
+		replay_where_of(where, sizeof(where), r, i, true);
 		if (!prepare(rp, where, r->inner[i]))
 			continue;
 		if (codec_payload_pack(&r->inner[i]->base, &payload, &len) < 0)
@@ -668,23 +660,33 @@ static void play_partner_in(struct replay *rp, struct rec *r)
 	for (size_t i = kept; i < b->n_envelopes; i++)
 		free(b->envelopes[i].data);
 	b->n_envelopes = kept;
+	env->epoch = partner_epoch_now(rp, env->epoch);
 	if (kept && !rp->diverged)
-		send_partner_envelope(rp, env);
+		replay_send_partner(rp, env);
 }
 
 static void play_partner_out(struct replay *rp, struct rec *r)
 {
 	Envelope *env = (Envelope *)r->msg;
-	char where[40];
+	char where[40], why[300];
 
+	/* The node's Hello is not compared, but says which epoch of this run
+	 * the recorded one is. */
+	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO) {
+		replay_where_of(where, sizeof(where), r, 0, false);
+		if (trace_maps_bind_epoch(rp->maps, env->hello->epoch, rp->node_epoch, why,
+					  sizeof(why)) < 0)
+			replay_diverge(rp, where, why, &env->base, NULL, "another epoch");
+		return;
+	}
 	if (env->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH) {
-		where_of(where, sizeof(where), r, 0, false);
+		replay_where_of(where, sizeof(where), r, 0, false);
 		expect_partner(rp, where, env);
 		return;
 	}
 	/* The node may batch differently this time: its envelopes one by one. */
 	for (size_t i = 0; i < r->n_inner && !rp->diverged; i++) {
-		where_of(where, sizeof(where), r, i, true);
+		replay_where_of(where, sizeof(where), r, i, true);
 		expect_partner(rp, where, r->inner[i]);
 	}
 }
@@ -776,21 +778,21 @@ static void play_client_in(struct replay *rp, size_t i)
 	const ClientRequest *req = (const ClientRequest *)r->msg;
 	char where[40], recorded_guid[64] = "";
 
-	where_of(where, sizeof(where), r, 0, false);
+	replay_where_of(where, sizeof(where), r, 0, false);
 	if (!c) {
-		diverge(rp, where, "cannot connect a client to the node", r->msg, NULL,
-			strerror(errno));
+		replay_diverge(rp, where, "cannot connect a client to the node", r->msg, NULL,
+			       strerror(errno));
 		return;
 	}
 	if (req->request_case == FTVM__CLIENT__CLIENT_REQUEST__REQUEST_RELEASE_POINTER)
 		snprintf(recorded_guid, sizeof(recorded_guid), "%s", req->release_pointer->guid);
 	if (trace_rewrite(rp->maps, r->msg) < 0) {
-		diverge(rp, where, "out of memory", r->msg, NULL, "out of memory");
+		replay_diverge(rp, where, "out of memory", r->msg, NULL, "out of memory");
 		return;
 	}
 	client_pointer_call(rp, c, i, req, recorded_guid);
 	if (replay_send_frame(c->s.fd, r->msg) < 0)
-		diverge(rp, where, "cannot send the request", r->msg, NULL, strerror(errno));
+		replay_diverge(rp, where, "cannot send the request", r->msg, NULL, strerror(errno));
 }
 
 static void play_client_out(struct replay *rp, struct rec *r)
@@ -800,10 +802,10 @@ static void play_client_out(struct replay *rp, struct rec *r)
 	struct client *c = client_for(rp, r->client);
 	char where[40], field[512], waited[96];
 
-	where_of(where, sizeof(where), r, 0, false);
+	replay_where_of(where, sizeof(where), r, 0, false);
 	if (!c) {
-		diverge(rp, where, "cannot connect a client to the node", r->msg, NULL,
-			strerror(errno));
+		replay_diverge(rp, where, "cannot connect a client to the node", r->msg, NULL,
+			       strerror(errno));
 		return;
 	}
 	do {
@@ -816,16 +818,16 @@ static void play_client_out(struct replay *rp, struct rec *r)
 				(c->n_replies - i - 1) * sizeof(*c->replies));
 			c->n_replies--;
 			if (trace_compare(rp->maps, r->msg, &got->base, field, sizeof(field)) < 0)
-				diverge(rp, where, field, r->msg, &got->base, NULL);
+				replay_diverge(rp, where, field, r->msg, &got->base, NULL);
 			else
 				rp->matched++;
 			ftvm__client__client_reply__free_unpacked(got, NULL);
 			return;
 		}
-	} while (!rp->diverged && pump(rp, deadline) == 0 && clock_now_ms() < deadline);
+	} while (!rp->diverged && replay_pump(rp, deadline) == 0 && clock_now_ms() < deadline);
 	snprintf(waited, sizeof(waited), "nothing within %u ms",
 		 rp->request_timeout_ms + ANSWER_MARGIN_MS);
-	diverge(rp, where, "no reply from the node", r->msg, NULL, waited);
+	replay_diverge(rp, where, "no reply from the node", r->msg, NULL, waited);
 }
 
 /* ---- the run ---- */
@@ -837,24 +839,32 @@ static void play(struct replay *rp)
 	if (rp->partner_mode) {
 		/* The node speaks first on a new connection: its Hello gives the
 		 * epoch ours must carry. */
-		rp->next_heartbeat_ms = UINT64_MAX;
-		while (!rp->diverged && !rp->node_epoch && clock_now_ms() < deadline)
-			pump(rp, clock_now_ms() + 20);
+		while (!rp->diverged && !rp->node_hello && clock_now_ms() < deadline)
+			replay_pump(rp, clock_now_ms() + 20);
+		rp->partner_epoch = rp->node_epoch;
+		if (replay_slot_start(rp, STATE(STARTING)) < 0)
+			return;
 		send_hello(rp);
-		send_heartbeat(rp);
+		replay_send_heartbeat(rp);
 		/* Up: the node said Hello and is active with us. */
 		while (!rp->diverged && !replay_node_state_is(&rp->env.node[0], "active")) {
 			if (clock_now_ms() > deadline) {
-				diverge(rp, "0", "the fresh node never linked with the replayer",
-					NULL, NULL, "not active");
+				replay_diverge(rp, "0",
+					       "the fresh node never linked with the replayer",
+					       NULL, NULL, "not active");
 				return;
 			}
-			pump(rp, clock_now_ms() + 20);
+			replay_pump(rp, clock_now_ms() + 20);
 		}
+		replay_slot_set(rp->slot, STATE(ACTIVE), rp->node_epoch);
 	}
 	for (size_t i = 0; i < rp->n_recs && !rp->diverged; i++) {
 		struct rec *r = &rp->recs[i];
 
+		if (r->new_link)
+			replay_partner_restarts(rp, i);
+		if (rp->diverged)
+			break;
 		if (r->channel == TRACE_CHANNEL_PARTNER && r->direction == TRACE_IN)
 			play_partner_in(rp, r);
 		else if (r->channel == TRACE_CHANNEL_PARTNER)
@@ -863,6 +873,8 @@ static void play(struct replay *rp)
 			play_client_in(rp, i);
 		else
 			play_client_out(rp, r);
+		if (r->partner_gone && !rp->diverged)
+			replay_partner_dies(rp, r);
 	}
 }
 
@@ -950,6 +962,7 @@ int trace_replay_run(const struct replay_options *o)
 		return 3;
 	}
 	play(&rp);
+	replay_slot_kill(rp.slot);
 	rc = report(&rp);
 	replay_nodes_stop(&rp.env, o->keep);
 	replay_free(&rp);
