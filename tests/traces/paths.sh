@@ -15,7 +15,7 @@ LIB_PATHS=(
 	write_pointer_resident write_pointer_not_resident
 	locked_locally locked_by_partner space_short
 	release_modified release_unmodified release_memory
-	read_header sense race destaged
+	read_header sense race destaged failover
 )
 
 # expect_refused ID PATTERN ARGS...: ftvmctl on ID exits 1 saying PATTERN.
@@ -184,4 +184,27 @@ path_destaged() {
 	g=$(ctl a alloc --size 1K)
 	echo stable | ctl a write "$g" 0 >/dev/null
 	wait_until eval '"$FTVMCTL" trace dump "$WORK/b.trace" 2>/dev/null | grep -q Destaged'
+}
+
+# Failover and resync (node/HA.md), in a's trace: b is killed with kill -9
+# between two of a's client writes, a takes over and writes alone; b is
+# started again, a resyncs it (incremental: b lost nothing), both are
+# mirrored again, and a writes once more. No write is in flight at the kill
+# (it would fail or not by the instant: not a path a replay can repeat), and
+# every page is in the store before the kill and before b comes back, so
+# which pages a resync sends as dirty does not depend on when a destage
+# round ran. The waits read a's log, not its status, so that the trace holds
+# the path and not the polling. b's trace is not kept: it restarted.
+path_failover() {
+	local g
+	g=$(ctl a alloc --size 2K)
+	echo before | ctl a write "$g" 0 >/dev/null
+	wait_until destaged a
+	kill_node b
+	WAIT_TRIES=1500 wait_until grep -q -- '-> solo: took over from b' "$WORK/a.log"
+	echo alone | ctl a write "$g" 1 >/dev/null
+	wait_until destaged a
+	start_node b
+	WAIT_TRIES=1500 wait_until grep -q -- '-> active: b resynced' "$WORK/a.log"
+	echo mirrored | ctl a write "$g" 2 >/dev/null
 }

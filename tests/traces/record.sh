@@ -3,8 +3,9 @@
 # seed 002's Figures 5-10, a fresh pair that records both nodes' partner
 # channel and client API from its start ([trace] path), the path driven with
 # ftvmctl and ftvm-hold, the pair stopped, and both traces written here in
-# their text form as NAME.a.txt and NAME.b.txt. Run it when the protocol
-# changes on purpose, read the diff, commit it.
+# their text form as NAME.a.txt and NAME.b.txt (but for a node the path
+# restarted). Run it when the protocol changes on purpose, read the diff,
+# commit it.
 #
 #   tests/traces/record.sh [--build DIR] [NAME...]   (default: every path)
 set -euo pipefail
@@ -51,8 +52,9 @@ ctl() {
 	"$FTVMCTL" --config "$WORK/$id.conf" "$@"
 }
 
+# wait_until CMD...: up to 5 s, or WAIT_TRIES hundredths of a second.
 wait_until() {
-	local tries=500
+	local tries=${WAIT_TRIES:-500}
 	until "$@"; do
 		tries=$((tries - 1))
 		[ "$tries" -gt 0 ] || fail "timed out waiting for: $*"
@@ -93,6 +95,20 @@ let_go() {
 	unset "PIDS[$name]"
 }
 
+start_node() {
+	"$FTVMD" --config "$WORK/$1.conf" >>"$WORK/$1.log" 2>&1 &
+	PIDS[$1]=$!
+}
+
+# kill_node ID: kill -9, as a crash: ID's slot in the store stops moving.
+kill_node() {
+	kill -9 "${PIDS[$1]}"
+	wait "${PIDS[$1]}" 2>/dev/null || true
+	unset "PIDS[$1]"
+}
+
+destaged() { [ "$(ctl "$1" --json sense | jq .queues.destage)" = 0 ]; }
+
 start_pair() {
 	local pa pb id port partner
 	WORK=$(mktemp -d "${TMPDIR:-/tmp}/ftvm-record.XXXXXX")
@@ -124,10 +140,8 @@ start_pair() {
 		block_size = $((LIB_PAGE_SIZE * 4))
 		CONF
 	done
-	for id in a b; do
-		"$FTVMD" --config "$WORK/$id.conf" >>"$WORK/$id.log" 2>&1 &
-		PIDS[$id]=$!
-	done
+	start_node a
+	start_node b
 	wait_until state_is a active
 	wait_until state_is b active
 }
@@ -148,11 +162,20 @@ for CURRENT in "${names[@]}"; do
 	start_pair
 	"path_$CURRENT"
 	stop_pair
+	# A node restarted during the path (its first life's trace was kept as
+	# ID.trace.1) did not run from a fresh start: no replay can start it as
+	# it was, so its trace is not kept.
+	summary=
 	for id in a b; do
+		rm -f "$HERE/$CURRENT.$id.txt"
+		if [ -e "$WORK/$id.trace.1" ]; then
+			summary+=" $id restarted, not kept;"
+			continue
+		fi
 		"$FTVMCTL" trace text "$WORK/$id.trace" | sed "2s|$WORK/||" >"$HERE/$CURRENT.$id.txt"
+		summary+=" $(grep -c '^record ' "$HERE/$CURRENT.$id.txt") records on $id;"
 	done
-	echo "recorded $CURRENT: $(grep -c '^record ' "$HERE/$CURRENT.a.txt") records on a," \
-		"$(grep -c '^record ' "$HERE/$CURRENT.b.txt") on b"
+	echo "recorded $CURRENT:${summary%;}"
 	rm -rf "$WORK"
 	WORK=
 done
