@@ -91,14 +91,16 @@ static void idle(struct replay *rp)
 	replay_pump(rp, clock_now_ms() + 20);
 }
 
-static int status_epoch(const struct replay *rp, uint64_t *ret)
+/* The node took over: its new epoch is written (that comes first) and it
+ * serves alone (once its own slot said so, a fence round later). */
+static bool took_over(const struct replay *rp, uint64_t *epoch)
 {
 	struct ftvm_node_status st;
-	int r = replay_node_status(&rp->env.node[0], &st);
 
-	if (r == 0)
-		*ret = st.epoch;
-	return r;
+	if (replay_node_status(&rp->env.node[0], &st) < 0)
+		return false;
+	*epoch = st.epoch;
+	return st.epoch > rp->node_epoch && strcmp(st.state, "solo") == 0;
 }
 
 static int destage_queue(const struct replay *rp, uint64_t *ret)
@@ -133,11 +135,12 @@ void replay_partner_dies(struct replay *rp, const struct rec *r)
 	for (size_t i = 0; i < rp->n_from_node; i++)
 		codec_envelope_free(rp->from_node[i]);
 	rp->n_from_node = 0;
-	while (status_epoch(rp, &epoch) < 0 || epoch <= rp->node_epoch) {
+	while (!took_over(rp, &epoch)) {
 		if (rp->diverged || clock_now_ms() > deadline) {
 			replay_where_of(where, sizeof(where), r, 0, false);
-			snprintf(got, sizeof(got), "still at epoch %" PRIu64 " after %u ms", epoch,
-				 bound);
+			snprintf(got, sizeof(got),
+				 "not solo at a later epoch after %u ms (at %" PRIu64 ")", bound,
+				 epoch);
 			replay_diverge(rp, where,
 				       "the partner is gone after this record, and the node did "
 				       "not take over",
