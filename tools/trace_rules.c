@@ -41,6 +41,11 @@ static const struct {
 	{ "Envelope", "seq", RULE_MAP_SEQ },
 	{ "Envelope", "epoch", RULE_MAP_EPOCH },
 	{ "Envelope", "lsn", RULE_MAP_LSN },
+	/* The node's Hello is never compared; these say what it would be. The
+	 * partner's that the replayer sends at a new link (replay_failover.c)
+	 * gets its epoch by trace_rewrite() and its applied_lsn, which is the
+	 * node's, by trace_maps_node_lsn(); its own_lsn is the partner's and
+	 * goes as recorded. */
 	{ "Hello", "epoch", RULE_MAP_EPOCH },
 	{ "Hello", "own_lsn", RULE_MAP_LSN },
 	{ "ResyncBegin", "epoch", RULE_MAP_EPOCH },
