@@ -138,3 +138,23 @@ out=$("$FTVMCTL" trace replay "$WORK/undec.trace" 2>&1) || rc=$?
 [ "$rc" -eq 1 ] || fail "an undecodable record: exit $rc"
 grep -q "$WORK/undec.trace: record 3: .*does not \(decode\|parse\)" <<<"$out" || fail "undecodable: '$out'"
 ok "text form: lossless, bad lines named by line, undecodable record named by number ($out)"
+
+# A failover replayed against a node that answers it differently: the
+# library's failover trace with one byte changed in a block the node sends
+# in its resync (a recorded ResyncPage whose CRC-32C is then not the one the
+# node's block has). The replay plays b's death, the takeover and b's
+# return, and then names that record; exit 1.
+lib=$FTVM_SRCDIR/tests/traces/failover.a.txt
+page=$(grep -m1 -E '^# +[0-9]+ .*partner out .*ResyncPage' "$lib" | awk '{print $2}')
+[ -n "$page" ] || fail "no ResyncPage in $lib"
+# The record's fifth data line: bytes 128-159 of the envelope, in the block.
+awk -v want="$page" '/^record /{n++}
+	n==want && /^  /{ if (++k == 5) $0 = "  " (substr($0, 3, 2) == "00" ? "11" : "00") substr($0, 5) }
+	{print}' "$lib" >"$WORK/resync.txt"
+"$FTVMCTL" trace binary "$WORK/resync.txt" "$WORK/resync.trace"
+rc=0
+out=$("$FTVMCTL" trace replay "$WORK/resync.trace" 2>&1) || rc=$?
+[ "$rc" -eq 1 ] || fail "a changed resync page: exit $rc: $out"
+grep -q "$WORK/resync.trace: record $page: divergence after [0-9]* matched answers: Envelope.resync_page.data: expected <512 bytes crc32c 0x[0-9a-f]*>, got <512 bytes crc32c 0x[0-9a-f]*>" <<<"$out" ||
+	fail "a changed resync page (record $page): '$out'"
+ok "a failover replayed to a resync page that differs: record $page named, exit 1"
