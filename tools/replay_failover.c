@@ -30,15 +30,14 @@ static void ignore_report(const struct sbd_report *r, void *arg)
 {
 }
 
-static int slot_failed(struct replay *rp, const char *what, const char *why, int r)
+static int slot_failed(struct replay *rp, const char *where, const char *why, int r)
 {
-	replay_diverge(rp, "0", "cannot keep the partner's fence slot in the store", NULL, NULL,
-		       what);
-	fprintf(stderr, "ftvmctl: trace replay: the partner's fence slot: %s\n", why);
+	replay_diverge(rp, where, "cannot keep the partner's fence slot in the store", NULL, NULL,
+		       why);
 	return r;
 }
 
-int replay_slot_start(struct replay *rp, uint32_t state)
+int replay_slot_start(struct replay *rp, const char *where, uint32_t state)
 {
 	struct replay_slot *s = calloc(1, sizeof(*s));
 	char path[PATH_MAX + 16], err[256];
@@ -47,13 +46,13 @@ int replay_slot_start(struct replay *rp, uint32_t state)
 	int r;
 
 	if (!s)
-		return slot_failed(rp, "out of memory", "out of memory", -ENOMEM);
+		return slot_failed(rp, where, "out of memory", -ENOMEM);
 	snprintf(path, sizeof(path), "%s/shared/store", rp->env.dir);
 	/* The node made the store when it started: no size to give. */
 	r = store_open(path, 0, rp->page_size, rp->partner_id, false, &store, err, sizeof(err));
 	if (r < 0) {
 		free(s);
-		return slot_failed(rp, "the store does not open", err, r);
+		return slot_failed(rp, where, err, r);
 	}
 	index = store_partition_index(store);
 	store_close(store);
@@ -65,7 +64,8 @@ int replay_slot_start(struct replay *rp, uint32_t state)
 		if (s->base)
 			event_base_free(s->base);
 		free(s);
-		return slot_failed(rp, "the fence thread does not start", strerror(-r), r);
+		snprintf(err, sizeof(err), "the fence thread does not start: %s", strerror(-r));
+		return slot_failed(rp, where, err, r);
 	}
 	rp->slot = s;
 	return 0;
@@ -196,9 +196,10 @@ static bool destage_done(struct replay *rp, const char *where)
 
 void replay_partner_restarts(struct replay *rp, size_t i)
 {
-	uint64_t deadline, lsn;
+	uint64_t deadline, lsn, recorded_epoch;
 	Envelope *env = recorded_hello(rp, i);
 	char where[40];
+	int r;
 
 	replay_where_of(where, sizeof(where), &rp->recs[i], 0, false);
 	if (!env) {
@@ -211,20 +212,24 @@ void replay_partner_restarts(struct replay *rp, size_t i)
 	/* The restarted partner is at the epoch it recorded, mapped: the one
 	 * it died at. Where the node had applied the node's LSNs to is in the
 	 * node's numbering; its own LSNs go as recorded. */
+	recorded_epoch = env->hello->epoch;
 	if (trace_rewrite(rp->maps, &env->base) < 0) {
 		replay_diverge(rp, where, "out of memory", &env->base, NULL, "out of memory");
 		return;
 	}
-	if (!trace_maps_epoch(rp->maps, env->hello->epoch))
+	if (!trace_maps_epoch(rp->maps, recorded_epoch))
 		env->hello->epoch = rp->partner_epoch;
 	lsn = trace_maps_node_lsn(rp->maps, env->hello->applied_lsn);
 	if (lsn)
 		env->hello->applied_lsn = lsn;
 	rp->partner_epoch = env->hello->epoch;
 	env->epoch = rp->partner_epoch;
-	if (replay_slot_start(rp, STATE(STARTING)) < 0 || replay_dial_node(rp) < 0) {
+	if (replay_slot_start(rp, where, STATE(STARTING)) < 0)
+		return;
+	r = replay_dial_node(rp);
+	if (r < 0) {
 		replay_diverge(rp, where, "cannot dial the node as the restarted partner",
-			       &env->base, NULL, strerror(errno));
+			       &env->base, NULL, strerror(-r));
 		return;
 	}
 	deadline = clock_now_ms() + LINK_TIMEOUT_MS;

@@ -19,8 +19,8 @@ struct replay_slot;
  * when it first opens it) and starts writing its slot every heartbeat_ms
  * with node/sbd.c's fence thread, saying state (NodeState) at the partner's
  * epoch. The partner's mailbox is read and left alone. -errno, and a
- * divergence saying why. */
-int replay_slot_start(struct replay *rp, uint32_t state);
+ * divergence at where saying why. */
+int replay_slot_start(struct replay *rp, const char *where, uint32_t state);
 /* What the slot says from its next write on. */
 void replay_slot_set(struct replay_slot *s, uint32_t state, uint64_t epoch);
 /* Stops writing the slot, without a last write: the partner's store

@@ -842,7 +842,7 @@ static void play(struct replay *rp)
 		while (!rp->diverged && !rp->node_hello && clock_now_ms() < deadline)
 			replay_pump(rp, clock_now_ms() + 20);
 		rp->partner_epoch = rp->node_epoch;
-		if (replay_slot_start(rp, STATE(STARTING)) < 0)
+		if (replay_slot_start(rp, "0", STATE(STARTING)) < 0)
 			return;
 		send_hello(rp);
 		replay_send_heartbeat(rp);
