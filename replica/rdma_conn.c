@@ -95,7 +95,7 @@ void rdma_conn_fail(struct rdma_conn *c, int error, const char *reason)
 	if (c->closed)
 		return;
 	c->closed = true;
-	log_debug("%s: down: %s", c->peer, reason);
+	log_debug("down: %s", reason);
 	/* An inbound connection nobody was told of goes quietly, as a TCP
 	 * connection that failed before accept() would. */
 	if (!c->inbound || c->state == RDMA_CONN_UP) {

@@ -73,8 +73,10 @@ static int listen_device(const char *listen, bool for_auto, char *reason, size_t
 		snprintf(reason, len, "listen host %s does not resolve", host);
 		return 0;
 	}
-	if (for_auto && is_loopback(ai->ai_addr)) {
-		snprintf(reason, len, "listen address %s is loopback", host);
+	/* rdma_cm resolves no route over loopback (seen: ENODEV on Soft-RoCE). */
+	if (is_loopback(ai->ai_addr)) {
+		snprintf(reason, len, "listen address %s is loopback, which no RDMA device serves",
+			 host);
 		goto out;
 	}
 	if (for_auto && is_wildcard(ai->ai_addr)) {

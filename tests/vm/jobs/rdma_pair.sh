@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The RDMA transport on a real verbs stack (issue 5), inside the guest as
+# root: Soft-RoCE (rdma_rxe) on a dummy NIC holding ADDR. rxe serves a NIC's
+# address, never loopback; between two addresses of one guest it loops the
+# packets back itself, so the one-guest pair needs no qemu network. Then:
+# the transport's channel test over verbs (tests/rdma/test_rdma_channel.c);
+# the e2e tests with transport = rdma, both nodes on ADDR (`ftvmctl status`
+# says rdma: test_pair checks it); auto picking rdma on ADDR and tcp on
+# loopback; transport = rdma on loopback refused at start.
+# shellcheck source=tests/vm/joblib.sh
+. "$FTVM_SRC/tests/vm/joblib.sh"
+
+ADDR=10.0.3.1
+E2E_TESTS=(pair data pointers paths partner_loss failover)
+chan=$FTVM_BUILD/tests/test_rdma_channel
+if [ ! -x "$chan" ]; then
+	echo "skipped: no $chan: this build has no RDMA transport (rdma-core not found)"
+	exit 77
+fi
+
+step "Soft-RoCE: rdma_rxe on dummy0 ($ADDR)"
+modprobe rdma_rxe || fail "modprobe rdma_rxe"
+modprobe dummy || fail "modprobe dummy"
+ip link add dummy0 type dummy
+ip addr add "$ADDR/24" dev dummy0
+ip link set dummy0 up
+rdma link add rxe0 type rxe netdev dummy0 || fail "rdma link add rxe0 type rxe netdev dummy0"
+port_active() {
+	ibv_devinfo -d rxe0 2>/dev/null | grep -q PORT_ACTIVE
+}
+wait_for 30 "rxe0's port active" port_active
+ibv_devices | indent "  "
+ok "rxe0 on dummy0: $(ibv_devinfo -d rxe0 | grep -E -o 'active_mtu:[^(]*' | tr -s ' ')"
+
+step "the transport over verbs: test_rdma_channel $ADDR"
+out=$("$chan" "$ADDR" 2>&1) || {
+	indent "  " <<<"$out"
+	fail "test_rdma_channel exited $?"
+}
+indent "  " <<<"$out"
+ok "channel test passed"
+
+export FTVMD=$FTVM_BUILD/node/ftvmd FTVMCTL=$FTVM_BUILD/tools/ftvmctl FTVM_SRCDIR=$FTVM_SRC
+export FTVM_HOLD=$FTVM_BUILD/tests/race/ftvm-hold FTVM_RACE=$FTVM_BUILD/tests/race/ftvm-race
+export FTVM_EXAMPLE=$FTVM_BUILD/tests/example/ftvm-example
+export FTVM_FAILOVER_CLIENT=$FTVM_BUILD/tests/failover_client/ftvm-failover-client
+
+# e2e NAME [VAR=VALUE...]: tests/e2e/test_NAME.sh with that environment; its
+# ok lines on success, its whole output on failure.
+e2e() {
+	local name=$1 t out rc=0
+	shift
+	t=$(now_ms)
+	out=$(env "$@" timeout 600 bash "$FTVM_SRC/tests/e2e/test_$name.sh" 2>&1) || rc=$?
+	if [ "$rc" -ne 0 ]; then
+		indent "  " <<<"$out"
+		fail "test_$name ($*) exited $rc"
+	fi
+	grep '^ok' <<<"$out" | indent "  "
+	ok "test_$name ($*) passed in $(($(now_ms) - t)) ms"
+}
+
+for name in "${E2E_TESTS[@]}"; do
+	step "e2e $name over rdma"
+	e2e "$name" FTVM_TRANSPORT=rdma FTVM_E2E_ADDR="$ADDR"
+done
+
+step "auto: rdma on $ADDR (on rxe0), tcp on loopback"
+e2e pair FTVM_TRANSPORT=auto FTVM_E2E_ADDR="$ADDR" FTVM_E2E_EXPECT_TRANSPORT=rdma
+e2e pair FTVM_TRANSPORT=auto FTVM_E2E_EXPECT_TRANSPORT=tcp
+
+step "transport = rdma on loopback: refused at start"
+scratch=$(mktemp -d)
+printf '[node]\nid = a\nlisten = 127.0.0.1:7301\npartner = 127.0.0.1:7302\ntransport = rdma\n' \
+	>"$scratch/a.conf"
+rc=0
+out=$(timeout 60 "$FTVMD" --config "$scratch/a.conf" 2>&1) || rc=$?
+[ "$rc" -ne 0 ] || fail "ftvmd started with transport = rdma on loopback"
+grep -q "transport = rdma, but listen address 127.0.0.1 is loopback" <<<"$out" ||
+	fail "ftvmd did not say why it refused: $out"
+ok "exit $rc: $(grep -o 'transport = rdma, but.*' <<<"$out")"
+rm -rf "$scratch"
+
+echo "rdma_pair: all checks passed in $(elapsed) s"
