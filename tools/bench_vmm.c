@@ -12,7 +12,8 @@
  *  3. page-write throughput with 1, 4 and 16 clients, each on its own
  *     connection writing its own pages, split between the two nodes.
  *
- * Everything runs on 127.0.0.1 in a temporary directory; every process it
+ * Everything runs on 127.0.0.1 (the pair's channel on --addr, with
+ * --transport when given) in a temporary directory; every process it
  * starts dies with it (PR_SET_PDEATHSIG) and is stopped at the end (SIGTERM,
  * SIGKILL after 5 s). Figures are printed, never asserted. */
 #define _GNU_SOURCE /* nftw */
@@ -68,6 +69,8 @@ struct row {
 
 struct bench {
 	unsigned count, warmup, seconds;
+	const char *transport; /* the pair's, or NULL: the config's default (auto) */
+	const char *addr;      /* where the pair's channel listens */
 	char ftvmd[PATH_MAX];
 	char dir[200]; /* short: the unix sockets live in it */
 	char sock[2][PATH_MAX];
@@ -198,8 +201,9 @@ static int write_config(struct bench *b, int i, uint16_t port, uint16_t partner)
 		"# written by ftvm-bench-vmm\n"
 		"[node]\n"
 		"id = %c\n"
-		"listen = 127.0.0.1:%u\n"
-		"partner = 127.0.0.1:%u\n"
+		"listen = %s:%u\n"
+		"partner = %s:%u\n"
+		"%s%s%s"
 		"socket = %c.sock\n"
 		"state_dir = %c\n"
 		"[memory]\n"
@@ -211,7 +215,8 @@ static int write_config(struct bench *b, int i, uint16_t port, uint16_t partner)
 		"dead_after_ms = 2000\n"
 		"[policy big]\n"
 		"block_size = 64K\n",
-		id, port, partner, id, id);
+		id, b->addr, port, b->addr, partner, b->transport ? "transport = " : "",
+		b->transport ? b->transport : "", b->transport ? "\n" : "", id, id);
 	if (fclose(f) != 0)
 		return -errno;
 	return 0;
@@ -948,13 +953,18 @@ static void print_table(const struct bench *b)
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"Usage: ftvm-bench-vmm [--count N] [--seconds S] [--ftvmd PATH]\n"
+		"Usage: ftvm-bench-vmm [--count N] [--seconds S] [--ftvmd PATH] [--transport T]\n"
+		"                      [--addr ADDR]\n"
 		"Starts a pair of ftvmd on loopback and measures libftvm's latency and page-write\n"
 		"throughput against a bare TCP ping-pong and Redis synchronous replication.\n"
 		"  --count N      latency samples per operation (default 2000)\n"
 		"  --seconds S    duration of each throughput run (default 3)\n"
 		"  --ftvmd PATH   the daemon to start (default: ../node/ftvmd from this binary's "
 		"directory)\n"
+		"  --transport T  the pair's transport: auto, tcp or rdma (default: the config's, "
+		"auto)\n"
+		"  --addr ADDR    where the pair's channel listens (default 127.0.0.1; for rdma an\n"
+		"                 address on an RDMA device)\n"
 		"  --help         this text\n");
 }
 
@@ -980,18 +990,21 @@ int main(int argc, char **argv)
 		{ "count", required_argument, NULL, 'n' },
 		{ "seconds", required_argument, NULL, 's' },
 		{ "ftvmd", required_argument, NULL, 'd' },
+		{ "transport", required_argument, NULL, 't' },
+		{ "addr", required_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct bench b = {
 		.count = 2000,
 		.seconds = 3,
+		.addr = "127.0.0.1",
 		.nodes = { { .name = "ftvmd a", .pid = -1 }, { .name = "ftvmd b", .pid = -1 } },
 	};
 	const char *tmp = getenv("TMPDIR");
 	int c, r;
 
-	while ((c = getopt_long(argc, argv, "n:s:d:h", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:s:d:t:a:h", options, NULL)) != -1) {
 		switch (c) {
 		case 'n':
 			if (parse_unsigned("--count", optarg, 10000000, &b.count) < 0)
@@ -1007,6 +1020,19 @@ int main(int argc, char **argv)
 				fprintf(stderr, "ftvm-bench-vmm: --ftvmd path too long\n");
 				return 2;
 			}
+			break;
+		case 't':
+			if (strcmp(optarg, "auto") && strcmp(optarg, "tcp") &&
+			    strcmp(optarg, "rdma")) {
+				fprintf(stderr,
+					"ftvm-bench-vmm: --transport '%s': want auto, tcp or rdma\n",
+					optarg);
+				return 2;
+			}
+			b.transport = optarg;
+			break;
+		case 'a':
+			b.addr = optarg;
 			break;
 		case 'h':
 			usage(stdout);
