@@ -6,7 +6,9 @@
 # job in the qemu guest (tests/vm/jobs/rdma_pair.sh) runs these tests over
 # Soft-RoCE, which serves a NIC's address, never loopback.
 # FTVM_E2E_EXPECT_TRANSPORT: what `ftvmctl status` must then say runs
-# (default: FTVM_TRANSPORT, else tcp).
+# (default: FTVM_TRANSPORT, else tcp). FTVM_E2E_DEAD_AFTER_MS (default 300)
+# widens the failure detector where every step is slow (qemu's emulation):
+# tests that act "well inside dead_after_ms" need it there.
 set -euo pipefail
 
 FTVMD=${FTVMD:?FTVMD must name the ftvmd binary}
@@ -43,6 +45,7 @@ ok() {
 
 E2E_ADDR=${FTVM_E2E_ADDR:-127.0.0.1}
 E2E_TRANSPORT=${FTVM_E2E_EXPECT_TRANSPORT:-${FTVM_TRANSPORT:-tcp}}
+DEAD_AFTER_MS=${FTVM_E2E_DEAD_AFTER_MS:-300}
 
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -71,7 +74,7 @@ write_pair_configs() {
 		path = shared/store
 		[failover]
 		heartbeat_ms = 50
-		dead_after_ms = 300
+		dead_after_ms = $DEAD_AFTER_MS
 		CONF
 	done
 }
