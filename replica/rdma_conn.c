@@ -394,18 +394,21 @@ static int set_nonblocking(int fd)
 	return 0;
 }
 
-static int alloc_bufs(struct rdma_conn *c)
+static int alloc_bufs(struct rdma_conn *c, const char **ret_what)
 {
 	size_t recv_bytes = (size_t)RDMA_RECV_BUFS * RDMA_BUF_SIZE;
 	size_t send_bytes = (size_t)RDMA_SEND_SLOTS * RDMA_BUF_SIZE;
 	void *p;
 
+	*ret_what = "allocating the message buffers";
 	if (posix_memalign(&p, 4096, recv_bytes))
 		return -ENOMEM;
 	c->recv_bufs = p;
 	if (posix_memalign(&p, 4096, send_bytes))
 		return -ENOMEM;
 	c->send_bufs = p;
+	/* Pinning is what a low RLIMIT_MEMLOCK refuses: say so. */
+	*ret_what = "ibv_reg_mr of the message buffers (pinned memory: see ulimit -l)";
 	c->recv_mr = ibv_reg_mr(c->pd, c->recv_bufs, recv_bytes, IBV_ACCESS_LOCAL_WRITE);
 	if (!c->recv_mr)
 		return -errno;
@@ -418,7 +421,7 @@ static int alloc_bufs(struct rdma_conn *c)
 	return 0;
 }
 
-int rdma_conn_setup(struct rdma_conn *c)
+int rdma_conn_setup(struct rdma_conn *c, const char **ret_what)
 {
 	struct ibv_context *verbs = c->id->verbs;
 	struct ibv_qp_init_attr qa = {
@@ -432,15 +435,18 @@ int rdma_conn_setup(struct rdma_conn *c)
 	};
 	int r;
 
+	*ret_what = "ibv_alloc_pd";
 	c->pd = ibv_alloc_pd(verbs);
 	if (!c->pd)
 		return -(errno ? errno : ENOMEM);
+	*ret_what = "the completion channel";
 	c->comp = ibv_create_comp_channel(verbs);
 	if (!c->comp)
 		return -(errno ? errno : ENOMEM);
 	r = set_nonblocking(c->comp->fd);
 	if (r < 0)
 		return r;
+	*ret_what = "ibv_create_cq";
 	c->cq = ibv_create_cq(verbs, RDMA_SEND_SLOTS + RDMA_RECV_BUFS, c, c->comp, 0);
 	if (!c->cq)
 		return -(errno ? errno : ENOMEM);
@@ -448,16 +454,19 @@ int rdma_conn_setup(struct rdma_conn *c)
 		return -EIO;
 	qa.send_cq = c->cq;
 	qa.recv_cq = c->cq;
+	*ret_what = "rdma_create_qp";
 	if (rdma_create_qp(c->id, c->pd, &qa))
 		return -errno;
-	r = alloc_bufs(c);
+	r = alloc_bufs(c, ret_what);
 	if (r < 0)
 		return r;
+	*ret_what = "ibv_post_recv";
 	for (uint32_t i = 0; i < RDMA_RECV_BUFS; i++) {
 		r = post_recv(c, i);
 		if (r < 0)
 			return r;
 	}
+	*ret_what = "adding the completion channel to the event loop";
 	c->cq_ev = event_new(rdma_transport_base(c->transport), c->comp->fd, EV_READ | EV_PERSIST,
 			     on_cq_event, c);
 	if (!c->cq_ev || event_add(c->cq_ev, NULL) < 0)

@@ -19,11 +19,12 @@ struct event;
 struct event_base;
 
 /* Each side posts this many receive buffers of this size; a frame longer
- * than one buffer goes as several SENDs. 32 x 128 KiB each way: 8 MiB
- * registered per connection, a 64 KiB block and its envelope in one SEND. */
+ * than one buffer goes as several SENDs. 32 x 64 KiB each way: 4 MiB pinned
+ * per connection, under the 8 MiB RLIMIT_MEMLOCK a user gets by default even
+ * while a second connection is being set up (the unit has no limit). */
 #define RDMA_RECV_BUFS 32u
 #define RDMA_SEND_SLOTS 32u
-#define RDMA_BUF_SIZE (128u << 10)
+#define RDMA_BUF_SIZE (64u << 10)
 
 enum rdma_conn_state {
 	RDMA_CONN_RESOLVING_ADDR, /* outbound: rdma_resolve_addr sent */
@@ -92,8 +93,9 @@ void rdma_conn_release(struct rdma_conn *c);
 
 /* Creates the protection domain, completion channel and queue, the queue pair
  * on c->id, registers the buffers and posts every receive buffer; the
- * completion channel's fd joins the loop. */
-int rdma_conn_setup(struct rdma_conn *c);
+ * completion channel's fd joins the loop. On failure *ret_what names the
+ * step that failed. */
+int rdma_conn_setup(struct rdma_conn *c, const char **ret_what);
 /* The parameters this side announces in its private data. */
 void rdma_conn_params(struct rdma_params *ret);
 /* The peer's announced parameters: credits start here. */

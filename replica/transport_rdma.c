@@ -162,8 +162,8 @@ static void on_connect_request(struct rdma_transport *t, struct rdma_cm_id *id, 
 	uint8_t ours[RDMA_PARAMS_SIZE];
 	struct rdma_conn_param param;
 	struct rdma_params theirs;
+	const char *why, *what;
 	struct rdma_conn *c;
-	const char *why;
 	char peer[80];
 	int r;
 
@@ -184,10 +184,10 @@ static void on_connect_request(struct rdma_transport *t, struct rdma_cm_id *id, 
 	id->context = c;
 	c->state = RDMA_CONN_ACCEPTING;
 	rdma_conn_peer_params(c, &theirs);
-	r = rdma_conn_setup(c);
+	r = rdma_conn_setup(c, &what);
 	if (r < 0) {
 		rdma_reject(id, NULL, 0);
-		return fail_errno(c, r, "setting up the queue pair");
+		return fail_errno(c, r, what);
 	}
 	conn_param(&param, ours);
 	if (rdma_accept(id, &param))
@@ -198,11 +198,12 @@ static void on_route_resolved(struct rdma_conn *c)
 {
 	uint8_t ours[RDMA_PARAMS_SIZE];
 	struct rdma_conn_param param;
+	const char *what;
 	int r;
 
-	r = rdma_conn_setup(c);
+	r = rdma_conn_setup(c, &what);
 	if (r < 0)
-		return fail_errno(c, r, "setting up the queue pair");
+		return fail_errno(c, r, what);
 	conn_param(&param, ours);
 	if (rdma_connect(c->id, &param))
 		return fail_errno(c, -errno, "rdma_connect");
