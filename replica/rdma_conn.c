@@ -354,14 +354,29 @@ static bool handle_wc(struct rdma_conn *c, const struct ibv_wc *wc)
 	return true;
 }
 
+void rdma_conn_poll(struct rdma_conn *c)
+{
+	struct ibv_wc wcs[WC_BATCH];
+	int n;
+
+	c->dispatching = true;
+	while (!c->closed && !c->failing && (n = ibv_poll_cq(c->cq, WC_BATCH, wcs)) > 0)
+		for (int k = 0; k < n && handle_wc(c, &wcs[k]); k++)
+			;
+	c->dispatching = false;
+	if (c->closed) {
+		rdma_conn_free(c);
+		return;
+	}
+	rdma_conn_flush(c);
+}
+
 static void on_cq_event(evutil_socket_t fd, short what, void *arg)
 {
 	struct rdma_conn *c = arg;
-	struct ibv_wc wcs[WC_BATCH];
 	struct ibv_cq *cq;
 	unsigned events = 0;
 	void *ctx;
-	int n;
 
 	while (ibv_get_cq_event(c->comp, &cq, &ctx) == 0)
 		events++;
@@ -373,16 +388,12 @@ static void on_cq_event(evutil_socket_t fd, short what, void *arg)
 		rdma_conn_fail(c, -EIO, "ibv_req_notify_cq failed");
 		return;
 	}
-	c->dispatching = true;
-	while (!c->closed && !c->failing && (n = ibv_poll_cq(c->cq, WC_BATCH, wcs)) > 0)
-		for (int k = 0; k < n && handle_wc(c, &wcs[k]); k++)
-			;
-	c->dispatching = false;
-	if (c->closed) {
-		rdma_conn_free(c);
-		return;
-	}
-	rdma_conn_flush(c);
+	/* The peer may send as soon as it is ESTABLISHED, before our own
+	 * ESTABLISHED event is read: what came that early waits in the CQ until
+	 * conn_up has been reported (transport_rdma.c polls then), so the first
+	 * frame up is never one for a connection nobody knows yet. */
+	if (c->state == RDMA_CONN_UP)
+		rdma_conn_poll(c);
 }
 
 static int set_nonblocking(int fd)

@@ -105,6 +105,9 @@ void rdma_conn_peer_params(struct rdma_conn *c, const struct rdma_params *p);
 int rdma_conn_send(struct rdma_conn *c, const void *payload, size_t len);
 /* Sends queued frames as far as credits and send slots allow (after UP). */
 void rdma_conn_flush(struct rdma_conn *c);
+/* Handles every completion waiting in the CQ, then flushes; frees c when it
+ * was closed meanwhile. Only once UP (completions wait until then). */
+void rdma_conn_poll(struct rdma_conn *c);
 
 /* Reports c down now (conn_down, then frees it), unless its owner closed it. */
 void rdma_conn_fail(struct rdma_conn *c, int error, const char *reason);

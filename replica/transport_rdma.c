@@ -141,7 +141,7 @@ static void up(struct rdma_conn *c)
 		rdma_conn_free(c);
 		return;
 	}
-	rdma_conn_flush(c);
+	rdma_conn_poll(c);
 }
 
 static void peer_name(struct rdma_cm_id *id, char *buf, size_t len)
