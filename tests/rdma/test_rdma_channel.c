@@ -20,6 +20,7 @@
 
 #include "../unit/check.h"
 #include "clock.h"
+#include "rdma_conn.h"
 #include "rdma_probe.h"
 #include "transport.h"
 
@@ -138,7 +139,7 @@ static void test_burst(void)
 	CHECK(run_until(received, NULL), "b received %u of %u", b.received, want_b);
 	CHECK(!b.out_of_order, "the burst arrived out of order");
 	printf("ok: a burst of %u messages (window %u) arrived in order, b sending nothing\n",
-	       BURST, 32);
+	       BURST, RDMA_RECV_BUFS);
 }
 
 static void test_ping_pong(void)
