@@ -6,9 +6,11 @@
 # job in the qemu guest (tests/vm/jobs/rdma_pair.sh) runs these tests over
 # Soft-RoCE, which serves a NIC's address, never loopback.
 # FTVM_E2E_EXPECT_TRANSPORT: what `ftvmctl status` must then say runs
-# (default: FTVM_TRANSPORT, else tcp). FTVM_E2E_DEAD_AFTER_MS (default 300)
-# widens the failure detector where every step is slow (qemu's emulation):
-# tests that act "well inside dead_after_ms" need it there.
+# (default: FTVM_TRANSPORT, else tcp). Where every step is slow (qemu's
+# emulation), FTVM_E2E_DEAD_AFTER_MS (default 300) widens the failure
+# detector, for tests that act "well inside dead_after_ms", and
+# FTVM_E2E_TIME_SCALE (default 1) multiplies every wait_for deadline and the
+# request timeouts tests configure (E2E_TIME_SCALE).
 set -euo pipefail
 
 FTVMD=${FTVMD:?FTVMD must name the ftvmd binary}
@@ -46,6 +48,7 @@ ok() {
 E2E_ADDR=${FTVM_E2E_ADDR:-127.0.0.1}
 E2E_TRANSPORT=${FTVM_E2E_EXPECT_TRANSPORT:-${FTVM_TRANSPORT:-tcp}}
 DEAD_AFTER_MS=${FTVM_E2E_DEAD_AFTER_MS:-300}
+E2E_TIME_SCALE=${FTVM_E2E_TIME_SCALE:-1}
 
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -107,7 +110,7 @@ field_is() {
 
 # wait_for TIMEOUT_MS WHAT COMMAND...: polls COMMAND until it succeeds.
 wait_for() {
-	local timeout_ms=$1 what=$2
+	local timeout_ms=$(($1 * E2E_TIME_SCALE)) what=$2
 	shift 2
 	local deadline=$(($(date +%s%3N) + timeout_ms))
 	until "$@"; do
