@@ -403,8 +403,9 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 	n->state = FTVM__PARTNER__NODE_STATE__NODE_STATE_STARTING;
 	n->state_lock = -1;
 
-	n->transport = repl_transport_select(config_transport_name(config->transport),
-					     n->transport_reason, sizeof(n->transport_reason));
+	n->transport =
+		repl_transport_select(config_transport_name(config->transport), config->listen,
+				      n->transport_reason, sizeof(n->transport_reason));
 	if (!n->transport) {
 		log_error("%s: %s", config->path, n->transport_reason);
 		r = -EPROTONOSUPPORT;

@@ -325,6 +325,13 @@ static void on_hello(struct repl_session *s, struct session_conn *sc, const Enve
 		return;
 	}
 	s->active = sc;
+	/* Linked, while our own dial is still under way: when it lands it would
+	 * replace this link (the smaller id's dial wins), failing what is
+	 * pending by then, a resync say; over RDMA, whose connects take long,
+	 * that was seen. It has not sent its Hello yet (that goes at conn_up),
+	 * so the partner never links it: drop it now. */
+	if (s->dialling && s->dialling != sc && s->dialling->connecting)
+		drop_conn(s, s->dialling, "linked on another connection");
 	s->stats.last_rx_ms = clock_now_ms();
 	s->backoff_ms = 0;
 	s->stats.link_up = true;

@@ -40,7 +40,8 @@ struct repl_transport_ops {
 	/* Start connecting to "host:port": conn_up or conn_down follows later. */
 	int (*connect)(struct repl_transport *t, const char *endpoint, struct repl_conn **ret);
 	/* Queue one payload. The caller keeps its buffer (it is copied before
-	 * return). -EAGAIN: no send credits now, try after a completion. */
+	 * return). Never -EAGAIN: a backend with send credits (RDMA) queues the
+	 * frame until credits come back. -EMSGSIZE: len is above max_payload. */
 	int (*send)(struct repl_conn *c, const void *payload, size_t len);
 	/* Close and free conn now; no conn_down follows. */
 	void (*close)(struct repl_conn *c);
@@ -62,14 +63,18 @@ struct repl_conn {
 };
 
 extern const struct repl_transport_ops repl_transport_tcp;
+/* Only in builds with rdma-core (HAVE_RDMA). */
+extern const struct repl_transport_ops repl_transport_rdma;
 
 /* The backend named name ("tcp", "rdma"), or NULL when this build has none. */
 const struct repl_transport_ops *repl_transport_find(const char *name);
 
-/* Picks the backend for a configured "auto" | "tcp" | "rdma". Returns it and
- * writes why it was picked to reason; NULL with the reason it cannot run. */
-const struct repl_transport_ops *repl_transport_select(const char *configured, char *reason,
-						       size_t reason_len);
+/* Picks the backend for a configured "auto" | "tcp" | "rdma" on a node that
+ * listens on listen ("host:port"). Returns it and writes why it was picked to
+ * reason; NULL with the reason it cannot run. auto takes rdma only when the
+ * listen address is on an RDMA device with an active port (replica/RDMA.md). */
+const struct repl_transport_ops *repl_transport_select(const char *configured, const char *listen,
+						       char *reason, size_t reason_len);
 
 static inline int repl_conn_send(struct repl_conn *c, const void *payload, size_t len)
 {

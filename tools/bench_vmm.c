@@ -14,7 +14,8 @@
  *  3. page-write throughput with 1, 4 and 16 clients, each on its own
  *     connection writing its own pages, split between the two nodes.
  *
- * Everything runs on 127.0.0.1 in a temporary directory; every process it
+ * Everything runs on 127.0.0.1 (the pair's channel on --addr, with
+ * --transport when given) in a temporary directory; every process it
  * starts dies with it (PR_SET_PDEATHSIG) and is stopped at the end (SIGTERM,
  * SIGKILL after 5 s). Figures are printed, never asserted. */
 #define _GNU_SOURCE /* nftw */
@@ -70,7 +71,9 @@ struct row {
 
 struct bench {
 	unsigned count, warmup, seconds;
-	bool trace; /* both nodes record all their messages (common/TRACE.md) */
+	bool trace;	       /* both nodes record all their messages (common/TRACE.md) */
+	const char *transport; /* the pair's, or NULL: the config's default (auto) */
+	const char *addr;      /* where the pair's channel listens */
 	char ftvmd[PATH_MAX];
 	char dir[200]; /* short: the unix sockets live in it */
 	char sock[2][PATH_MAX];
@@ -201,8 +204,9 @@ static int write_config(struct bench *b, int i, uint16_t port, uint16_t partner)
 		"# written by ftvm-bench-vmm\n"
 		"[node]\n"
 		"id = %c\n"
-		"listen = 127.0.0.1:%u\n"
-		"partner = 127.0.0.1:%u\n"
+		"listen = %s:%u\n"
+		"partner = %s:%u\n"
+		"%s%s%s"
 		"socket = %c.sock\n"
 		"state_dir = %c\n"
 		"[memory]\n"
@@ -214,7 +218,8 @@ static int write_config(struct bench *b, int i, uint16_t port, uint16_t partner)
 		"dead_after_ms = 2000\n"
 		"[policy big]\n"
 		"block_size = 64K\n",
-		id, port, partner, id, id);
+		id, b->addr, port, b->addr, partner, b->transport ? "transport = " : "",
+		b->transport ? b->transport : "", b->transport ? "\n" : "", id, id);
 	if (b->trace)
 		fprintf(f, "[trace]\npath = %c.trace\n", id);
 	if (fclose(f) != 0)
@@ -1011,6 +1016,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: ftvm-bench-vmm [--count N] [--seconds S] [--ftvmd PATH] [--trace]\n"
+		"                      [--transport T] [--addr ADDR]\n"
 		"Starts a pair of ftvmd on loopback and measures libftvm's latency and page-write\n"
 		"throughput against a bare TCP ping-pong and Redis synchronous replication.\n"
 		"  --count N      latency samples per operation (default 2000)\n"
@@ -1019,6 +1025,10 @@ static void usage(FILE *out)
 		"directory)\n"
 		"  --trace        both nodes record every message to a trace meanwhile, as\n"
 		"                 [trace] path does (to measure what recording costs)\n"
+		"  --transport T  the pair's transport: auto, tcp or rdma (default: the config's, "
+		"auto)\n"
+		"  --addr ADDR    where the pair's channel listens (default 127.0.0.1; for rdma an\n"
+		"                 address on an RDMA device)\n"
 		"  --help         this text\n");
 }
 
@@ -1044,21 +1054,24 @@ int main(int argc, char **argv)
 		{ "count", required_argument, NULL, 'n' },
 		{ "seconds", required_argument, NULL, 's' },
 		{ "ftvmd", required_argument, NULL, 'd' },
-		{ "trace", no_argument, NULL, 't' },
+		{ "trace", no_argument, NULL, 'T' },
+		{ "transport", required_argument, NULL, 't' },
+		{ "addr", required_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	struct bench b = {
 		.count = 2000,
 		.seconds = 3,
+		.addr = "127.0.0.1",
 		.nodes = { { .name = "ftvmd a", .pid = -1 }, { .name = "ftvmd b", .pid = -1 } },
 	};
 	const char *tmp = getenv("TMPDIR");
 	int c, r;
 
-	while ((c = getopt_long(argc, argv, "n:s:d:th", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:s:d:t:a:Th", options, NULL)) != -1) {
 		switch (c) {
-		case 't':
+		case 'T':
 			b.trace = true;
 			break;
 		case 'n':
@@ -1075,6 +1088,19 @@ int main(int argc, char **argv)
 				fprintf(stderr, "ftvm-bench-vmm: --ftvmd path too long\n");
 				return 2;
 			}
+			break;
+		case 't':
+			if (strcmp(optarg, "auto") && strcmp(optarg, "tcp") &&
+			    strcmp(optarg, "rdma")) {
+				fprintf(stderr,
+					"ftvm-bench-vmm: --transport '%s': want auto, tcp or rdma\n",
+					optarg);
+				return 2;
+			}
+			b.transport = optarg;
+			break;
+		case 'a':
+			b.addr = optarg;
 			break;
 		case 'h':
 			usage(stdout);

@@ -1,5 +1,16 @@
 # Helpers for end-to-end tests: real ftvmd processes on loopback, driven with
 # ftvmctl. Sourced by test_*.sh. Polls with deadlines; never bare sleeps.
+#
+# FTVM_TRANSPORT (auto, tcp or rdma) goes into both configs when set, and
+# FTVM_E2E_ADDR replaces 127.0.0.1 as the partner-channel address: the RDMA
+# job in the qemu guest (tests/vm/jobs/rdma_pair.sh) runs these tests over
+# Soft-RoCE, which serves a NIC's address, never loopback.
+# FTVM_E2E_EXPECT_TRANSPORT: what `ftvmctl status` must then say runs
+# (default: FTVM_TRANSPORT, else tcp). Where every step is slow (qemu's
+# emulation), FTVM_E2E_DEAD_AFTER_MS (default 300) widens the failure
+# detector, for tests that act "well inside dead_after_ms", and
+# FTVM_E2E_TIME_SCALE (default 1) multiplies every wait_for deadline and the
+# request timeouts tests configure (E2E_TIME_SCALE).
 set -euo pipefail
 
 FTVMD=${FTVMD:?FTVMD must name the ftvmd binary}
@@ -34,6 +45,11 @@ ok() {
 	echo "ok: $*"
 }
 
+E2E_ADDR=${FTVM_E2E_ADDR:-127.0.0.1}
+E2E_TRANSPORT=${FTVM_E2E_EXPECT_TRANSPORT:-${FTVM_TRANSPORT:-tcp}}
+DEAD_AFTER_MS=${FTVM_E2E_DEAD_AFTER_MS:-300}
+E2E_TIME_SCALE=${FTVM_E2E_TIME_SCALE:-1}
+
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
@@ -42,14 +58,16 @@ free_port() {
 write_pair_configs() {
 	PORT_A=$(free_port)
 	PORT_B=$(free_port)
-	local id port partner
+	local id port partner transport=
+	[ -n "${FTVM_TRANSPORT:-}" ] && transport="transport = $FTVM_TRANSPORT"
 	for id in a b; do
 		if [ "$id" = a ]; then port=$PORT_A; partner=$PORT_B; else port=$PORT_B; partner=$PORT_A; fi
 		cat >"$WORK/$id.conf" <<-CONF
 		[node]
 		id = $id
-		listen = 127.0.0.1:$port
-		partner = 127.0.0.1:$partner
+		listen = $E2E_ADDR:$port
+		partner = $E2E_ADDR:$partner
+		$transport
 		socket = $id.sock
 		state_dir = $id
 		log_level = debug
@@ -59,7 +77,7 @@ write_pair_configs() {
 		path = shared/store
 		[failover]
 		heartbeat_ms = 50
-		dead_after_ms = 300
+		dead_after_ms = $DEAD_AFTER_MS
 		CONF
 	done
 }
@@ -92,7 +110,7 @@ field_is() {
 
 # wait_for TIMEOUT_MS WHAT COMMAND...: polls COMMAND until it succeeds.
 wait_for() {
-	local timeout_ms=$1 what=$2
+	local timeout_ms=$(($1 * E2E_TIME_SCALE)) what=$2
 	shift 2
 	local deadline=$(($(date +%s%3N) + timeout_ms))
 	until "$@"; do

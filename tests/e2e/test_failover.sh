@@ -7,7 +7,6 @@
 . "$(dirname "$0")/lib.sh"
 
 FTVM_HOLD=${FTVM_HOLD:?FTVM_HOLD must name the ftvm-hold binary}
-DEAD_AFTER_MS=300
 MARGIN_MS=700
 
 write_pair_configs

@@ -13,7 +13,11 @@ wait_for 2000 "each node sees the other active" \
 
 [ "$(status_field a partner.id)" = b ] || fail "a's partner is not b"
 [ "$(status_field b partner.id)" = a ] || fail "b's partner is not a"
-[ "$(status_field a transport)" = tcp ] || fail "transport is not tcp"
+for id in a b; do
+	[ "$(status_field "$id" transport)" = "$E2E_TRANSPORT" ] ||
+		fail "$id: transport is $(status_field "$id" transport), not $E2E_TRANSPORT"
+done
+ok "transport $E2E_TRANSPORT on both ($(status_field a transport_reason))"
 [ "$(status_field a frames.total)" = 4096 ] || fail "16M of 4K pages is not 4096 frames"
 ctl a status | grep -q "partner b: link up" || fail "text status lacks the partner line"
 ok "status shows the partner on both nodes"

@@ -4,7 +4,6 @@
 # resynced (a hung one fences itself first) and the link is restored.
 . "$(dirname "$0")/lib.sh"
 
-DEAD_AFTER_MS=300
 MARGIN_MS=400
 
 write_pair_configs

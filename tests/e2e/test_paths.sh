@@ -16,7 +16,8 @@
 . "$(dirname "$0")/lib.sh"
 
 FTVM_HOLD=${FTVM_HOLD:?FTVM_HOLD must name the ftvm-hold binary}
-TIMEOUT_MS=2000 # [failover] request_timeout_ms: how long a queued request waits
+# [failover] request_timeout_ms: how long a queued request waits
+TIMEOUT_MS=$((2000 * E2E_TIME_SCALE))
 
 write_pair_configs
 # The store's two partitions hold 16M each (the least the 16M pools allow).

@@ -73,3 +73,24 @@ indent() {
 		echo "$1$line"
 	done
 }
+
+# softroce_up ADDR: Soft-RoCE (rdma_rxe) as rxe0 on a dummy NIC holding
+# ADDR/24. rxe serves a NIC's address, never loopback; between two addresses
+# of one guest it loops the packets back itself, so one guest needs no qemu
+# network (../shared/RDMA.md). Prints the device; fails when its port does
+# not come up.
+softroce_up() {
+	local addr=$1
+	modprobe rdma_rxe || fail "modprobe rdma_rxe"
+	modprobe dummy || fail "modprobe dummy"
+	ip link add dummy0 type dummy || fail "ip link add dummy0 type dummy"
+	ip addr add "$addr/24" dev dummy0
+	ip link set dummy0 up
+	rdma link add rxe0 type rxe netdev dummy0 || fail "rdma link add rxe0 type rxe netdev dummy0"
+	wait_for 30 "rxe0's port active" rxe0_active
+	ibv_devices | indent "  "
+}
+
+rxe0_active() {
+	ibv_devinfo -d rxe0 2>/dev/null | grep -q PORT_ACTIVE
+}
