@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "be_bytes.h"
+
 /* Bounds on what a peer may announce: at least three buffers (one is always
  * kept for a credit return, and a return waits for two owed), and sizes a
  * frame header and some payload fit. */
@@ -53,19 +55,6 @@ int rdma_credits_grant(struct rdma_credits *c, uint32_t n)
 void rdma_credits_reposted(struct rdma_credits *c)
 {
 	c->owed++;
-}
-
-static void put_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static uint32_t get_be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
 void rdma_params_encode(const struct rdma_params *p, uint8_t out[RDMA_PARAMS_SIZE])
