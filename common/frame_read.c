@@ -9,6 +9,8 @@ void frame_read_rest(struct bufferevent *bev, size_t total)
 	evutil_socket_t fd = bufferevent_getfd(bev);
 	size_t have = evbuffer_get_length(in);
 
+	if (have >= total)
+		return;
 	/* A socket bufferevent keeps the end of its input frozen but for its
 	 * own reads, which is what this one is. Each evbuffer_read takes at
 	 * most 4 KiB too, but within this turn. */

@@ -131,6 +131,16 @@ int vmm_flush(struct vmm *v)
 	return r;
 }
 
+void vmm_before_request(struct vmm *v)
+{
+	/* Answers held for the open transaction reach the partner before a
+	 * new request, so it is committed first. With none held, the request
+	 * goes now and our own changes commit at the end of the turn, one
+	 * commit for every client served in it. */
+	if (repl_session_corked(v->session))
+		vmm_flush(v);
+}
+
 static void on_flush(evutil_socket_t fd, short what, void *arg)
 {
 	struct vmm *v = arg;
@@ -234,12 +244,7 @@ int vmm_op_send(struct vmm_op *op, Envelope *const *envs, size_t n)
 	op->n = n;
 	op->answered = 0;
 	op->status = FTVM__PARTNER__STATUS__STATUS_OK;
-	/* Answers held for the open transaction reach the partner before this
-	 * request, so it is committed first. With none held, the request goes
-	 * now and our own changes commit at the end of the turn, one commit for
-	 * every client served in it. */
-	if (repl_session_corked(op->vmm->session))
-		vmm_flush(op->vmm);
+	vmm_before_request(op->vmm);
 	r = repl_session_request_batch(op->vmm->session, envs, n,
 				       op->vmm->config->request_timeout_ms, on_answer, args);
 	if (r == -ENOTCONN)
@@ -302,7 +307,7 @@ void vmm_release_stray_lock(struct vmm *v, const char *guid, uint64_t page, cons
 	Envelope *env = vmm_msg_release_pointer(&msg, guid, page, owner, false, 0, 0);
 	char *arg = strdup(owner);
 
-	vmm_flush(v);
+	vmm_before_request(v);
 	if (!arg || repl_session_request(v->session, env, v->config->request_timeout_ms,
 					 on_stray_lock_answer, arg) < 0)
 		free(arg);

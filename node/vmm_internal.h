@@ -99,9 +99,11 @@ struct vmm_op {
 void vmm_changed(struct vmm *v);
 /* Runs fn(arg, r) once the open transaction committed (r < 0: it failed). */
 void vmm_after_commit(struct vmm *v, void (*fn)(void *arg, int r), void *arg);
-/* Commits now and sends the answers held for it: before any request goes to
- * the partner, so that nothing overtakes an acknowledgement. */
+/* Commits now and sends the answers held for it. */
 int vmm_flush(struct vmm *v);
+/* Before a request to the partner: commits the open transaction only when
+ * answers to the partner wait for it (they must go first). */
+void vmm_before_request(struct vmm *v);
 
 /* Sends envs as one batch for op; op->finish runs when all are answered. */
 int vmm_op_send(struct vmm_op *op, Envelope *const *envs, size_t n);
