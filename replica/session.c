@@ -809,3 +809,33 @@ void repl_session_get_stats(const struct repl_session *s, struct repl_session_st
 	for (const struct session_conn *sc = s->conns; sc; sc = sc->next)
 		ret->connections++;
 }
+
+bool repl_session_one_sided(const struct repl_session *s)
+{
+	(void)s;
+	return false;
+}
+
+int repl_session_landing_open(struct repl_session *s, uint64_t frame, uint32_t frames,
+			      struct repl_landing *ret)
+{
+	(void)s, (void)frame, (void)frames, (void)ret;
+	return -EOPNOTSUPP;
+}
+
+int repl_session_landing_check(const struct repl_session *s, const struct repl_landing *l,
+			       char *reason, size_t reason_len)
+{
+	(void)s, (void)l;
+	snprintf(reason, reason_len, "page data does not go one-sided on this link");
+	return -EOPNOTSUPP;
+}
+
+int repl_session_request_batch_landed(struct repl_session *s, Envelope *const *envs, size_t n,
+				      uint32_t timeout_ms, pending_done_fn done, void *const *args,
+				      const struct repl_page_write *writes, size_t n_writes)
+{
+	(void)s, (void)envs, (void)n, (void)timeout_ms, (void)done, (void)args, (void)writes,
+		(void)n_writes;
+	return -EOPNOTSUPP;
+}

@@ -26,6 +26,11 @@ struct repl_session_config {
 	uint32_t heartbeat_ms;
 	uint32_t dead_after_ms;
 	size_t max_payload;
+	/* The frame pool (frame_count frames of page_size bytes from pool_base),
+	 * offered to the transport for one-sided page data in registration
+	 * blocks of pool_block_frames frames. NULL: none offered. */
+	void *pool_base;
+	uint64_t pool_block_frames;
 };
 
 struct repl_session_callbacks {
@@ -116,3 +121,49 @@ bool repl_session_link_up(const struct repl_session *s);
 
 /* The partner's node id, "" until a Hello was seen. */
 const char *repl_session_partner_id(const struct repl_session *s);
+
+/* ---- One-sided page data (replica/RDMA.md, "One-sided page writes") ----
+ * Only where the transport can (RDMA) and the pool was given in the config,
+ * and only while both sides' Hellos on the active connection said one_sided.
+ * Otherwise repl_session_one_sided() is false and the rest return
+ * -EOPNOTSUPP: page data then goes inline in WritePage, as over TCP. */
+
+/* A run of frames in a node's pool, at its registration block's generation. */
+struct repl_landing {
+	uint64_t frame;
+	uint32_t frames;
+	uint64_t generation;
+};
+
+/* O's side of one page write: len bytes at src (inside this node's pool)
+ * go to the partner's landing. */
+struct repl_page_write {
+	const void *src;
+	uint64_t len;
+	struct repl_landing to;
+};
+
+bool repl_session_one_sided(const struct repl_session *s);
+
+/* P: makes frames [frame, frame + frames) of this node's pool writable by the
+ * partner and fills ret. Registers their block on its first use; the partner
+ * is then told (RegionUpdate) before anything sent after this call.
+ * -ERANGE when the run crosses a registration block; a registration failure
+ * returns its error (the caller answers without a landing). */
+int repl_session_landing_open(struct repl_session *s, uint64_t frame, uint32_t frames,
+			      struct repl_landing *ret);
+
+/* P: 0 when l lies in this node's pool and its block's registration is
+ * still at l->generation; -ESTALE (or -ERANGE for frames outside the pool)
+ * with the reason otherwise. */
+int repl_session_landing_check(const struct repl_session *s, const struct repl_landing *l,
+			       char *reason, size_t reason_len);
+
+/* O: repl_session_request_batch() with the n_writes page blocks placed first
+ * by RDMA WRITE into the partner's landings; the partner gets the batch only
+ * after their bytes arrived. -ESTALE, -ENOENT, -ERANGE or -EOPNOTSUPP when a
+ * write cannot go one-sided (the partner's view does not hold that
+ * generation, say): nothing was sent, and the caller sends inline instead. */
+int repl_session_request_batch_landed(struct repl_session *s, Envelope *const *envs, size_t n,
+				      uint32_t timeout_ms, pending_done_fn done, void *const *args,
+				      const struct repl_page_write *writes, size_t n_writes);
