@@ -1556,9 +1556,8 @@ static const struct command commands[] = {
 			"With --json start and stop print {}; dump prints one object per record and\n"
 			"nothing else: {\"record\",\"t_us\",\"channel\",\"direction\",\"peer\",\n"
 			"\"type\",\"message\"} (\"batch\": its envelopes; the file header is only in\n"
-			"the text dump); replay\n"
-			"prints {\"records\",\"matched\",\"first_divergence\": null or {\"record\",\n"
-			"\"field\",\"expected\",\"actual\"}}.\n"
+			"the text dump); replay prints {\"records\",\"matched\",\"first_divergence\":\n"
+			"null or {\"record\",\"field\",\"expected\",\"actual\"}}.\n"
 			"\n"
 			"Exit status of replay: 0 only when every answer matched, 1 on a divergence or\n"
 			"a trace that cannot be replayed, 3 when the fresh node did not come up.\n",
