@@ -18,12 +18,13 @@ coproc FAKE_PROC {
 	exec "$FAKE" "$E2E_ADDR:$PORT_A" "$E2E_ADDR:$PORT_B" "${FTVM_TRANSPORT:-tcp}" 4096 4096 \
 		2>"$WORK/fake.log"
 }
-FAKE_PID=$FAKE_PROC_PID
+# Plain copies: bash unsets FAKE_PROC as soon as the fake exits (the cut).
+FAKE_PID=$FAKE_PROC_PID FAKE_OUT=${FAKE_PROC[0]} FAKE_IN=${FAKE_PROC[1]}
 PIDS["fake"]=$FAKE_PID
 
 # fake_line: the fake's next line of output, into $line.
 fake_line() {
-	IFS= read -r -t "$ANSWER_S" line <&"${FAKE_PROC[0]}" ||
+	IFS= read -r -t "$ANSWER_S" line <&"$FAKE_OUT" ||
 		fail "ftvm-fake-originator said nothing more: $(cat "$WORK/fake.log")"
 }
 
@@ -32,7 +33,7 @@ fake_line() {
 fake_write() {
 	local how=$1 last=release
 	[ "$how" = cut ] && last="cut"
-	echo "write $guid 0 $how" >&"${FAKE_PROC[1]}"
+	echo "write $guid 0 $how" >&"$FAKE_IN"
 	said=
 	while fake_line; do
 		said+="$line"$'\n'
@@ -78,7 +79,7 @@ ok "a WritePage naming a landing b did not give is refused: $(said_line write_pa
 
 if [ "$one_sided" = no ]; then
 	ok "over $E2E_TRANSPORT b gives no landings; the one-sided cases run over rdma"
-	exec {FAKE_PROC[1]}>&- # end of input: the fake exits 0
+	exec {FAKE_IN}>&- # end of input: the fake exits 0
 	wait "$FAKE_PID" || fail "ftvm-fake-originator exited $?: $(cat "$WORK/fake.log")"
 	unset 'PIDS[fake]'
 	exit 0
