@@ -33,6 +33,7 @@ struct peer {
 	int n_held;
 	bool hold_requests;
 	size_t last_batch; /* requests in the last delivery */
+	void *pool;	   /* offered for one-sided page data; NULL: none */
 };
 
 static uint16_t free_port(void)
@@ -136,6 +137,8 @@ static int peer_start(struct peer *p)
 		.heartbeat_ms = 20,
 		.dead_after_ms = 150,
 		.max_payload = FRAME_MAX_PAYLOAD_DEFAULT,
+		.pool_base = p->pool,
+		.pool_block_frames = 64,
 	};
 	int r = repl_session_new(base, &c, &callbacks, p, &p->s);
 
@@ -374,6 +377,60 @@ static void test_handshake_and_requests(void)
 	peer_stop(&b);
 }
 
+/* Over TCP page data never goes one-sided, even with a pool offered: the
+ * landing calls say -EOPNOTSUPP and change nothing. */
+static void test_tcp_not_one_sided(void)
+{
+	uint16_t pa = free_port(), pb = free_port();
+	struct repl_landing landing = { .frame = 7, .frames = 3, .generation = 9 }, copy;
+	struct repl_session_stats before, after;
+	struct peer a, b;
+	struct result res = { 0 };
+	Ftvm__Partner__SpaceRequest req = FTVM__PARTNER__SPACE_REQUEST__INIT;
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT, *envs[1] = { &env };
+	void *args[1] = { &res };
+	struct repl_page_write w;
+	char reason[128] = "";
+
+	peer_init(&a, "a", pa, pb);
+	peer_init(&b, "b", pb, pa);
+	a.pool = xcalloc(1024 * 4096);
+	b.pool = xcalloc(1024 * 4096);
+	CHECK(peer_start(&a) == 0 && peer_start(&b) == 0, "start a and b");
+	CHECK(RUN_UNTIL(link_up(&a) && link_up(&b), 3000), "link up on both");
+	CHECK(!repl_session_one_sided(a.s) && !repl_session_one_sided(b.s), "one_sided over TCP");
+
+	copy = landing;
+	CHECK_INT("landing_open over TCP", -EOPNOTSUPP,
+		  repl_session_landing_open(b.s, 0, 1, &landing));
+	CHECK(memcmp(&copy, &landing, sizeof(landing)) == 0, "landing_open changed its result");
+	CHECK_INT("landing_check over TCP", -EOPNOTSUPP,
+		  repl_session_landing_check(b.s, &landing, reason, sizeof(reason)));
+	CHECK(reason[0], "landing_check gave no reason");
+
+	repl_session_get_stats(a.s, &before);
+	req.bytes = 5;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+	env.space_request = &req;
+	w = (struct repl_page_write){ .src = a.pool, .len = 4096, .to = landing };
+	CHECK_INT("request_batch_landed over TCP", -EOPNOTSUPP,
+		  repl_session_request_batch_landed(a.s, envs, 1, 2000, on_done, args, &w, 1));
+	repl_session_get_stats(a.s, &after);
+	CHECK(after.requests_sent == before.requests_sent, "requests_sent went %llu -> %llu",
+	      (unsigned long long)before.requests_sent, (unsigned long long)after.requests_sent);
+	/* Sent inline instead, it goes and is answered as ever. */
+	CHECK_INT("the same batch inline", 0,
+		  repl_session_request_batch(a.s, envs, 1, 2000, on_done, args));
+	CHECK(RUN_UNTIL(res.done, 2000) && res.status == 0 && res.free_bytes == 10,
+	      "inline after the refusal: done %d status %d free %llu", res.done, res.status,
+	      (unsigned long long)res.free_bytes);
+	CHECK(b.last_batch == 1, "b got %zu requests in the delivery", b.last_batch);
+	peer_stop(&a);
+	peer_stop(&b);
+	free(a.pool);
+	free(b.pool);
+}
+
 /* Writes one envelope frame to a raw socket. */
 static void raw_send(int fd, Envelope *env)
 {
@@ -497,6 +554,7 @@ int main(void)
 	base = event_base_new_with_config(cfg);
 	event_config_free(cfg);
 	test_handshake_and_requests();
+	test_tcp_not_one_sided();
 	test_silent_partner();
 	test_bad_input();
 	event_base_free(base);
