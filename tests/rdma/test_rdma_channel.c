@@ -26,13 +26,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <event2/event.h>
 
 #include "../unit/check.h"
 #include "clock.h"
+#include "pool_memfd.h"
 #include "rdma_conn.h"
 #include "rdma_probe.h"
 #include "transport.h"
@@ -244,26 +243,12 @@ static void check_round(struct end *e, const struct round_msg *m)
 	e->rounds_seen++;
 }
 
-static uint8_t *map_memfd_pool(void)
-{
-	int fd = memfd_create("ftvm-test-pool", 0);
-	void *p;
-
-	if (fd < 0 || ftruncate(fd, (off_t)POOL_BYTES) < 0)
-		die("memfd for the pool");
-	p = mmap(NULL, POOL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (p == MAP_FAILED)
-		die("mmap of the pool");
-	return p;
-}
-
 static void attach_pools(void)
 {
 	char reason[160] = "";
 	void *heap;
 
-	a.pool = map_memfd_pool();
+	a.pool = pool_memfd_map(POOL_BYTES);
 	if (posix_memalign(&heap, PAGE, POOL_BYTES))
 		die("heap pool");
 	b.pool = heap;

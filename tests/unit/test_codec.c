@@ -497,6 +497,21 @@ static void cmp_command_complete(const char *ctx, const CommandComplete *e,
 
 static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g);
 
+/* The pool regions of a Hello or a RegionUpdate. */
+static void cmp_regions(const char *ctx, Ftvm__Partner__PoolRegion *const *es, size_t ne,
+			Ftvm__Partner__PoolRegion *const *gs, size_t ng)
+{
+	for (size_t i = 0; i < ne && i < ng; i++) {
+		const Ftvm__Partner__PoolRegion *e = es[i], *g = gs[i];
+
+		EQ_U(block);
+		EQ_U(generation);
+		EQ_U(addr);
+		EQ_U(length);
+		EQ_U(rkey);
+	}
+}
+
 /* A batch's envelopes came back byte for byte, and each decodes on its own to
  * the envelope that was packed into it. */
 static void cmp_batch(const char *ctx, const Ftvm__Partner__Batch *e, const Ftvm__Partner__Batch *g)
@@ -550,24 +565,13 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_U(hello->one_sided);
 		EQ_U(hello->pool_block_frames);
 		EQ_U(hello->n_regions);
-		for (size_t i = 0; i < e->hello->n_regions && i < g->hello->n_regions; i++) {
-			EQ_U(hello->regions[i]->block);
-			EQ_U(hello->regions[i]->generation);
-			EQ_U(hello->regions[i]->addr);
-			EQ_U(hello->regions[i]->length);
-			EQ_U(hello->regions[i]->rkey);
-		}
+		cmp_regions(ctx, e->hello->regions, e->hello->n_regions, g->hello->regions,
+			    g->hello->n_regions);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE:
 		EQ_U(region_update->n_regions);
-		for (size_t i = 0;
-		     i < e->region_update->n_regions && i < g->region_update->n_regions; i++) {
-			EQ_U(region_update->regions[i]->block);
-			EQ_U(region_update->regions[i]->generation);
-			EQ_U(region_update->regions[i]->addr);
-			EQ_U(region_update->regions[i]->length);
-			EQ_U(region_update->regions[i]->rkey);
-		}
+		cmp_regions(ctx, e->region_update->regions, e->region_update->n_regions,
+			    g->region_update->regions, g->region_update->n_regions);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT:
 		EQ_U(heartbeat->sent_us);
