@@ -490,6 +490,67 @@ static void test_silent_partner(void)
 	peer_stop(&a);
 }
 
+/* A RegionUpdate is no request: alone or in a Batch ahead of a request, it
+ * never reaches the request callback (over TCP no view takes it) and drops
+ * nothing. */
+static void test_region_update_not_a_request(void)
+{
+	uint16_t pa = free_port(), pb = free_port();
+	Envelope update = FTVM__PARTNER__ENVELOPE__INIT, request = FTVM__PARTNER__ENVELOPE__INIT,
+		 batch_env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__RegionUpdate ru = FTVM__PARTNER__REGION_UPDATE__INIT;
+	Ftvm__Partner__PoolRegion region = FTVM__PARTNER__POOL_REGION__INIT,
+				  *regions[1] = { &region };
+	Ftvm__Partner__SpaceRequest req = FTVM__PARTNER__SPACE_REQUEST__INIT;
+	Ftvm__Partner__Batch batch = FTVM__PARTNER__BATCH__INIT;
+	ProtobufCBinaryData items[2];
+	Envelope *all[] = { &update, &request, &batch_env };
+	struct peer a;
+	int fd;
+
+	peer_init(&a, "a", pa, pb);
+	CHECK(peer_start(&a) == 0, "start a");
+	fd = raw_connect(pa);
+	raw_hello(fd, "b", 4096);
+	CHECK(RUN_UNTIL(link_up(&a), 2000), "linked to the raw partner");
+
+	region.block = 3;
+	region.generation = 7;
+	region.addr = 0x10000;
+	region.length = 0x40000;
+	region.rkey = 0x1234;
+	ru.n_regions = 1;
+	ru.regions = regions;
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+		all[i]->version = 1;
+		all[i]->sender = "b";
+		all[i]->epoch = 1;
+	}
+	update.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE;
+	update.region_update = &ru;
+	raw_send(fd, &update);
+
+	req.bytes = 3;
+	request.seq = 5;
+	request.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+	request.space_request = &req;
+	CHECK(codec_payload_pack(&update.base, &items[0].data, &items[0].len) == 0, "pack");
+	CHECK(codec_payload_pack(&request.base, &items[1].data, &items[1].len) == 0, "pack");
+	batch.n_envelopes = 2;
+	batch.envelopes = items;
+	batch_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH;
+	batch_env.batch = &batch;
+	raw_send(fd, &batch_env);
+	CHECK(RUN_UNTIL(a.last_batch > 0 || a.protocol_errors > 0, 2000), "the batch arrived");
+	CHECK(a.last_batch == 1, "the request callback got %zu envelopes, not the request alone",
+	      a.last_batch);
+	CHECK(a.protocol_errors == 0 && link_up(&a), "dropped: %s", a.last_protocol_error);
+	free(items[0].data);
+	free(items[1].data);
+	close(fd);
+	peer_stop(&a);
+}
+
 static void test_bad_input(void)
 {
 	uint16_t pa = free_port(), pb = free_port();
@@ -556,6 +617,7 @@ int main(void)
 	test_handshake_and_requests();
 	test_tcp_not_one_sided();
 	test_silent_partner();
+	test_region_update_not_a_request();
 	test_bad_input();
 	event_base_free(base);
 	if (failures) {
