@@ -350,17 +350,19 @@ static bool handle_wc(struct rdma_conn *c, const struct ibv_wc *wc)
 {
 	uint32_t kind = RDMA_WR_KIND(wc->wr_id), i = RDMA_WR_INDEX(wc->wr_id);
 	static const char *const kind_name[] = {
-		[RDMA_WR_SEND] = "send",
-		[RDMA_WR_RECV] = "receive",
-		[RDMA_WR_WRITE] = "RDMA WRITE",
+		[RDMA_WR_SEND] = "a send",
+		[RDMA_WR_RECV] = "a receive",
+		[RDMA_WR_WRITE] = "an RDMA WRITE",
 	};
 	char reason[192];
 	int r;
 
 	if (wc->status != IBV_WC_SUCCESS) {
-		snprintf(reason, sizeof(reason), "%s: %s (on a %s)", c->peer,
+		snprintf(reason, sizeof(reason), "%s: %s (on %s)", c->peer,
 			 ibv_wc_status_str(wc->status),
-			 kind < 3 && kind_name[kind] ? kind_name[kind] : "work request");
+			 kind < sizeof(kind_name) / sizeof(kind_name[0]) && kind_name[kind]
+				 ? kind_name[kind]
+				 : "a work request");
 		rdma_conn_fail_soon(c, wc_error(wc->status), reason);
 		return false;
 	}
