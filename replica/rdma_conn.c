@@ -14,11 +14,11 @@
 
 #include "frame.h"
 #include "log.h"
+#include "rdma_onesided.h"
+#include "rdma_pool.h"
 
 #define LOG_SUBSYSTEM "rdma"
 
-/* wr_id: the buffer index, and whether it is a receive buffer or a send slot. */
-#define WR_RECV 1u
 #define WC_BATCH 16
 
 static uint8_t *recv_buf(struct rdma_conn *c, uint32_t i)
@@ -73,7 +73,7 @@ void rdma_conn_release(struct rdma_conn *c)
 		ibv_destroy_cq(c->cq);
 	if (c->comp)
 		ibv_destroy_comp_channel(c->comp);
-	if (c->pd)
+	if (c->pd && !c->shares_pool_pd)
 		ibv_dealloc_pd(c->pd);
 	if (c->id)
 		rdma_destroy_id(c->id);
@@ -82,8 +82,10 @@ void rdma_conn_release(struct rdma_conn *c)
 	free(c->reasm);
 	while ((m = c->out_head)) {
 		c->out_head = m->next;
+		free(m->writes);
 		free(m);
 	}
+	rdma_remote_view_free(c->view);
 	free(c);
 }
 
@@ -123,7 +125,7 @@ static int post_recv(struct rdma_conn *c, uint32_t i)
 		.lkey = c->recv_mr->lkey,
 	};
 	struct ibv_recv_wr wr = {
-		.wr_id = (uint64_t)i << 1 | WR_RECV,
+		.wr_id = (uint64_t)i << RDMA_WR_KIND_BITS | RDMA_WR_RECV,
 		.sg_list = &sge,
 		.num_sge = 1,
 	}, *bad;
@@ -141,7 +143,7 @@ static int post_send(struct rdma_conn *c, uint32_t slot, size_t len)
 		.lkey = c->send_mr->lkey,
 	};
 	struct ibv_send_wr wr = {
-		.wr_id = (uint64_t)slot << 1,
+		.wr_id = (uint64_t)slot << RDMA_WR_KIND_BITS | RDMA_WR_SEND,
 		.sg_list = &sge,
 		.num_sge = len ? 1 : 0,
 		.opcode = IBV_WR_SEND_WITH_IMM,
@@ -169,7 +171,18 @@ void rdma_conn_flush(struct rdma_conn *c)
 
 	if (c->state != RDMA_CONN_UP || c->closed || c->failing)
 		return;
-	while ((m = c->out_head) && c->n_free_slots && rdma_credits_can_send_data(&c->credits)) {
+	while ((m = c->out_head)) {
+		/* A frame goes only after its WRITEs, and frames behind it wait:
+		 * nothing overtakes. */
+		if (m->writes && !rdma_plan_done(&m->writes->plan)) {
+			r = rdma_onesided_post(c, m->writes);
+			if (r < 0)
+				return post_failed(c, r, "send (RDMA WRITE)");
+			if (!rdma_plan_done(&m->writes->plan))
+				break;
+		}
+		if (!c->n_free_slots || !rdma_credits_can_send_data(&c->credits))
+			break;
 		piece = m->len - m->off;
 		if (piece > c->peer_buf_size)
 			piece = c->peer_buf_size;
@@ -183,6 +196,7 @@ void rdma_conn_flush(struct rdma_conn *c)
 			c->out_head = m->next;
 			if (!c->out_head)
 				c->out_tail = &c->out_head;
+			free(m->writes);
 			free(m);
 		}
 	}
@@ -197,6 +211,12 @@ void rdma_conn_flush(struct rdma_conn *c)
 
 int rdma_conn_send(struct rdma_conn *c, const void *payload, size_t len)
 {
+	return rdma_conn_send_behind(c, payload, len, NULL);
+}
+
+int rdma_conn_send_behind(struct rdma_conn *c, const void *payload, size_t len,
+			  struct rdma_write_job *writes)
+{
 	size_t max = rdma_transport_max_payload(c->transport);
 	size_t total = FRAME_HEADER_SIZE + len;
 	struct rdma_out_msg *m;
@@ -204,16 +224,19 @@ int rdma_conn_send(struct rdma_conn *c, const void *payload, size_t len)
 	uint8_t *buf;
 	int r;
 
-	if (c->closed || c->failing)
+	if (c->closed || c->failing) {
+		free(writes);
 		return -ENOTCONN;
+	}
 	if (len > max) {
+		free(writes);
 		log_debug("%s: refused a %zu-byte message: the channel carries at most %zu bytes",
 			  c->peer, len, max);
 		return -EMSGSIZE;
 	}
 	/* The common case: nothing waiting, one piece, a credit and a slot free:
 	 * the frame is built in the registered slot, one copy. */
-	if (c->state == RDMA_CONN_UP && !c->out_head && total <= c->peer_buf_size &&
+	if (!writes && c->state == RDMA_CONN_UP && !c->out_head && total <= c->peer_buf_size &&
 	    c->n_free_slots && rdma_credits_can_send_data(&c->credits)) {
 		slot = c->free_slots[--c->n_free_slots];
 		buf = send_buf(c, slot);
@@ -225,9 +248,12 @@ int rdma_conn_send(struct rdma_conn *c, const void *payload, size_t len)
 		return 0;
 	}
 	m = malloc(sizeof(*m) + total);
-	if (!m)
+	if (!m) {
+		free(writes);
 		return -ENOMEM;
+	}
 	m->next = NULL;
+	m->writes = writes;
 	m->len = total;
 	m->off = 0;
 	memcpy(m->frame + FRAME_HEADER_SIZE, payload, len);
@@ -322,17 +348,29 @@ static int wc_error(enum ibv_wc_status status)
 /* One work completion. Returns false when the conn is gone or going. */
 static bool handle_wc(struct rdma_conn *c, const struct ibv_wc *wc)
 {
-	uint32_t i = (uint32_t)(wc->wr_id >> 1);
+	uint32_t kind = RDMA_WR_KIND(wc->wr_id), i = RDMA_WR_INDEX(wc->wr_id);
+	static const char *const kind_name[] = {
+		[RDMA_WR_SEND] = "a send",
+		[RDMA_WR_RECV] = "a receive",
+		[RDMA_WR_WRITE] = "an RDMA WRITE",
+	};
 	char reason[192];
 	int r;
 
 	if (wc->status != IBV_WC_SUCCESS) {
-		snprintf(reason, sizeof(reason), "%s: %s (on a %s)", c->peer,
-			 ibv_wc_status_str(wc->status), wc->wr_id & WR_RECV ? "receive" : "send");
+		snprintf(reason, sizeof(reason), "%s: %s (on %s)", c->peer,
+			 ibv_wc_status_str(wc->status),
+			 kind < sizeof(kind_name) / sizeof(kind_name[0]) && kind_name[kind]
+				 ? kind_name[kind]
+				 : "a work request");
 		rdma_conn_fail_soon(c, wc_error(wc->status), reason);
 		return false;
 	}
-	if (!(wc->wr_id & WR_RECV)) {
+	if (kind == RDMA_WR_WRITE) {
+		rdma_onesided_completed(c, wc->wr_id);
+		return true;
+	}
+	if (kind == RDMA_WR_SEND) {
 		c->free_slots[c->n_free_slots++] = i;
 		return true;
 	}
@@ -432,22 +470,53 @@ static int alloc_bufs(struct rdma_conn *c, const char **ret_what)
 	return 0;
 }
 
+/* What one WRITE may carry on this device, for the planner. */
+static int query_limits(struct rdma_conn *c, struct ibv_context *verbs)
+{
+	struct ibv_device_attr dev;
+	struct ibv_port_attr port;
+	int r;
+
+	r = ibv_query_device(verbs, &dev);
+	if (r)
+		return -r;
+	r = ibv_query_port(verbs, c->id->port_num, &port);
+	if (r)
+		return -r;
+	c->limits.max_sge =
+		dev.max_sge < RDMA_PLAN_SGE_MAX ? (uint32_t)dev.max_sge : RDMA_PLAN_SGE_MAX;
+	if (!c->limits.max_sge)
+		c->limits.max_sge = 1;
+	c->limits.max_msg_size = port.max_msg_sz;
+	c->free_write_slots = RDMA_WRITE_SLOTS;
+	return 0;
+}
+
 int rdma_conn_setup(struct rdma_conn *c, const char **ret_what)
 {
 	struct ibv_context *verbs = c->id->verbs;
 	struct ibv_qp_init_attr qa = {
 		.qp_type = IBV_QPT_RC,
 		.cap = {
-			.max_send_wr = RDMA_SEND_SLOTS,
+			.max_send_wr = RDMA_SEND_SLOTS + RDMA_WRITE_SLOTS,
 			.max_recv_wr = RDMA_RECV_BUFS,
-			.max_send_sge = 1,
 			.max_recv_sge = 1,
 		},
 	};
 	int r;
 
+	*ret_what = "querying the device (ibv_query_device, ibv_query_port)";
+	r = query_limits(c, verbs);
+	if (r < 0)
+		return r;
+	qa.cap.max_send_sge = c->limits.max_sge;
+	/* The transport's domain, so the pool's registrations work here; a
+	 * connection on another device gets its own and no one-sided data. */
+	c->pd = rdma_pool_pd(rdma_transport_pool(c->transport), verbs);
+	c->shares_pool_pd = c->pd != NULL;
 	*ret_what = "ibv_alloc_pd";
-	c->pd = ibv_alloc_pd(verbs);
+	if (!c->pd)
+		c->pd = ibv_alloc_pd(verbs);
 	if (!c->pd)
 		return -(errno ? errno : ENOMEM);
 	*ret_what = "the completion channel";
@@ -458,7 +527,9 @@ int rdma_conn_setup(struct rdma_conn *c, const char **ret_what)
 	if (r < 0)
 		return r;
 	*ret_what = "ibv_create_cq";
-	c->cq = ibv_create_cq(verbs, RDMA_SEND_SLOTS + RDMA_RECV_BUFS, c, c->comp, 0);
+	/* Room for every entry of both queues: in error, each one completes. */
+	c->cq = ibv_create_cq(verbs, RDMA_SEND_SLOTS + RDMA_WRITE_SLOTS + RDMA_RECV_BUFS, c,
+			      c->comp, 0);
 	if (!c->cq)
 		return -(errno ? errno : ENOMEM);
 	if (ibv_req_notify_cq(c->cq, 0))

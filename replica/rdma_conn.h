@@ -13,6 +13,8 @@
 #include <rdma/rdma_cma.h>
 
 #include "rdma_credits.h"
+#include "rdma_planner.h"
+#include "rdma_regtable.h"
 #include "transport.h"
 
 struct event;
@@ -25,6 +27,18 @@ struct event_base;
 #define RDMA_RECV_BUFS 32u
 #define RDMA_SEND_SLOTS 32u
 #define RDMA_BUF_SIZE (64u << 10)
+/* Send-queue entries for RDMA WRITEs, besides the send slots: a plan longer
+ * than this is posted in parts as completions free them. */
+#define RDMA_WRITE_SLOTS 16u
+
+/* A work request's wr_id: its kind in the low bits, then the receive buffer
+ * or send slot index, or for a WRITE the WRITEs its completion frees. */
+#define RDMA_WR_SEND 0u
+#define RDMA_WR_RECV 1u
+#define RDMA_WR_WRITE 2u
+#define RDMA_WR_KIND_BITS 2
+#define RDMA_WR_KIND(wr_id) ((uint32_t)((wr_id)&3u))
+#define RDMA_WR_INDEX(wr_id) ((uint32_t)((wr_id) >> RDMA_WR_KIND_BITS))
 
 enum rdma_conn_state {
 	RDMA_CONN_RESOLVING_ADDR, /* outbound: rdma_resolve_addr sent */
@@ -36,10 +50,13 @@ enum rdma_conn_state {
 
 struct rdma_transport;
 
+struct rdma_write_job;
+
 /* A frame waiting for credits (or, when longer than a buffer, for its
- * remaining pieces to go). */
+ * remaining pieces to go), and for the RDMA WRITEs that go before it. */
 struct rdma_out_msg {
 	struct rdma_out_msg *next;
+	struct rdma_write_job *writes; /* NULL: a plain frame */
 	size_t len, off;
 	uint8_t frame[];
 };
@@ -64,6 +81,7 @@ struct rdma_conn {
 	struct event *fail_ev;
 
 	struct ibv_pd *pd;
+	bool shares_pool_pd; /* pd is the transport's: the pool's keys work here */
 	struct ibv_comp_channel *comp;
 	struct ibv_cq *cq;
 	struct event *cq_ev;
@@ -71,6 +89,9 @@ struct rdma_conn {
 	struct ibv_mr *recv_mr, *send_mr;
 	uint32_t free_slots[RDMA_SEND_SLOTS];
 	uint32_t n_free_slots;
+	uint32_t free_write_slots;
+	struct rdma_limits limits;     /* of this queue pair, for the planner */
+	struct rdma_remote_view *view; /* the partner's pool; NULL until its Hello */
 
 	struct rdma_credits credits;
 	uint32_t peer_buf_size;
@@ -85,6 +106,7 @@ struct event_base *rdma_transport_base(const struct rdma_transport *t);
 size_t rdma_transport_max_payload(const struct rdma_transport *t);
 const struct repl_transport_callbacks *rdma_transport_cb(const struct rdma_transport *t,
 							 void **ret_arg);
+struct rdma_pool *rdma_transport_pool(struct rdma_transport *t);
 
 /* A connection with no verbs resources yet; id may be NULL (set later). */
 struct rdma_conn *rdma_conn_new(struct rdma_transport *t, const char *peer, bool inbound);
@@ -103,6 +125,10 @@ void rdma_conn_peer_params(struct rdma_conn *c, const struct rdma_params *p);
 
 /* Queues one payload as a frame and sends what credits allow. */
 int rdma_conn_send(struct rdma_conn *c, const void *payload, size_t len);
+/* The same, after the RDMA WRITEs of writes (rdma_onesided.c; taken over,
+ * freed with the frame): the frame waits until they are all posted. */
+int rdma_conn_send_behind(struct rdma_conn *c, const void *payload, size_t len,
+			  struct rdma_write_job *writes);
 /* Sends queued frames as far as credits and send slots allow (after UP). */
 void rdma_conn_flush(struct rdma_conn *c);
 /* Handles every completion waiting in the CQ, then flushes; frees c when it

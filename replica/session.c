@@ -30,6 +30,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "reason.h"
 
 #define LOG_SUBSYSTEM "session"
 
@@ -49,6 +50,11 @@ struct session_conn {
 	bool inbound;
 	bool connecting;   /* outbound, transport has not reported it up yet */
 	uint64_t since_ms; /* when it came up (for the Hello deadline) */
+	/* One-sided page data: our Hello offered it, the partner's did too
+	 * (then the transport holds its view of the partner's pool). */
+	bool offered_one_sided;
+	bool partner_one_sided;
+	uint64_t partner_block_frames;
 };
 
 struct repl_session {
@@ -188,27 +194,54 @@ static int hold(struct repl_session *s, uint8_t *payload, size_t len)
 	return 0;
 }
 
-/* Sends the held envelopes as one Batch (or alone, when there is one). */
-static int send_held(struct repl_session *s)
+/* The held envelopes as one payload: a Batch, or the one alone. *ret_owned
+ * says whether the caller frees *ret. */
+static int pack_held(struct repl_session *s, uint8_t **ret, size_t *ret_len, bool *ret_owned)
 {
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 	Ftvm__Partner__Batch batch = FTVM__PARTNER__BATCH__INIT;
-	uint8_t *payload;
-	size_t len;
-	int r;
 
-	if (s->n_held == 1)
-		return wire_send(s, s->active->conn, s->held[0].data, s->held[0].len);
+	*ret_owned = s->n_held != 1;
+	if (s->n_held == 1) {
+		*ret = s->held[0].data;
+		*ret_len = s->held[0].len;
+		return 0;
+	}
 	batch.n_envelopes = s->n_held;
 	batch.envelopes = s->held;
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH;
 	env.batch = &batch;
 	fill_header(s, &env);
-	r = codec_payload_pack(&env.base, &payload, &len);
+	return codec_payload_pack(&env.base, ret, ret_len);
+}
+
+/* Sends the held envelopes, after the RDMA WRITEs of writes (n_writes 0:
+ * none, a plain send). */
+static int send_held(struct repl_session *s, const struct repl_remote_write *writes,
+		     size_t n_writes)
+{
+	struct repl_conn *conn = s->active->conn;
+	char reason[192];
+	uint8_t *payload;
+	bool owned;
+	size_t len;
+	int r;
+
+	r = pack_held(s, &payload, &len, &owned);
 	if (r < 0)
 		return r;
-	r = wire_send(s, s->active->conn, payload, len);
-	free(payload);
+	if (!n_writes) {
+		r = wire_send(s, conn, payload, len);
+	} else if (!cut(s)) {
+		r = conn->transport->ops->send_after_writes(conn, writes, n_writes, payload, len,
+							    reason, sizeof(reason));
+		if (r < 0)
+			log_debug("page data not sent one-sided: %s", reason);
+		else if (s->cb.tap)
+			tap(s, conn, true, payload, len);
+	}
+	if (owned)
+		free(payload);
 	return r;
 }
 
@@ -235,6 +268,145 @@ static int send_envelope(struct repl_session *s, struct session_conn *sc, Envelo
 	return r;
 }
 
+/* ---- One-sided page data: what the pool's blocks are, told both ways ---- */
+
+static bool pool_attached(const struct repl_session *s)
+{
+	const struct repl_transport_ops *ops = s->transport->ops;
+
+	return ops->pool_blocks && ops->pool_blocks(s->transport) > 0;
+}
+
+static bool conn_offers_one_sided(const struct repl_session *s, const struct session_conn *sc)
+{
+	return pool_attached(s) && s->transport->ops->conn_one_sided(sc->conn);
+}
+
+static void region_from(Ftvm__Partner__PoolRegion *ret, const struct rdma_remote_block *b)
+{
+	*ret = (Ftvm__Partner__PoolRegion)FTVM__PARTNER__POOL_REGION__INIT;
+	ret->block = b->block;
+	ret->generation = b->generation;
+	ret->addr = b->addr;
+	ret->length = b->length;
+	ret->rkey = b->rkey;
+}
+
+/* The pool's registered blocks, for a Hello: *ret is one allocation (the
+ * pointers, then the regions) for the caller to free. */
+static size_t registered_regions(struct repl_session *s, Ftvm__Partner__PoolRegion ***ret)
+{
+	uint32_t blocks = s->transport->ops->pool_blocks(s->transport);
+	Ftvm__Partner__PoolRegion **ptrs, *regions;
+	struct rdma_remote_block b;
+	size_t n = 0;
+
+	ptrs = calloc(blocks, sizeof(*ptrs) + sizeof(*regions));
+	*ret = ptrs;
+	if (!ptrs)
+		return 0; /* the partner then learns of none: page data goes inline */
+	regions = (Ftvm__Partner__PoolRegion *)(ptrs + blocks);
+	for (uint32_t i = 0; i < blocks; i++) {
+		if (s->transport->ops->pool_describe(s->transport, i, &b) < 0 || !b.length)
+			continue;
+		region_from(&regions[n], &b);
+		ptrs[n] = &regions[n];
+		n++;
+	}
+	return n;
+}
+
+/* What the partner said of its pool's blocks, into sc's view of it. */
+static int take_regions(struct repl_session *s, struct session_conn *sc,
+			Ftvm__Partner__PoolRegion *const *regions, size_t n, char *reason,
+			size_t reason_len)
+{
+	struct rdma_remote_block b;
+	int r;
+
+	for (size_t i = 0; i < n; i++) {
+		b = (struct rdma_remote_block){
+			.block = regions[i]->block,
+			.generation = regions[i]->generation,
+			.addr = regions[i]->addr,
+			.length = regions[i]->length,
+			.rkey = regions[i]->rkey,
+		};
+		r = s->transport->ops->conn_remote_update(sc->conn, &b, reason, reason_len);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* The partner's Hello on sc: whether page data goes one-sided there, and the
+ * blocks it registered so far. */
+static int take_hello_pool(struct repl_session *s, struct session_conn *sc,
+			   const Ftvm__Partner__Hello *h, char *reason, size_t reason_len)
+{
+	uint64_t blocks;
+	int r;
+
+	sc->partner_one_sided = false;
+	if (!h->one_sided || !sc->offered_one_sided)
+		return 0;
+	if (!h->pool_block_frames || !h->frame_count)
+		return reason_fail(reason, reason_len, -EPROTO,
+				   "partner offers one-sided page data with a pool of %" PRIu64
+				   " frames in blocks of %" PRIu64,
+				   h->frame_count, h->pool_block_frames);
+	blocks = (h->frame_count - 1) / h->pool_block_frames + 1;
+	if (blocks > UINT32_MAX)
+		return reason_fail(reason, reason_len, -EPROTO,
+				   "partner's pool has %" PRIu64 " registration blocks", blocks);
+	r = s->transport->ops->conn_remote_open(sc->conn, (uint32_t)blocks, reason, reason_len);
+	if (r < 0)
+		return r;
+	r = take_regions(s, sc, h->regions, h->n_regions, reason, reason_len);
+	if (r < 0)
+		return r;
+	sc->partner_block_frames = h->pool_block_frames;
+	sc->partner_one_sided = true;
+	return 0;
+}
+
+/* A RegionUpdate from the partner on sc; false when sc was dropped for it. */
+static bool on_region_update(struct repl_session *s, struct session_conn *sc,
+			     const Ftvm__Partner__RegionUpdate *u)
+{
+	char reason[160], why[224];
+
+	if (!sc->partner_one_sided)
+		return true; /* no view of its pool is kept on this connection */
+	if (take_regions(s, sc, u->regions, u->n_regions, reason, sizeof(reason)) == 0)
+		return true;
+	snprintf(why, sizeof(why), "bad RegionUpdate: %s", reason);
+	protocol_error(s, sc, why);
+	return false;
+}
+
+/* Tells every connection that offered one-sided data (and so has sent its
+ * Hello) of block's new registration, through the normal send path: while
+ * corked, it is held in order with the answers. */
+static void send_region_update(struct repl_session *s, uint32_t block)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__RegionUpdate update = FTVM__PARTNER__REGION_UPDATE__INIT;
+	Ftvm__Partner__PoolRegion region, *regions[1] = { &region };
+	struct rdma_remote_block b;
+
+	if (s->transport->ops->pool_describe(s->transport, block, &b) < 0)
+		return;
+	region_from(&region, &b);
+	update.n_regions = 1;
+	update.regions = regions;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE;
+	env.region_update = &update;
+	for (struct session_conn *sc = s->conns; sc; sc = sc->next)
+		if (sc->offered_one_sided)
+			send_envelope(s, sc, &env);
+}
+
 static void send_hello(struct repl_session *s, struct session_conn *sc)
 {
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
@@ -247,11 +419,18 @@ static void send_hello(struct repl_session *s, struct session_conn *sc)
 	hello.frame_count = s->config.frame_count;
 	hello.initiator = !sc->inbound;
 	hello.state = s->state;
+	sc->offered_one_sided = conn_offers_one_sided(s, sc);
+	if (sc->offered_one_sided) {
+		hello.one_sided = true;
+		hello.pool_block_frames = s->config.pool_block_frames;
+		hello.n_regions = registered_regions(s, &hello.regions);
+	}
 	if (s->cb.hello)
 		s->cb.hello(s, &hello, s->cb_arg);
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO;
 	env.hello = &hello;
 	send_envelope(s, sc, &env);
+	free(hello.regions);
 }
 
 /* The node that dialled sc; simultaneous connects keep the smaller one's. */
@@ -298,7 +477,8 @@ static void on_hello(struct repl_session *s, struct session_conn *sc, const Enve
 	struct session_conn *old = s->active;
 	char why[192];
 
-	if (check_hello(s, h, why, sizeof(why)) < 0) {
+	if (check_hello(s, h, why, sizeof(why)) < 0 ||
+	    take_hello_pool(s, sc, h, why, sizeof(why)) < 0) {
 		protocol_error(s, sc, why);
 		return;
 	}
@@ -376,24 +556,34 @@ static bool refuse_stale(struct repl_session *s, uint64_t epoch, Envelope *const
 }
 
 /* A batch holds completions (answers to our batch) or requests, never both
- * and never another batch; each inner envelope is checked like any other. */
+ * and never another batch; each inner envelope is checked like any other.
+ * RegionUpdates held with the answers are applied as they come, ahead of
+ * what follows them. */
 static void on_batch(struct repl_session *s, struct session_conn *sc, uint64_t epoch,
 		     const Ftvm__Partner__Batch *batch)
 {
 	Envelope **envs = calloc(batch->n_envelopes ? batch->n_envelopes : 1, sizeof(*envs));
 	size_t n = 0, completions = 0;
 	char err[160];
+	Envelope *e;
 
 	if (!envs) {
 		protocol_error(s, sc, "out of memory for a batch");
 		return;
 	}
-	for (; n < batch->n_envelopes; n++) {
-		Envelope *e;
-		if (codec_envelope_decode(batch->envelopes[n].data, batch->envelopes[n].len, &e,
+	for (size_t i = 0; i < batch->n_envelopes; i++) {
+		if (codec_envelope_decode(batch->envelopes[i].data, batch->envelopes[i].len, &e,
 					  err, sizeof(err)) < 0)
 			goto bad;
-		envs[n] = e;
+		if (e->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE) {
+			bool kept = on_region_update(s, sc, e->region_update);
+
+			codec_envelope_free(e);
+			if (!kept)
+				goto out;
+			continue;
+		}
+		envs[n++] = e;
 		if (e->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE)
 			completions++;
 		else if (e->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH ||
@@ -403,8 +593,7 @@ static void on_batch(struct repl_session *s, struct session_conn *sc, uint64_t e
 			snprintf(err, sizeof(err),
 				 "batch item %zu is a %s without a sequence number "
 				 "or cannot be batched",
-				 n, codec_message_name(e));
-			n++;
+				 i, codec_message_name(e));
 			goto bad;
 		}
 	}
@@ -473,6 +662,9 @@ static void on_receive(struct repl_conn *conn, const uint8_t *payload, size_t le
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH:
 		on_batch(s, sc, env->epoch, env->batch);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE:
+		on_region_update(s, sc, env->region_update);
 		break;
 	default:
 		if (env->seq == 0) {
@@ -624,6 +816,24 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	send_heartbeat(s);
 }
 
+/* Offers the frame pool to a transport that takes page data one-sided. A
+ * pool it refuses only means page data goes inline: said, not fatal. */
+static void attach_pool(struct repl_session *s)
+{
+	const struct repl_session_config *c = &s->config;
+	char reason[160];
+	int r;
+
+	if (!c->pool_base || !s->transport->ops->pool_attach)
+		return;
+	r = s->transport->ops->pool_attach(
+		s->transport, c->pool_base, c->frame_count * c->page_size,
+		c->pool_block_frames * c->page_size, reason, sizeof(reason));
+	if (r < 0)
+		log_warning("page data goes inline: the %s transport refused the frame pool: %s",
+			    s->transport->ops->name, reason);
+}
+
 int repl_session_new(struct event_base *base, const struct repl_session_config *config,
 		     const struct repl_session_callbacks *cb, void *arg, struct repl_session **ret)
 {
@@ -648,6 +858,7 @@ int repl_session_new(struct event_base *base, const struct repl_session_config *
 	r = config->transport->create(base, &transport_cb, s, config->max_payload, &s->transport);
 	if (r < 0)
 		goto fail;
+	attach_pool(s);
 	s->tick = event_new(base, -1, EV_PERSIST, on_tick, s);
 	s->redial = evtimer_new(base, on_redial, s);
 	if (!s->tick || !s->redial) {
@@ -704,8 +915,11 @@ int repl_session_request(struct repl_session *s, Envelope *env, uint32_t timeout
 	return repl_session_request_batch(s, &env, 1, timeout_ms, done, &arg);
 }
 
-int repl_session_request_batch(struct repl_session *s, Envelope *const *envs, size_t n,
-			       uint32_t timeout_ms, pending_done_fn done, void *const *args)
+/* The n requests in one frame, after the RDMA WRITEs of writes (none when
+ * n_writes is 0). Nothing sent: their sequence numbers are given again. */
+static int send_requests(struct repl_session *s, Envelope *const *envs, size_t n,
+			 uint32_t timeout_ms, pending_done_fn done, void *const *args,
+			 const struct repl_remote_write *writes, size_t n_writes)
 {
 	uint64_t first = s->next_seq + 1;
 	int r = 0;
@@ -721,14 +935,13 @@ int repl_session_request_batch(struct repl_session *s, Envelope *const *envs, si
 		r = send_envelope(s, s->active, envs[i]);
 	}
 	s->corked = false;
+	if (r >= 0)
+		r = send_held(s, writes, n_writes);
+	drop_held(s);
 	if (r < 0) {
-		drop_held(s);
+		s->next_seq = first - 1;
 		return r;
 	}
-	r = send_held(s);
-	drop_held(s);
-	if (r < 0)
-		return r;
 	for (size_t i = 0; i < n; i++) {
 		s->stats.requests_sent++;
 		r = pending_add(s->pending, first + i, timeout_ms, done, args[i]);
@@ -736,6 +949,12 @@ int repl_session_request_batch(struct repl_session *s, Envelope *const *envs, si
 			return r;
 	}
 	return 0;
+}
+
+int repl_session_request_batch(struct repl_session *s, Envelope *const *envs, size_t n,
+			       uint32_t timeout_ms, pending_done_fn done, void *const *args)
+{
+	return send_requests(s, envs, n, timeout_ms, done, args, NULL, 0);
 }
 
 void repl_session_cork(struct repl_session *s)
@@ -754,7 +973,7 @@ int repl_session_uncork(struct repl_session *s, bool send)
 
 	s->corked = false;
 	if (send && s->n_held && s->active)
-		r = send_held(s);
+		r = send_held(s, NULL, 0);
 	drop_held(s);
 	return r;
 }
@@ -812,30 +1031,116 @@ void repl_session_get_stats(const struct repl_session *s, struct repl_session_st
 
 bool repl_session_one_sided(const struct repl_session *s)
 {
-	(void)s;
-	return false;
+	return s->active && s->active->offered_one_sided && s->active->partner_one_sided;
+}
+
+/* The run [frame, frame + frames) of this node's pool: 0 when it lies in the
+ * pool and within one registration block (*ret_block). */
+static int own_run(const struct repl_session *s, uint64_t frame, uint32_t frames,
+		   uint64_t *ret_block, char *reason, size_t reason_len)
+{
+	uint64_t count = s->config.frame_count, per_block = s->config.pool_block_frames;
+
+	if (!frames || frame >= count || frames > count - frame)
+		return reason_fail(reason, reason_len, -ERANGE,
+				   "landing frames %" PRIu64 "+%" PRIu32
+				   " are outside the pool of %" PRIu64 " frames",
+				   frame, frames, count);
+	if (frame / per_block != (frame + frames - 1) / per_block)
+		return reason_fail(reason, reason_len, -ERANGE,
+				   "landing frames %" PRIu64 "+%" PRIu32
+				   " cross a registration block (%" PRIu64 " frames each)",
+				   frame, frames, per_block);
+	*ret_block = frame / per_block;
+	return 0;
 }
 
 int repl_session_landing_open(struct repl_session *s, uint64_t frame, uint32_t frames,
 			      struct repl_landing *ret)
 {
-	(void)s, (void)frame, (void)frames, (void)ret;
-	return -EOPNOTSUPP;
+	uint8_t *pool = s->config.pool_base;
+	struct rdma_block_key key;
+	char reason[160];
+	uint64_t block;
+	int r;
+
+	if (!repl_session_one_sided(s))
+		return -EOPNOTSUPP;
+	r = own_run(s, frame, frames, &block, reason, sizeof(reason));
+	if (r == 0)
+		r = s->transport->ops->pool_use_range(
+			s->transport, pool + frame * s->config.page_size,
+			(uint64_t)frames * s->config.page_size, &key, reason, sizeof(reason));
+	if (r < 0) {
+		log_debug("no landing at frame %" PRIu64 ": %s", frame, reason);
+		return r;
+	}
+	/* Before anything sent after this call names the new generation. */
+	if (key.registered_now)
+		send_region_update(s, key.block);
+	*ret = (struct repl_landing){ .frame = frame,
+				      .frames = frames,
+				      .generation = key.generation };
+	return 0;
 }
 
 int repl_session_landing_check(const struct repl_session *s, const struct repl_landing *l,
 			       char *reason, size_t reason_len)
 {
-	(void)s, (void)l;
-	snprintf(reason, reason_len, "page data does not go one-sided on this link");
-	return -EOPNOTSUPP;
+	struct rdma_remote_block b;
+	uint64_t block;
+	int r;
+
+	if (!pool_attached(s))
+		return reason_fail(reason, reason_len, -EOPNOTSUPP,
+				   "page data does not go one-sided on this link");
+	r = own_run(s, l->frame, l->frames, &block, reason, reason_len);
+	if (r < 0)
+		return r;
+	r = s->transport->ops->pool_describe(s->transport, (uint32_t)block, &b);
+	if (r < 0 || !b.length || b.generation != l->generation)
+		return reason_fail(reason, reason_len, -ESTALE,
+				   "landing frame %" PRIu64 " at generation %" PRIu64
+				   " is stale: block %" PRIu64 " is at %" PRIu64 "%s",
+				   l->frame, l->generation, block, b.generation,
+				   r == 0 && !b.length ? " (not registered)" : "");
+	return 0;
 }
 
 int repl_session_request_batch_landed(struct repl_session *s, Envelope *const *envs, size_t n,
 				      uint32_t timeout_ms, pending_done_fn done, void *const *args,
 				      const struct repl_page_write *writes, size_t n_writes)
 {
-	(void)s, (void)envs, (void)n, (void)timeout_ms, (void)done, (void)args, (void)writes,
-		(void)n_writes;
-	return -EOPNOTSUPP;
+	struct repl_remote_write *w;
+	uint64_t per_block;
+	int r = 0;
+
+	if (!repl_session_one_sided(s))
+		return -EOPNOTSUPP;
+	if (!n_writes)
+		return repl_session_request_batch(s, envs, n, timeout_ms, done, args);
+	w = calloc(n_writes, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	per_block = s->active->partner_block_frames;
+	for (size_t i = 0; i < n_writes && r == 0; i++) {
+		const struct repl_page_write *pw = &writes[i];
+
+		if (pw->to.frame / per_block > UINT32_MAX ||
+		    pw->len > (uint64_t)pw->to.frames * s->config.page_size) {
+			r = -ERANGE;
+			break;
+		}
+		w[i] = (struct repl_remote_write){
+			.src = pw->src,
+			.block = (uint32_t)(pw->to.frame / per_block),
+			.generation = pw->to.generation,
+			.offset = pw->to.frame % per_block * s->config.page_size,
+			.length = pw->len,
+		};
+	}
+	if (r == 0)
+		r = send_requests(s, envs, n, timeout_ms, done, args, w, n_writes);
+	free(w);
+	return r;
 }

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rdma_regtable.h"
+
 struct event_base;
 struct repl_transport;
 struct repl_conn;
@@ -27,6 +29,18 @@ struct repl_transport_callbacks {
 	 * failed. reason says which. conn is freed when this returns. Not called
 	 * for a connection the owner closed with close(). */
 	void (*conn_down)(struct repl_conn *conn, int error, const char *reason, void *arg);
+};
+
+/* One block of page data placed by RDMA WRITE before a payload
+ * (send_after_writes): length bytes at src, inside the attached pool, to
+ * offset into the partner's pool block, which the partner registered at
+ * generation. */
+struct repl_remote_write {
+	const void *src;
+	uint32_t block;
+	uint64_t generation;
+	uint64_t offset;
+	uint64_t length;
 };
 
 struct repl_transport_ops {
@@ -49,6 +63,45 @@ struct repl_transport_ops {
 	const char *(*peer_name)(const struct repl_conn *c);
 	/* Close everything; NULL is fine. */
 	void (*destroy)(struct repl_transport *t);
+
+	/* ---- One-sided page data (replica/RDMA.md); NULL where the backend
+	 * has none (TCP). Functions with a reason write why they failed. ---- */
+	/* Offers the frame pool, length bytes at base, in registration blocks of
+	 * block_bytes (the last may be shorter). Nothing is registered yet. */
+	int (*pool_attach)(struct repl_transport *t, void *base, uint64_t length,
+			   uint64_t block_bytes, char *reason, size_t reason_len);
+	/* How many blocks the attached pool has (0: none attached). */
+	uint32_t (*pool_blocks)(const struct repl_transport *t);
+	/* Block as the partner is to see it now (length 0: not registered). */
+	int (*pool_describe)(const struct repl_transport *t, uint32_t block,
+			     struct rdma_remote_block *ret);
+	/* Makes [addr, addr + length), inside one block of the pool, writable by
+	 * the partner: its block's keys and generation, registered_now when this
+	 * call registered it (the partner must be told). -ERANGE across a
+	 * block, -ENOENT outside the pool, -ENOTCONN before any connection
+	 * opened the device. */
+	int (*pool_use_range)(struct repl_transport *t, const void *addr, uint64_t length,
+			      struct rdma_block_key *ret, char *reason, size_t reason_len);
+	/* c can take part in one-sided page data: the pool is attached and c's
+	 * queue pair is on the pool's protection domain. */
+	bool (*conn_one_sided)(const struct repl_conn *c);
+	/* The partner on c registers its pool in blocks blocks: what it says of
+	 * them (conn_remote_update) is kept until c goes. */
+	int (*conn_remote_open)(struct repl_conn *c, uint32_t blocks, char *reason,
+				size_t reason_len);
+	/* What the partner said of one of its blocks (Hello, RegionUpdate):
+	 * -EBADMSG when it cannot be true (rdma_remote_view_update). */
+	int (*conn_remote_update)(struct repl_conn *c, const struct rdma_remote_block *b,
+				  char *reason, size_t reason_len);
+	/* send() of payload, after the n writes are placed by RDMA WRITE on
+	 * the same queue pair: the partner gets the payload only after their
+	 * bytes. The writes are checked before anything goes: -ESTALE, -ENOENT
+	 * or -ERANGE when the partner's view does not hold that generation or
+	 * those bytes, -ENOENT/-ERANGE for a source outside the pool; then
+	 * nothing was sent. The src bytes must stay as they are until the
+	 * partner answered the payload. */
+	int (*send_after_writes)(struct repl_conn *c, const struct repl_remote_write *w, size_t n,
+				 const void *payload, size_t len, char *reason, size_t reason_len);
 };
 
 /* Every backend's instance and connection structs start with these, so a

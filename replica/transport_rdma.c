@@ -25,6 +25,8 @@
 #include "config.h"
 #include "log.h"
 #include "rdma_conn.h"
+#include "rdma_onesided.h"
+#include "rdma_pool.h"
 #include "transport.h"
 
 #define LOG_SUBSYSTEM "rdma"
@@ -46,6 +48,7 @@ struct rdma_transport {
 	struct event *channel_ev;
 	struct rdma_cm_id *listen_id;
 	struct rdma_conn *conns;
+	struct rdma_pool pool; /* the protection domain and the frame pool's blocks */
 };
 
 struct event_base *rdma_transport_base(const struct rdma_transport *t)
@@ -63,6 +66,11 @@ const struct repl_transport_callbacks *rdma_transport_cb(const struct rdma_trans
 {
 	*ret_arg = t->cb_arg;
 	return &t->cb;
+}
+
+struct rdma_pool *rdma_transport_pool(struct rdma_transport *t)
+{
+	return &t->pool;
 }
 
 void rdma_conn_free(struct rdma_conn *c)
@@ -435,11 +443,41 @@ static void rdma_destroy(struct repl_transport *base)
 		rdma_conn_free(t->conns);
 	if (t->listen_id)
 		rdma_destroy_id(t->listen_id);
+	rdma_pool_release(&t->pool);
 	if (t->channel_ev)
 		event_free(t->channel_ev);
 	if (t->channel)
 		rdma_destroy_event_channel(t->channel);
 	free(t);
+}
+
+static int rdma_pool_attach_op(struct repl_transport *base, void *addr, uint64_t length,
+			       uint64_t block_bytes, char *reason, size_t reason_len)
+{
+	return rdma_pool_attach(&((struct rdma_transport *)base)->pool, addr, length, block_bytes,
+				reason, reason_len);
+}
+
+static uint32_t rdma_pool_blocks_op(const struct repl_transport *base)
+{
+	return rdma_pool_blocks(&((const struct rdma_transport *)base)->pool);
+}
+
+static int rdma_pool_describe_op(const struct repl_transport *base, uint32_t block,
+				 struct rdma_remote_block *ret)
+{
+	const struct rdma_pool *p = &((const struct rdma_transport *)base)->pool;
+
+	if (!p->table)
+		return -EOPNOTSUPP;
+	return rdma_regtable_describe(p->table, block, ret, NULL, 0);
+}
+
+static int rdma_pool_use_range_op(struct repl_transport *base, const void *addr, uint64_t length,
+				  struct rdma_block_key *ret, char *reason, size_t reason_len)
+{
+	return rdma_pool_use_range(&((struct rdma_transport *)base)->pool, addr, length, ret,
+				   reason, reason_len);
 }
 
 const struct repl_transport_ops repl_transport_rdma = {
@@ -451,4 +489,12 @@ const struct repl_transport_ops repl_transport_rdma = {
 	.close = rdma_close,
 	.peer_name = rdma_peer_name,
 	.destroy = rdma_destroy,
+	.pool_attach = rdma_pool_attach_op,
+	.pool_blocks = rdma_pool_blocks_op,
+	.pool_describe = rdma_pool_describe_op,
+	.pool_use_range = rdma_pool_use_range_op,
+	.conn_one_sided = rdma_onesided_conn_ok,
+	.conn_remote_open = rdma_onesided_remote_open,
+	.conn_remote_update = rdma_onesided_remote_update,
+	.send_after_writes = rdma_onesided_send_after_writes,
 };

@@ -150,6 +150,10 @@ static Envelope batch_inner[BATCH_N];
 
 struct sent {
 	Ftvm__Partner__Hello hello;
+	Ftvm__Partner__PoolRegion region[2];
+	Ftvm__Partner__PoolRegion *region_ptrs[2];
+	Ftvm__Partner__RegionUpdate region_update;
+	Ftvm__Partner__Landing landed, landing;
 	Ftvm__Partner__Heartbeat heartbeat;
 	Ftvm__Partner__CommandComplete command_complete;
 	Ftvm__Partner__SpaceStatus space;
@@ -201,6 +205,30 @@ static void sent_init(struct sent *s)
 	s->hello.state = FTVM__PARTNER__NODE_STATE__NODE_STATE_RESYNCING;
 	s->hello.applied_lsn = 0x0000000b00000001ull;
 	s->hello.own_lsn = 0x8000000c00000002ull;
+	s->hello.one_sided = 1;
+	s->hello.pool_block_frames = 0x0000000100000400ull;
+	for (int i = 0; i < 2; i++) {
+		s->region[i] = (Ftvm__Partner__PoolRegion)FTVM__PARTNER__POOL_REGION__INIT;
+		s->region[i].block = 0x80000001u + (uint32_t)i;
+		s->region[i].generation = 0x0000000300000001ull + (uint64_t)i;
+		s->region[i].addr = 0x00007f0000001000ull << i;
+		s->region[i].length = 0x0000000104000000ull + (uint64_t)i;
+		s->region[i].rkey = 0xfffffff0u - (uint32_t)i;
+		s->region_ptrs[i] = &s->region[i];
+	}
+	s->hello.n_regions = 2;
+	s->hello.regions = s->region_ptrs;
+	s->region_update = (Ftvm__Partner__RegionUpdate)FTVM__PARTNER__REGION_UPDATE__INIT;
+	s->region_update.n_regions = 2;
+	s->region_update.regions = s->region_ptrs;
+	s->landed = (Ftvm__Partner__Landing)FTVM__PARTNER__LANDING__INIT;
+	s->landed.frame = 0x0000000500000010ull;
+	s->landed.frames = 0x80000010u;
+	s->landed.generation = 0x8000000000000005ull;
+	s->landing = (Ftvm__Partner__Landing)FTVM__PARTNER__LANDING__INIT;
+	s->landing.frame = 0x0000000600000020ull;
+	s->landing.frames = 0x00010000u;
+	s->landing.generation = 0x0000000700000003ull;
 
 	s->heartbeat = (Ftvm__Partner__Heartbeat)FTVM__PARTNER__HEARTBEAT__INIT;
 	s->heartbeat.sent_us = 0x0000123456789abcull;
@@ -287,6 +315,7 @@ static void sent_init(struct sent *s)
 	s->write_page.page = 0xfffffffffffffff0ull;
 	s->write_page.data = (ProtobufCBinaryData){ sizeof(page_data), page_data };
 	s->write_page.crc32c = 0xe3069283u;
+	s->write_page.landed = &s->landed;
 
 	s->sense_request = (Ftvm__Partner__SenseRequest)FTVM__PARTNER__SENSE_REQUEST__INIT;
 	s->sense_request.capacity = 1;
@@ -455,6 +484,11 @@ static void cmp_command_complete(const char *ctx, const CommandComplete *e,
 				EQ_U(sense->allocations[i]->page_crc32c[k]);
 		}
 		break;
+	case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LANDING:
+		EQ_U(landing->frame);
+		EQ_U(landing->frames);
+		EQ_U(landing->generation);
+		break;
 	case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD__NOT_SET:
 	default:
 		break;
@@ -462,6 +496,21 @@ static void cmp_command_complete(const char *ctx, const CommandComplete *e,
 }
 
 static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g);
+
+/* The pool regions of a Hello or a RegionUpdate. */
+static void cmp_regions(const char *ctx, Ftvm__Partner__PoolRegion *const *es, size_t ne,
+			Ftvm__Partner__PoolRegion *const *gs, size_t ng)
+{
+	for (size_t i = 0; i < ne && i < ng; i++) {
+		const Ftvm__Partner__PoolRegion *e = es[i], *g = gs[i];
+
+		EQ_U(block);
+		EQ_U(generation);
+		EQ_U(addr);
+		EQ_U(length);
+		EQ_U(rkey);
+	}
+}
 
 /* A batch's envelopes came back byte for byte, and each decodes on its own to
  * the envelope that was packed into it. */
@@ -513,6 +562,16 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_U(hello->state);
 		EQ_U(hello->applied_lsn);
 		EQ_U(hello->own_lsn);
+		EQ_U(hello->one_sided);
+		EQ_U(hello->pool_block_frames);
+		EQ_U(hello->n_regions);
+		cmp_regions(ctx, e->hello->regions, e->hello->n_regions, g->hello->regions,
+			    g->hello->n_regions);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE:
+		EQ_U(region_update->n_regions);
+		cmp_regions(ctx, e->region_update->regions, e->region_update->n_regions,
+			    g->region_update->regions, g->region_update->n_regions);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT:
 		EQ_U(heartbeat->sent_us);
@@ -551,6 +610,14 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_U(write_page->page);
 		EQ_B(write_page->data);
 		EQ_U(write_page->crc32c);
+		if (!g->write_page->landed != !e->write_page->landed)
+			FAIL("%s: write_page.landed came back %s", ctx,
+			     g->write_page->landed ? "set" : "unset");
+		if (e->write_page->landed && g->write_page->landed) {
+			EQ_U(write_page->landed->frame);
+			EQ_U(write_page->landed->frames);
+			EQ_U(write_page->landed->generation);
+		}
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_SENSE_REQUEST:
 		EQ_U(sense_request->capacity);
@@ -656,6 +723,10 @@ static const struct round_trip_case round_trip_cases[] = {
 	{ "CommandComplete{sense}", "CommandComplete",
 	  FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE,
 	  FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SENSE },
+	{ "CommandComplete{landing}", "CommandComplete",
+	  FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE,
+	  FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LANDING },
+	{ "RegionUpdate", "RegionUpdate", FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE, 0 },
 	{ "SpaceRequest", "SpaceRequest", FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST, 0 },
 	{ "AllocateMemory", "AllocateMemory", FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_MEMORY, 0 },
 	{ "ReleaseMemory", "ReleaseMemory", FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_MEMORY, 0 },
@@ -684,6 +755,8 @@ static void *case_message(struct sent *s, const struct round_trip_case *c)
 		return &s->hello;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT:
 		return &s->heartbeat;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE:
+		return &s->region_update;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE:
 		s->command_complete.payload_case = c->payload;
 		switch (c->payload) {
@@ -698,6 +771,9 @@ static void *case_message(struct sent *s, const struct round_trip_case *c)
 			break;
 		case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SENSE:
 			s->command_complete.sense = &s->sense;
+			break;
+		case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LANDING:
+			s->command_complete.landing = &s->landing;
 			break;
 		default:
 			s->command_complete.space = NULL;

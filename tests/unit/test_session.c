@@ -33,6 +33,7 @@ struct peer {
 	int n_held;
 	bool hold_requests;
 	size_t last_batch; /* requests in the last delivery */
+	void *pool;	   /* offered for one-sided page data; NULL: none */
 };
 
 static uint16_t free_port(void)
@@ -136,6 +137,8 @@ static int peer_start(struct peer *p)
 		.heartbeat_ms = 20,
 		.dead_after_ms = 150,
 		.max_payload = FRAME_MAX_PAYLOAD_DEFAULT,
+		.pool_base = p->pool,
+		.pool_block_frames = 64,
 	};
 	int r = repl_session_new(base, &c, &callbacks, p, &p->s);
 
@@ -374,6 +377,60 @@ static void test_handshake_and_requests(void)
 	peer_stop(&b);
 }
 
+/* Over TCP page data never goes one-sided, even with a pool offered: the
+ * landing calls say -EOPNOTSUPP and change nothing. */
+static void test_tcp_not_one_sided(void)
+{
+	uint16_t pa = free_port(), pb = free_port();
+	struct repl_landing landing = { .frame = 7, .frames = 3, .generation = 9 }, copy;
+	struct repl_session_stats before, after;
+	struct peer a, b;
+	struct result res = { 0 };
+	Ftvm__Partner__SpaceRequest req = FTVM__PARTNER__SPACE_REQUEST__INIT;
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT, *envs[1] = { &env };
+	void *args[1] = { &res };
+	struct repl_page_write w;
+	char reason[128] = "";
+
+	peer_init(&a, "a", pa, pb);
+	peer_init(&b, "b", pb, pa);
+	a.pool = xcalloc(1024 * 4096);
+	b.pool = xcalloc(1024 * 4096);
+	CHECK(peer_start(&a) == 0 && peer_start(&b) == 0, "start a and b");
+	CHECK(RUN_UNTIL(link_up(&a) && link_up(&b), 3000), "link up on both");
+	CHECK(!repl_session_one_sided(a.s) && !repl_session_one_sided(b.s), "one_sided over TCP");
+
+	copy = landing;
+	CHECK_INT("landing_open over TCP", -EOPNOTSUPP,
+		  repl_session_landing_open(b.s, 0, 1, &landing));
+	CHECK(memcmp(&copy, &landing, sizeof(landing)) == 0, "landing_open changed its result");
+	CHECK_INT("landing_check over TCP", -EOPNOTSUPP,
+		  repl_session_landing_check(b.s, &landing, reason, sizeof(reason)));
+	CHECK(reason[0], "landing_check gave no reason");
+
+	repl_session_get_stats(a.s, &before);
+	req.bytes = 5;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+	env.space_request = &req;
+	w = (struct repl_page_write){ .src = a.pool, .len = 4096, .to = landing };
+	CHECK_INT("request_batch_landed over TCP", -EOPNOTSUPP,
+		  repl_session_request_batch_landed(a.s, envs, 1, 2000, on_done, args, &w, 1));
+	repl_session_get_stats(a.s, &after);
+	CHECK(after.requests_sent == before.requests_sent, "requests_sent went %llu -> %llu",
+	      (unsigned long long)before.requests_sent, (unsigned long long)after.requests_sent);
+	/* Sent inline instead, it goes and is answered as ever. */
+	CHECK_INT("the same batch inline", 0,
+		  repl_session_request_batch(a.s, envs, 1, 2000, on_done, args));
+	CHECK(RUN_UNTIL(res.done, 2000) && res.status == 0 && res.free_bytes == 10,
+	      "inline after the refusal: done %d status %d free %llu", res.done, res.status,
+	      (unsigned long long)res.free_bytes);
+	CHECK(b.last_batch == 1, "b got %zu requests in the delivery", b.last_batch);
+	peer_stop(&a);
+	peer_stop(&b);
+	free(a.pool);
+	free(b.pool);
+}
+
 /* Writes one envelope frame to a raw socket. */
 static void raw_send(int fd, Envelope *env)
 {
@@ -429,6 +486,67 @@ static void test_silent_partner(void)
 	CHECK(clock_now_ms() - t0 <= 150 + 20 + 100, "down after %llu ms (dead_after 150)",
 	      (unsigned long long)(clock_now_ms() - t0));
 	CHECK(strstr(a.last_reason, "silent") != NULL, "reason: %s", a.last_reason);
+	close(fd);
+	peer_stop(&a);
+}
+
+/* A RegionUpdate is no request: alone or in a Batch ahead of a request, it
+ * never reaches the request callback (over TCP no view takes it) and drops
+ * nothing. */
+static void test_region_update_not_a_request(void)
+{
+	uint16_t pa = free_port(), pb = free_port();
+	Envelope update = FTVM__PARTNER__ENVELOPE__INIT, request = FTVM__PARTNER__ENVELOPE__INIT,
+		 batch_env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__RegionUpdate ru = FTVM__PARTNER__REGION_UPDATE__INIT;
+	Ftvm__Partner__PoolRegion region = FTVM__PARTNER__POOL_REGION__INIT,
+				  *regions[1] = { &region };
+	Ftvm__Partner__SpaceRequest req = FTVM__PARTNER__SPACE_REQUEST__INIT;
+	Ftvm__Partner__Batch batch = FTVM__PARTNER__BATCH__INIT;
+	ProtobufCBinaryData items[2];
+	Envelope *all[] = { &update, &request, &batch_env };
+	struct peer a;
+	int fd;
+
+	peer_init(&a, "a", pa, pb);
+	CHECK(peer_start(&a) == 0, "start a");
+	fd = raw_connect(pa);
+	raw_hello(fd, "b", 4096);
+	CHECK(RUN_UNTIL(link_up(&a), 2000), "linked to the raw partner");
+
+	region.block = 3;
+	region.generation = 7;
+	region.addr = 0x10000;
+	region.length = 0x40000;
+	region.rkey = 0x1234;
+	ru.n_regions = 1;
+	ru.regions = regions;
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+		all[i]->version = 1;
+		all[i]->sender = "b";
+		all[i]->epoch = 1;
+	}
+	update.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE;
+	update.region_update = &ru;
+	raw_send(fd, &update);
+
+	req.bytes = 3;
+	request.seq = 5;
+	request.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+	request.space_request = &req;
+	CHECK(codec_payload_pack(&update.base, &items[0].data, &items[0].len) == 0, "pack");
+	CHECK(codec_payload_pack(&request.base, &items[1].data, &items[1].len) == 0, "pack");
+	batch.n_envelopes = 2;
+	batch.envelopes = items;
+	batch_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH;
+	batch_env.batch = &batch;
+	raw_send(fd, &batch_env);
+	CHECK(RUN_UNTIL(a.last_batch > 0 || a.protocol_errors > 0, 2000), "the batch arrived");
+	CHECK(a.last_batch == 1, "the request callback got %zu envelopes, not the request alone",
+	      a.last_batch);
+	CHECK(a.protocol_errors == 0 && link_up(&a), "dropped: %s", a.last_protocol_error);
+	free(items[0].data);
+	free(items[1].data);
 	close(fd);
 	peer_stop(&a);
 }
@@ -497,7 +615,9 @@ int main(void)
 	base = event_base_new_with_config(cfg);
 	event_config_free(cfg);
 	test_handshake_and_requests();
+	test_tcp_not_one_sided();
 	test_silent_partner();
+	test_region_update_not_a_request();
 	test_bad_input();
 	event_base_free(base);
 	if (failures) {

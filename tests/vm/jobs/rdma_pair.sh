@@ -3,6 +3,7 @@
 # root: Soft-RoCE on a dummy NIC holding ADDR (joblib.sh's softroce_up), both
 # nodes in this one guest. Then:
 # the transport's channel test over verbs (tests/rdma/test_rdma_channel.c);
+# the session's one-sided page data (tests/rdma/test_rdma_session.c);
 # the e2e tests with transport = rdma, both nodes on ADDR (`ftvmctl status`
 # says rdma: test_pair checks it; dead_after_ms widened for the emulation);
 # auto picking rdma on ADDR and tcp on loopback; transport = rdma on
@@ -34,6 +35,13 @@ out=$(timeout 600 "$chan" "$ADDR" 2>&1) || rc=$?
 indent "  " <<<"$out"
 [ "$rc" -eq 0 ] || fail "test_rdma_channel exited $rc"
 ok "channel test passed"
+
+step "one-sided page data through the session: test_rdma_session $ADDR"
+rc=0
+out=$(timeout 600 "$FTVM_BUILD/tests/test_rdma_session" "$ADDR" 2>&1) || rc=$?
+indent "  " <<<"$out"
+[ "$rc" -eq 0 ] || fail "test_rdma_session exited $rc"
+ok "session test passed"
 
 export FTVMD=$FTVM_BUILD/node/ftvmd FTVMCTL=$FTVM_BUILD/tools/ftvmctl FTVM_SRCDIR=$FTVM_SRC
 export FTVM_HOLD=$FTVM_BUILD/tests/race/ftvm-hold FTVM_RACE=$FTVM_BUILD/tests/race/ftvm-race
