@@ -6,7 +6,9 @@
  * Where the receiver owns the allocation it arbitrates (VMM.md, "The lock
  * rule"): it refuses a conflicting lock with LOCKED. Otherwise it mirrors.
  * Only WritePage needs frames here (it brings the whole block, so nothing is
- * ever paged in for the partner); without any, it is refused with NO_SPACE. */
+ * ever paged in for the partner); without any, it is refused with NO_SPACE.
+ * On a one-sided link the answer to AllocateWrite may carry a landing run,
+ * and a WritePage naming it brings no data (vmm_landing.c). */
 #include "vmm_internal.h"
 
 #include <errno.h>
@@ -30,6 +32,7 @@ struct answer {
 	Ftvm__Partner__Header header;
 	Ftvm__Partner__SenseInformation sense;
 	bool sense_filled;
+	Ftvm__Partner__Landing landing;
 };
 
 __attribute__((format(printf, 3, 4))) static void refuse(struct answer *ans, int status,
@@ -186,8 +189,16 @@ static void on_allocate_lock(struct vmm *v, const char *guid, uint64_t page, con
 		/* The owner granted it, so its view wins: ours was behind. */
 		log_warning("%s page %llu: mirror shows it %s, owner %s granted %s", guid,
 			    (unsigned long long)page, conflict, a->owner, owner);
-	if (vmm_lock(v, p, mode, owner) < 0)
+	if (vmm_lock(v, p, mode, owner) < 0) {
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	/* Where the partner's release can write the block one-sided. */
+	if (mode == FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE &&
+	    vmm_landing_open(v, a, page, owner, &ans->landing)) {
+		ans->cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LANDING;
+		ans->cc.landing = &ans->landing;
+	}
 }
 
 static void on_write_page(struct vmm *v, const Ftvm__Partner__WritePage *m, struct answer *ans)
@@ -203,6 +214,16 @@ static void on_write_page(struct vmm *v, const Ftvm__Partner__WritePage *m, stru
 		       (unsigned long long)m->page);
 		return;
 	}
+	if (m->landed) {
+		if (vmm_landing_adopt(v, a, m->page, m, ans->reason, sizeof(ans->reason)) < 0) {
+			ans->cc.status = FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
+			ans->cc.reason = ans->reason;
+		}
+		return;
+	}
+	/* The block came inline: a run held for the lock will not be used, and
+	 * its frames may be what this block needs. */
+	vmm_landing_close(v, m->guid, m->page, NULL);
 	if (m->data.len != a->block_size || crc32c(0, m->data.data, m->data.len) != m->crc32c) {
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
 		       "WritePage to %s page %llu: %zu bytes with crc32c 0x%08x, want %u bytes "
