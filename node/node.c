@@ -276,6 +276,10 @@ static void reply_status(struct node *n, struct client_call *call)
 	st.allocations_own = counts.allocations_own;
 	st.allocations_partner = counts.allocations_partner;
 	st.journal_rows = counts.journal_rows;
+	st.pages_one_sided = counts.pages_one_sided;
+	st.pages_inline = counts.pages_inline;
+	st.landings_adopted = counts.landings_adopted;
+	st.landings_refused = counts.landings_refused;
 	st.page_size = n->config->page_size;
 	st.pid = getpid();
 
