@@ -122,12 +122,6 @@ bool vmm_landing_open(struct vmm *v, struct vmm_alloc *a, uint64_t page, const c
 	return true;
 }
 
-static bool same_run(const struct repl_landing *held, const Ftvm__Partner__Landing *named)
-{
-	return held->frame == named->frame && held->frames == named->frames &&
-	       held->generation == named->generation;
-}
-
 /* Why the landing m names cannot be adopted, in reason; 0 when it can. */
 static int landing_refusal(struct vmm *v, const struct vmm_alloc *a,
 			   const Ftvm__Partner__WritePage *m, struct vmm_landing *held,
@@ -160,21 +154,30 @@ static int landing_refusal(struct vmm *v, const struct vmm_alloc *a,
 		snprintf(reason, len, "%s holds no landing for that page", vmm_node_id(v));
 		return -EINVAL;
 	}
-	if (!same_run(&held->at, named)) {
+	if (held->at.frame != named->frame || held->at.frames != named->frames) {
 		snprintf(reason, len,
-			 "not the landing held for its write lock (frame %llu, %u frames, "
-			 "generation %llu)",
-			 (unsigned long long)held->at.frame, held->at.frames,
-			 (unsigned long long)held->at.generation);
+			 "not the landing held for its write lock (frame %llu, %u frames)",
+			 (unsigned long long)held->at.frame, held->at.frames);
 		return -EINVAL;
 	}
+	if (held->at.generation != named->generation) {
+		snprintf(
+			reason, len,
+			"landing frame %llu at generation %llu is stale: it was given at generation %llu",
+			(unsigned long long)named->frame, (unsigned long long)named->generation,
+			(unsigned long long)held->at.generation);
+		return -ESTALE;
+	}
+	/* The block may have been registered again since: the WRITE then went
+	 * nowhere of ours. */
 	if (repl_session_landing_check(v->session, &held->at, why, sizeof(why)) < 0) {
 		snprintf(reason, len, "%s", why);
 		return -ESTALE;
 	}
 	crc = crc32c(0, frame_pool_addr(v->pool, held->at.frame), a->block_size);
 	if (crc != m->crc32c) {
-		snprintf(reason, len, "its bytes have crc32c 0x%08x, want 0x%08x", crc, m->crc32c);
+		snprintf(reason, len, "its bytes' CRC-32C is 0x%08x, the WritePage says 0x%08x",
+			 crc, m->crc32c);
 		return -EBADMSG;
 	}
 	return 0;

@@ -200,7 +200,7 @@ static void test_refusals(void)
 	CHECK(vmm_landing_open(&vm, alloc, 3, "b/1/5", &l), "no landing");
 	m = landed_write(3, &l);
 	m.crc32c ^= 1;
-	refused("bad crc32c", &m, -EBADMSG, "crc32c");
+	refused("bad crc32c", &m, -EBADMSG, "CRC-32C");
 	CHECK_INT("frames after a bad crc32c", free0, frame_pool_free_count(vm.pool));
 
 	CHECK(vmm_landing_open(&vm, alloc, 3, "b/1/5", &l), "no landing");
@@ -211,6 +211,13 @@ static void test_refusals(void)
 	CHECK_INT("frames after another landing", free0, frame_pool_free_count(vm.pool));
 	refused("none held", &m, -EINVAL, "holds no landing");
 
+	/* Named at another generation than it was given at. */
+	CHECK(vmm_landing_open(&vm, alloc, 3, "b/1/5", &l), "no landing");
+	other = l;
+	other.generation++;
+	m = landed_write(3, &other);
+	refused("another generation", &m, -ESTALE, "is stale: it was given at generation 1");
+	/* Given at a generation its block's registration has left since. */
 	CHECK(vmm_landing_open(&vm, alloc, 3, "b/1/5", &l), "no landing");
 	fake_generation = 2;
 	m = landed_write(3, &l);
