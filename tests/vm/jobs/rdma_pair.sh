@@ -11,7 +11,7 @@
 . "$FTVM_SRC/tests/vm/joblib.sh"
 
 ADDR=10.0.3.1
-E2E_TESTS=(pair data pointers paths partner_loss failover)
+E2E_TESTS=(pair data pointers paths partner_loss failover landing)
 # Under TCG a step takes 10-100x longer: tests that act "well inside
 # dead_after_ms" (a SIGSTOP of 0.1 s, refusals before a takeover) lose that
 # race at 300 ms over TCP as over RDMA, and a grant queued behind a holder
@@ -39,6 +39,7 @@ export FTVMD=$FTVM_BUILD/node/ftvmd FTVMCTL=$FTVM_BUILD/tools/ftvmctl FTVM_SRCDI
 export FTVM_HOLD=$FTVM_BUILD/tests/race/ftvm-hold FTVM_RACE=$FTVM_BUILD/tests/race/ftvm-race
 export FTVM_EXAMPLE=$FTVM_BUILD/tests/example/ftvm-example
 export FTVM_FAILOVER_CLIENT=$FTVM_BUILD/tests/failover_client/ftvm-failover-client
+export FTVM_FAKE_ORIGINATOR=$FTVM_BUILD/tests/landing/ftvm-fake-originator
 
 # e2e NAME [VAR=VALUE...]: tests/e2e/test_NAME.sh with that environment; its
 # ok lines on success, its whole output on failure, which is counted and the

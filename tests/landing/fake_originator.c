@@ -1,0 +1,408 @@
+/* ftvm-fake-originator: plays node a against a real ftvmd b, so that a test
+ * can send b what a correct node a never sends: a page block written
+ * one-sided into b's landing run followed by a WritePage that is wrong, or by
+ * no WritePage at all (replica/RDMA.md, "One-sided page writes": P's copy
+ * stays whole and old until it adopts a run it checked).
+ *
+ *   ftvm-fake-originator LISTEN PARTNER TRANSPORT PAGE_SIZE FRAMES
+ *
+ * It links as "a" (LISTEN, dialling b at PARTNER), answers every request of
+ * b's with OK (free space when asked), and prints "linked one_sided=yes|no".
+ * Then it reads commands on standard input, one per line:
+ *
+ *   write GUID PAGE HOW
+ *
+ * takes the write lock on GUID's PAGE from b, the allocation's owner
+ * (LockRequest + AllocateWrite), prints "locked landing=..." and writes the
+ * block of 0x5a bytes as HOW says:
+ *   good     one-sided into the landing, a WritePage naming it, released
+ *            modified: b must adopt the run;
+ *   badcrc   the same with a CRC-32C that does not match: b refuses it;
+ *   stale    a WritePage naming the landing at a later generation;
+ *   landed   a WritePage naming a made-up landing, sent inline (for a link
+ *            that is not one-sided: b refuses it);
+ *   cut      one-sided into the landing, then no WritePage: the process
+ *            exits at once, as a node that died between the two.
+ * Each answer is printed as "NAME: STATUS reason"; a refused write is
+ * followed by a plain release ("release: ..."). Exit 0 at end of input, 1
+ * when the link is lost or an answer does not come, 2 usage. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "clock.h"
+#include "crc32c.h"
+#include "session.h"
+
+#define ANSWER_TIMEOUT_MS 30000u
+#define OWNER "a/1/1" /* node/pid/op, as vmm_lock_owner() makes them */
+
+static struct event_base *base;
+static struct repl_session *session;
+static bool link_up, link_lost, stdin_ready;
+static uint64_t next_lsn = 1;
+
+struct answer {
+	bool done;
+	int status;
+	char reason[256];
+	bool has_landing;
+	struct repl_landing landing;
+};
+
+static void on_answer(const CommandComplete *cc, void *arg)
+{
+	struct answer *a = arg;
+
+	a->done = true;
+	a->status = cc->status;
+	snprintf(a->reason, sizeof(a->reason), "%s", cc->reason ? cc->reason : "");
+	if (cc->payload_case == FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LANDING) {
+		a->has_landing = true;
+		a->landing = (struct repl_landing){ .frame = cc->landing->frame,
+						    .frames = cc->landing->frames,
+						    .generation = cc->landing->generation };
+	}
+}
+
+static void on_link(struct repl_session *s, bool up, const char *reason, void *arg)
+{
+	struct repl_session_stats st;
+
+	(void)arg;
+	if (!up) {
+		fprintf(stderr, "ftvm-fake-originator: link down: %s\n", reason);
+		link_lost = true;
+		event_base_loopbreak(base);
+		return;
+	}
+	/* Speak at b's epoch, or b refuses everything as stale. */
+	repl_session_get_stats(s, &st);
+	repl_session_set_epoch(s, st.partner_epoch);
+	link_up = true;
+}
+
+/* b mirrors its own clients' work here: everything is acknowledged. */
+static void on_request(struct repl_session *s, Envelope *const *envs, size_t n, void *arg)
+{
+	(void)arg;
+	if (n > 1)
+		repl_session_cork(s);
+	for (size_t i = 0; i < n; i++) {
+		CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+		Ftvm__Partner__SpaceStatus space = FTVM__PARTNER__SPACE_STATUS__INIT;
+
+		if (envs[i]->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST) {
+			space.free_bytes = UINT64_C(1) << 40;
+			cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE;
+			cc.space = &space;
+		}
+		cc.applied_lsn = envs[i]->lsn;
+		repl_session_complete(s, envs[i]->seq, &cc);
+	}
+	if (n > 1)
+		repl_session_uncork(s, true);
+}
+
+static const struct repl_session_callbacks callbacks = {
+	.link_changed = on_link,
+	.request = on_request,
+};
+
+static void on_stdin(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what, (void)arg;
+	stdin_ready = true;
+	event_base_loopbreak(base);
+}
+
+/* Runs the loop until every answer came; false when the link went or the
+ * answers did not come in time. */
+static bool wait_answers(struct answer *a, size_t n)
+{
+	uint64_t deadline = clock_now_ms() + ANSWER_TIMEOUT_MS;
+
+	for (;;) {
+		size_t done = 0;
+
+		for (size_t i = 0; i < n; i++)
+			done += a[i].done;
+		if (done == n)
+			return true;
+		if (link_lost || clock_now_ms() > deadline)
+			return false;
+		event_base_loop(base, EVLOOP_ONCE);
+	}
+}
+
+static void print_answer(const char *name, const struct answer *a)
+{
+	printf("%s: %s %s\n", name, codec_status_name(a->status), a->reason);
+}
+
+static void envelope_init(Envelope *env)
+{
+	*env = (Envelope)FTVM__PARTNER__ENVELOPE__INIT;
+	env->lsn = next_lsn++;
+}
+
+/* LockRequest + AllocateWrite to the owner: the landing, if b gave one. */
+static int lock_page(char *guid, uint64_t page, struct answer ans[2])
+{
+	Ftvm__Partner__LockRequest lr = FTVM__PARTNER__LOCK_REQUEST__INIT;
+	Ftvm__Partner__AllocateWrite aw = FTVM__PARTNER__ALLOCATE_WRITE__INIT;
+	Envelope envs[2];
+	Envelope *ep[2] = { &envs[0], &envs[1] };
+	void *args[2] = { &ans[0], &ans[1] };
+
+	lr.guid = aw.guid = guid;
+	lr.page = aw.page = page;
+	lr.mode = FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE;
+	aw.owner = OWNER;
+	envelope_init(&envs[0]);
+	envs[0].lsn = 0; /* a question, not a change */
+	envs[0].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_LOCK_REQUEST;
+	envs[0].lock_request = &lr;
+	envelope_init(&envs[1]);
+	envs[1].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_WRITE;
+	envs[1].allocate_write = &aw;
+	if (repl_session_request_batch(session, ep, 2, ANSWER_TIMEOUT_MS, on_answer, args) < 0 ||
+	    !wait_answers(ans, 2))
+		return -EIO;
+	print_answer("lock", &ans[0]);
+	print_answer("allocate_write", &ans[1]);
+	if (ans[1].has_landing)
+		printf("locked landing=frame:%" PRIu64 ",frames:%" PRIu32 ",generation:%" PRIu64
+		       "\n",
+		       ans[1].landing.frame, ans[1].landing.frames, ans[1].landing.generation);
+	else
+		printf("locked landing=none\n");
+	return ans[1].status == FTVM__PARTNER__STATUS__STATUS_OK ? 0 : -EACCES;
+}
+
+static int release_page(char *guid, uint64_t page, bool modified, struct answer *ans)
+{
+	Ftvm__Partner__ReleasePointer rp = FTVM__PARTNER__RELEASE_POINTER__INIT;
+	Envelope env;
+
+	rp.guid = guid;
+	rp.page = page;
+	rp.owner = OWNER;
+	rp.modified = modified;
+	envelope_init(&env);
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER;
+	env.release_pointer = &rp;
+	if (repl_session_request(session, &env, ANSWER_TIMEOUT_MS, on_answer, ans) < 0 ||
+	    !wait_answers(ans, 1))
+		return -EIO;
+	print_answer("release", ans);
+	return 0;
+}
+
+/* WritePage naming landing, and for a good one the modified release in the
+ * same batch; the block goes one-sided to `to` unless inline. */
+static int write_landed(char *guid, uint64_t page, const uint8_t *block, size_t len, uint32_t crc,
+			const struct repl_landing *named, const struct repl_landing *to,
+			bool release)
+{
+	Ftvm__Partner__WritePage wp = FTVM__PARTNER__WRITE_PAGE__INIT;
+	Ftvm__Partner__Landing landed = FTVM__PARTNER__LANDING__INIT;
+	Ftvm__Partner__ReleasePointer rp = FTVM__PARTNER__RELEASE_POINTER__INIT;
+	struct answer ans[2] = { { 0 } };
+	Envelope envs[2];
+	Envelope *ep[2] = { &envs[0], &envs[1] };
+	void *args[2] = { &ans[0], &ans[1] };
+	size_t n = release ? 2 : 1;
+	int r;
+
+	wp.guid = rp.guid = guid;
+	wp.page = rp.page = page;
+	wp.crc32c = crc;
+	landed.frame = named->frame;
+	landed.frames = named->frames;
+	landed.generation = named->generation;
+	wp.landed = &landed;
+	rp.owner = OWNER;
+	rp.modified = true;
+	envelope_init(&envs[0]);
+	envs[0].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE;
+	envs[0].write_page = &wp;
+	envelope_init(&envs[1]);
+	envs[1].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER;
+	envs[1].release_pointer = &rp;
+	if (to) {
+		struct repl_page_write w = { .src = block, .len = len, .to = *to };
+
+		r = repl_session_request_batch_landed(session, ep, n, ANSWER_TIMEOUT_MS, on_answer,
+						      args, &w, 1);
+	} else {
+		r = repl_session_request_batch(session, ep, n, ANSWER_TIMEOUT_MS, on_answer, args);
+	}
+	if (r < 0) {
+		printf("write_page: not sent: %s\n", strerror(-r));
+		return r;
+	}
+	if (!wait_answers(ans, n))
+		return -EIO;
+	print_answer("write_page", &ans[0]);
+	if (release)
+		print_answer("release", &ans[1]);
+	return ans[0].status == FTVM__PARTNER__STATUS__STATUS_OK ? 0 : -EACCES;
+}
+
+/* One-sided into the landing, followed by a SenseRequest only; then gone. */
+static void write_and_die(uint8_t *block, size_t len, const struct repl_landing *to)
+{
+	Ftvm__Partner__SenseRequest sr = FTVM__PARTNER__SENSE_REQUEST__INIT;
+	struct repl_page_write w = { .src = block, .len = len, .to = *to };
+	struct answer ans = { 0 };
+	Envelope env;
+	Envelope *ep = &env;
+	void *arg = &ans;
+	int r;
+
+	envelope_init(&env);
+	env.lsn = 0;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SENSE_REQUEST;
+	env.sense_request = &sr;
+	r = repl_session_request_batch_landed(session, &ep, 1, ANSWER_TIMEOUT_MS, on_answer, &arg,
+					      &w, 1);
+	if (r < 0) {
+		printf("cut: not sent: %s\n", strerror(-r));
+		exit(1);
+	}
+	wait_answers(&ans, 1);
+	printf("cut: written one-sided, no WritePage; exiting\n");
+	fflush(stdout);
+	_exit(0);
+}
+
+static int run_write(char *guid, uint64_t page, const char *how, uint8_t *pool, uint32_t page_size)
+{
+	struct answer lock[2] = { { 0 } }, rel = { 0 };
+	struct repl_landing named;
+	size_t len;
+	uint32_t crc;
+	int r = lock_page(guid, page, lock);
+
+	if (r < 0)
+		return r == -EACCES ? 0 : r;
+	len = (size_t)(lock[1].has_landing ? lock[1].landing.frames : 1) * page_size;
+	memset(pool, 0x5a, len);
+	crc = crc32c(0, pool, len);
+	named = lock[1].landing;
+	if (strcmp(how, "landed") == 0) {
+		named = (struct repl_landing){ .frame = 0, .frames = 1, .generation = 1 };
+		r = write_landed(guid, page, pool, len, crc, &named, NULL, false);
+	} else if (!lock[1].has_landing) {
+		printf("write_page: not sent: no landing\n");
+		r = -EACCES;
+	} else if (strcmp(how, "cut") == 0) {
+		write_and_die(pool, len, &lock[1].landing);
+	} else if (strcmp(how, "good") == 0) {
+		return write_landed(guid, page, pool, len, crc, &named, &lock[1].landing, true) ==
+				       -EIO
+			       ? -EIO
+			       : 0;
+	} else if (strcmp(how, "badcrc") == 0) {
+		r = write_landed(guid, page, pool, len, crc ^ 1, &named, &lock[1].landing, false);
+	} else if (strcmp(how, "stale") == 0) {
+		named.generation++;
+		r = write_landed(guid, page, pool, len, crc, &named, &lock[1].landing, false);
+	} else {
+		fprintf(stderr, "ftvm-fake-originator: unknown write '%s'\n", how);
+		r = -EACCES;
+	}
+	if (r == -EIO)
+		return r;
+	return release_page(guid, page, false, &rel);
+}
+
+int main(int argc, char **argv)
+{
+	struct repl_session_config cfg = { 0 };
+	struct event *stdin_ev;
+	char reason[256], *line = NULL;
+	size_t cap = 0;
+	uint8_t *pool;
+	uint64_t deadline;
+
+	if (argc != 6) {
+		fprintf(stderr,
+			"usage: ftvm-fake-originator LISTEN PARTNER TRANSPORT PAGE_SIZE FRAMES\n");
+		return 2;
+	}
+	cfg.node_id = "a";
+	cfg.listen = argv[1];
+	cfg.partner = argv[2];
+	cfg.transport = repl_transport_select(argv[3], argv[1], reason, sizeof(reason));
+	cfg.page_size = (uint32_t)strtoul(argv[4], NULL, 10);
+	cfg.frame_count = strtoull(argv[5], NULL, 10);
+	cfg.epoch = 1;
+	cfg.heartbeat_ms = 50;
+	cfg.dead_after_ms = 60000;
+	cfg.max_payload = 8u << 20;
+	if (!cfg.transport || !cfg.page_size || !cfg.frame_count) {
+		fprintf(stderr, "ftvm-fake-originator: %s\n",
+			cfg.transport ? "bad PAGE_SIZE or FRAMES" : reason);
+		return 2;
+	}
+	pool = mmap(NULL, cfg.frame_count * cfg.page_size, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (pool == MAP_FAILED)
+		return 1;
+	cfg.pool_base = pool;
+	cfg.pool_block_frames = cfg.frame_count;
+	base = event_base_new();
+	if (!base || repl_session_new(base, &cfg, &callbacks, NULL, &session) < 0 ||
+	    repl_session_start(session) < 0) {
+		fprintf(stderr, "ftvm-fake-originator: cannot start the session on %s\n",
+			cfg.listen);
+		return 1;
+	}
+	deadline = clock_now_ms() + ANSWER_TIMEOUT_MS;
+	while (!link_up && clock_now_ms() < deadline)
+		event_base_loop(base, EVLOOP_ONCE);
+	if (!link_up) {
+		fprintf(stderr, "ftvm-fake-originator: no link to b at %s\n", cfg.partner);
+		return 1;
+	}
+	printf("linked one_sided=%s\n", repl_session_one_sided(session) ? "yes" : "no");
+	fflush(stdout);
+	/* Unbuffered: a line read leaves the next one to the loop's event. */
+	setvbuf(stdin, NULL, _IONBF, 0);
+	stdin_ev = event_new(base, STDIN_FILENO, EV_READ | EV_PERSIST, on_stdin, NULL);
+	event_add(stdin_ev, NULL);
+	for (;;) {
+		char guid[80], how[16];
+		uint64_t page;
+
+		stdin_ready = false;
+		while (!stdin_ready && !link_lost)
+			event_base_loop(base, 0);
+		if (link_lost)
+			return 1;
+		if (getline(&line, &cap, stdin) < 0)
+			break;
+		if (sscanf(line, "write %79s %" SCNu64 " %15s", guid, &page, how) != 3) {
+			fprintf(stderr, "ftvm-fake-originator: bad command: %s", line);
+			return 2;
+		}
+		if (run_write(guid, page, how, pool, cfg.page_size) < 0) {
+			fprintf(stderr, "ftvm-fake-originator: no answer from b\n");
+			return 1;
+		}
+		fflush(stdout);
+	}
+	free(line);
+	event_free(stdin_ev);
+	repl_session_free(session);
+	event_base_free(base);
+	return 0;
+}
