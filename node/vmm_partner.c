@@ -166,8 +166,10 @@ static void on_lock_request(struct vmm *v, const Ftvm__Partner__LockRequest *m, 
 	vmm_ticket_queue(v, m);
 }
 
+/* block_follows: the batch brings the block in a WritePage right behind (a
+ * whole-page write), so a landing would go unused. */
 static void on_allocate_lock(struct vmm *v, const char *guid, uint64_t page, const char *owner,
-			     int mode, struct answer *ans)
+			     int mode, bool block_follows, struct answer *ans)
 {
 	struct vmm_alloc *a;
 	struct vmm_page *p = find_page(v, guid, page, &a, ans);
@@ -194,7 +196,7 @@ static void on_allocate_lock(struct vmm *v, const char *guid, uint64_t page, con
 		return;
 	}
 	/* Where the partner's release can write the block one-sided. */
-	if (mode == FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE &&
+	if (mode == FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE && !block_follows &&
 	    vmm_landing_open(v, a, page, owner, &ans->landing)) {
 		ans->cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LANDING;
 		ans->cc.landing = &ans->landing;
@@ -299,7 +301,15 @@ static void on_sense_request(struct vmm *v, const Ftvm__Partner__SenseRequest *m
 	ans->cc.sense = &ans->sense;
 }
 
-static void apply(struct vmm *v, const Envelope *env, struct answer *ans)
+/* Whether next is a WritePage of guid's page: the block comes with the lock. */
+static bool block_follows(const Envelope *next, const char *guid, uint64_t page)
+{
+	return next && next->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE &&
+	       next->write_page->page == page && strcmp(next->write_page->guid, guid) == 0;
+}
+
+/* next: the request after env in its batch, or NULL. */
+static void apply(struct vmm *v, const Envelope *env, const Envelope *next, struct answer *ans)
 {
 	struct pt_origin o = { .node = env->sender, .lsn = env->lsn, .own = false };
 
@@ -328,12 +338,14 @@ static void apply(struct vmm *v, const Envelope *env, struct answer *ans)
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_READ:
 		on_allocate_lock(v, env->allocate_read->guid, env->allocate_read->page,
 				 env->allocate_read->owner,
-				 FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ, ans);
+				 FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ, false, ans);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_WRITE:
-		on_allocate_lock(v, env->allocate_write->guid, env->allocate_write->page,
-				 env->allocate_write->owner,
-				 FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE, ans);
+		on_allocate_lock(
+			v, env->allocate_write->guid, env->allocate_write->page,
+			env->allocate_write->owner, FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE,
+			block_follows(next, env->allocate_write->guid, env->allocate_write->page),
+			ans);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER:
 		on_release_pointer(v, env->release_pointer, &o, ans);
@@ -380,7 +392,7 @@ void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n)
 			       "not applied: seq %llu of the same batch failed",
 			       (unsigned long long)failed_seq);
 		else
-			apply(v, envs[i], &ans);
+			apply(v, envs[i], i + 1 < n ? envs[i + 1] : NULL, &ans);
 		if (ans.cc.status != FTVM__PARTNER__STATUS__STATUS_OK && !aborted) {
 			aborted = true;
 			failed_seq = envs[i]->seq;
