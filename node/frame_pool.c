@@ -79,8 +79,9 @@ void frame_pool_free(struct frame_pool *p)
 	free(p);
 }
 
-/* First fit from the hint, wrapping once. */
-int frame_pool_take(struct frame_pool *p, uint32_t n, uint64_t *ret_first)
+/* First fit from the hint, wrapping once. A run never crosses a multiple of
+ * boundary frames (the end of the pool is one). */
+static int take_run(struct frame_pool *p, uint32_t n, uint64_t boundary, uint64_t *ret_first)
 {
 	uint64_t run = 0, start = 0;
 
@@ -88,8 +89,8 @@ int frame_pool_take(struct frame_pool *p, uint32_t n, uint64_t *ret_first)
 		return -ENOSPC;
 	for (uint64_t i = 0; i < p->total; i++) {
 		uint64_t f = (p->hint + i) % p->total;
-		if (f == 0)
-			run = 0; /* a run never wraps around the end */
+		if (f % boundary == 0)
+			run = 0; /* a run never wraps around the end, nor crosses a boundary */
 		if (is_used(p, f)) {
 			run = 0;
 			continue;
@@ -105,6 +106,19 @@ int frame_pool_take(struct frame_pool *p, uint32_t n, uint64_t *ret_first)
 		}
 	}
 	return -ENOSPC;
+}
+
+int frame_pool_take(struct frame_pool *p, uint32_t n, uint64_t *ret_first)
+{
+	return take_run(p, n, p->total, ret_first);
+}
+
+int frame_pool_take_within(struct frame_pool *p, uint32_t n, uint64_t boundary_frames,
+			   uint64_t *ret_first)
+{
+	if (boundary_frames == 0 || n > boundary_frames)
+		return -EINVAL;
+	return take_run(p, n, boundary_frames, ret_first);
 }
 
 void frame_pool_give(struct frame_pool *p, uint64_t first, uint32_t n)

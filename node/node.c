@@ -76,8 +76,10 @@ static void on_link_changed(struct repl_session *s, bool up, const char *reason,
 			 (unsigned long long)st.partner_epoch, reason);
 	else
 		log_warning("partner %s down: %s", st.partner_id, reason);
-	if (!up)
+	if (!up) {
 		vmm_tickets_drop(n->vmm);
+		vmm_landings_drop(n->vmm);
+	}
 	if (n->ha)
 		ha_link_changed(n->ha, up, reason);
 }
@@ -274,6 +276,10 @@ static void reply_status(struct node *n, struct client_call *call)
 	st.allocations_own = counts.allocations_own;
 	st.allocations_partner = counts.allocations_partner;
 	st.journal_rows = counts.journal_rows;
+	st.pages_one_sided = counts.pages_one_sided;
+	st.pages_inline = counts.pages_inline;
+	st.landings_adopted = counts.landings_adopted;
+	st.landings_refused = counts.landings_refused;
 	st.page_size = n->config->page_size;
 	st.pid = getpid();
 
@@ -421,6 +427,10 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 	if (r < 0)
 		goto fail;
 	sc.epoch = vmm_epoch(n->vmm);
+	/* One-sided page data: the transport registers the pool in blocks of
+	 * this many frames (vmm_landing_block_frames() says why that size). */
+	sc.pool_base = vmm_pool_base(n->vmm);
+	sc.pool_block_frames = vmm_pool_block_frames(n->vmm);
 	r = repl_session_new(base, &sc, &session_cb, n, &n->session);
 	if (r < 0) {
 		log_error_errno(r, "partner session");

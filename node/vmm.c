@@ -191,6 +191,12 @@ static void on_answer(const CommandComplete *cc, void *arg)
 	}
 	if (cc->payload_case == FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LOCK)
 		op->lock_version = cc->lock->version;
+	if (cc->payload_case == FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LANDING) {
+		op->landing.frame = cc->landing->frame;
+		op->landing.frames = cc->landing->frames;
+		op->landing.generation = cc->landing->generation;
+		op->has_landing = true;
+	}
 	if (cc->applied_lsn > pagetable_applied_by_partner_lsn(v->pt))
 		pagetable_set_applied_by_partner_lsn(v->pt, cc->applied_lsn);
 	if (++op->answered == op->n)
@@ -228,15 +234,18 @@ static int solo_send(struct vmm_op *op, size_t n)
 	return 0;
 }
 
-int vmm_op_send(struct vmm_op *op, Envelope *const *envs, size_t n)
+int vmm_op_send_landed(struct vmm_op *op, Envelope *const *envs, size_t n,
+		       const struct repl_page_write *writes, size_t n_writes)
 {
+	struct repl_session *s = op->vmm->session;
+	uint32_t timeout_ms = op->vmm->config->request_timeout_ms;
 	void *args[8];
 	int r;
 
 	if (n > sizeof(args) / sizeof(args[0]))
 		return -E2BIG;
 	if (op->vmm->mode == VMM_MODE_SOLO)
-		return solo_send(op, n);
+		return n_writes ? -EOPNOTSUPP : solo_send(op, n);
 	for (size_t i = 0; i < n; i++) {
 		args[i] = op;
 		envs[i]->lsn = op->lsn;
@@ -245,11 +254,22 @@ int vmm_op_send(struct vmm_op *op, Envelope *const *envs, size_t n)
 	op->answered = 0;
 	op->status = FTVM__PARTNER__STATUS__STATUS_OK;
 	vmm_before_request(op->vmm);
-	r = repl_session_request_batch(op->vmm->session, envs, n,
-				       op->vmm->config->request_timeout_ms, on_answer, args);
+	r = n_writes ? repl_session_request_batch_landed(s, envs, n, timeout_ms, on_answer, args,
+							 writes, n_writes)
+		     : repl_session_request_batch(s, envs, n, timeout_ms, on_answer, args);
 	if (r == -ENOTCONN)
 		snprintf(op->reason, sizeof(op->reason), "partner unavailable (link down)");
 	return r;
+}
+
+int vmm_op_send(struct vmm_op *op, Envelope *const *envs, size_t n)
+{
+	return vmm_op_send_landed(op, envs, n, NULL, 0);
+}
+
+bool vmm_landed_falls_back(int r)
+{
+	return r == -ESTALE || r == -ENOENT || r == -ERANGE || r == -EOPNOTSUPP;
 }
 
 void vmm_reply_error(struct client_call *call, int status, const char *fmt, ...)
@@ -386,6 +406,7 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 		goto fail;
 	}
 	snprintf(path, sizeof(path), "%s/pagetable.db", config->state_dir);
+	v->pool_block_frames = vmm_landing_block_frames(config);
 	r = pagetable_open(path, config->synchronous_full, &v->pt);
 	if (r < 0) {
 		log_error_errno(r, "page table %s: %s", path, pagetable_last_error(NULL));
@@ -440,6 +461,7 @@ void vmm_free(struct vmm *v)
 	vmm_space_waiters_fail(v);
 	vmm_page_waiters_fail(v);
 	vmm_holdings_free(v);
+	vmm_landings_drop(v);
 	/* Destage first: the pages it marks clean commit with the flush below. */
 	vmm_store_close(v);
 	if (v->kick_event)
@@ -463,6 +485,20 @@ void vmm_get_counts(struct vmm *v, struct vmm_counts *ret)
 	ret->allocations_own = vmm_table_count(v->table, vmm_node_id(v), true);
 	ret->allocations_partner = vmm_table_count(v->table, vmm_node_id(v), false);
 	ret->journal_rows = pagetable_journal_count(v->pt);
+	ret->pages_one_sided = v->pages_one_sided;
+	ret->pages_inline = v->pages_inline;
+	ret->landings_adopted = v->landings_adopted;
+	ret->landings_refused = v->landings_refused;
+}
+
+void *vmm_pool_base(const struct vmm *v)
+{
+	return frame_pool_addr(v->pool, 0);
+}
+
+uint64_t vmm_pool_block_frames(const struct vmm *v)
+{
+	return v->pool_block_frames;
 }
 
 /* What a request changes: refused while solo with [failover] solo = refuse. */

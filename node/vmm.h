@@ -36,6 +36,10 @@ struct vmm_counts {
 	uint64_t allocations_own;
 	uint64_t allocations_partner;
 	uint64_t journal_rows; /* kept for a resync (trimmed below what both applied) */
+	/* Page blocks sent to the partner by RDMA WRITE into its landings, and
+	 * inline in WritePage; landings of the partner's adopted and refused. */
+	uint64_t pages_one_sided, pages_inline;
+	uint64_t landings_adopted, landings_refused;
 };
 
 /* Opens the page table under state_dir, creates the frame pool and loads
@@ -60,6 +64,14 @@ void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n);
 /* The link to the partner went: the places its waiting requests held in our
  * paging queue are void (VMM.md, "Fairness across the pair"). */
 void vmm_tickets_drop(struct vmm *v);
+/* The link went: the landing runs held for the partner go back to the pool,
+ * and the landings this node's write pointers hold are forgotten (their
+ * blocks go inline). VMM.md, "Landings". */
+void vmm_landings_drop(struct vmm *v);
+/* The frame pool's mapping and its registration blocks' size in frames, for
+ * the session's one-sided page data. */
+void *vmm_pool_base(const struct vmm *v);
+uint64_t vmm_pool_block_frames(const struct vmm *v);
 
 void vmm_get_counts(struct vmm *v, struct vmm_counts *ret);
 

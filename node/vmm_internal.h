@@ -8,6 +8,7 @@
 
 #include "frame_pool.h"
 #include "pagetable_sqlite.h"
+#include "session.h"
 #include "vmm.h"
 #include "vmm_table.h"
 
@@ -78,6 +79,14 @@ struct vmm {
 	struct vmm_destage *destage_waiting, **destage_tail;
 	struct destage_round *destage_round; /* being written, at most one */
 	struct event *destage_timer;
+
+	/* One-sided pointer writes (vmm_landing.c): the landing runs this node
+	 * holds for the partner's write locks, and the registration block they
+	 * must lie in. The counters are since start, for `ftvmctl status`. */
+	struct vmm_landing *landings;
+	uint64_t pool_block_frames;
+	uint64_t pages_one_sided, pages_inline; /* WritePages sent */
+	uint64_t landings_adopted, landings_refused;
 };
 
 /* An originating node's operation waiting for its partner's answers. */
@@ -89,7 +98,11 @@ struct vmm_op {
 	size_t failed_at; /* its index in the batch */
 	char reason[256];
 	uint64_t lock_version; /* from a LockStatus answer */
-	uint64_t lsn;	       /* this node's LSN for the change */
+	/* From an AllocateWrite answer on a one-sided link: where the partner
+	 * takes the page's block by RDMA WRITE. */
+	struct repl_landing landing;
+	bool has_landing;
+	uint64_t lsn; /* this node's LSN for the change */
 	/* Optional: sees each answer while its payload is alive. */
 	void (*on_answer)(struct vmm_op *op, const CommandComplete *cc);
 	void (*finish)(struct vmm_op *op);
@@ -107,6 +120,13 @@ void vmm_before_request(struct vmm *v);
 
 /* Sends envs as one batch for op; op->finish runs when all are answered. */
 int vmm_op_send(struct vmm_op *op, Envelope *const *envs, size_t n);
+/* vmm_op_send with page blocks written one-sided first (the session's
+ * repl_session_request_batch_landed): -ESTALE, -ENOENT, -ERANGE or
+ * -EOPNOTSUPP when they cannot go so (solo too); nothing was sent then. */
+int vmm_op_send_landed(struct vmm_op *op, Envelope *const *envs, size_t n,
+		       const struct repl_page_write *writes, size_t n_writes);
+/* Whether a vmm_op_send_landed() failure means: send the blocks inline. */
+bool vmm_landed_falls_back(int r);
 
 /* Answers a client: status with a reason (printf), no payload. */
 void vmm_reply_error(struct client_call *call, int status, const char *fmt, ...)
@@ -133,7 +153,8 @@ void vmm_page_detach(struct vmm *v, struct vmm_page *p);
  * there are none to take. */
 int vmm_page_fill(struct vmm *v, struct vmm_alloc *a, uint64_t page, const void *data, char *reason,
 		  size_t reason_len);
-/* a goes: its resident pages give their frames back. */
+/* a goes: its resident pages give their frames back, and the landing runs
+ * held for its pages. */
 void vmm_alloc_give_frames(struct vmm *v, struct vmm_alloc *a);
 /* p's lock, dirty, destaging, pins or residency changed: it enters the
  * replacement queue (at the tail) or leaves it. */
@@ -145,6 +166,29 @@ int vmm_lock(struct vmm *v, struct vmm_page *p, int mode, const char *owner);
 /* A request in flight needs p's frames to stay (not evicted) until unpinned. */
 void vmm_pin(struct vmm *v, struct vmm_page *p);
 void vmm_unpin(struct vmm *v, struct vmm_page *p);
+
+/* ---- landing runs (vmm_landing.c, VMM.md "Landings") ---- */
+
+/* Frames per registration block of the pool, offered to the transport. */
+uint64_t vmm_landing_block_frames(const struct ftvm_config *c);
+/* The partner took the write lock on a's page for owner: on a one-sided link,
+ * a run of free frames for its block, opened for the partner's WRITE and held
+ * with the lock, in ret. false: none (the block will come inline). */
+bool vmm_landing_open(struct vmm *v, struct vmm_alloc *a, uint64_t page, const char *owner,
+		      Ftvm__Partner__Landing *ret);
+/* A WritePage naming m->landed: the run becomes the page's frames (its old
+ * ones go back). Refused (< 0, the run given back) with the reason when the
+ * link is not one-sided, the landing is not the one held for the page's lock,
+ * its generation is stale or its bytes fail m->crc32c. */
+int vmm_landing_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
+		      const Ftvm__Partner__WritePage *m, char *reason, size_t len);
+/* owner's write lock on guid/page went, or its block came inline (owner
+ * NULL: whoever holds the lock): the run held with it goes back. */
+void vmm_landing_close(struct vmm *v, const char *guid, uint64_t page, const char *owner);
+/* guid goes: every run held for its pages goes back. */
+void vmm_landings_close_alloc(struct vmm *v, const char *guid);
+/* vmm_pointer.c: the landings this node's write pointers hold are void. */
+void vmm_holdings_forget_landings(struct vmm *v);
 
 /* Room in this node's store partition was given back: waiting allocations
  * may go on. */

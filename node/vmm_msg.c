@@ -61,6 +61,19 @@ Envelope *vmm_msg_write_page(struct vmm_msg *msg, const char *guid, uint64_t pag
 	return &msg->env;
 }
 
+Envelope *vmm_msg_write_page_landed(struct vmm_msg *msg, const char *guid, uint64_t page,
+				    uint32_t crc, const struct repl_landing *at)
+{
+	Envelope *env = vmm_msg_write_page(msg, guid, page, NULL, 0, crc);
+
+	ftvm__partner__landing__init(&msg->landed);
+	msg->landed.frame = at->frame;
+	msg->landed.frames = at->frames;
+	msg->landed.generation = at->generation;
+	msg->m.write_page.landed = &msg->landed;
+	return env;
+}
+
 Envelope *vmm_msg_release_pointer(struct vmm_msg *msg, const char *guid, uint64_t page,
 				  const char *owner, bool modified, uint64_t version, uint32_t crc)
 {

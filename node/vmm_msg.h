@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "codec.h"
+#include "session.h"
 #include "vmm_table.h"
 
 struct vmm_msg {
@@ -18,6 +19,7 @@ struct vmm_msg {
 		Ftvm__Partner__WritePage write_page;
 		Ftvm__Partner__ReleasePointer release_pointer;
 	} m;
+	Ftvm__Partner__Landing landed; /* a WritePage's, when it names one */
 };
 
 /* LockRequest for mode (read or write). */
@@ -28,6 +30,9 @@ Envelope *vmm_msg_allocate(struct vmm_msg *msg, const char *guid, uint64_t page,
 			   bool write);
 Envelope *vmm_msg_write_page(struct vmm_msg *msg, const char *guid, uint64_t page, const void *data,
 			     uint32_t len, uint32_t crc);
+/* WritePage without data: the block went one-sided into the landing at. */
+Envelope *vmm_msg_write_page_landed(struct vmm_msg *msg, const char *guid, uint64_t page,
+				    uint32_t crc, const struct repl_landing *at);
 Envelope *vmm_msg_release_pointer(struct vmm_msg *msg, const char *guid, uint64_t page,
 				  const char *owner, bool modified, uint64_t version, uint32_t crc);
 /* The AllocateMemory that describes a (its strings and header borrowed):

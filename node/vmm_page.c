@@ -310,6 +310,7 @@ static void send_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
 		free(op);
 		return;
 	}
+	v->pages_inline++;
 	if (op->owned)
 		write_owned_page(v, a, op);
 }

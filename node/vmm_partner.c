@@ -6,7 +6,9 @@
  * Where the receiver owns the allocation it arbitrates (VMM.md, "The lock
  * rule"): it refuses a conflicting lock with LOCKED. Otherwise it mirrors.
  * Only WritePage needs frames here (it brings the whole block, so nothing is
- * ever paged in for the partner); without any, it is refused with NO_SPACE. */
+ * ever paged in for the partner); without any, it is refused with NO_SPACE.
+ * On a one-sided link the answer to AllocateWrite may carry a landing run,
+ * and a WritePage naming it brings no data (vmm_landing.c). */
 #include "vmm_internal.h"
 
 #include <errno.h>
@@ -30,6 +32,7 @@ struct answer {
 	Ftvm__Partner__Header header;
 	Ftvm__Partner__SenseInformation sense;
 	bool sense_filled;
+	Ftvm__Partner__Landing landing;
 };
 
 __attribute__((format(printf, 3, 4))) static void refuse(struct answer *ans, int status,
@@ -163,8 +166,10 @@ static void on_lock_request(struct vmm *v, const Ftvm__Partner__LockRequest *m, 
 	vmm_ticket_queue(v, m);
 }
 
+/* block_follows: the batch brings the block in a WritePage right behind (a
+ * whole-page write), so a landing would go unused. */
 static void on_allocate_lock(struct vmm *v, const char *guid, uint64_t page, const char *owner,
-			     int mode, struct answer *ans)
+			     int mode, bool block_follows, struct answer *ans)
 {
 	struct vmm_alloc *a;
 	struct vmm_page *p = find_page(v, guid, page, &a, ans);
@@ -186,8 +191,16 @@ static void on_allocate_lock(struct vmm *v, const char *guid, uint64_t page, con
 		/* The owner granted it, so its view wins: ours was behind. */
 		log_warning("%s page %llu: mirror shows it %s, owner %s granted %s", guid,
 			    (unsigned long long)page, conflict, a->owner, owner);
-	if (vmm_lock(v, p, mode, owner) < 0)
+	if (vmm_lock(v, p, mode, owner) < 0) {
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	/* Where the partner's release can write the block one-sided. */
+	if (mode == FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE && !block_follows &&
+	    vmm_landing_open(v, a, page, owner, &ans->landing)) {
+		ans->cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LANDING;
+		ans->cc.landing = &ans->landing;
+	}
 }
 
 static void on_write_page(struct vmm *v, const Ftvm__Partner__WritePage *m, struct answer *ans)
@@ -203,6 +216,16 @@ static void on_write_page(struct vmm *v, const Ftvm__Partner__WritePage *m, stru
 		       (unsigned long long)m->page);
 		return;
 	}
+	if (m->landed) {
+		if (vmm_landing_adopt(v, a, m->page, m, ans->reason, sizeof(ans->reason)) < 0) {
+			ans->cc.status = FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
+			ans->cc.reason = ans->reason;
+		}
+		return;
+	}
+	/* The block came inline: a run held for the lock will not be used, and
+	 * its frames may be what this block needs. */
+	vmm_landing_close(v, m->guid, m->page, NULL);
 	if (m->data.len != a->block_size || crc32c(0, m->data.data, m->data.len) != m->crc32c) {
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
 		       "WritePage to %s page %llu: %zu bytes with crc32c 0x%08x, want %u bytes "
@@ -278,7 +301,15 @@ static void on_sense_request(struct vmm *v, const Ftvm__Partner__SenseRequest *m
 	ans->cc.sense = &ans->sense;
 }
 
-static void apply(struct vmm *v, const Envelope *env, struct answer *ans)
+/* Whether next is a WritePage of guid's page: the block comes with the lock. */
+static bool block_follows(const Envelope *next, const char *guid, uint64_t page)
+{
+	return next && next->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE &&
+	       next->write_page->page == page && strcmp(next->write_page->guid, guid) == 0;
+}
+
+/* next: the request after env in its batch, or NULL. */
+static void apply(struct vmm *v, const Envelope *env, const Envelope *next, struct answer *ans)
 {
 	struct pt_origin o = { .node = env->sender, .lsn = env->lsn, .own = false };
 
@@ -307,12 +338,14 @@ static void apply(struct vmm *v, const Envelope *env, struct answer *ans)
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_READ:
 		on_allocate_lock(v, env->allocate_read->guid, env->allocate_read->page,
 				 env->allocate_read->owner,
-				 FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ, ans);
+				 FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ, false, ans);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_WRITE:
-		on_allocate_lock(v, env->allocate_write->guid, env->allocate_write->page,
-				 env->allocate_write->owner,
-				 FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE, ans);
+		on_allocate_lock(
+			v, env->allocate_write->guid, env->allocate_write->page,
+			env->allocate_write->owner, FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE,
+			block_follows(next, env->allocate_write->guid, env->allocate_write->page),
+			ans);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER:
 		on_release_pointer(v, env->release_pointer, &o, ans);
@@ -359,7 +392,7 @@ void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n)
 			       "not applied: seq %llu of the same batch failed",
 			       (unsigned long long)failed_seq);
 		else
-			apply(v, envs[i], &ans);
+			apply(v, envs[i], i + 1 < n ? envs[i + 1] : NULL, &ans);
 		if (ans.cc.status != FTVM__PARTNER__STATUS__STATUS_OK && !aborted) {
 			aborted = true;
 			failed_seq = envs[i]->seq;

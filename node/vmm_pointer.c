@@ -44,6 +44,10 @@ struct vmm_holding {
 	uint64_t page;
 	char owner[128];
 	bool write;
+	/* Where the partner takes the block by RDMA WRITE at a modified
+	 * release (it gave it with the lock); used once. */
+	struct repl_landing landing;
+	bool has_landing;
 	/* A gone client's release the partner refused for want of frames is
 	 * tried again (retry) until deadline_ms. */
 	struct event *retry;
@@ -484,6 +488,7 @@ int vmm_unlock(struct vmm *v, struct vmm_alloc *a, uint64_t page, const char *ow
 
 	if (r < 0)
 		return r;
+	vmm_landing_close(v, a->guid, page, owner); /* not adopted: nothing will land */
 	vmm_replace_update(v, p);
 	if (p->dirty && vmm_is_owner(v, a))
 		vmm_destage_page(v, a, page); /* held back while it was write-locked */
@@ -546,6 +551,8 @@ static bool hold(struct vmm *v, struct pointer_op *op, struct vmm_alloc *a)
 	h->page = op->page;
 	snprintf(h->owner, sizeof(h->owner), "%s", op->owner);
 	h->write = op->write;
+	h->landing = op->op.landing;
+	h->has_landing = op->write && op->op.has_landing;
 	if (client_call_client_gone(op->op.call)) {
 		/* It went while the partner granted: nobody to hold it. */
 		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
@@ -817,6 +824,41 @@ static void release_finish(struct vmm_op *base)
 		release_replied(op, 0);
 }
 
+/* The release batch goes with the block written one-sided into the landing
+ * the partner gave with the lock, when it gave one; inline otherwise, and
+ * whenever the transport cannot write it one-sided now (a stale generation,
+ * say), exactly as over TCP. The landing serves once: a release tried again
+ * goes inline. envs[0] is the WritePage when op->modified. */
+static int send_release(struct vmm *v, struct release_op *op, struct vmm_alloc *a,
+			struct vmm_msg *msgs, Envelope **envs, size_t n)
+{
+	struct vmm_holding *h = op->h;
+	struct repl_page_write w;
+	int r;
+
+	if (op->modified && h->has_landing) {
+		h->has_landing = false;
+		w.src = vmm_block_addr(v, a, h->page);
+		w.len = a->block_size;
+		w.to = h->landing;
+		envs[0] = vmm_msg_write_page_landed(&msgs[0], h->guid, h->page, op->crc, &w.to);
+		r = vmm_op_send_landed(&op->op, envs, n, &w, 1);
+		if (r == 0)
+			v->pages_one_sided++;
+		if (!vmm_landed_falls_back(r))
+			return r;
+		log_debug("%s page %llu: block sent inline, not one-sided: %s", h->guid,
+			  (unsigned long long)h->page, strerror(-r));
+	}
+	if (op->modified)
+		envs[0] = vmm_msg_write_page(&msgs[0], h->guid, h->page,
+					     vmm_block_addr(v, a, h->page), a->block_size, op->crc);
+	r = vmm_op_send(&op->op, envs, n);
+	if (r == 0 && op->modified)
+		v->pages_inline++;
+	return r;
+}
+
 /* Releases h (already out of the holdings list); call may be NULL. */
 static void release(struct vmm *v, struct client_call *call, struct vmm_holding *h, bool modified)
 {
@@ -843,14 +885,12 @@ static void release(struct vmm *v, struct client_call *call, struct vmm_holding 
 	op->new_version = a->page[h->page].version + 1;
 	if (modified) {
 		op->op.lsn = pagetable_reserve_lsn(v->pt);
-		envs[n] = vmm_msg_write_page(&msgs[n], h->guid, h->page,
-					     vmm_block_addr(v, a, h->page), a->block_size, op->crc);
-		n++;
+		n++; /* the WritePage, built by send_release */
 	}
 	envs[n] = vmm_msg_release_pointer(&msgs[n], h->guid, h->page, h->owner, modified,
 					  op->new_version, op->crc);
 	n++;
-	if (vmm_op_send(&op->op, envs, n) < 0) {
+	if (send_release(v, op, a, msgs, envs, n) < 0) {
 		release_failed(v, call, h, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
 			       op->op.reason[0] ? op->op.reason : "cannot reach the partner");
 		free(op);
@@ -911,6 +951,12 @@ void vmm_client_gone(struct vmm *v, uint64_t client_id)
 		h->deadline_ms = clock_now_ms() + v->config->request_timeout_ms;
 		release(v, NULL, h, h->write);
 	}
+}
+
+void vmm_holdings_forget_landings(struct vmm *v)
+{
+	for (struct vmm_holding *h = v->holdings; h; h = h->next)
+		h->has_landing = false;
 }
 
 void vmm_holdings_free(struct vmm *v)

@@ -178,4 +178,5 @@ void vmm_alloc_give_frames(struct vmm *v, struct vmm_alloc *a)
 	 * the allocation gone and gives them back. */
 	for (uint64_t i = 0; i < a->pages; i++)
 		vmm_page_detach(v, &a->page[i]);
+	vmm_landings_close_alloc(v, a->guid);
 }

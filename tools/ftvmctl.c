@@ -375,6 +375,9 @@ static void status_print_text(const struct ftvm_node_status *st)
 	printf("allocations: %" PRIu64 " own, %" PRIu64 " partner\n", st->allocations_own,
 	       st->allocations_partner);
 	printf("journal: %" PRIu64 " rows\n", st->journal_rows);
+	printf("page writes sent: %" PRIu64 " one-sided, %" PRIu64
+	       " inline; partner's landings: %" PRIu64 " adopted, %" PRIu64 " refused\n",
+	       st->pages_one_sided, st->pages_inline, st->landings_adopted, st->landings_refused);
 }
 
 static int status_print_json(const struct ftvm_node_status *st)
@@ -383,12 +386,16 @@ static int status_print_json(const struct ftvm_node_status *st)
 	json_object *partner = json_object_new_object();
 	json_object *frames = json_object_new_object();
 	json_object *allocations = json_object_new_object();
+	json_object *page_writes = json_object_new_object();
+	json_object *landings = json_object_new_object();
 
-	if (!o || !partner || !frames || !allocations) {
+	if (!o || !partner || !frames || !allocations || !page_writes || !landings) {
 		json_object_put(o);
 		json_object_put(partner);
 		json_object_put(frames);
 		json_object_put(allocations);
+		json_object_put(page_writes);
+		json_object_put(landings);
 		fprintf(stderr, "ftvmctl: out of memory\n");
 		return EXIT_FAILED;
 	}
@@ -434,6 +441,14 @@ static int status_print_json(const struct ftvm_node_status *st)
 	json_object_object_add(allocations, "partner",
 			       json_object_new_uint64(st->allocations_partner));
 	json_object_object_add(o, "allocations", allocations);
+
+	json_object_object_add(page_writes, "one_sided",
+			       json_object_new_uint64(st->pages_one_sided));
+	json_object_object_add(page_writes, "inline", json_object_new_uint64(st->pages_inline));
+	json_object_object_add(o, "page_writes", page_writes);
+	json_object_object_add(landings, "adopted", json_object_new_uint64(st->landings_adopted));
+	json_object_object_add(landings, "refused", json_object_new_uint64(st->landings_refused));
+	json_object_object_add(o, "landings", landings);
 
 	print_json(o);
 	json_object_put(o);

@@ -353,11 +353,14 @@ static void send_hello(struct replay *rp)
 }
 
 /* Time-driven messages: never played, never compared (TRACE.md). The
- * partner's Destaged is played like any request: it comes where it came. */
+ * partner's Destaged is played like any request: it comes where it came.
+ * RegionUpdate goes with them: it tells of the sender's memory registrations,
+ * which belong to the recorded process. */
 static bool time_driven(const Envelope *env, bool from_node)
 {
 	return env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT ||
 	       env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO ||
+	       env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE ||
 	       (from_node && env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED);
 }
 

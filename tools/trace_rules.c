@@ -59,6 +59,14 @@ static const struct {
 	{ "AllocateMemory", "store_offset", RULE_MAP_EXTENT },
 	{ "Heartbeat", "sent_us", RULE_IGNORE },
 	{ "LockRequest", "wait_ms", RULE_IGNORE },
+	/* One-sided page data: where the free frames are, and the generations
+	 * and keys of the pool's registrations, differ run to run. */
+	{ "Landing", "frame", RULE_IGNORE },
+	{ "Landing", "generation", RULE_IGNORE },
+	{ "PoolRegion", "generation", RULE_IGNORE },
+	{ "PoolRegion", "addr", RULE_IGNORE },
+	{ "PoolRegion", "rkey", RULE_IGNORE },
+	{ "RegionUpdate", "*", RULE_IGNORE },
 	{ "StatusReply", "*", RULE_IGNORE },
 	{ "StatusReply", "node", RULE_EXACT },
 	{ "StatusReply", "page_size", RULE_EXACT },

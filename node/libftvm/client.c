@@ -546,6 +546,10 @@ static void status_from_reply(const Ftvm__Client__StatusReply *s, struct ftvm_no
 	ret->last_resync_pages = s->last_resync_pages;
 	ret->last_resync_ms = s->last_resync_ms;
 	ret->journal_rows = s->journal_rows;
+	ret->pages_one_sided = s->pages_one_sided;
+	ret->pages_inline = s->pages_inline;
+	ret->landings_adopted = s->landings_adopted;
+	ret->landings_refused = s->landings_refused;
 }
 
 /* Asks the node at the end of conn for its status; -errno when it did not

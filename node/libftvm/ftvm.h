@@ -199,6 +199,10 @@ struct ftvm_node_status {
 	uint64_t last_resync_pages;	  /**< pages the last resync this node sent carried */
 	uint64_t last_resync_ms;	  /**< how long it took */
 	uint64_t journal_rows;		  /**< page-table journal rows kept for a resync */
+	uint64_t pages_one_sided;	  /**< page blocks sent by RDMA WRITE since start */
+	uint64_t pages_inline;		  /**< page blocks sent inline in WritePage */
+	uint64_t landings_adopted;	  /**< the partner's one-sided blocks taken */
+	uint64_t landings_refused;	  /**< ... and refused (stale, bad CRC-32C) */
 };
 
 /**

@@ -19,6 +19,27 @@ ok "race: $(grep grants, <<<"$out")"
 ctl a verify >/dev/null || fail "verify after the race: $(ctl a verify 2>&1)"
 ok "verify after the race: $(ctl a verify)"
 
+# One-sided pointer writes (replica/RDMA.md, "One-sided page writes"): over
+# RDMA each node's modified releases wrote their blocks into the landings the
+# partner gave with the locks, and each node adopted the partner's; over TCP
+# no landing is offered and every block goes inline.
+for id in a b; do
+	sided=$(status_field "$id" page_writes.one_sided)
+	inline=$(status_field "$id" page_writes.inline)
+	adopted=$(status_field "$id" landings.adopted)
+	refused=$(status_field "$id" landings.refused)
+	counts="$sided one-sided, $inline inline, $adopted landings adopted, $refused refused"
+	if [ "$E2E_TRANSPORT" = rdma ]; then
+		[ "$sided" -gt 0 ] && [ "$adopted" -gt 0 ] ||
+			fail "$id over rdma: no one-sided pointer writes ($counts)"
+	else
+		[ "$sided" = 0 ] && [ "$adopted" = 0 ] && [ "$inline" -gt 0 ] ||
+			fail "$id over $E2E_TRANSPORT: want every page write inline ($counts)"
+	fi
+	[ "$refused" = 0 ] || fail "$id refused landed writes ($counts)"
+	ok "$id after the race over $E2E_TRANSPORT: $counts"
+done
+
 # A client that dies holding a write pointer: its connection closes, the
 # node releases the pointer (as modified), and others can lock the page.
 guid=$(ctl a alloc --size 4096)

@@ -1,0 +1,319 @@
+/* vmm_landing.c, P's side of one-sided pointer writes, over a fake session:
+ * a landing taken inside one registration block and held with the lock,
+ * adopted as the page's frames (old ones back to the pool), every refusal
+ * with its reason and the run given back, and the run given back at an
+ * unlock, at the allocation's release and at link down. The fakes below
+ * stand for the session (replica/session.h) and the rest of the vmm. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "crc32c.h"
+#include "vmm_internal.h"
+
+#define PAGE 4096u
+#define BLOCK (2 * PAGE) /* two frames a page */
+#define POOL_FRAMES 16
+#define BLOCK_FRAMES 4 /* registration blocks [0,4) [4,8) ... */
+
+/* ---- the fake session: one-sided or not, and one generation for every
+ * registration block ---- */
+static bool fake_one_sided = true;
+static uint64_t fake_generation = 1;
+static int fake_open_error;
+static bool holdings_forgotten;
+
+bool repl_session_one_sided(const struct repl_session *s)
+{
+	return fake_one_sided;
+}
+
+int repl_session_landing_open(struct repl_session *s, uint64_t frame, uint32_t frames,
+			      struct repl_landing *ret)
+{
+	if (fake_open_error)
+		return fake_open_error;
+	if (frame / BLOCK_FRAMES != (frame + frames - 1) / BLOCK_FRAMES)
+		return -ERANGE;
+	ret->frame = frame;
+	ret->frames = frames;
+	ret->generation = fake_generation;
+	return 0;
+}
+
+int repl_session_landing_check(const struct repl_session *s, const struct repl_landing *l,
+			       char *reason, size_t reason_len)
+{
+	if (l->generation == fake_generation)
+		return 0;
+	snprintf(reason, reason_len,
+		 "landing frame %llu at generation %llu is stale: block %llu is at %llu",
+		 (unsigned long long)l->frame, (unsigned long long)l->generation,
+		 (unsigned long long)(l->frame / BLOCK_FRAMES),
+		 (unsigned long long)fake_generation);
+	return -ESTALE;
+}
+
+/* ---- the rest of the vmm, as far as vmm_landing.c uses it ---- */
+const char *vmm_node_id(const struct vmm *v)
+{
+	return "a";
+}
+
+const char *vmm_partner_id(const struct vmm *v)
+{
+	return "b";
+}
+
+void vmm_frames_give(struct vmm *v, uint64_t frame, uint32_t block_size)
+{
+	frame_pool_give(v->pool, frame, block_size / PAGE);
+}
+
+void vmm_page_attach(struct vmm *v, struct vmm_page *p, uint64_t frame)
+{
+	p->frame = frame;
+	p->resident = true;
+}
+
+void vmm_replace_touch(struct vmm *v, struct vmm_page *p)
+{
+}
+
+void vmm_holdings_forget_landings(struct vmm *v)
+{
+	holdings_forgotten = true;
+}
+
+static struct vmm vm;
+static struct vmm_alloc *alloc;
+
+static void setup(void)
+{
+	if (frame_pool_new((uint64_t)POOL_FRAMES * PAGE, PAGE, &vm.pool) < 0)
+		die("frame_pool_new");
+	vm.pool_block_frames = BLOCK_FRAMES;
+	alloc = vmm_alloc_new("a-1", "a", "a", "stripe", 4 * BLOCK, BLOCK, NULL, 0);
+	if (!alloc)
+		die("vmm_alloc_new");
+}
+
+/* A WritePage naming l, its crc32c that of the run's bytes now. */
+static Ftvm__Partner__WritePage landed_write(uint64_t page, Ftvm__Partner__Landing *l)
+{
+	Ftvm__Partner__WritePage m = FTVM__PARTNER__WRITE_PAGE__INIT;
+
+	m.guid = (char *)"a-1";
+	m.page = page;
+	m.landed = l;
+	m.crc32c = crc32c(0, frame_pool_addr(vm.pool, l->frame), BLOCK);
+	return m;
+}
+
+static void test_open(void)
+{
+	Ftvm__Partner__Landing l;
+	uint64_t free0 = frame_pool_free_count(vm.pool), held;
+
+	/* Frames 0-2 taken: the first run of 2 free within a block starts at 4,
+	 * not 3. */
+	if (frame_pool_take(vm.pool, 3, &held) < 0)
+		die("frame_pool_take");
+	CHECK(vmm_landing_open(&vm, alloc, 0, "b/1/1", &l), "no landing with frames free");
+	CHECK_INT("landing frame", 4, l.frame);
+	CHECK_INT("landing frames", 2, l.frames);
+	CHECK_INT("landing generation", 1, l.generation);
+	CHECK_INT("frames free with it held", free0 - 5, frame_pool_free_count(vm.pool));
+	/* The lock goes without an adoption: only its owner's unlock gives it back. */
+	vmm_landing_close(&vm, "a-1", 0, "b/1/2");
+	CHECK_INT("another owner's unlock", free0 - 5, frame_pool_free_count(vm.pool));
+	vmm_landing_close(&vm, "a-1", 0, "b/1/1");
+	CHECK_INT("frames after the unlock", free0 - 3, frame_pool_free_count(vm.pool));
+	frame_pool_give(vm.pool, held, 3);
+
+	fake_one_sided = false;
+	CHECK(!vmm_landing_open(&vm, alloc, 0, "b/1/1", &l), "a landing on a link not one-sided");
+	fake_one_sided = true;
+	fake_open_error = -EIO;
+	CHECK(!vmm_landing_open(&vm, alloc, 0, "b/1/1", &l), "a landing the session refused");
+	fake_open_error = 0;
+	CHECK_INT("frames after refusals", free0, frame_pool_free_count(vm.pool));
+}
+
+static void test_adopt(void)
+{
+	Ftvm__Partner__Landing l;
+	Ftvm__Partner__WritePage m;
+	uint64_t old, free0;
+	char reason[256];
+
+	/* Page 1 resident at its old frames. */
+	if (frame_pool_take(vm.pool, 2, &old) < 0)
+		die("frame_pool_take");
+	vmm_page_attach(&vm, &alloc->page[1], old);
+	free0 = frame_pool_free_count(vm.pool);
+	CHECK(vmm_landing_open(&vm, alloc, 1, "b/1/3", &l), "no landing");
+	memset(frame_pool_addr(vm.pool, l.frame), 0x5a, BLOCK); /* what the WRITE placed */
+	m = landed_write(1, &l);
+	CHECK_INT("adopt", 0, vmm_landing_adopt(&vm, alloc, 1, &m, reason, sizeof(reason)));
+	CHECK_INT("the page's frames", l.frame, alloc->page[1].frame);
+	CHECK_INT("old frames back, the run the page's", free0, frame_pool_free_count(vm.pool));
+	CHECK_INT("adopted", 1, vm.landings_adopted);
+	/* Adopted: the unlock behind it gives nothing back. */
+	vmm_landing_close(&vm, "a-1", 1, "b/1/3");
+	CHECK_INT("frames after the unlock", free0, frame_pool_free_count(vm.pool));
+
+	/* A page not resident takes the run as its frames. */
+	CHECK(vmm_landing_open(&vm, alloc, 2, "b/1/4", &l), "no landing");
+	m = landed_write(2, &l);
+	CHECK_INT("adopt, not resident", 0,
+		  vmm_landing_adopt(&vm, alloc, 2, &m, reason, sizeof(reason)));
+	CHECK(alloc->page[2].resident && alloc->page[2].frame == l.frame,
+	      "page 2: resident %d at frame %llu, want the run at %llu", alloc->page[2].resident,
+	      (unsigned long long)alloc->page[2].frame, (unsigned long long)l.frame);
+}
+
+/* Each refusal names its reason and gives the run back. */
+static void refused(const char *what, Ftvm__Partner__WritePage *m, int want, const char *says)
+{
+	uint64_t refused0 = vm.landings_refused;
+	char reason[256] = "";
+	int r = vmm_landing_adopt(&vm, alloc, 3, m, reason, sizeof(reason));
+
+	CHECK_INT(what, want, r);
+	CHECK(strstr(reason, says) != NULL, "%s: reason '%s' does not say '%s'", what, reason,
+	      says);
+	CHECK(strstr(reason, "a-1 page 3") != NULL, "%s: reason '%s' does not name the page", what,
+	      reason);
+	CHECK_INT("refusals counted", refused0 + 1, vm.landings_refused);
+}
+
+static void test_refusals(void)
+{
+	uint64_t free0 = frame_pool_free_count(vm.pool);
+	Ftvm__Partner__Landing l, other;
+	Ftvm__Partner__WritePage m;
+	uint8_t byte = 1;
+
+	CHECK(vmm_landing_open(&vm, alloc, 3, "b/1/5", &l), "no landing");
+	m = landed_write(3, &l);
+	m.crc32c ^= 1;
+	refused("bad crc32c", &m, -EBADMSG, "CRC-32C");
+	CHECK_INT("frames after a bad crc32c", free0, frame_pool_free_count(vm.pool));
+
+	CHECK(vmm_landing_open(&vm, alloc, 3, "b/1/5", &l), "no landing");
+	other = l;
+	other.frame += 8;
+	m = landed_write(3, &other);
+	refused("another landing", &m, -EINVAL, "not the landing held");
+	CHECK_INT("frames after another landing", free0, frame_pool_free_count(vm.pool));
+	refused("none held", &m, -EINVAL, "holds no landing");
+
+	/* Named at another generation than it was given at. */
+	CHECK(vmm_landing_open(&vm, alloc, 3, "b/1/5", &l), "no landing");
+	other = l;
+	other.generation++;
+	m = landed_write(3, &other);
+	refused("another generation", &m, -ESTALE, "is stale: it was given at generation 1");
+	/* Given at a generation its block's registration has left since. */
+	CHECK(vmm_landing_open(&vm, alloc, 3, "b/1/5", &l), "no landing");
+	fake_generation = 2;
+	m = landed_write(3, &l);
+	refused("stale generation", &m, -ESTALE, "is stale: block");
+	fake_generation = 1;
+	CHECK_INT("frames after a stale one", free0, frame_pool_free_count(vm.pool));
+
+	CHECK(vmm_landing_open(&vm, alloc, 3, "b/1/5", &l), "no landing");
+	m = landed_write(3, &l);
+	m.data.data = &byte;
+	m.data.len = 1;
+	refused("data as well", &m, -EINVAL, "data as well");
+
+	CHECK(vmm_landing_open(&vm, alloc, 3, "b/1/5", &l), "no landing");
+	m = landed_write(3, &l);
+	fake_one_sided = false;
+	refused("not one-sided", &m, -EINVAL, "does not take page data one-sided");
+	fake_one_sided = true;
+	CHECK_INT("frames after the refusals", free0, frame_pool_free_count(vm.pool));
+}
+
+static void test_give_back(void)
+{
+	uint64_t free0 = frame_pool_free_count(vm.pool);
+	Ftvm__Partner__Landing l;
+
+	CHECK(vmm_landing_open(&vm, alloc, 0, "b/1/6", &l), "no landing");
+	CHECK(vmm_landing_open(&vm, alloc, 3, "b/1/7", &l), "no landing");
+	vmm_landings_close_alloc(&vm, "a-1");
+	CHECK_INT("frames after the allocation went", free0, frame_pool_free_count(vm.pool));
+
+	CHECK(vmm_landing_open(&vm, alloc, 0, "b/1/8", &l), "no landing");
+	/* A second lock on the page (the owner's view won over our mirror's):
+	 * the first run is void. */
+	CHECK(vmm_landing_open(&vm, alloc, 0, "b/1/9", &l), "no landing");
+	CHECK_INT("one run for the page", free0 - 2, frame_pool_free_count(vm.pool));
+	vmm_landing_close(&vm, "a-1", 0, NULL); /* its block came inline */
+	CHECK_INT("frames after an inline block", free0, frame_pool_free_count(vm.pool));
+
+	CHECK(vmm_landing_open(&vm, alloc, 0, "b/1/10", &l), "no landing");
+	CHECK(vmm_landing_open(&vm, alloc, 1, "b/1/11", &l), "no landing");
+	vmm_landings_drop(&vm);
+	CHECK_INT("frames after link down", free0, frame_pool_free_count(vm.pool));
+	CHECK(holdings_forgotten, "link down: the pointers' landings were not forgotten");
+}
+
+static void test_no_room(void)
+{
+	uint64_t free0 = frame_pool_free_count(vm.pool), taken[POOL_FRAMES];
+	size_t n = 0;
+	Ftvm__Partner__Landing l;
+
+	/* Free only the last frame of each block: no run of two anywhere. */
+	while (n < POOL_FRAMES && frame_pool_take(vm.pool, 1, &taken[n]) == 0)
+		n++;
+	for (size_t i = 0; i < n; i++)
+		if (taken[i] % BLOCK_FRAMES == 3) {
+			frame_pool_give(vm.pool, taken[i], 1);
+			taken[i] = UINT64_MAX;
+		}
+	CHECK(!vmm_landing_open(&vm, alloc, 0, "b/1/12", &l), "a landing without a free run");
+	for (size_t i = 0; i < n; i++)
+		if (taken[i] != UINT64_MAX)
+			frame_pool_give(vm.pool, taken[i], 1);
+	CHECK_INT("frames after", free0, frame_pool_free_count(vm.pool));
+}
+
+static void test_block_frames(void)
+{
+	struct ftvm_config c = { .memory_size = 1ull << 30, .page_size = PAGE };
+
+	CHECK_INT("64 MiB of 4 KiB frames", 16384, vmm_landing_block_frames(&c));
+	c.n_policies = 2;
+	c.policies[0].block_size = 3 * PAGE;
+	c.policies[1].block_size = 4 * PAGE;
+	CHECK_INT("a multiple of 3 and 4 frames", 16392, vmm_landing_block_frames(&c));
+	c.memory_size = 64 * PAGE;
+	CHECK_INT("a small pool is one block", 64, vmm_landing_block_frames(&c));
+}
+
+int main(void)
+{
+	setup();
+	test_open();
+	test_adopt();
+	/* Pages 1 and 2 hold frames from here on. */
+	test_refusals();
+	test_give_back();
+	test_no_room();
+	test_block_frames();
+	vmm_alloc_free(alloc);
+	frame_pool_free(vm.pool);
+	if (failures) {
+		fprintf(stderr, "%d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("vmm_landing: all %d checks passed\n", checks);
+	return 0;
+}
