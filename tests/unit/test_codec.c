@@ -154,6 +154,10 @@ struct sent {
 	Ftvm__Partner__PoolRegion *region_ptrs[2];
 	Ftvm__Partner__RegionUpdate region_update;
 	Ftvm__Partner__Landing landed, landing;
+	Ftvm__Partner__Landing grant[2];
+	Ftvm__Partner__Landing *grant_ptrs[2];
+	Ftvm__Partner__LandingGrant landing_grant;
+	Ftvm__Partner__LandingRevoke landing_revoke;
 	Ftvm__Partner__Heartbeat heartbeat;
 	Ftvm__Partner__CommandComplete command_complete;
 	Ftvm__Partner__SpaceStatus space;
@@ -229,6 +233,19 @@ static void sent_init(struct sent *s)
 	s->landing.frame = 0x0000000600000020ull;
 	s->landing.frames = 0x00010000u;
 	s->landing.generation = 0x0000000700000003ull;
+	for (int i = 0; i < 2; i++) {
+		s->grant[i] = (Ftvm__Partner__Landing)FTVM__PARTNER__LANDING__INIT;
+		s->grant[i].frame = 0x0000000800000040ull + (uint64_t)i;
+		s->grant[i].frames = 0x00020000u << i;
+		s->grant[i].generation = 0x8000000900000007ull - (uint64_t)i;
+		s->grant_ptrs[i] = &s->grant[i];
+	}
+	s->landing_grant = (Ftvm__Partner__LandingGrant)FTVM__PARTNER__LANDING_GRANT__INIT;
+	s->landing_grant.n_landings = 2;
+	s->landing_grant.landings = s->grant_ptrs;
+	s->landing_revoke = (Ftvm__Partner__LandingRevoke)FTVM__PARTNER__LANDING_REVOKE__INIT;
+	s->landing_revoke.n_landings = 1;
+	s->landing_revoke.landings = &s->grant_ptrs[1];
 
 	s->heartbeat = (Ftvm__Partner__Heartbeat)FTVM__PARTNER__HEARTBEAT__INIT;
 	s->heartbeat.sent_us = 0x0000123456789abcull;
@@ -284,6 +301,9 @@ static void sent_init(struct sent *s)
 	s->command_complete.status = FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN;
 	s->command_complete.reason = "node-b is stopping";
 	s->command_complete.applied_lsn = 0x0000000700000001ull;
+	/* Outside the payload oneof: set with every payload. */
+	s->command_complete.n_grants = 2;
+	s->command_complete.grants = s->grant_ptrs;
 
 	s->space_request = (Ftvm__Partner__SpaceRequest)FTVM__PARTNER__SPACE_REQUEST__INIT;
 	s->space_request.bytes = 0x0000000200000003ull;
@@ -420,9 +440,24 @@ static Envelope envelope(Ftvm__Partner__Envelope__MessageCase which, void *msg)
 
 /* ---- What came back: every field compared ------------------------------ */
 
+/* The landing runs of a LandingGrant, a LandingRevoke or an answer's grants. */
+static void cmp_landings(const char *ctx, Ftvm__Partner__Landing *const *es, size_t ne,
+			 Ftvm__Partner__Landing *const *gs, size_t ng)
+{
+	for (size_t i = 0; i < ne && i < ng; i++) {
+		const Ftvm__Partner__Landing *e = es[i], *g = gs[i];
+
+		EQ_U(frame);
+		EQ_U(frames);
+		EQ_U(generation);
+	}
+}
+
 static void cmp_command_complete(const char *ctx, const CommandComplete *e,
 				 const CommandComplete *g)
 {
+	EQ_U(n_grants);
+	cmp_landings(ctx, e->grants, e->n_grants, g->grants, g->n_grants);
 	EQ_U(status);
 	EQ_S(reason);
 	EQ_U(applied_lsn);
@@ -567,6 +602,16 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_U(hello->n_regions);
 		cmp_regions(ctx, e->hello->regions, e->hello->n_regions, g->hello->regions,
 			    g->hello->n_regions);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_GRANT:
+		EQ_U(landing_grant->n_landings);
+		cmp_landings(ctx, e->landing_grant->landings, e->landing_grant->n_landings,
+			     g->landing_grant->landings, g->landing_grant->n_landings);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_REVOKE:
+		EQ_U(landing_revoke->n_landings);
+		cmp_landings(ctx, e->landing_revoke->landings, e->landing_revoke->n_landings,
+			     g->landing_revoke->landings, g->landing_revoke->n_landings);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE:
 		EQ_U(region_update->n_regions);
@@ -727,6 +772,8 @@ static const struct round_trip_case round_trip_cases[] = {
 	  FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE,
 	  FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LANDING },
 	{ "RegionUpdate", "RegionUpdate", FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE, 0 },
+	{ "LandingGrant", "LandingGrant", FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_GRANT, 0 },
+	{ "LandingRevoke", "LandingRevoke", FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_REVOKE, 0 },
 	{ "SpaceRequest", "SpaceRequest", FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST, 0 },
 	{ "AllocateMemory", "AllocateMemory", FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_MEMORY, 0 },
 	{ "ReleaseMemory", "ReleaseMemory", FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_MEMORY, 0 },
@@ -757,6 +804,10 @@ static void *case_message(struct sent *s, const struct round_trip_case *c)
 		return &s->heartbeat;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE:
 		return &s->region_update;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_GRANT:
+		return &s->landing_grant;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_REVOKE:
+		return &s->landing_revoke;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE:
 		s->command_complete.payload_case = c->payload;
 		switch (c->payload) {
