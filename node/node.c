@@ -80,6 +80,7 @@ static void on_link_changed(struct repl_session *s, bool up, const char *reason,
 		vmm_tickets_drop(n->vmm);
 		vmm_landings_drop(n->vmm);
 	}
+	vmm_grants_link_changed(n->vmm, up);
 	if (n->ha)
 		ha_link_changed(n->ha, up, reason);
 }

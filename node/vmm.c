@@ -179,6 +179,7 @@ static void on_answer(const CommandComplete *cc, void *arg)
 {
 	struct vmm_op *op = arg;
 	struct vmm *v = op->vmm;
+	char reason[128];
 
 	if (op->on_answer)
 		op->on_answer(op, cc);
@@ -197,6 +198,9 @@ static void on_answer(const CommandComplete *cc, void *arg)
 		op->landing.generation = cc->landing->generation;
 		op->has_landing = true;
 	}
+	if (cc->n_grants &&
+	    vmm_granted_add(v, cc->grants, cc->n_grants, reason, sizeof(reason)) < 0)
+		log_warning("grants from %s ignored: %s", vmm_partner_id(v), reason);
 	if (cc->applied_lsn > pagetable_applied_by_partner_lsn(v->pt))
 		pagetable_set_applied_by_partner_lsn(v->pt, cc->applied_lsn);
 	if (++op->answered == op->n)
@@ -462,6 +466,8 @@ void vmm_free(struct vmm *v)
 	vmm_page_waiters_fail(v);
 	vmm_holdings_free(v);
 	vmm_landings_drop(v);
+	vmm_grants_drop(v);
+	vmm_granted_forget(v);
 	/* Destage first: the pages it marks clean commit with the flush below. */
 	vmm_store_close(v);
 	if (v->kick_event)

@@ -68,6 +68,10 @@ void vmm_tickets_drop(struct vmm *v);
  * and the landings this node's write pointers hold are forgotten (their
  * blocks go inline). VMM.md, "Landings". */
 void vmm_landings_drop(struct vmm *v);
+/* Landing grants for whole-page writes live with the link: at link up this
+ * node grants the partner runs (when one-sided); at link down the runs it
+ * granted go back to its pool and those it was granted are void. */
+void vmm_grants_link_changed(struct vmm *v, bool up);
 /* The frame pool's mapping and its registration blocks' size in frames, for
  * the session's one-sided page data. */
 void *vmm_pool_base(const struct vmm *v);

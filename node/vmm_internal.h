@@ -87,6 +87,13 @@ struct vmm {
 	uint64_t pool_block_frames;
 	uint64_t pages_one_sided, pages_inline; /* WritePages sent */
 	uint64_t landings_adopted, landings_refused;
+	/* Whole-page writes (vmm_grant.c): the runs granted to the partner, and
+	 * how many were since start. vmm_granted.c: the runs the partner granted
+	 * this node, and its LandingRevokes waiting for writes in flight. */
+	struct vmm_grant *grants;
+	uint64_t landings_granted;
+	struct vmm_granted *granted;
+	struct vmm_revoke_held *revokes_held;
 };
 
 /* An originating node's operation waiting for its partner's answers. */
@@ -189,6 +196,42 @@ void vmm_landing_close(struct vmm *v, const char *guid, uint64_t page, const cha
 void vmm_landings_close_alloc(struct vmm *v, const char *guid);
 /* vmm_pointer.c: the landings this node's write pointers hold are void. */
 void vmm_holdings_forget_landings(struct vmm *v);
+
+/* ---- landing grants for whole-page writes (VMM.md "Landings") ---- */
+
+/* P, vmm_grant.c. The link came up: on a one-sided link, runs of free frames
+ * for each block size in use are granted to the partner (LandingGrant). */
+void vmm_grants_offer(struct vmm *v);
+/* Whether l names a run granted to the partner. */
+bool vmm_grant_named(struct vmm *v, const Ftvm__Partner__Landing *l);
+/* A WritePage landed in a granted run: the run becomes the page's frames
+ * (resident or not; its old ones go back) and a fresh run, if frames allow,
+ * is in ret_fresh (*ret_has_fresh). Refused (< 0, the run stays granted)
+ * with the reason when the run is not granted, not the page's block size,
+ * stale, or its bytes fail m->crc32c. */
+int vmm_grant_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
+		    const Ftvm__Partner__WritePage *m, Ftvm__Partner__Landing *ret_fresh,
+		    bool *ret_has_fresh, char *reason, size_t len);
+/* Short of frames: the grants are asked back (LandingRevoke); their frames
+ * return to the pool when the partner answers. */
+void vmm_grants_revoke(struct vmm *v);
+/* Link down: every granted run back to the pool. */
+void vmm_grants_drop(struct vmm *v);
+
+/* O, vmm_granted.c. Runs the partner granted (a LandingGrant, an answer's
+ * grants); -EINVAL with the reason for a run of no frames. */
+int vmm_granted_add(struct vmm *v, Ftvm__Partner__Landing *const *ls, size_t n, char *reason,
+		    size_t len);
+/* A free granted run of frames frames, in flight from now on, in ret. */
+bool vmm_granted_take(struct vmm *v, uint32_t frames, struct repl_landing *ret);
+/* The write that took at was answered: spent (the partner applied it, or
+ * may have) drops it, otherwise it is free again. */
+void vmm_granted_done(struct vmm *v, const struct repl_landing *at, bool spent);
+/* The partner's LandingRevoke seq m: true when its answer is held until the
+ * writes in flight into those runs are answered. */
+bool vmm_granted_revoke(struct vmm *v, const Ftvm__Partner__LandingRevoke *m, uint64_t seq);
+/* Link down: every granted run is void. */
+void vmm_granted_forget(struct vmm *v);
 
 /* Room in this node's store partition was given back: waiting allocations
  * may go on. */

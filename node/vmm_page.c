@@ -40,6 +40,12 @@ struct write_op {
 	 * `filling`), which get the block once the owner acknowledged. */
 	bool fills, has_frames;
 	uint64_t frame;
+	/* On a one-sided link: the partner's granted run the block goes to by
+	 * RDMA WRITE, and (not owned here, resident) the frames it is staged in
+	 * so that the WRITE reads it from this node's pool. */
+	bool landed, staged;
+	struct repl_landing grant;
+	uint64_t staging;
 	uint8_t block[];
 };
 
@@ -73,6 +79,17 @@ static bool partner_refused(const struct write_op *op)
 	       status != FTVM__PARTNER__STATUS__STATUS_TIMEOUT &&
 	       status != FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE &&
 	       op->op.failed_at <= op->lock_index + 1;
+}
+
+/* The grant is free again unless the partner applied the WritePage or may
+ * have; staging frames go back. */
+static void release_grant(struct vmm *v, struct write_op *op, bool spent)
+{
+	if (op->landed)
+		vmm_granted_done(v, &op->grant, spent);
+	if (op->staged)
+		frame_pool_give(v->pool, op->staging, op->grant.frames);
+	op->landed = op->staged = false;
 }
 
 /* Owned here, the write was applied as the request left: the partner refused
@@ -155,6 +172,7 @@ static void write_finish(struct vmm_op *base)
 	}
 	if (op->has_frames)
 		vmm_frames_give(v, op->frame, op->block_size);
+	release_grant(v, op, !partner_refused(op));
 	if (ok && a) {
 		vmm_after_commit(v, write_replied, op);
 		return;
@@ -185,7 +203,6 @@ static void write_owned_page(struct vmm *v, struct vmm_alloc *a, struct write_op
 {
 	struct pt_origin o = { .node = vmm_node_id(v), .lsn = op->op.lsn, .own = true };
 
-	memcpy(vmm_block_addr(v, a, op->page), op->block, a->block_size);
 	vmm_page_modified(v, a, op->page, op->new_version, op->crc, &o);
 }
 
@@ -246,7 +263,9 @@ static void unprepare(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
 
 	if (op->owned) {
 		vmm_unlock(v, a, op->page, op->owner);
-		if (!op->old_block)
+		if (op->old_block) /* the new block was copied in before the send */
+			memcpy(vmm_block_addr(v, a, op->page), op->old_block, a->block_size);
+		else
 			vmm_page_detach(v, p);
 		return;
 	}
@@ -282,7 +301,43 @@ static struct write_op *write_op_new(struct vmm *v, const struct vmm_page_reques
 	return op;
 }
 
-static void send_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
+/* On a one-sided link with a granted run of the page's block size free: the
+ * block in this node's pool, where the RDMA WRITE reads it, in w. Owned
+ * here, the page's own frames (the block is copied there before the send);
+ * otherwise the frames that will be the page's once the owner answers, or
+ * free frames to stage it in. false: it goes inline. */
+static bool landed_source(struct vmm *v, struct vmm_alloc *a, struct write_op *op,
+			  struct repl_page_write *w)
+{
+	uint32_t frames = a->block_size / frame_pool_page_size(v->pool);
+	uint8_t *src;
+
+	if (!repl_session_one_sided(v->session) || !vmm_granted_take(v, frames, &op->grant))
+		return false;
+	op->landed = true;
+	if (op->owned) {
+		src = vmm_block_addr(v, a, op->page); /* the block is there by now */
+	} else if (op->has_frames) {
+		src = frame_pool_addr(v->pool, op->frame);
+	} else if (frame_pool_take(v->pool, frames, &op->staging) == 0) {
+		op->staged = true;
+		src = frame_pool_addr(v->pool, op->staging);
+	} else {
+		release_grant(v, op, false);
+		return false;
+	}
+	if (!op->owned)
+		memcpy(src, op->block, a->block_size);
+	w->src = src;
+	w->len = a->block_size;
+	w->to = op->grant;
+	return true;
+}
+
+/* [LockRequest,] AllocateWrite, WritePage, ReleasePointer: the WritePage
+ * names w's landing, or carries the block when w is NULL. */
+static int send_batch(struct vmm *v, struct vmm_alloc *a, struct write_op *op,
+		      const struct repl_page_write *w)
 {
 	struct vmm_msg msgs[4];
 	Envelope *envs[4];
@@ -296,13 +351,35 @@ static void send_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
 	op->lock_index = n;
 	envs[n] = vmm_msg_allocate(&msgs[n], a->guid, op->page, op->owner, true);
 	n++;
-	envs[n] =
-		vmm_msg_write_page(&msgs[n], a->guid, op->page, op->block, a->block_size, op->crc);
+	envs[n] = w ? vmm_msg_write_page_landed(&msgs[n], a->guid, op->page, op->crc, &w->to)
+		    : vmm_msg_write_page(&msgs[n], a->guid, op->page, op->block, a->block_size,
+					 op->crc);
 	n++;
 	envs[n] = vmm_msg_release_pointer(&msgs[n], a->guid, op->page, op->owner, true,
 					  op->new_version, op->crc);
 	n++;
-	if (vmm_op_send(&op->op, envs, n) < 0) {
+	return w ? vmm_op_send_landed(&op->op, envs, n, w, 1) : vmm_op_send(&op->op, envs, n);
+}
+
+static void send_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
+{
+	struct repl_page_write w;
+	int r = -EOPNOTSUPP;
+
+	/* Owned here, the write is applied as the request leaves; the copy goes
+	 * first so that an RDMA WRITE from the page's frames reads the new block. */
+	if (op->owned)
+		memcpy(vmm_block_addr(v, a, op->page), op->block, a->block_size);
+	if (landed_source(v, a, op, &w)) {
+		r = send_batch(v, a, op, &w);
+		if (r < 0)
+			release_grant(v, op, false);
+	}
+	if (r >= 0)
+		v->pages_one_sided++;
+	else if (vmm_landed_falls_back(r) && (r = send_batch(v, a, op, NULL)) >= 0)
+		v->pages_inline++;
+	if (r < 0) {
 		unprepare(v, a, op);
 		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
 				"%s",
@@ -310,7 +387,6 @@ static void send_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
 		free(op);
 		return;
 	}
-	v->pages_inline++;
 	if (op->owned)
 		write_owned_page(v, a, op);
 }

@@ -33,6 +33,8 @@ struct answer {
 	Ftvm__Partner__SenseInformation sense;
 	bool sense_filled;
 	Ftvm__Partner__Landing landing;
+	Ftvm__Partner__Landing grant, *grant_ptr; /* a fresh grant, in cc.grants */
+	bool held; /* answered later (a LandingRevoke waiting for writes) */
 };
 
 __attribute__((format(printf, 3, 4))) static void refuse(struct answer *ans, int status,
@@ -203,6 +205,42 @@ static void on_allocate_lock(struct vmm *v, const char *guid, uint64_t page, con
 	}
 }
 
+/* A whole-page write's block landed in a run granted ahead: adopted, and a
+ * fresh grant goes back with the answer. */
+static void on_write_page_granted(struct vmm *v, struct vmm_alloc *a,
+				  const Ftvm__Partner__WritePage *m, struct answer *ans)
+{
+	bool fresh;
+
+	if (vmm_grant_adopt(v, a, m->page, m, &ans->grant, &fresh, ans->reason,
+			    sizeof(ans->reason)) < 0) {
+		ans->cc.status = FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
+		ans->cc.reason = ans->reason;
+		return;
+	}
+	/* A run held for the lock (none, for a whole-page write) is unused. */
+	vmm_landing_close(v, m->guid, m->page, NULL);
+	if (fresh) {
+		ans->grant_ptr = &ans->grant;
+		ans->cc.n_grants = 1;
+		ans->cc.grants = &ans->grant_ptr;
+	}
+}
+
+static void on_landing_grant(struct vmm *v, const Ftvm__Partner__LandingGrant *m,
+			     struct answer *ans)
+{
+	if (!repl_session_one_sided(v->session)) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+		       "LandingGrant on a link that does not take page data one-sided");
+		return;
+	}
+	if (vmm_granted_add(v, m->landings, m->n_landings, ans->reason, sizeof(ans->reason)) < 0) {
+		ans->cc.status = FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
+		ans->cc.reason = ans->reason;
+	}
+}
+
 static void on_write_page(struct vmm *v, const Ftvm__Partner__WritePage *m, struct answer *ans)
 {
 	struct vmm_alloc *a;
@@ -214,6 +252,10 @@ static void on_write_page(struct vmm *v, const Ftvm__Partner__WritePage *m, stru
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
 		       "WritePage to %s page %llu, which nobody has write-locked", m->guid,
 		       (unsigned long long)m->page);
+		return;
+	}
+	if (m->landed && vmm_grant_named(v, m->landed)) {
+		on_write_page_granted(v, a, m, ans);
 		return;
 	}
 	if (m->landed) {
@@ -350,6 +392,12 @@ static void apply(struct vmm *v, const Envelope *env, const Envelope *next, stru
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER:
 		on_release_pointer(v, env->release_pointer, &o, ans);
 		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_GRANT:
+		on_landing_grant(v, env->landing_grant, ans);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_REVOKE:
+		ans->held = vmm_granted_revoke(v, env->landing_revoke, env->seq);
+		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED:
 		vmm_destaged(v, env->destaged->guid, env->destaged->page, env->destaged->version,
 			     env->destaged->crc32c);
@@ -402,7 +450,8 @@ void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n)
 			pagetable_note_partner_applied_lsn(v->pt, envs[i]->lsn);
 		}
 		ans.cc.applied_lsn = pagetable_partner_applied_lsn(v->pt);
-		repl_session_complete(v->session, envs[i]->seq, &ans.cc);
+		if (!ans.held)
+			repl_session_complete(v->session, envs[i]->seq, &ans.cc);
 		if (ans.sense_filled)
 			vmm_sense_release(&ans.sense);
 	}

@@ -141,8 +141,10 @@ int vmm_frames_take(struct vmm *v, uint32_t block_size, uint64_t *ret_frame, cha
 		struct vmm_page *victim = v->lru_head;
 		uint64_t frame;
 
-		if (!victim)
+		if (!victim) {
+			vmm_grants_revoke(v); /* the partner's grants come back */
 			return short_of_frames(v, n, reason, reason_len);
+		}
 		frame = evict(v, victim);
 		if (victim->alloc->block_size == block_size) {
 			*ret_frame = frame; /* a run of the right length, as it is */

@@ -1,0 +1,345 @@
+/* vmm_grant.c, P's side of landing grants for whole-page writes, over a fake
+ * session: runs granted at link up (two per block size in use, each inside
+ * one registration block), a granted run adopted as the page's frames for a
+ * resident page and for one being paged in, with a fresh grant in its
+ * place; refusals that keep the grant; a revoke whose runs come back with
+ * the partner's answer; and link down giving every run back. The fakes
+ * below stand for the session (replica/session.h) and the rest of the vmm. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "crc32c.h"
+#include "vmm_internal.h"
+
+#define PAGE 4096u
+#define BLOCK (2 * PAGE) /* the policy's block: two frames */
+#define POOL_FRAMES 1024
+#define BLOCK_FRAMES 64 /* registration blocks [0,64) [64,128) ... */
+#define SENT_MAX 16
+
+/* ---- the fake session: one generation for every registration block, and
+ * the last request sent, kept with its callback ---- */
+static bool fake_one_sided = true;
+static uint64_t fake_generation = 1;
+static int sent_case;
+static Ftvm__Partner__Landing sent[SENT_MAX];
+static size_t n_sent;
+static pending_done_fn sent_done;
+static void *sent_arg;
+static bool kicked, granted_forgotten;
+
+bool repl_session_one_sided(const struct repl_session *s)
+{
+	return fake_one_sided;
+}
+
+int repl_session_landing_open(struct repl_session *s, uint64_t frame, uint32_t frames,
+			      struct repl_landing *ret)
+{
+	if (frame / BLOCK_FRAMES != (frame + frames - 1) / BLOCK_FRAMES)
+		return -ERANGE;
+	ret->frame = frame;
+	ret->frames = frames;
+	ret->generation = fake_generation;
+	return 0;
+}
+
+int repl_session_landing_check(const struct repl_session *s, const struct repl_landing *l,
+			       char *reason, size_t reason_len)
+{
+	if (l->generation == fake_generation)
+		return 0;
+	snprintf(reason, reason_len, "landing frame %llu at generation %llu is stale",
+		 (unsigned long long)l->frame, (unsigned long long)l->generation);
+	return -ESTALE;
+}
+
+int repl_session_request(struct repl_session *s, Envelope *env, uint32_t timeout_ms,
+			 pending_done_fn done, void *arg)
+{
+	Ftvm__Partner__Landing **ls = NULL;
+	size_t n = 0;
+
+	sent_case = env->message_case;
+	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_GRANT) {
+		ls = env->landing_grant->landings;
+		n = env->landing_grant->n_landings;
+	} else if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_REVOKE) {
+		ls = env->landing_revoke->landings;
+		n = env->landing_revoke->n_landings;
+	}
+	for (n_sent = 0; n_sent < n && n_sent < SENT_MAX; n_sent++)
+		sent[n_sent] = *ls[n_sent];
+	sent_done = done;
+	sent_arg = arg;
+	return 0;
+}
+
+/* ---- the rest of the vmm, as far as vmm_grant.c uses it ---- */
+const char *vmm_node_id(const struct vmm *v)
+{
+	return "a";
+}
+
+const char *vmm_partner_id(const struct vmm *v)
+{
+	return "b";
+}
+
+void vmm_before_request(struct vmm *v)
+{
+}
+
+void vmm_paging_kick(struct vmm *v)
+{
+	kicked = true;
+}
+
+void vmm_granted_forget(struct vmm *v)
+{
+	granted_forgotten = true;
+}
+
+void vmm_frames_give(struct vmm *v, uint64_t frame, uint32_t block_size)
+{
+	frame_pool_give(v->pool, frame, block_size / PAGE);
+}
+
+void vmm_page_attach(struct vmm *v, struct vmm_page *p, uint64_t frame)
+{
+	p->frame = frame;
+	p->resident = true;
+}
+
+void vmm_replace_touch(struct vmm *v, struct vmm_page *p)
+{
+}
+
+static struct ftvm_config config = {
+	.page_size = PAGE,
+	.request_timeout_ms = 1000,
+	.n_policies = 2,
+	.policies = { { .name = "pair", .block_size = BLOCK },
+		      { .name = "page", .block_size = PAGE } },
+};
+static struct vmm vm;
+static struct vmm_alloc *alloc;
+
+static void setup(void)
+{
+	if (frame_pool_new((uint64_t)POOL_FRAMES * PAGE, PAGE, &vm.pool) < 0)
+		die("frame_pool_new");
+	vm.pool_block_frames = BLOCK_FRAMES;
+	vm.config = &config;
+	alloc = vmm_alloc_new("a-1", "a", "a", "pair", 4 * BLOCK, BLOCK, NULL, 0);
+	if (!alloc)
+		die("vmm_alloc_new");
+}
+
+/* The answer to the last request sent. */
+static void answer(int status)
+{
+	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+
+	cc.status = status;
+	sent_done(&cc, sent_arg);
+}
+
+/* A granted run of frames frames from the last LandingGrant, or NULL. */
+static Ftvm__Partner__Landing *granted(uint32_t frames)
+{
+	for (size_t i = 0; i < n_sent; i++)
+		if (sent[i].frames == frames)
+			return &sent[i];
+	return NULL;
+}
+
+/* A WritePage naming l, its crc32c that of the run's bytes now. */
+static Ftvm__Partner__WritePage landed_write(uint64_t page, Ftvm__Partner__Landing *l)
+{
+	Ftvm__Partner__WritePage m = FTVM__PARTNER__WRITE_PAGE__INIT;
+
+	m.guid = (char *)"a-1";
+	m.page = page;
+	m.landed = l;
+	m.crc32c = crc32c(0, frame_pool_addr(vm.pool, l->frame), BLOCK);
+	return m;
+}
+
+static void test_offer(uint64_t free0)
+{
+	fake_one_sided = false;
+	vmm_grants_link_changed(&vm, true);
+	CHECK_INT("grants on a link not one-sided", 0, sent_case);
+	fake_one_sided = true;
+
+	vmm_grants_link_changed(&vm, true);
+	CHECK_INT("sent at link up", FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_GRANT, sent_case);
+	/* Block sizes in use: the policies' (2 frames, 1 frame) and the default
+	 * policy's (1 frame, the same): two each. */
+	CHECK_INT("runs granted", 4, n_sent);
+	CHECK_INT("counted", 4, vm.landings_granted);
+	CHECK_INT("frames held for them", free0 - 6, frame_pool_free_count(vm.pool));
+	for (size_t i = 0; i < n_sent; i++)
+		CHECK(sent[i].frame / BLOCK_FRAMES ==
+			      (sent[i].frame + sent[i].frames - 1) / BLOCK_FRAMES,
+		      "run at %llu (%u frames) crosses a registration block",
+		      (unsigned long long)sent[i].frame, sent[i].frames);
+	CHECK(granted(2) && granted(1), "no run of 2 frames or of 1 frame granted");
+	answer(FTVM__PARTNER__STATUS__STATUS_OK);
+}
+
+static void adopt(const char *what, uint64_t page, Ftvm__Partner__Landing *l)
+{
+	Ftvm__Partner__Landing fresh, used = *l;
+	Ftvm__Partner__WritePage m;
+	uint64_t adopted0 = vm.landings_adopted;
+	bool has_fresh;
+	char reason[256] = "";
+
+	memset(frame_pool_addr(vm.pool, used.frame), 0x5a, BLOCK); /* what the WRITE placed */
+	m = landed_write(page, &used);
+	CHECK_INT(
+		what, 0,
+		vmm_grant_adopt(&vm, alloc, page, &m, &fresh, &has_fresh, reason, sizeof(reason)));
+	CHECK(alloc->page[page].resident && alloc->page[page].frame == used.frame,
+	      "%s: page %llu resident %d at frame %llu, want the run at %llu", what,
+	      (unsigned long long)page, alloc->page[page].resident,
+	      (unsigned long long)alloc->page[page].frame, (unsigned long long)used.frame);
+	CHECK_INT("adopted", adopted0 + 1, vm.landings_adopted);
+	CHECK(!vmm_grant_named(&vm, &used), "%s: the run is still granted", what);
+	CHECK(has_fresh, "%s: no fresh grant in the answer", what);
+	CHECK_INT("fresh grant frames", 2, fresh.frames);
+	CHECK(vmm_grant_named(&vm, &fresh), "%s: the fresh grant is not held", what);
+	*l = fresh; /* the partner's next write goes there */
+}
+
+static void test_adopt(uint64_t free0)
+{
+	Ftvm__Partner__Landing *l = granted(2);
+	uint64_t old;
+
+	/* Page 1 resident at its old frames: they go back, the fresh grant
+	 * takes as many. */
+	if (frame_pool_take(vm.pool, 2, &old) < 0)
+		die("frame_pool_take");
+	vmm_page_attach(&vm, &alloc->page[1], old);
+	adopt("adopt, resident", 1, l);
+	CHECK_INT("free frames after adopting over a resident page", free0 - 8,
+		  frame_pool_free_count(vm.pool));
+
+	/* Page 2 not resident, its read from the store in flight: the run is
+	 * its frames, the read gives its own back when it completes. */
+	alloc->page[2].pagein = (struct vmm_pagein *)&old;
+	adopt("adopt, being paged in", 2, l);
+	CHECK(alloc->page[2].pagein == NULL, "the page-in still names page 2");
+	CHECK_INT("free frames after adopting a non-resident page", free0 - 10,
+		  frame_pool_free_count(vm.pool));
+}
+
+/* Each refusal names its reason and keeps the grant. */
+static void refused(const char *what, Ftvm__Partner__WritePage *m, int want, const char *says)
+{
+	uint64_t refused0 = vm.landings_refused, free0 = frame_pool_free_count(vm.pool);
+	Ftvm__Partner__Landing fresh;
+	bool has_fresh = true;
+	char reason[256] = "";
+	int r = vmm_grant_adopt(&vm, alloc, 3, m, &fresh, &has_fresh, reason, sizeof(reason));
+
+	CHECK_INT(what, want, r);
+	CHECK(strstr(reason, says) != NULL, "%s: reason '%s' does not say '%s'", what, reason,
+	      says);
+	CHECK(strstr(reason, "a-1 page 3") != NULL, "%s: reason '%s' does not name the page", what,
+	      reason);
+	CHECK(!has_fresh, "%s: a fresh grant with a refusal", what);
+	CHECK_INT("refusals counted", refused0 + 1, vm.landings_refused);
+	CHECK_INT("frames after a refusal", free0, frame_pool_free_count(vm.pool));
+}
+
+static void test_refusals(Ftvm__Partner__Landing *l)
+{
+	Ftvm__Partner__Landing other;
+	Ftvm__Partner__WritePage m;
+
+	m = landed_write(3, l);
+	m.crc32c ^= 1;
+	refused("bad crc32c", &m, -EBADMSG, "CRC-32C");
+
+	fake_generation = 2;
+	m = landed_write(3, l);
+	refused("stale generation", &m, -ESTALE, "is stale");
+	fake_generation = 1;
+	other = *l;
+	other.generation++;
+	m = landed_write(3, &other);
+	refused("another generation", &m, -ESTALE, "stale: it was granted at generation 1");
+
+	m = landed_write(3, granted(1));
+	refused("a run of another block size", &m, -EINVAL, "the run is 1 frames");
+
+	other = *l;
+	other.frame = POOL_FRAMES - 2;
+	m = landed_write(3, &other);
+	refused("not granted", &m, -EINVAL, "is not granted");
+	CHECK(vmm_grant_named(&vm, l), "the grant went with a refusal");
+
+	/* Kept: the partner uses it again, and it is adopted. */
+	adopt("adopt after refusals", 3, l);
+}
+
+static void test_revoke(uint64_t free0)
+{
+	uint64_t before = frame_pool_free_count(vm.pool);
+	size_t held = 4; /* as granted at link up: each adopted run was replaced */
+	sent_case = 0;
+	kicked = false;
+	vmm_grants_revoke(&vm);
+	CHECK_INT("sent when short", FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_REVOKE, sent_case);
+	CHECK_INT("runs revoked", held, n_sent);
+	CHECK_INT("frames before the answer", before, frame_pool_free_count(vm.pool));
+	sent_case = 0;
+	vmm_grants_revoke(&vm);
+	CHECK_INT("a second revoke of the same runs", 0, sent_case);
+	answer(FTVM__PARTNER__STATUS__STATUS_OK);
+	CHECK(vm.grants == NULL, "grants held after the revoke's answer");
+	CHECK(kicked, "the paging queue was not told of the frames");
+	/* Pages 1, 2 and 3 hold 2 frames each now. */
+	CHECK_INT("frames after the revoke", free0 - 6, frame_pool_free_count(vm.pool));
+}
+
+static void test_link_down(uint64_t free0)
+{
+	vmm_grants_link_changed(&vm, true);
+	CHECK(vm.grants != NULL, "no grants at the next link up");
+	vmm_grants_link_changed(&vm, false);
+	CHECK(vm.grants == NULL, "grants held after link down");
+	CHECK(granted_forgotten, "link down: the partner's grants to this node were not forgotten");
+	CHECK_INT("frames after link down", free0 - 6, frame_pool_free_count(vm.pool));
+}
+
+int main(void)
+{
+	uint64_t free0;
+
+	setup();
+	free0 = frame_pool_free_count(vm.pool);
+	test_offer(free0);
+	test_adopt(free0);
+	test_refusals(granted(2));
+	test_revoke(free0);
+	test_link_down(free0);
+	for (uint64_t i = 1; i <= 3; i++)
+		frame_pool_give(vm.pool, alloc->page[i].frame, 2);
+	CHECK_INT("frames at the end", free0, frame_pool_free_count(vm.pool));
+	vmm_alloc_free(alloc);
+	frame_pool_free(vm.pool);
+	if (failures) {
+		fprintf(stderr, "%d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("vmm_grant: all %d checks passed\n", checks);
+	return 0;
+}
