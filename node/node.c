@@ -281,6 +281,7 @@ static void reply_status(struct node *n, struct client_call *call)
 	st.pages_inline = counts.pages_inline;
 	st.landings_adopted = counts.landings_adopted;
 	st.landings_refused = counts.landings_refused;
+	st.landings_granted = counts.landings_granted;
 	st.page_size = n->config->page_size;
 	st.pid = getpid();
 

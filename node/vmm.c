@@ -495,6 +495,7 @@ void vmm_get_counts(struct vmm *v, struct vmm_counts *ret)
 	ret->pages_inline = v->pages_inline;
 	ret->landings_adopted = v->landings_adopted;
 	ret->landings_refused = v->landings_refused;
+	ret->landings_granted = v->landings_granted;
 }
 
 void *vmm_pool_base(const struct vmm *v)

@@ -40,6 +40,7 @@ struct vmm_counts {
 	 * inline in WritePage; landings of the partner's adopted and refused. */
 	uint64_t pages_one_sided, pages_inline;
 	uint64_t landings_adopted, landings_refused;
+	uint64_t landings_granted; /* runs granted to the partner since start */
 };
 
 /* Opens the page table under state_dir, creates the frame pool and loads

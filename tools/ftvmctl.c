@@ -376,8 +376,10 @@ static void status_print_text(const struct ftvm_node_status *st)
 	       st->allocations_partner);
 	printf("journal: %" PRIu64 " rows\n", st->journal_rows);
 	printf("page writes sent: %" PRIu64 " one-sided, %" PRIu64
-	       " inline; partner's landings: %" PRIu64 " adopted, %" PRIu64 " refused\n",
-	       st->pages_one_sided, st->pages_inline, st->landings_adopted, st->landings_refused);
+	       " inline; partner's landings: %" PRIu64 " adopted, %" PRIu64 " refused, %" PRIu64
+	       " granted\n",
+	       st->pages_one_sided, st->pages_inline, st->landings_adopted, st->landings_refused,
+	       st->landings_granted);
 }
 
 static int status_print_json(const struct ftvm_node_status *st)
@@ -448,6 +450,7 @@ static int status_print_json(const struct ftvm_node_status *st)
 	json_object_object_add(o, "page_writes", page_writes);
 	json_object_object_add(landings, "adopted", json_object_new_uint64(st->landings_adopted));
 	json_object_object_add(landings, "refused", json_object_new_uint64(st->landings_refused));
+	json_object_object_add(landings, "granted", json_object_new_uint64(st->landings_granted));
 	json_object_object_add(o, "landings", landings);
 
 	print_json(o);

@@ -550,6 +550,7 @@ static void status_from_reply(const Ftvm__Client__StatusReply *s, struct ftvm_no
 	ret->pages_inline = s->pages_inline;
 	ret->landings_adopted = s->landings_adopted;
 	ret->landings_refused = s->landings_refused;
+	ret->landings_granted = s->landings_granted;
 }
 
 /* Asks the node at the end of conn for its status; -errno when it did not

@@ -203,6 +203,7 @@ struct ftvm_node_status {
 	uint64_t pages_inline;		  /**< page blocks sent inline in WritePage */
 	uint64_t landings_adopted;	  /**< the partner's one-sided blocks taken */
 	uint64_t landings_refused;	  /**< ... and refused (stale, bad CRC-32C) */
+	uint64_t landings_granted; /**< landing runs granted to the partner for whole-page writes */
 };
 
 /**
