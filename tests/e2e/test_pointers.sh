@@ -40,6 +40,54 @@ for id in a b; do
 	ok "$id after the race over $E2E_TRANSPORT: $counts"
 done
 
+# Whole-page writes (ftvmctl write) from both nodes, to pages each node owns
+# and pages the other owns: over RDMA their blocks go one-sided into the
+# landing runs the partner granted ahead (RDMA.md, "Whole-page write"), so
+# page_writes.one_sided and landings.adopted grow on both nodes; over TCP no
+# run is granted and every block goes inline.
+declare -A sided0 adopted0
+for id in a b; do
+	sided0[$id]=$(status_field "$id" page_writes.one_sided)
+	adopted0[$id]=$(status_field "$id" landings.adopted)
+done
+head -c 4096 /dev/urandom >"$WORK/whole"
+ga=$(ctl a alloc --size 16384)
+gb=$(ctl b alloc --size 16384)
+for page in 0 1 2 3; do
+	for id in a b; do
+		for g in "$ga" "$gb"; do
+			ctl "$id" write "$g" "$page" --file "$WORK/whole" >/dev/null ||
+				fail "$id: write $g page $page: $(ctl "$id" write "$g" "$page" \
+					--file "$WORK/whole" 2>&1)"
+		done
+	done
+done
+for id in a b; do
+	sided=$(status_field "$id" page_writes.one_sided)
+	adopted=$(status_field "$id" landings.adopted)
+	granted=$(status_field "$id" landings.granted)
+	refused=$(status_field "$id" landings.refused)
+	counts="$((sided - sided0[$id])) one-sided, $((adopted - adopted0[$id])) adopted,"
+	counts+=" $granted granted, $refused refused since start"
+	if [ "$E2E_TRANSPORT" = rdma ]; then
+		[ "$sided" -gt "${sided0[$id]}" ] && [ "$adopted" -gt "${adopted0[$id]}" ] &&
+			[ "$granted" -gt 0 ] ||
+			fail "$id over rdma: whole-page writes did not go one-sided ($counts)"
+	else
+		[ "$sided" = 0 ] && [ "$granted" = 0 ] ||
+			fail "$id over $E2E_TRANSPORT: want no grants and every write inline ($counts)"
+	fi
+	[ "$refused" = 0 ] || fail "$id refused landed writes ($counts)"
+	ok "$id whole-page writes over $E2E_TRANSPORT: $counts"
+done
+ctl a verify >/dev/null || fail "verify after whole-page writes: $(ctl a verify 2>&1)"
+ok "verify after whole-page writes: $(ctl a verify)"
+for g in "$ga" "$gb"; do
+	ctl b read "$g" 3 >"$WORK/back" && cmp -s "$WORK/whole" "$WORK/back" ||
+		fail "b reads $g page 3 other than written"
+done
+ok "whole-page writes read back equal"
+
 # A client that dies holding a write pointer: its connection closes, the
 # node releases the pointer (as modified), and others can lock the page.
 guid=$(ctl a alloc --size 4096)
