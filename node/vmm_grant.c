@@ -95,11 +95,20 @@ static void give_back(struct vmm *v, struct vmm_grant **g)
 static void on_grant_answer(const CommandComplete *cc, void *arg)
 {
 	struct vmm *v = arg;
+	int status = cc->status;
 
-	/* Refused or lost: the link goes down with it, and the runs with it. */
-	if (cc->status != FTVM__PARTNER__STATUS__STATUS_OK)
-		log_debug("LandingGrant to %s: %s", vmm_partner_id(v),
-			  cc->reason ? cc->reason : "refused");
+	if (status == FTVM__PARTNER__STATUS__STATUS_OK)
+		return;
+	log_debug("LandingGrant to %s: %s", vmm_partner_id(v),
+		  cc->reason && cc->reason[0] ? cc->reason : codec_status_name(status));
+	/* Refused (an older epoch, say): the partner took none, so the runs come
+	 * back. Unanswered, it may have taken them: they stay out of the pool
+	 * until the link goes (link down gives them back already). At shutdown
+	 * the vmm is gone already. */
+	if (status != FTVM__PARTNER__STATUS__STATUS_TIMEOUT &&
+	    status != FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE &&
+	    status != FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN)
+		vmm_grants_drop(v);
 }
 
 /* The block sizes of the policies, and the default policy's (a page). */
@@ -271,17 +280,20 @@ static void on_revoke_answer(const CommandComplete *cc, void *arg)
 	struct revoke *rv = arg;
 	struct vmm *v = rv->v;
 
+	/* Without the partner's OK it may still write there: the runs stay out
+	 * of the pool until the link goes (and at shutdown v is gone). */
+	if (cc->status != FTVM__PARTNER__STATUS__STATUS_OK) {
+		free(rv);
+		return;
+	}
 	for (size_t i = 0; i < rv->n; i++) {
 		Ftvm__Partner__Landing l = { .frame = rv->at[i].frame, .frames = rv->at[i].frames };
 		struct vmm_grant **g = find(v, &l);
 
-		/* Without the partner's OK it may still write there: the runs
-		 * stay out of the pool until the link goes. */
-		if (*g && cc->status == FTVM__PARTNER__STATUS__STATUS_OK)
+		if (*g) /* not adopted meanwhile */
 			give_back(v, g);
 	}
-	if (cc->status == FTVM__PARTNER__STATUS__STATUS_OK)
-		vmm_paging_kick(v); /* requests waiting for frames */
+	vmm_paging_kick(v); /* requests waiting for frames */
 	free(rv);
 }
 

@@ -78,6 +78,11 @@ int repl_session_request(struct repl_session *s, Envelope *env, uint32_t timeout
 	return 0;
 }
 
+const char *codec_status_name(int status)
+{
+	return "REFUSED";
+}
+
 /* ---- the rest of the vmm, as far as vmm_grant.c uses it ---- */
 const char *vmm_node_id(const struct vmm *v)
 {
@@ -312,6 +317,17 @@ static void test_revoke(uint64_t free0)
 
 static void test_link_down(uint64_t free0)
 {
+	/* A LandingGrant the partner refused: it took none, they come back. */
+	vmm_grants_link_changed(&vm, true);
+	answer(FTVM__PARTNER__STATUS__STATUS_STALE_EPOCH);
+	CHECK(vm.grants == NULL, "grants held after the partner refused them");
+	CHECK_INT("frames after a refused grant", free0 - 6, frame_pool_free_count(vm.pool));
+	/* Unanswered: the partner may have taken them, so they stay held. */
+	vmm_grants_link_changed(&vm, true);
+	answer(FTVM__PARTNER__STATUS__STATUS_TIMEOUT);
+	CHECK(vm.grants != NULL, "grants given back without an answer");
+
+	vmm_grants_link_changed(&vm, false);
 	vmm_grants_link_changed(&vm, true);
 	CHECK(vm.grants != NULL, "no grants at the next link up");
 	vmm_grants_link_changed(&vm, false);
