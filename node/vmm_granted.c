@@ -15,10 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "log.h"
 #include "session.h"
-
-#define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
 
 struct vmm_granted {
 	struct vmm_granted *next;

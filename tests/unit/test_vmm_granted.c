@@ -1,0 +1,145 @@
+/* vmm_granted.c, O's side of landing grants for whole-page writes, over a
+ * fake session: runs granted are taken by block size and in flight until
+ * settled; a write the partner did not apply frees its run again, one it
+ * applied (or may have) spends it; a LandingRevoke drops the free runs and
+ * its answer waits until none of its runs is in flight; link down forgets
+ * everything. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "vmm_internal.h"
+
+#define PAGE 4096u
+
+/* ---- the fake session: the answers sent ---- */
+static uint64_t answered_seq;
+static int answered_status = -1;
+
+int repl_session_complete(struct repl_session *s, uint64_t seq, const CommandComplete *cc)
+{
+	answered_seq = seq;
+	answered_status = cc->status;
+	return 0;
+}
+
+uint64_t pagetable_partner_applied_lsn(const struct pagetable *pt)
+{
+	return 0;
+}
+
+static struct vmm vm;
+
+static Ftvm__Partner__Landing landing(uint64_t frame, uint32_t frames)
+{
+	Ftvm__Partner__Landing l = FTVM__PARTNER__LANDING__INIT;
+
+	l.frame = frame;
+	l.frames = frames;
+	l.generation = 1;
+	return l;
+}
+
+static void add(uint64_t frame, uint32_t frames)
+{
+	Ftvm__Partner__Landing l = landing(frame, frames), *ls[] = { &l };
+	char reason[128];
+
+	CHECK_INT("add", 0, vmm_granted_add(&vm, ls, 1, reason, sizeof(reason)));
+}
+
+static void test_take_and_settle(void)
+{
+	Ftvm__Partner__Landing bad = landing(9, 0), *ls[] = { &bad };
+	struct repl_landing a, b, c;
+	char reason[128] = "";
+
+	CHECK_INT("a run of no frames", -EINVAL,
+		  vmm_granted_add(&vm, ls, 1, reason, sizeof(reason)));
+	CHECK(strstr(reason, "frame 9 has 0 frames") != NULL, "reason '%s'", reason);
+	CHECK(!vmm_granted_take(&vm, 1, &a), "a run taken that was refused");
+
+	add(10, 2);
+	add(20, 2);
+	add(30, 1);
+	CHECK(vmm_granted_take(&vm, 2, &a), "no run of 2 frames");
+	CHECK(vmm_granted_take(&vm, 2, &b), "no second run of 2 frames");
+	CHECK(a.frame != b.frame, "the same run taken twice: %llu", (unsigned long long)a.frame);
+	CHECK(!vmm_granted_take(&vm, 2, &c), "a third run of 2 frames, both in flight");
+	CHECK(vmm_granted_take(&vm, 1, &c) && c.frame == 30, "no run of 1 frame");
+
+	/* Not applied (LOCKED, a refusal): free again, and taken again. */
+	vmm_granted_done(&vm, &a, false);
+	CHECK(vmm_granted_take(&vm, 2, &c) && c.frame == a.frame, "the run is not free again");
+	/* Applied: spent. */
+	vmm_granted_done(&vm, &c, true);
+	vmm_granted_done(&vm, &b, true);
+	CHECK(!vmm_granted_take(&vm, 2, &c), "a spent run taken");
+	c = (struct repl_landing){ .frame = 30, .frames = 1, .generation = 1 };
+	vmm_granted_done(&vm, &c, false);
+}
+
+static void test_revoke(void)
+{
+	Ftvm__Partner__Landing r1 = landing(40, 2), r2 = landing(50, 2), *ls[] = { &r1, &r2 };
+	Ftvm__Partner__LandingRevoke m = FTVM__PARTNER__LANDING_REVOKE__INIT;
+	struct repl_landing in_flight, free_run;
+
+	add(40, 2);
+	add(50, 2);
+	CHECK(vmm_granted_take(&vm, 2, &in_flight), "no run to take");
+	m.landings = ls;
+	m.n_landings = 2;
+	answered_status = -1;
+	CHECK(vmm_granted_revoke(&vm, &m, 77), "the answer was not held for the write in flight");
+	CHECK_INT("answered early", -1, answered_status);
+	CHECK(!vmm_granted_take(&vm, 2, &free_run), "a revoked run taken");
+	/* The write is answered (not applied): the run is revoked all the same. */
+	vmm_granted_done(&vm, &in_flight, false);
+	CHECK_INT("revoke answered", 77, answered_seq);
+	CHECK_INT("revoke answer", FTVM__PARTNER__STATUS__STATUS_OK, answered_status);
+	CHECK(!vmm_granted_take(&vm, 2, &free_run), "a revoked run is free again");
+
+	/* Nothing in flight: answered at once. */
+	add(40, 2);
+	CHECK(!vmm_granted_revoke(&vm, &m, 78), "an answer held with nothing in flight");
+}
+
+static void test_forget(void)
+{
+	Ftvm__Partner__Landing r = landing(70, 1), *ls[] = { &r };
+	Ftvm__Partner__LandingRevoke m = FTVM__PARTNER__LANDING_REVOKE__INIT;
+	struct repl_landing l;
+
+	add(60, 1);
+	add(70, 1);
+	CHECK(vmm_granted_take(&vm, 1, &l) && l.frame == 70, "not the last run granted taken");
+	m.landings = ls;
+	m.n_landings = 1;
+	CHECK(vmm_granted_revoke(&vm, &m, 79), "no answer held");
+	vmm_granted_forget(&vm);
+	CHECK(vm.granted == NULL && vm.revokes_held == NULL,
+	      "runs or held answers after link down");
+	answered_status = -1;
+	vmm_granted_done(&vm, &l, false); /* the write's answer, failed with the link */
+	CHECK_INT("an answer to a revoke of a link gone", -1, answered_status);
+	CHECK(!vmm_granted_take(&vm, 1, &l), "a run taken after link down");
+}
+
+int main(void)
+{
+	if (frame_pool_new(64ull * PAGE, PAGE, &vm.pool) < 0)
+		die("frame_pool_new");
+	test_take_and_settle();
+	test_revoke();
+	test_forget();
+	frame_pool_free(vm.pool);
+	if (failures) {
+		fprintf(stderr, "%d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("vmm_granted: all %d checks passed\n", checks);
+	return 0;
+}
