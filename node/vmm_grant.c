@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "crc32c.h"
 #include "log.h"
 #include "session.h"
@@ -297,11 +299,14 @@ static void on_revoke_answer(const CommandComplete *cc, void *arg)
 	free(rv);
 }
 
-void vmm_grants_revoke(struct vmm *v)
+/* Sent from its own event: a shortage is found deep inside other work (a
+ * partner's batch being answered, corked), where a request must not go. */
+static void send_revoke(evutil_socket_t fd, short what, void *arg)
 {
 	Ftvm__Partner__LandingRevoke revoke = FTVM__PARTNER__LANDING_REVOKE__INIT;
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 	Ftvm__Partner__Landing landings[GRANTS_MAX], *ptrs[GRANTS_MAX];
+	struct vmm *v = arg;
 	struct revoke *rv = calloc(1, sizeof(*rv) + GRANTS_MAX * sizeof(rv->at[0]));
 	size_t n = 0;
 	int r;
@@ -331,7 +336,7 @@ void vmm_grants_revoke(struct vmm *v)
 	r = repl_session_request(v->session, &env, v->config->request_timeout_ms, on_revoke_answer,
 				 rv);
 	if (r < 0) {
-		/* Not sent (link down, or corked): tried again at the next shortage. */
+		/* Not sent (link down): tried again at the next shortage. */
 		for (struct vmm_grant *g = v->grants; g; g = g->next)
 			g->revoking = false;
 		free(rv);
@@ -340,10 +345,23 @@ void vmm_grants_revoke(struct vmm *v)
 	log_info("short of frames: revoking %zu landing runs granted to %s", n, vmm_partner_id(v));
 }
 
+void vmm_grants_revoke(struct vmm *v)
+{
+	if (!v->grants)
+		return;
+	if (!v->revoke_event)
+		v->revoke_event = event_new(v->base, -1, 0, send_revoke, v);
+	if (v->revoke_event)
+		event_active(v->revoke_event, EV_TIMEOUT, 0);
+}
+
 void vmm_grants_drop(struct vmm *v)
 {
 	while (v->grants)
 		give_back(v, &v->grants);
+	if (v->revoke_event) /* a revoke not sent yet has nothing to revoke */
+		event_free(v->revoke_event);
+	v->revoke_event = NULL;
 }
 
 void vmm_grants_link_changed(struct vmm *v, bool up)

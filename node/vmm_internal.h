@@ -91,6 +91,7 @@ struct vmm {
 	 * how many were since start. vmm_granted.c: the runs the partner granted
 	 * this node, and its LandingRevokes waiting for writes in flight. */
 	struct vmm_grant *grants;
+	struct event *revoke_event; /* a LandingRevoke to send, made on first use */
 	uint64_t landings_granted;
 	struct vmm_granted *granted;
 	struct vmm_revoke_held *revokes_held;
@@ -212,8 +213,9 @@ bool vmm_grant_named(struct vmm *v, const Ftvm__Partner__Landing *l);
 int vmm_grant_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
 		    const Ftvm__Partner__WritePage *m, Ftvm__Partner__Landing *ret_fresh,
 		    bool *ret_has_fresh, char *reason, size_t len);
-/* Short of frames: the grants are asked back (LandingRevoke); their frames
- * return to the pool when the partner answers. */
+/* Short of frames: the grants are asked back (LandingRevoke, sent from its
+ * own event, never from inside the caller's work); their frames return to
+ * the pool when the partner answers. */
 void vmm_grants_revoke(struct vmm *v);
 /* Link down: every granted run back to the pool. */
 void vmm_grants_drop(struct vmm *v);

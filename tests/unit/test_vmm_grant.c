@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "check.h"
 #include "crc32c.h"
 #include "vmm_internal.h"
@@ -139,6 +141,9 @@ static void setup(void)
 		die("frame_pool_new");
 	vm.pool_block_frames = BLOCK_FRAMES;
 	vm.config = &config;
+	vm.base = event_base_new();
+	if (!vm.base)
+		die("event_base_new");
 	alloc = vmm_alloc_new("a-1", "a", "a", "pair", 4 * BLOCK, BLOCK, NULL, 0);
 	if (!alloc)
 		die("vmm_alloc_new");
@@ -302,11 +307,14 @@ static void test_revoke(uint64_t free0)
 	sent_case = 0;
 	kicked = false;
 	vmm_grants_revoke(&vm);
+	CHECK_INT("sent inside the caller's work", 0, sent_case);
+	event_base_loop(vm.base, EVLOOP_NONBLOCK);
 	CHECK_INT("sent when short", FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_REVOKE, sent_case);
 	CHECK_INT("runs revoked", held, n_sent);
 	CHECK_INT("frames before the answer", before, frame_pool_free_count(vm.pool));
 	sent_case = 0;
 	vmm_grants_revoke(&vm);
+	event_base_loop(vm.base, EVLOOP_NONBLOCK);
 	CHECK_INT("a second revoke of the same runs", 0, sent_case);
 	answer(FTVM__PARTNER__STATUS__STATUS_OK);
 	CHECK(vm.grants == NULL, "grants held after the revoke's answer");
@@ -352,6 +360,7 @@ int main(void)
 	CHECK_INT("frames at the end", free0, frame_pool_free_count(vm.pool));
 	vmm_alloc_free(alloc);
 	frame_pool_free(vm.pool);
+	event_base_free(vm.base);
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
 		return 1;
