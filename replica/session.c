@@ -55,6 +55,11 @@ struct session_conn {
 	bool offered_one_sided;
 	bool partner_one_sided;
 	uint64_t partner_block_frames;
+	/* Per block of our pool, the generation this connection's partner was
+	 * told (Hello, RegionUpdate); 0: none. A block may have been registered
+	 * without telling anyone (as the source of our own WRITEs), so a landing
+	 * compares with this, not with whether its use registered the block. */
+	uint64_t *told_generation;
 };
 
 struct repl_session {
@@ -131,6 +136,7 @@ static void forget_conn(struct repl_session *s, struct session_conn *sc)
 		*p = sc->next;
 	if (s->dialling == sc)
 		s->dialling = NULL;
+	free(sc->told_generation);
 	free(sc);
 }
 
@@ -292,25 +298,32 @@ static void region_from(Ftvm__Partner__PoolRegion *ret, const struct rdma_remote
 	ret->rkey = b->rkey;
 }
 
-/* The pool's registered blocks, for a Hello: *ret is one allocation (the
- * pointers, then the regions) for the caller to free. */
-static size_t registered_regions(struct repl_session *s, Ftvm__Partner__PoolRegion ***ret)
+/* The pool's registered blocks, for a Hello on sc, noted as told there: *ret
+ * is one allocation (the pointers, then the regions) for the caller to free. */
+static size_t registered_regions(struct repl_session *s, struct session_conn *sc,
+				 Ftvm__Partner__PoolRegion ***ret)
 {
 	uint32_t blocks = s->transport->ops->pool_blocks(s->transport);
 	Ftvm__Partner__PoolRegion **ptrs, *regions;
 	struct rdma_remote_block b;
 	size_t n = 0;
 
+	free(sc->told_generation);
+	sc->told_generation = calloc(blocks, sizeof(*sc->told_generation));
 	ptrs = calloc(blocks, sizeof(*ptrs) + sizeof(*regions));
 	*ret = ptrs;
-	if (!ptrs)
+	if (!ptrs || !sc->told_generation) {
+		free(sc->told_generation);
+		sc->told_generation = NULL;
 		return 0; /* the partner then learns of none: page data goes inline */
+	}
 	regions = (Ftvm__Partner__PoolRegion *)(ptrs + blocks);
 	for (uint32_t i = 0; i < blocks; i++) {
 		if (s->transport->ops->pool_describe(s->transport, i, &b) < 0 || !b.length)
 			continue;
 		region_from(&regions[n], &b);
 		ptrs[n] = &regions[n];
+		sc->told_generation[i] = b.generation;
 		n++;
 	}
 	return n;
@@ -386,8 +399,9 @@ static bool on_region_update(struct repl_session *s, struct session_conn *sc,
 }
 
 /* Tells every connection that offered one-sided data (and so has sent its
- * Hello) of block's new registration, through the normal send path: while
- * corked, it is held in order with the answers. */
+ * Hello) of block's current registration, unless it knows it already,
+ * through the normal send path: while corked, it is held in order with the
+ * answers. */
 static void send_region_update(struct repl_session *s, uint32_t block)
 {
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
@@ -402,9 +416,13 @@ static void send_region_update(struct repl_session *s, uint32_t block)
 	update.regions = regions;
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE;
 	env.region_update = &update;
-	for (struct session_conn *sc = s->conns; sc; sc = sc->next)
-		if (sc->offered_one_sided)
-			send_envelope(s, sc, &env);
+	for (struct session_conn *sc = s->conns; sc; sc = sc->next) {
+		if (!sc->offered_one_sided || !sc->told_generation ||
+		    sc->told_generation[block] == b.generation)
+			continue;
+		if (send_envelope(s, sc, &env) == 0)
+			sc->told_generation[block] = b.generation;
+	}
 }
 
 static void send_hello(struct repl_session *s, struct session_conn *sc)
@@ -423,7 +441,7 @@ static void send_hello(struct repl_session *s, struct session_conn *sc)
 	if (sc->offered_one_sided) {
 		hello.one_sided = true;
 		hello.pool_block_frames = s->config.pool_block_frames;
-		hello.n_regions = registered_regions(s, &hello.regions);
+		hello.n_regions = registered_regions(s, sc, &hello.regions);
 	}
 	if (s->cb.hello)
 		s->cb.hello(s, &hello, s->cb_arg);
@@ -497,11 +515,14 @@ static void on_hello(struct repl_session *s, struct session_conn *sc, const Enve
 			drop_conn(s, sc, "duplicate connection (simultaneous connect)");
 			return;
 		}
+		/* The link stays up: what is pending stays pending. The partner
+		 * answers by seq on whichever connection is its link, so what it
+		 * read of them is answered on this one (failing them here made a
+		 * resync the partner had applied count as failed, and it was
+		 * never sent again); what it never read times out. */
 		s->active = sc;
 		repl_conn_close(old->conn);
 		forget_conn(s, old);
-		pending_fail_all(s->pending, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
-				 "connection replaced by a simultaneous connect");
 		return;
 	}
 	s->active = sc;
@@ -1075,9 +1096,8 @@ int repl_session_landing_open(struct repl_session *s, uint64_t frame, uint32_t f
 		log_debug("no landing at frame %" PRIu64 ": %s", frame, reason);
 		return r;
 	}
-	/* Before anything sent after this call names the new generation. */
-	if (key.registered_now)
-		send_region_update(s, key.block);
+	/* Before anything sent after this call names the generation. */
+	send_region_update(s, key.block);
 	*ret = (struct repl_landing){ .frame = frame,
 				      .frames = frames,
 				      .generation = key.generation };

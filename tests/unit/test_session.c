@@ -468,6 +468,111 @@ static int raw_connect(uint16_t port)
 	return fd;
 }
 
+static int raw_listen(uint16_t port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_port = htons(port),
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	CHECK(bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0 && listen(fd, 4) == 0,
+	      "raw listen on %u", port);
+	return fd;
+}
+
+/* The next envelope of message type want on fd (others skipped). */
+static Envelope *raw_expect(int fd, int want)
+{
+	static uint8_t buf[1 << 16];
+	static size_t have;
+	Envelope *env = NULL;
+
+	have = 0; /* one connection per call: nothing is left from another */
+	for (;;) {
+		const uint8_t *payload;
+		size_t payload_len;
+		const char *why;
+		int n = frame_decode(buf, have, sizeof(buf), &payload, &payload_len, &why);
+		ssize_t got;
+
+		if (n > 0) {
+			CHECK(codec_envelope_decode(payload, payload_len, &env, NULL, 0) == 0,
+			      "raw decode");
+			memmove(buf, buf + n, have - (size_t)n);
+			have -= (size_t)n;
+			if (env && (int)env->message_case == want)
+				return env;
+			codec_envelope_free(env);
+			continue;
+		}
+		CHECK(n == 0, "raw frame: %s", why);
+		got = read(fd, buf + have, sizeof(buf) - have);
+		CHECK(got > 0, "raw read");
+		if (got <= 0)
+			return NULL;
+		have += (size_t)got;
+	}
+}
+
+/* Both dialled, and the link came up on the partner's dial before a's own
+ * connection said Hello: a then switches to the one it dialled (the smaller
+ * id's), closing the other. The link stays up, and a request sent on the
+ * closed connection stays pending until the partner answers it on the kept
+ * one (a resync was failed here once though the partner had applied it). */
+static void test_switch_keeps_pending(void)
+{
+	uint16_t pa = free_port(), pb = free_port();
+	int lfd = raw_listen(pb), out_fd, in_fd;
+	Envelope *req;
+	struct result res;
+	struct peer a;
+
+	peer_init(&a, "a", pa, pb);
+	CHECK(peer_start(&a) == 0, "start a");
+	out_fd = accept(lfd, NULL, NULL); /* a's dial */
+	CHECK(out_fd >= 0, "a dialled the raw partner");
+	CHECK(RUN_UNTIL(connections(&a) == 1, 1000), "a's dial is up");
+	RUN_UNTIL(false, 50); /* let it send its Hello */
+	in_fd = raw_connect(pa);
+	raw_hello(in_fd, "b", 4096);
+	CHECK(RUN_UNTIL(link_up(&a), 2000), "linked on the partner's dial");
+	CHECK(send_space_request(&a, 7, 5000, &res) == 0, "request on it");
+	req = raw_expect(in_fd, FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST);
+	CHECK(req && req->space_request->bytes == 7, "the request came on the partner's dial");
+
+	raw_hello(out_fd, "b", 4096);
+	CHECK(RUN_UNTIL(connections(&a) == 1, 2000), "a kept one connection, has %u",
+	      connections(&a));
+	CHECK(!res.done, "the request was failed at the switch: %s", res.reason);
+	{
+		Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+		CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+		Ftvm__Partner__SpaceStatus space = FTVM__PARTNER__SPACE_STATUS__INIT;
+
+		space.free_bytes = 14;
+		cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE;
+		cc.space = &space;
+		env.version = 1;
+		env.sender = "b";
+		env.epoch = 1;
+		env.answers = req ? req->seq : 0;
+		env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE;
+		env.command_complete = &cc;
+		raw_send(out_fd, &env);
+	}
+	CHECK(RUN_UNTIL(res.done, 2000), "answered on the kept connection");
+	CHECK(res.status == 0 && res.free_bytes == 14, "status %d free %llu: %s", res.status,
+	      (unsigned long long)res.free_bytes, res.reason);
+	CHECK(link_up(&a) && a.link_downs == 0 && a.link_ups == 1,
+	      "the link stayed up through the switch (%d ups, %d downs)", a.link_ups, a.link_downs);
+	codec_envelope_free(req);
+	close(in_fd);
+	close(out_fd);
+	close(lfd);
+	peer_stop(&a);
+}
+
 static void test_silent_partner(void)
 {
 	uint16_t pa = free_port(), pb = free_port();
@@ -617,6 +722,7 @@ int main(void)
 	test_handshake_and_requests();
 	test_tcp_not_one_sided();
 	test_silent_partner();
+	test_switch_keeps_pending();
 	test_region_update_not_a_request();
 	test_bad_input();
 	event_base_free(base);

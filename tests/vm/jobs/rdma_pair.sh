@@ -29,19 +29,17 @@ step "Soft-RoCE: rdma_rxe on dummy0 ($ADDR)"
 softroce_up "$ADDR"
 ok "rxe0 on dummy0: $(ibv_devinfo -d rxe0 | grep -E -o 'active_mtu:[^(]*' | tr -s ' ')"
 
-step "the transport over verbs: test_rdma_channel $ADDR"
-rc=0
-out=$(timeout 600 "$chan" "$ADDR" 2>&1) || rc=$?
-indent "  " <<<"$out"
-[ "$rc" -eq 0 ] || fail "test_rdma_channel exited $rc"
-ok "channel test passed"
-
-step "one-sided page data through the session: test_rdma_session $ADDR"
-rc=0
-out=$(timeout 600 "$FTVM_BUILD/tests/test_rdma_session" "$ADDR" 2>&1) || rc=$?
-indent "  " <<<"$out"
-[ "$rc" -eq 0 ] || fail "test_rdma_session exited $rc"
-ok "session test passed"
+# verbs_test NAME WHAT: tests/rdma's test_NAME against the device at ADDR.
+verbs_test() {
+	local name=$1 what=$2 rc=0 out
+	step "$what: test_$name $ADDR"
+	out=$(timeout 600 "$FTVM_BUILD/tests/test_$name" "$ADDR" 2>&1) || rc=$?
+	indent "  " <<<"$out"
+	[ "$rc" -eq 0 ] || fail "test_$name exited $rc"
+	ok "test_$name passed"
+}
+verbs_test rdma_channel "the transport over verbs"
+verbs_test rdma_session "one-sided page data through the session"
 
 export FTVMD=$FTVM_BUILD/node/ftvmd FTVMCTL=$FTVM_BUILD/tools/ftvmctl FTVM_SRCDIR=$FTVM_SRC
 export FTVM_HOLD=$FTVM_BUILD/tests/race/ftvm-hold FTVM_RACE=$FTVM_BUILD/tests/race/ftvm-race
