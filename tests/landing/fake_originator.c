@@ -19,8 +19,8 @@
  *            modified: b must adopt the run;
  *   badcrc   the same with a CRC-32C that does not match: b refuses it;
  *   stale    a WritePage naming the landing at a later generation;
- *   landed   a WritePage naming a made-up landing, sent inline (for a link
- *            that is not one-sided: b refuses it);
+ *   landed   a WritePage naming a landing b never gave (its last frame,
+ *            FRAMES - 1), sent inline: b refuses it, one-sided or not;
  *   cut      one-sided into the landing, then no WritePage: the process
  *            exits at once, as a node that died between the two.
  * Each answer is printed as "NAME: STATUS reason"; a refused write is
@@ -47,6 +47,7 @@ static struct event_base *base;
 static struct repl_session *session;
 static bool link_up, link_lost, stdin_ready;
 static uint64_t next_lsn = 1;
+static uint64_t pool_frames; /* b's too */
 
 struct answer {
 	bool done;
@@ -298,7 +299,10 @@ static int run_write(char *guid, uint64_t page, const char *how, uint8_t *pool, 
 	crc = crc32c(0, pool, len);
 	named = lock[1].landing;
 	if (strcmp(how, "landed") == 0) {
-		named = (struct repl_landing){ .frame = 0, .frames = 1, .generation = 1 };
+		/* b's last frame: its lock landings and grants come first fit. */
+		named = (struct repl_landing){ .frame = pool_frames - 1,
+					       .frames = 1,
+					       .generation = 1 };
 		r = write_landed(guid, page, pool, len, crc, &named, NULL, false);
 	} else if (!lock[1].has_landing) {
 		printf("write_page: not sent: no landing\n");
@@ -344,6 +348,7 @@ int main(int argc, char **argv)
 	cfg.transport = repl_transport_select(argv[3], argv[1], reason, sizeof(reason));
 	cfg.page_size = (uint32_t)strtoul(argv[4], NULL, 10);
 	cfg.frame_count = strtoull(argv[5], NULL, 10);
+	pool_frames = cfg.frame_count;
 	cfg.epoch = 1;
 	cfg.heartbeat_ms = 50;
 	cfg.dead_after_ms = 60000;
