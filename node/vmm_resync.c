@@ -472,6 +472,14 @@ static int on_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m, char *reas
 	return 0;
 }
 
+/* Our LandingGrant at link up went at the epoch we had and the survivor
+ * refused it; offer again at the new one, once ResyncEnd's answer is out. */
+static void offer_grants(void *arg, int r)
+{
+	if (r >= 0)
+		vmm_grants_offer(arg);
+}
+
 static int on_end(struct vmm *v, const Ftvm__Partner__ResyncEnd *m, char *reason, size_t len)
 {
 	int r;
@@ -498,6 +506,7 @@ static int on_end(struct vmm *v, const Ftvm__Partner__ResyncEnd *m, char *reason
 	}
 	log_info("resync done: epoch %llu, %zu allocations", (unsigned long long)m->epoch,
 		 vmm_table_size(v->table));
+	vmm_after_commit(v, offer_grants, v);
 	if (v->resync_observer)
 		v->resync_observer(false, 0, "", v->resync_arg);
 	return 0;

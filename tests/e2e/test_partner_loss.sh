@@ -29,6 +29,21 @@ wait_for 5000 "link back after restart" pair_up
 [ "$(status_field b epoch)" = 2 ] || fail "b was not resynced to epoch 2"
 ok "b restarted: resynced, link back, both active"
 
+# Over RDMA b grants a landing runs for whole-page writes again once it is
+# resynced (its grant at link up went at the old epoch, which a refused): a's
+# whole-page writes then go one-sided into them (replica/RDMA.md).
+if [ "$E2E_TRANSPORT" = rdma ]; then
+	guid=$(ctl a alloc --size 4096)
+	wrote_one_sided() {
+		local before
+		before=$(status_field a page_writes.one_sided)
+		echo resynced | ctl a write "$guid" 0 >/dev/null
+		[ "$(status_field a page_writes.one_sided)" -gt "$before" ]
+	}
+	wait_for 2000 "a's whole-page write to go one-sided after the resync" wrote_one_sided
+	ok "after the resync a's whole-page writes go one-sided into b's grants"
+fi
+
 # SIGSTOP: the connection stays open and silent; only the heartbeat timeout
 # can tell.
 kill -STOP "${PIDS[b]}"
