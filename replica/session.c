@@ -8,9 +8,12 @@
  *
  * The session's link is up while one ESTABLISHED connection is `active`. When a
  * second connection becomes ESTABLISHED (both dialled at once), the pair keeps
- * the one dialled by the node with the smaller id and closes the other; both
- * nodes apply the same rule to the same facts, so they settle on the same
- * connection without another message.
+ * the one dialled by the node with the smaller id; both nodes apply the same
+ * rule to the same facts, so they settle on the same connection without
+ * another message. A new connection that loses is closed at once; an active
+ * one that loses retires: the link stays up, nothing more is sent on it, what
+ * arrives on it is still taken (answers the partner sent before it switched
+ * too), and it closes after dead_after_ms or when the partner closes it.
  *
  *   link down --dial (backoff 50 ms .. 2 s)--> dialling --Hello--> link up
  *   link up --conn lost | partner silent dead_after_ms--> link down
@@ -50,6 +53,12 @@ struct session_conn {
 	bool inbound;
 	bool connecting;   /* outbound, transport has not reported it up yet */
 	uint64_t since_ms; /* when it came up (for the Hello deadline) */
+	/* Replaced as the link by a simultaneous connect: nothing more is sent
+	 * on it, but what the partner sent before it switched too (answers to
+	 * requests made on it) is still taken, until the partner closes it or
+	 * dead_after_ms pass (retired_ms). */
+	bool retiring;
+	uint64_t retired_ms;
 	/* One-sided page data: our Hello offered it, the partner's did too
 	 * (then the transport holds its view of the partner's pool). */
 	bool offered_one_sided;
@@ -140,9 +149,23 @@ static void forget_conn(struct repl_session *s, struct session_conn *sc)
 	free(sc);
 }
 
+static void close_retiring(struct repl_session *s, uint64_t older_than_ms)
+{
+	struct session_conn *sc, *next;
+
+	for (sc = s->conns; sc; sc = next) {
+		next = sc->next;
+		if (sc->retiring && sc->retired_ms <= older_than_ms) {
+			repl_conn_close(sc->conn);
+			forget_conn(s, sc);
+		}
+	}
+}
+
 static void link_down(struct repl_session *s, const char *reason)
 {
 	s->active = NULL;
+	close_retiring(s, UINT64_MAX);
 	drop_held(s); /* answers to a partner that is gone */
 	s->stats.link_up = false;
 	s->stats.link_changes++;
@@ -515,14 +538,17 @@ static void on_hello(struct repl_session *s, struct session_conn *sc, const Enve
 			drop_conn(s, sc, "duplicate connection (simultaneous connect)");
 			return;
 		}
-		/* The link stays up: what is pending stays pending. The partner
-		 * answers by seq on whichever connection is its link, so what it
-		 * read of them is answered on this one (failing them here made a
-		 * resync the partner had applied count as failed, and it was
-		 * never sent again); what it never read times out. */
+		/* The link stays up: what is pending stays pending. The old
+		 * connection retires rather than closing at once, so answers
+		 * the partner sent on it before it switched still arrive (the
+		 * partner answers on whichever connection is its link then);
+		 * what it never read times out. Failing them here, or losing
+		 * answers in a connection closed under them, made a resync the
+		 * partner had applied count as failed, and it was never sent
+		 * again. */
+		old->retiring = true;
+		old->retired_ms = clock_now_ms();
 		s->active = sc;
-		repl_conn_close(old->conn);
-		forget_conn(s, old);
 		return;
 	}
 	s->active = sc;
@@ -661,7 +687,7 @@ static void on_receive(struct repl_conn *conn, const uint8_t *payload, size_t le
 			protocol_error(s, sc, "first message is not a Hello");
 		goto out;
 	}
-	if (sc != s->active)
+	if (sc != s->active && !sc->retiring)
 		goto out; /* the losing half of a simultaneous connect, closing */
 	if (strcmp(env->sender, s->stats.partner_id) != 0) {
 		snprintf(err, sizeof(err), "message from '%.40s' on the link to '%s'", env->sender,
@@ -827,6 +853,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	}
 	if (!s->active)
 		return;
+	close_retiring(s, now - s->config.dead_after_ms);
 	if (now - s->stats.last_rx_ms > s->config.dead_after_ms) {
 		snprintf(why, sizeof(why),
 			 "partner '%s' silent for %" PRIu64 " ms (dead_after_ms %u)",

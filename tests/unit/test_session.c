@@ -515,17 +515,37 @@ static Envelope *raw_expect(int fd, int want)
 	}
 }
 
+static void raw_answer(int fd, uint64_t seq, uint64_t free_bytes)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+	Ftvm__Partner__SpaceStatus space = FTVM__PARTNER__SPACE_STATUS__INIT;
+
+	space.free_bytes = free_bytes;
+	cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE;
+	cc.space = &space;
+	env.version = 1;
+	env.sender = "b";
+	env.epoch = 1;
+	env.answers = seq;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE;
+	env.command_complete = &cc;
+	raw_send(fd, &env);
+}
+
 /* Both dialled, and the link came up on the partner's dial before a's own
  * connection said Hello: a then switches to the one it dialled (the smaller
- * id's), closing the other. The link stays up, and a request sent on the
- * closed connection stays pending until the partner answers it on the kept
- * one (a resync was failed here once though the partner had applied it). */
+ * id's). The link stays up; the old connection retires instead of closing,
+ * so an answer the partner sent on it before it switched too still arrives
+ * (a resync was once failed here though the partner had applied it); a
+ * request made after the switch goes on the new one; the old one closes
+ * after dead_after_ms. */
 static void test_switch_keeps_pending(void)
 {
 	uint16_t pa = free_port(), pb = free_port();
 	int lfd = raw_listen(pb), out_fd, in_fd;
-	Envelope *req;
-	struct result res;
+	Envelope *req[2] = { NULL, NULL };
+	struct result res[2];
 	struct peer a;
 
 	peer_init(&a, "a", pa, pb);
@@ -537,36 +557,29 @@ static void test_switch_keeps_pending(void)
 	in_fd = raw_connect(pa);
 	raw_hello(in_fd, "b", 4096);
 	CHECK(RUN_UNTIL(link_up(&a), 2000), "linked on the partner's dial");
-	CHECK(send_space_request(&a, 7, 5000, &res) == 0, "request on it");
-	req = raw_expect(in_fd, FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST);
-	CHECK(req && req->space_request->bytes == 7, "the request came on the partner's dial");
+	CHECK(send_space_request(&a, 7, 5000, &res[0]) == 0, "request on it");
+	req[0] = raw_expect(in_fd, FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST);
+	CHECK(req[0] && req[0]->space_request->bytes == 7, "it came on the partner's dial");
 
 	raw_hello(out_fd, "b", 4096);
-	CHECK(RUN_UNTIL(connections(&a) == 1, 2000), "a kept one connection, has %u",
+	RUN_UNTIL(false, 20); /* a switches */
+	CHECK(!res[0].done, "the request was failed at the switch: %s", res[0].reason);
+	CHECK(send_space_request(&a, 8, 5000, &res[1]) == 0, "request after the switch");
+	req[1] = raw_expect(out_fd, FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST);
+	CHECK(req[1] && req[1]->space_request->bytes == 8, "it came on a's dial");
+	raw_answer(in_fd, req[0] ? req[0]->seq : 0, 14);
+	raw_answer(out_fd, req[1] ? req[1]->seq : 0, 16);
+	CHECK(RUN_UNTIL(res[0].done && res[1].done, 2000), "both answered");
+	CHECK(res[0].status == 0 && res[0].free_bytes == 14, "on the retired one: %d %llu %s",
+	      res[0].status, (unsigned long long)res[0].free_bytes, res[0].reason);
+	CHECK(res[1].status == 0 && res[1].free_bytes == 16, "on the kept one: %d %llu %s",
+	      res[1].status, (unsigned long long)res[1].free_bytes, res[1].reason);
+	CHECK(RUN_UNTIL(connections(&a) == 1, 2000), "the retired one closed, %u left",
 	      connections(&a));
-	CHECK(!res.done, "the request was failed at the switch: %s", res.reason);
-	{
-		Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
-		CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
-		Ftvm__Partner__SpaceStatus space = FTVM__PARTNER__SPACE_STATUS__INIT;
-
-		space.free_bytes = 14;
-		cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE;
-		cc.space = &space;
-		env.version = 1;
-		env.sender = "b";
-		env.epoch = 1;
-		env.answers = req ? req->seq : 0;
-		env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE;
-		env.command_complete = &cc;
-		raw_send(out_fd, &env);
-	}
-	CHECK(RUN_UNTIL(res.done, 2000), "answered on the kept connection");
-	CHECK(res.status == 0 && res.free_bytes == 14, "status %d free %llu: %s", res.status,
-	      (unsigned long long)res.free_bytes, res.reason);
 	CHECK(link_up(&a) && a.link_downs == 0 && a.link_ups == 1,
 	      "the link stayed up through the switch (%d ups, %d downs)", a.link_ups, a.link_downs);
-	codec_envelope_free(req);
+	codec_envelope_free(req[0]);
+	codec_envelope_free(req[1]);
 	close(in_fd);
 	close(out_fd);
 	close(lfd);
