@@ -33,7 +33,20 @@ struct bench {
 	struct repl_session *s;
 	struct event_base *base;
 	size_t request_bytes, reply_bytes; /* wire sizes, for the floor */
+	pid_t responder;		   /* the measuring side's child, 0 in the child */
 };
+
+/* Ends the run, the responder too: a measuring side that exits alone
+ * leaves its child answering nobody, and whoever waits for it waits on. */
+static void __attribute__((noreturn)) fail_run(struct bench *b, const char *what)
+{
+	fprintf(stderr, "%s\n", what);
+	if (b->responder > 0) {
+		kill(b->responder, SIGTERM);
+		waitpid(b->responder, NULL, 0);
+	}
+	exit(1);
+}
 
 static uint16_t free_port(void)
 {
@@ -77,8 +90,10 @@ static void on_done(const CommandComplete *cc, void *arg)
 			send_next(b);
 			return;
 		}
-		fprintf(stderr, "request failed: %s\n", cc->reason);
-		exit(1);
+		char what[256];
+
+		snprintf(what, sizeof(what), "request failed: %s", cc->reason);
+		fail_run(b, what);
 	}
 	if (b->done >= b->warmup)
 		b->samples_us[b->done - b->warmup] = now - b->sent_us;
@@ -98,10 +113,8 @@ static void send_next(struct bench *b)
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
 	env.space_request = &req;
 	b->sent_us = clock_now_us();
-	if (repl_session_request(b->s, &env, 5000, on_done, b) < 0) {
-		fprintf(stderr, "request: link down\n");
-		exit(1);
-	}
+	if (repl_session_request(b->s, &env, 5000, on_done, b) < 0)
+		fail_run(b, "request: link down");
 }
 
 static void on_link(struct repl_session *s, bool up, const char *reason, void *arg)
@@ -111,8 +124,10 @@ static void on_link(struct repl_session *s, bool up, const char *reason, void *a
 	if (up && b->samples_us && b->done == 0)
 		send_next(b);
 	else if (!up && b->samples_us) { /* the responder's link ends with the run */
-		fprintf(stderr, "link down during the benchmark: %s\n", reason);
-		exit(1);
+		char what[256];
+
+		snprintf(what, sizeof(what), "link down during the benchmark: %s", reason);
+		fail_run(b, what);
 	}
 }
 
@@ -165,19 +180,21 @@ static void run_session(struct bench *b, const char *id, uint16_t listen, uint16
 static void bench_channel(struct bench *b)
 {
 	uint16_t pa = free_port(), pb = free_port();
-	pid_t child;
-
 	fflush(stdout); /* or the child prints what is buffered again */
-	child = fork();
+	b->responder = fork();
+	if (b->responder < 0) {
+		fprintf(stderr, "fork: %s\n", strerror(errno));
+		exit(1);
+	}
 
-	if (child == 0) {
+	if (b->responder == 0) {
 		struct bench responder = { .transport = b->transport, .addr = b->addr };
 		run_session(&responder, "b", pb, pa);
 		_exit(0);
 	}
 	run_session(b, "a", pa, pb);
-	kill(child, SIGTERM);
-	waitpid(child, NULL, 0);
+	kill(b->responder, SIGTERM);
+	waitpid(b->responder, NULL, 0);
 }
 
 /* ---- the floor: bare TCP ping-pong ---- */
