@@ -10,10 +10,11 @@
  * second connection becomes ESTABLISHED (both dialled at once), the pair keeps
  * the one dialled by the node with the smaller id; both nodes apply the same
  * rule to the same facts, so they settle on the same connection without
- * another message. A new connection that loses is closed at once; an active
- * one that loses retires: the link stays up, nothing more is sent on it, what
- * arrives on it is still taken (answers the partner sent before it switched
- * too), and it closes after dead_after_ms or when the partner closes it.
+ * another message. The connection that loses, new or the active one,
+ * retires: the link stays up, nothing more is sent on it, what arrives on it
+ * is still taken (requests and answers the partner sent on it before it
+ * settled too), and it closes after dead_after_ms or when the partner
+ * closes it.
  *
  *   link down --dial (backoff 50 ms .. 2 s)--> dialling --Hello--> link up
  *   link up --conn lost | partner silent dead_after_ms--> link down
@@ -147,6 +148,12 @@ static void forget_conn(struct repl_session *s, struct session_conn *sc)
 		s->dialling = NULL;
 	free(sc->told_generation);
 	free(sc);
+}
+
+static void retire(struct session_conn *sc)
+{
+	sc->retiring = true;
+	sc->retired_ms = clock_now_ms();
 }
 
 static void close_retiring(struct repl_session *s, uint64_t older_than_ms)
@@ -535,7 +542,9 @@ static void on_hello(struct repl_session *s, struct session_conn *sc, const Enve
 	if (old) {
 		/* Two links at once: keep the one the smaller id dialled. */
 		if (strcmp(dialler_of(s, sc), dialler_of(s, old)) >= 0) {
-			drop_conn(s, sc, "duplicate connection (simultaneous connect)");
+			/* The partner may have made this its link already and sent
+			 * requests behind its Hello: they are still taken. */
+			retire(sc);
 			return;
 		}
 		/* The link stays up: what is pending stays pending. The old
@@ -546,8 +555,7 @@ static void on_hello(struct repl_session *s, struct session_conn *sc, const Enve
 		 * answers in a connection closed under them, made a resync the
 		 * partner had applied count as failed, and it was never sent
 		 * again. */
-		old->retiring = true;
-		old->retired_ms = clock_now_ms();
+		retire(old);
 		s->active = sc;
 		return;
 	}

@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -507,6 +509,10 @@ static Envelope *raw_expect(int fd, int want)
 			continue;
 		}
 		CHECK(n == 0, "raw frame: %s", why);
+		if (poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1, 3000) != 1) {
+			CHECK(false, "raw read: nothing came in 3 s");
+			return NULL;
+		}
 		got = read(fd, buf + have, sizeof(buf) - have);
 		CHECK(got > 0, "raw read");
 		if (got <= 0)
@@ -580,6 +586,53 @@ static void test_switch_keeps_pending(void)
 	      "the link stayed up through the switch (%d ups, %d downs)", a.link_ups, a.link_downs);
 	codec_envelope_free(req[0]);
 	codec_envelope_free(req[1]);
+	close(in_fd);
+	close(out_fd);
+	close(lfd);
+	peer_stop(&a);
+}
+
+/* The other way round: a is linked on its own dial when the partner's dial
+ * says Hello too. That one loses (the partner dialled it, b > a) but is
+ * still read: a request the partner sent on it, having taken it as its link
+ * for a moment, is answered on the link. */
+static void test_losing_dial_still_read(void)
+{
+	uint16_t pa = free_port(), pb = free_port();
+	int lfd = raw_listen(pb), out_fd, in_fd;
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT, *answer;
+	Ftvm__Partner__SpaceRequest req = FTVM__PARTNER__SPACE_REQUEST__INIT;
+	struct peer a;
+
+	peer_init(&a, "a", pa, pb);
+	CHECK(peer_start(&a) == 0, "start a");
+	out_fd = accept(lfd, NULL, NULL);
+	CHECK(out_fd >= 0, "a dialled the raw partner");
+	RUN_UNTIL(false, 50);
+	raw_hello(out_fd, "b", 4096);
+	CHECK(RUN_UNTIL(link_up(&a), 2000), "linked on a's dial");
+	in_fd = raw_connect(pa);
+	raw_hello(in_fd, "b", 4096);
+	req.bytes = 5;
+	env.version = 1;
+	env.sender = "b";
+	env.epoch = 1;
+	env.seq = 9;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+	env.space_request = &req;
+	raw_send(in_fd, &env);
+	RUN_UNTIL(false, 100); /* a reads and answers (raw_expect blocks) */
+	answer = raw_expect(out_fd, FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE);
+	CHECK(answer && answer->answers == 9 &&
+		      answer->command_complete->payload_case ==
+			      FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE &&
+		      answer->command_complete->space->free_bytes == 10,
+	      "the request on the losing dial was answered on the link");
+	CHECK(link_up(&a) && a.link_downs == 0, "the link stayed up (%d downs)", a.link_downs);
+	/* (The raw partner sends no heartbeats: the link itself goes silent next.) */
+	CHECK(RUN_UNTIL(connections(&a) <= 1, 2000), "the losing dial closed, %u left",
+	      connections(&a));
+	codec_envelope_free(answer);
 	close(in_fd);
 	close(out_fd);
 	close(lfd);
@@ -736,6 +789,7 @@ int main(void)
 	test_tcp_not_one_sided();
 	test_silent_partner();
 	test_switch_keeps_pending();
+	test_losing_dial_still_read();
 	test_region_update_not_a_request();
 	test_bad_input();
 	event_base_free(base);
