@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
