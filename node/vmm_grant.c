@@ -23,7 +23,6 @@
 
 #include <event2/event.h>
 
-#include "crc32c.h"
 #include "log.h"
 #include "session.h"
 
@@ -189,8 +188,6 @@ static int grant_refusal(struct vmm *v, const struct vmm_alloc *a,
 			 size_t len)
 {
 	uint32_t frames = a->block_size / frame_pool_page_size(v->pool);
-	char why[200];
-	uint32_t crc;
 	int n;
 
 	n = snprintf(reason, len,
@@ -216,17 +213,7 @@ static int grant_refusal(struct vmm *v, const struct vmm_alloc *a,
 			 (unsigned long long)g->at.generation);
 		return -ESTALE;
 	}
-	if (repl_session_landing_check(v->session, &g->at, why, sizeof(why)) < 0) {
-		snprintf(reason, len, "%s", why);
-		return -ESTALE;
-	}
-	crc = crc32c(0, frame_pool_addr(v->pool, g->at.frame), a->block_size);
-	if (crc != m->crc32c) {
-		snprintf(reason, len, "its bytes' CRC-32C is 0x%08x, the WritePage says 0x%08x",
-			 crc, m->crc32c);
-		return -EBADMSG;
-	}
-	return 0;
+	return vmm_landed_bytes_check(v, &g->at, a->block_size, m->crc32c, reason, len);
 }
 
 int vmm_grant_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,

@@ -197,6 +197,11 @@ void vmm_landing_close(struct vmm *v, const char *guid, uint64_t page, const cha
 void vmm_landings_close_alloc(struct vmm *v, const char *guid);
 /* vmm_pointer.c: the landings this node's write pointers hold are void. */
 void vmm_holdings_forget_landings(struct vmm *v);
+/* vmm_landed.c: a block written into the run at by RDMA WRITE may be
+ * adopted: its registration block is still at at's generation (-ESTALE) and
+ * its block_size bytes match named_crc32c (-EBADMSG), else the reason. */
+int vmm_landed_bytes_check(struct vmm *v, const struct repl_landing *at, uint32_t block_size,
+			   uint32_t named_crc32c, char *reason, size_t len);
 
 /* ---- landing grants for whole-page writes (VMM.md "Landings") ---- */
 

@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "crc32c.h"
 #include "log.h"
 #include "session.h"
 
@@ -128,8 +127,6 @@ static int landing_refusal(struct vmm *v, const struct vmm_alloc *a,
 			   char *reason, size_t len)
 {
 	const Ftvm__Partner__Landing *named = m->landed;
-	char why[200];
-	uint32_t crc;
 	int n;
 
 	n = snprintf(reason, len,
@@ -168,19 +165,7 @@ static int landing_refusal(struct vmm *v, const struct vmm_alloc *a,
 			(unsigned long long)held->at.generation);
 		return -ESTALE;
 	}
-	/* The block may have been registered again since: the WRITE then went
-	 * nowhere of ours. */
-	if (repl_session_landing_check(v->session, &held->at, why, sizeof(why)) < 0) {
-		snprintf(reason, len, "%s", why);
-		return -ESTALE;
-	}
-	crc = crc32c(0, frame_pool_addr(v->pool, held->at.frame), a->block_size);
-	if (crc != m->crc32c) {
-		snprintf(reason, len, "its bytes' CRC-32C is 0x%08x, the WritePage says 0x%08x",
-			 crc, m->crc32c);
-		return -EBADMSG;
-	}
-	return 0;
+	return vmm_landed_bytes_check(v, &held->at, a->block_size, m->crc32c, reason, len);
 }
 
 int vmm_landing_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,

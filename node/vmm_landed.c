@@ -1,0 +1,33 @@
+/* The last checks of a block that came by RDMA WRITE, before it is adopted
+ * (VMM.md, "Landings"): whichever way the run was handed out (a lock's
+ * landing, a grant), its registration block must still be at the generation
+ * it was handed out at, and its bytes must match the CRC-32C the message
+ * names. Until both hold, the run is garbage that nothing names. */
+#include "vmm_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+
+#include "crc32c.h"
+#include "session.h"
+
+int vmm_landed_bytes_check(struct vmm *v, const struct repl_landing *at, uint32_t block_size,
+			   uint32_t named_crc32c, char *reason, size_t len)
+{
+	char why[200];
+	uint32_t crc;
+
+	/* The block may have been registered again since: the WRITE then went
+	 * nowhere of ours. */
+	if (repl_session_landing_check(v->session, at, why, sizeof(why)) < 0) {
+		snprintf(reason, len, "%s", why);
+		return -ESTALE;
+	}
+	crc = crc32c(0, frame_pool_addr(v->pool, at->frame), block_size);
+	if (crc != named_crc32c) {
+		snprintf(reason, len, "its bytes' CRC-32C is 0x%08x, the message says 0x%08x", crc,
+			 named_crc32c);
+		return -EBADMSG;
+	}
+	return 0;
+}
