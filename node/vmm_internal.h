@@ -202,6 +202,9 @@ void vmm_holdings_forget_landings(struct vmm *v);
  * its block_size bytes match named_crc32c (-EBADMSG), else the reason. */
 int vmm_landed_bytes_check(struct vmm *v, const struct repl_landing *at, uint32_t block_size,
 			   uint32_t named_crc32c, char *reason, size_t len);
+/* The run at frame, checked, is a's page's frames from now on: a resident
+ * page's old frames go back, a page-in in flight gives its own back. */
+void vmm_landed_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t frame);
 
 /* ---- landing grants for whole-page writes (VMM.md "Landings") ---- */
 
