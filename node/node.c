@@ -79,6 +79,7 @@ static void on_link_changed(struct repl_session *s, bool up, const char *reason,
 	if (!up) {
 		vmm_tickets_drop(n->vmm);
 		vmm_landings_drop(n->vmm);
+		vmm_resync_landings_drop(n->vmm);
 	}
 	vmm_grants_link_changed(n->vmm, up);
 	if (n->ha)
@@ -282,6 +283,9 @@ static void reply_status(struct node *n, struct client_call *call)
 	st.landings_adopted = counts.landings_adopted;
 	st.landings_refused = counts.landings_refused;
 	st.landings_granted = counts.landings_granted;
+	st.resync_pages_one_sided = counts.resync_pages_one_sided;
+	st.resync_pages_inline = counts.resync_pages_inline;
+	st.resync_pages_dropped = counts.resync_pages_dropped;
 	st.page_size = n->config->page_size;
 	st.pid = getpid();
 

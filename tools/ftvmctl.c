@@ -380,6 +380,9 @@ static void status_print_text(const struct ftvm_node_status *st)
 	       " granted\n",
 	       st->pages_one_sided, st->pages_inline, st->landings_adopted, st->landings_refused,
 	       st->landings_granted);
+	printf("resync pages sent: %" PRIu64 " one-sided, %" PRIu64 " inline; received: %" PRIu64
+	       " dropped as older\n",
+	       st->resync_pages_one_sided, st->resync_pages_inline, st->resync_pages_dropped);
 }
 
 static int status_print_json(const struct ftvm_node_status *st)
@@ -390,14 +393,16 @@ static int status_print_json(const struct ftvm_node_status *st)
 	json_object *allocations = json_object_new_object();
 	json_object *page_writes = json_object_new_object();
 	json_object *landings = json_object_new_object();
+	json_object *resync = json_object_new_object();
 
-	if (!o || !partner || !frames || !allocations || !page_writes || !landings) {
+	if (!o || !partner || !frames || !allocations || !page_writes || !landings || !resync) {
 		json_object_put(o);
 		json_object_put(partner);
 		json_object_put(frames);
 		json_object_put(allocations);
 		json_object_put(page_writes);
 		json_object_put(landings);
+		json_object_put(resync);
 		fprintf(stderr, "ftvmctl: out of memory\n");
 		return EXIT_FAILED;
 	}
@@ -452,6 +457,13 @@ static int status_print_json(const struct ftvm_node_status *st)
 	json_object_object_add(landings, "refused", json_object_new_uint64(st->landings_refused));
 	json_object_object_add(landings, "granted", json_object_new_uint64(st->landings_granted));
 	json_object_object_add(o, "landings", landings);
+	json_object_object_add(resync, "pages_one_sided",
+			       json_object_new_uint64(st->resync_pages_one_sided));
+	json_object_object_add(resync, "pages_inline",
+			       json_object_new_uint64(st->resync_pages_inline));
+	json_object_object_add(resync, "pages_dropped",
+			       json_object_new_uint64(st->resync_pages_dropped));
+	json_object_object_add(o, "resync", resync);
 
 	print_json(o);
 	json_object_put(o);

@@ -551,6 +551,9 @@ static void status_from_reply(const Ftvm__Client__StatusReply *s, struct ftvm_no
 	ret->landings_adopted = s->landings_adopted;
 	ret->landings_refused = s->landings_refused;
 	ret->landings_granted = s->landings_granted;
+	ret->resync_pages_one_sided = s->resync_pages_one_sided;
+	ret->resync_pages_inline = s->resync_pages_inline;
+	ret->resync_pages_dropped = s->resync_pages_dropped;
 }
 
 /* Asks the node at the end of conn for its status; -errno when it did not

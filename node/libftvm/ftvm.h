@@ -204,6 +204,9 @@ struct ftvm_node_status {
 	uint64_t landings_adopted;	  /**< the partner's one-sided blocks taken */
 	uint64_t landings_refused;	  /**< ... and refused (stale, bad CRC-32C) */
 	uint64_t landings_granted; /**< landing runs granted to the partner for whole-page writes */
+	uint64_t resync_pages_one_sided; /**< resync blocks sent by RDMA WRITE since start */
+	uint64_t resync_pages_inline;	 /**< resync blocks sent inline in ResyncPage */
+	uint64_t resync_pages_dropped;	 /**< the partner's resync blocks dropped as older */
 };
 
 /**
