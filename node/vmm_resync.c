@@ -212,6 +212,7 @@ static int stage(struct resync_send *rs, const struct vmm_alloc *a, uint64_t pag
 	}
 	rs->n_staged++;
 	rs->stage_budget -= frames;
+	b->rs = rs;
 	b->page = page;
 	b->block_size = a->block_size;
 	ftvm__partner__page_state__init(&b->state);
