@@ -121,15 +121,32 @@ static void on_resync_sent(int status, const char *reason, const struct vmm_resy
 		  (unsigned long long)st->bytes, (unsigned long long)st->ms);
 }
 
-/* Serving alone with the partner back and behind: bring it up to date. */
+/* Serving alone with the partner back and behind: bring it up to date. A
+ * partner at our own epoch that does not serve took it from a resync whose
+ * end never reached us: it lacks what we served alone since, and a new epoch
+ * puts it behind again (HA.md, "Solo and rejoin"). */
 static void maybe_resync(struct ha *h)
 {
 	struct repl_session_stats st;
+	uint64_t epoch = vmm_epoch(h->vmm);
 	int r;
 
 	repl_session_get_stats(h->session, &st);
-	if (h->state != STATE(SOLO) || !st.link_up || st.partner_epoch >= vmm_epoch(h->vmm))
+	if (h->state != STATE(SOLO) || !st.link_up || st.partner_epoch > epoch)
 		return;
+	if (st.partner_epoch == epoch) {
+		if (st.partner_state == STATE(SOLO))
+			return;
+		log_warning("%s is at our epoch %llu but %s: its resync ended there and not here; "
+			    "moving to epoch %llu to resync it",
+			    st.partner_id, (unsigned long long)epoch,
+			    codec_node_state_name(st.partner_state), (unsigned long long)epoch + 1);
+		if (vmm_set_epoch(h->vmm, epoch + 1) < 0) {
+			set_state(h, STATE(SOLO), "cannot record epoch %llu to resync %s",
+				  (unsigned long long)epoch + 1, st.partner_id);
+			return;
+		}
+	}
 	set_state(h, STATE(RESYNCING), "sending %s everything (it is at epoch %llu, we at %llu)",
 		  st.partner_id, (unsigned long long)st.partner_epoch,
 		  (unsigned long long)vmm_epoch(h->vmm));

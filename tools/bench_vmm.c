@@ -88,6 +88,9 @@ struct bench {
 		double mb_s, writes_s;
 	} tput[6];
 	size_t n_tput;
+	/* Each node's page blocks after the run: how they crossed the link. */
+	struct ftvm_node_status after[2];
+	bool have_after;
 };
 
 /* ---- processes ---- */
@@ -941,7 +944,46 @@ static int bench_throughput(struct bench *b)
 	return 0;
 }
 
+/* Both nodes' counters once the runs are done: whether the page blocks went
+ * one-sided (RDMA WRITE into landings) or inline, which the figures depend on. */
+static int bench_page_paths(struct bench *b)
+{
+	uint64_t deadline = clock_now_ms() + START_DEADLINE_MS;
+
+	for (int i = 0; i < 2; i++) {
+		struct ftvm_client *c;
+		int r = connect_node(b, i, deadline, &c);
+
+		if (r < 0)
+			return r;
+		r = ftvm_status(c, &b->after[i]);
+		if (r < 0)
+			fprintf(stderr, "status of node %s: %s: %s\n", b->nodes[i].name,
+				ftvm_strerror(r), ftvm_last_error(c));
+		ftvm_disconnect(c);
+		if (r < 0)
+			return r;
+	}
+	b->have_after = true;
+	return 0;
+}
+
 /* ---- output ---- */
+
+static void print_page_paths(const struct bench *b)
+{
+	printf("\npage blocks sent to the partner (transport %s):\n", b->after[0].transport);
+	for (int i = 0; i < 2; i++) {
+		const struct ftvm_node_status *st = &b->after[i];
+
+		printf("  node %c: %llu one-sided, %llu inline; the partner's taken %llu, "
+		       "refused %llu\n",
+		       'a' + i, (unsigned long long)st->pages_one_sided,
+		       (unsigned long long)st->pages_inline,
+		       (unsigned long long)st->landings_adopted,
+		       (unsigned long long)st->landings_refused);
+	}
+}
 
 static void print_table(const struct bench *b)
 {
@@ -981,6 +1023,8 @@ static void print_table(const struct bench *b)
 	printf("(whole-page writes for %u s, each client its own connection and pages, "
 	       "clients alternating\n between node a and node b; MB = 10^6 bytes)\n",
 	       b->seconds);
+	if (b->have_after)
+		print_page_paths(b);
 
 	if (!own4 || !partner4 || !b->floor_4k)
 		return;
@@ -1148,6 +1192,8 @@ int main(int argc, char **argv)
 		r = bench_latency(&b);
 	if (r == 0)
 		r = bench_throughput(&b);
+	if (r == 0)
+		r = bench_page_paths(&b);
 	for (int i = 0; i < 2; i++)
 		if (!proc_exited(&b.nodes[i]))
 			proc_stop(&b.nodes[i]);

@@ -1,0 +1,204 @@
+/* ha.c's rejoin decisions (node/HA.md, "Solo and rejoin") over fakes of the
+ * memory manager, the session and the fence slots: a survivor serving solo
+ * resyncs a partner behind it; a partner at its own epoch that does not
+ * serve (it took the epoch from a resync whose end never reached the
+ * survivor) is moved behind by a new epoch and resynced, instead of both
+ * waiting for ever; a partner at that epoch saying solo is left alone. The
+ * real vmm, session and slots are tested in test_session, test_sbd and the
+ * e2e failover tests. */
+#include <event2/event.h>
+
+#include "check.h"
+#include "codec.h"
+#include "ha.h"
+#include "session.h"
+#include "vmm.h"
+
+#define STATE(x) FTVM__PARTNER__NODE_STATE__NODE_STATE_##x
+
+/* ---- the fakes ---- */
+static uint64_t fake_epoch;
+static bool fake_was_solo;
+static enum vmm_mode fake_mode;
+static struct repl_session_stats fake_link;
+static unsigned resyncs_sent;
+static uint64_t resync_sent_at_epoch;
+static void (*slot_report)(const struct sbd_report *r, void *arg);
+static void *slot_report_arg;
+static uint32_t slot_state;
+static uint64_t slot_epoch;
+
+uint64_t vmm_epoch(const struct vmm *v)
+{
+	return fake_epoch;
+}
+
+int vmm_set_epoch(struct vmm *v, uint64_t epoch)
+{
+	fake_epoch = epoch;
+	return 0;
+}
+
+void vmm_set_mode(struct vmm *v, enum vmm_mode mode, const char *reason)
+{
+	fake_mode = mode;
+}
+
+bool vmm_was_solo(struct vmm *v)
+{
+	return fake_was_solo;
+}
+
+unsigned vmm_store_index(const struct vmm *v)
+{
+	return 0;
+}
+
+int vmm_takeover(struct vmm *v, const char *partner, struct vmm_takeover *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	return 0;
+}
+
+void vmm_set_resync_observer(struct vmm *v, vmm_resync_observer_fn fn, void *arg)
+{
+}
+
+int vmm_resync_send(struct vmm *v, uint64_t partner_applied_lsn, uint64_t partner_own_lsn,
+		    vmm_resync_done_fn done, void *arg)
+{
+	resyncs_sent++;
+	resync_sent_at_epoch = fake_epoch;
+	return 0;
+}
+
+void repl_session_get_stats(const struct repl_session *s, struct repl_session_stats *ret)
+{
+	*ret = fake_link;
+}
+
+const char *repl_session_partner_id(const struct repl_session *s)
+{
+	return fake_link.partner_id;
+}
+
+int sbd_start(struct event_base *base, const char *path, unsigned index, const char *node_id,
+	      uint32_t interval_ms, uint32_t state, uint64_t epoch,
+	      void (*changed)(const struct sbd_report *r, void *arg), void *arg, struct sbd **ret)
+{
+	slot_report = changed;
+	slot_report_arg = arg;
+	slot_state = state;
+	slot_epoch = epoch;
+	*ret = (struct sbd *)&slot_report; /* never dereferenced */
+	return 0;
+}
+
+void sbd_set(struct sbd *s, uint32_t state, uint64_t epoch)
+{
+	slot_state = state;
+	slot_epoch = epoch;
+}
+
+void sbd_request_fence(struct sbd *s, uint64_t epoch)
+{
+}
+
+const char *sbd_state_name(uint32_t state)
+{
+	return codec_node_state_name((int)state);
+}
+
+void sbd_stop(struct sbd *s, uint32_t final_state)
+{
+}
+
+/* ---- the scene ---- */
+static int node_state;
+
+static void on_state(int state, const char *reason, void *arg)
+{
+	node_state = state;
+}
+
+/* A node a that ran solo at epoch 5 before it restarted, its first slot
+ * round read (the partner's slot fresh and valid), the link still down. */
+static struct ha *start_solo_survivor(struct event_base *base, const struct ftvm_config *config)
+{
+	struct sbd_report report = { .own_written = true, .partner_valid = true };
+	struct ha *h;
+
+	fake_epoch = 5;
+	fake_was_solo = true;
+	resyncs_sent = 0;
+	memset(&fake_link, 0, sizeof(fake_link));
+	if (ha_new(base, config, NULL, NULL, on_state, NULL, &h) < 0)
+		die("ha_new");
+	snprintf(report.partner.node, sizeof(report.partner.node), "b");
+	report.partner.state = SBD_STATE_FENCED;
+	report.partner.epoch = 5;
+	slot_report(&report, slot_report_arg);
+	return h;
+}
+
+/* The partner's Hello came: at epoch, in state. */
+static void link_up(struct ha *h, uint64_t epoch, int state)
+{
+	fake_link.link_up = true;
+	snprintf(fake_link.partner_id, sizeof(fake_link.partner_id), "b");
+	fake_link.partner_epoch = epoch;
+	fake_link.partner_state = state;
+	ha_link_changed(h, true, "");
+}
+
+int main(void)
+{
+	struct ftvm_config config = { .id = "a", .heartbeat_ms = 100, .dead_after_ms = 500 };
+	struct event_base *base = event_base_new();
+	struct ha *h;
+
+	if (!base)
+		die("event_base_new");
+
+	h = start_solo_survivor(base, &config);
+	CHECK_INT("a node that ran solo serves solo again", STATE(SOLO), node_state);
+	CHECK_INT("... in solo mode", VMM_MODE_SOLO, fake_mode);
+	link_up(h, 4, STATE(STARTING));
+	CHECK_INT("a partner behind: resynced", 1, resyncs_sent);
+	CHECK_INT("... at our own epoch", 5, resync_sent_at_epoch);
+	CHECK_INT("... resyncing", STATE(RESYNCING), node_state);
+	ha_free(h, true);
+
+	/* The stranded pair: b took epoch 5 from a ResyncEnd whose answer never
+	 * reached a, then restarted (starting) or fenced itself. */
+	for (int i = 0; i < 2; i++) {
+		int partner_state = i ? STATE(FENCED) : STATE(STARTING);
+
+		h = start_solo_survivor(base, &config);
+		link_up(h, 5, partner_state);
+		CHECK_INT("a partner at our epoch, not serving: resynced", 1, resyncs_sent);
+		CHECK_INT("... from the next epoch", 6, resync_sent_at_epoch);
+		CHECK_INT("... recorded", 6, fake_epoch);
+		CHECK_INT("... our slot says it", 6, slot_epoch);
+		CHECK_INT("... resyncing", STATE(RESYNCING), node_state);
+		CHECK_INT("... in the slot", STATE(RESYNCING), slot_state);
+		ha_free(h, true);
+	}
+
+	h = start_solo_survivor(base, &config);
+	link_up(h, 5, STATE(SOLO));
+	CHECK_INT("a partner at our epoch saying solo: no resync", 0, resyncs_sent);
+	CHECK_INT("... the epoch kept", 5, fake_epoch);
+	CHECK_INT("... still solo", STATE(SOLO), node_state);
+	ha_free(h, true);
+
+	h = start_solo_survivor(base, &config);
+	link_up(h, 6, STATE(SOLO));
+	CHECK_INT("a partner ahead of us: no resync", 0, resyncs_sent);
+	CHECK_INT("... we fenced ourselves", STATE(FENCED), node_state);
+	ha_free(h, true);
+
+	event_base_free(base);
+	printf("%d checks, %d failed\n", checks, failures);
+	return failures ? 1 : 0;
+}
