@@ -18,6 +18,9 @@
 /* How long the owner keeps a page for a partner's ticket whose turn came
  * (VMM.md, "Fairness across the pair"). */
 #define VMM_TICKET_HOLD_MS 1000
+/* Blocks per ResyncLandings and per batch of landed ResyncPages: the runs of
+ * an answer and the batch stay far below the session's max_payload. */
+#define VMM_RESYNC_CHUNK 1024
 
 struct vmm_after_commit {
 	struct vmm_after_commit *next;
@@ -215,7 +218,8 @@ void vmm_landed_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_
  * (vmm_resync_landing.c, replica/RDMA.md "Resync") ---- */
 
 /* ResyncLandings: runs of frames[i] free frames for the first entries, in
- * order, as far as half the free frames go, held and put in ret; how many. */
+ * order, as far as half the free frames go (and VMM_RESYNC_CHUNK runs), held
+ * and put in ret; how many. */
 size_t vmm_resync_landings_open(struct vmm *v, const uint32_t *frames, size_t n,
 				Ftvm__Partner__Landing *ret);
 /* A ResyncPage at state for a's page: 1 when the page here is newer (a change

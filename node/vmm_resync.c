@@ -52,12 +52,12 @@ struct resync_send {
 	vmm_resync_done_fn done;
 	void *arg;
 	struct vmm_resync_stats stats;
-	/* One-sided: the staged blocks, the frames staging may still take, and
-	 * how many of the receiver's runs came for them. */
+	/* One-sided: the staged blocks, the frames staging may still take; the
+	 * chunk of them whose runs were asked for, and how many came. */
 	bool one_sided;
 	uint64_t stage_budget;
 	struct resync_staged *staged;
-	size_t n_staged, n_landed;
+	size_t n_staged, chunk_first, chunk_n, n_landed;
 	uint64_t end_lsn; /* the last LSN of the snapshot, for ResyncEnd */
 };
 
@@ -91,14 +91,14 @@ static void release(struct resync_send *rs)
 {
 	if (--rs->outstanding)
 		return;
-	rs->stats.ms = clock_now_ms() - rs->stats.ms;
-	rs->vmm->resync_send = NULL;
-	rs->done(rs->status, rs->reason, &rs->stats, rs->arg);
 	for (size_t i = 0; i < rs->n_staged; i++) {
 		staged_give_back(rs, &rs->staged[i]);
 		free(rs->staged[i].guid);
 	}
 	free(rs->staged);
+	rs->stats.ms = clock_now_ms() - rs->stats.ms;
+	rs->vmm->resync_send = NULL;
+	rs->done(rs->status, rs->reason, &rs->stats, rs->arg);
 	free(rs);
 }
 
@@ -370,9 +370,10 @@ static int compare_landing(const void *x, const void *y)
 	return a->to.frame < b->to.frame ? -1 : a->to.frame > b->to.frame;
 }
 
-/* The staged blocks that got a run, in one batch behind their WRITEs (sorted
- * by landing frame: neighbouring runs coalesce into fewer work requests).
- * A fallback error from the session: they go inline instead. */
+/* The chunk's blocks that got a run, in one batch behind their WRITEs
+ * (sorted by landing frame: neighbouring runs coalesce into fewer work
+ * requests; the transport posts them as write slots free). A fallback error
+ * from the session: they go inline instead. */
 static int send_landed(struct resync_send *rs)
 {
 	struct vmm *v = rs->vmm;
@@ -387,7 +388,7 @@ static int send_landed(struct resync_send *rs)
 	if (!envs || !env_ptrs || !pages || !named || !writes || !args)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
-		struct resync_staged *b = &rs->staged[i];
+		struct resync_staged *b = &rs->staged[rs->chunk_first + i];
 
 		ftvm__partner__envelope__init(&envs[i]);
 		ftvm__partner__resync_page__init(&pages[i]);
@@ -425,40 +426,55 @@ out:
 	return r;
 }
 
-/* After ResyncLandings' answer: the blocks that got a run one-sided, the
- * others inline (from their staging runs), then ResyncEnd: after every
- * page, on the same link. */
-static void send_rest(evutil_socket_t fd, short what, void *arg)
+/* The staged blocks from first on inline (from their staging runs). */
+static int send_staged_inline(struct resync_send *rs, size_t first, size_t end)
 {
-	struct resync_send *rs = arg;
 	struct vmm *v = rs->vmm;
-	size_t i = 0;
 	int r = 0;
 
-	vmm_before_request(v);
-	if (rs->n_landed) {
-		r = send_landed(rs);
-		if (r == 0)
-			i = rs->n_landed;
-		else if (vmm_landed_falls_back(r))
-			r = 0;
-	}
-	for (; r == 0 && i < rs->n_staged; i++) {
+	for (size_t i = first; r == 0 && i < end; i++) {
 		struct resync_staged *b = &rs->staged[i];
 
 		r = send_inline(rs, b->guid, b->page, frame_pool_addr(v->pool, b->frame),
 				b->block_size, &b->state);
 		staged_give_back(rs, b); /* the session copied the block */
 	}
+	return r;
+}
+
+static int send_landings_request(struct resync_send *rs);
+
+/* After ResyncLandings' answer: the chunk's blocks that got a run
+ * one-sided, the others inline; then the next chunk's ResyncLandings, or
+ * after the last ResyncEnd: after every page, on the same link. */
+static void send_rest(evutil_socket_t fd, short what, void *arg)
+{
+	struct resync_send *rs = arg;
+	size_t done = rs->chunk_first + rs->chunk_n, inline_from = rs->chunk_first;
+	int r = 0;
+
+	vmm_before_request(rs->vmm);
+	if (rs->n_landed) {
+		r = send_landed(rs);
+		if (r == 0)
+			inline_from += rs->n_landed;
+		else if (vmm_landed_falls_back(r))
+			r = 0;
+	}
+	if (r == 0)
+		r = send_staged_inline(rs, inline_from, done);
+	if (r == 0 && done < rs->n_staged) {
+		if (send_landings_request(rs) == 0)
+			goto out; /* the next chunk's answer goes on */
+		r = send_staged_inline(rs, done, rs->n_staged);
+	}
 	if (r == 0)
 		r = send_end(rs);
+out:
 	if (r < 0)
 		fail(rs, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
 		     "cannot send the resync's blocks");
-	log_info("resync: %zu blocks one-sided, %zu inline after the snapshot, to %s",
-		 r == 0 ? rs->n_landed : 0, rs->n_staged - (r == 0 ? rs->n_landed : 0),
-		 vmm_partner_id(v));
-	release(rs); /* ResyncLandings' hold */
+	release(rs); /* the answered ResyncLandings' hold */
 }
 
 /* The receiver's runs, a prefix of what was asked (none: all inline; an
@@ -472,9 +488,9 @@ static void on_landings(const CommandComplete *cc, void *arg)
 
 	note_applied(rs, cc);
 	if (cc->status == FTVM__PARTNER__STATUS__STATUS_OK)
-		for (; k < cc->n_landings && k < rs->n_staged; k++) {
+		for (; k < cc->n_landings && k < rs->chunk_n; k++) {
 			const Ftvm__Partner__Landing *l = cc->landings[k];
-			struct resync_staged *b = &rs->staged[k];
+			struct resync_staged *b = &rs->staged[rs->chunk_first + k];
 
 			if ((uint64_t)l->frames * rs->vmm->config->page_size != b->block_size)
 				break;
@@ -493,28 +509,33 @@ static void on_landings(const CommandComplete *cc, void *arg)
 	}
 }
 
-/* Runs for the staged blocks, in their order. ResyncEnd waits for them. */
+/* Runs for the next chunk of staged blocks, in their order. ResyncEnd
+ * waits for them. */
 static int send_landings_request(struct resync_send *rs)
 {
 	struct vmm *v = rs->vmm;
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 	Ftvm__Partner__ResyncLandings m = FTVM__PARTNER__RESYNC_LANDINGS__INIT;
-	uint32_t *frames = calloc(rs->n_staged, sizeof(*frames));
+	size_t first = rs->chunk_first + rs->chunk_n, n = rs->n_staged - first;
+	uint32_t frames[VMM_RESYNC_CHUNK];
 	int r;
 
-	if (!frames)
-		return -ENOMEM;
-	for (size_t i = 0; i < rs->n_staged; i++)
-		frames[i] = rs->staged[i].block_size / v->config->page_size;
-	m.n_frames = rs->n_staged;
+	if (n > VMM_RESYNC_CHUNK)
+		n = VMM_RESYNC_CHUNK;
+	for (size_t i = 0; i < n; i++)
+		frames[i] = rs->staged[first + i].block_size / v->config->page_size;
+	m.n_frames = n;
 	m.frames = frames;
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_LANDINGS;
 	env.resync_landings = &m;
 	r = repl_session_request(v->session, &env, v->config->request_timeout_ms, on_landings, rs);
-	if (r == 0)
-		rs->outstanding++;
-	free(frames);
-	return r;
+	if (r < 0)
+		return r;
+	rs->outstanding++;
+	rs->chunk_first = first;
+	rs->chunk_n = n;
+	rs->n_landed = 0;
+	return 0;
 }
 
 /* Everything, or what changed: the allocations touched since, whole, and
@@ -551,16 +572,11 @@ static int send_snapshot(struct resync_send *rs)
 		return r;
 	/* Everything journalled here until now is in the snapshot. */
 	rs->end_lsn = pagetable_reserve_lsn(v->pt);
-	if (!rs->n_staged)
-		return send_end(rs);
-	r = send_landings_request(rs);
-	if (r == 0)
+	if (rs->n_staged && send_landings_request(rs) == 0)
 		return 0;
 	/* Not sent: the staged blocks go inline now, as they would have. */
-	rs->n_landed = 0;
-	rs->outstanding++; /* send_rest releases it */
-	send_rest(-1, 0, rs);
-	return 0;
+	r = send_staged_inline(rs, 0, rs->n_staged);
+	return r < 0 ? r : send_end(rs);
 }
 
 static void start_when_settled(evutil_socket_t fd, short what, void *arg);

@@ -57,6 +57,8 @@ size_t vmm_resync_landings_open(struct vmm *v, const uint32_t *frames, size_t n,
 
 	if (!repl_session_one_sided(v->session))
 		return 0;
+	if (n > VMM_RESYNC_CHUNK)
+		n = VMM_RESYNC_CHUNK;
 	for (; k < n && frames[k] && frames[k] <= budget; k++) {
 		struct vmm_resync_landing *l = calloc(1, sizeof(*l));
 		uint64_t first;
