@@ -57,7 +57,7 @@ struct resync_send {
 	bool one_sided;
 	uint64_t stage_budget;
 	struct resync_staged *staged;
-	size_t n_staged, chunk_first, chunk_n, n_landed;
+	size_t n_staged, cap_staged, chunk_first, chunk_n, n_landed;
 	uint64_t end_lsn; /* the last LSN of the snapshot, for ResyncEnd */
 };
 
@@ -163,6 +163,15 @@ out:
 	return r;
 }
 
+/* What a page's block is of: its state at the snapshot. */
+static void page_state(const struct vmm_alloc *a, uint64_t page, Ftvm__Partner__PageState *ret)
+{
+	ftvm__partner__page_state__init(ret);
+	ret->version = a->page[page].version;
+	ret->crc32c = a->page[page].crc32c;
+	ret->dirty = a->page[page].dirty;
+}
+
 static int send_inline(struct resync_send *rs, const char *guid, uint64_t page, const void *data,
 		       uint32_t block_size, const Ftvm__Partner__PageState *state)
 {
@@ -197,12 +206,17 @@ static int stage(struct resync_send *rs, const struct vmm_alloc *a, uint64_t pag
 	if (frames > rs->stage_budget ||
 	    frame_pool_take_within(v->pool, frames, v->pool_block_frames, &first) < 0)
 		return -ENOSPC;
-	grown = realloc(rs->staged, (rs->n_staged + 1) * sizeof(*grown));
-	if (!grown) {
-		frame_pool_give(v->pool, first, frames);
-		return -ENOMEM;
+	if (rs->n_staged == rs->cap_staged) {
+		size_t cap = rs->cap_staged ? 2 * rs->cap_staged : 64;
+
+		grown = realloc(rs->staged, cap * sizeof(*grown));
+		if (!grown) {
+			frame_pool_give(v->pool, first, frames);
+			return -ENOMEM;
+		}
+		rs->staged = grown;
+		rs->cap_staged = cap;
 	}
-	rs->staged = grown;
 	b = &rs->staged[rs->n_staged];
 	memset(b, 0, sizeof(*b));
 	b->guid = strdup(a->guid);
@@ -215,10 +229,7 @@ static int stage(struct resync_send *rs, const struct vmm_alloc *a, uint64_t pag
 	b->rs = rs;
 	b->page = page;
 	b->block_size = a->block_size;
-	ftvm__partner__page_state__init(&b->state);
-	b->state.version = a->page[page].version;
-	b->state.crc32c = a->page[page].crc32c;
-	b->state.dirty = a->page[page].dirty;
+	page_state(a, page, &b->state);
 	b->frame = first;
 	b->holds = true;
 	memcpy(frame_pool_addr(v->pool, first), vmm_block_addr(v, a, page), a->block_size);
@@ -230,22 +241,19 @@ static int stage(struct resync_send *rs, const struct vmm_alloc *a, uint64_t pag
  * others from the store (a stale page has nothing here to send). */
 static int send_page(struct resync_send *rs, const struct vmm_alloc *a, uint64_t page)
 {
-	Ftvm__Partner__PageState state = FTVM__PARTNER__PAGE_STATE__INIT;
-	int r;
+	Ftvm__Partner__PageState state;
+	int r = 0;
 
 	if (!a->page[page].resident)
 		return 0;
-	rs->stats.pages++;
-	rs->stats.bytes += a->block_size;
-	if (rs->one_sided && stage(rs, a, page) == 0)
-		return 0;
-	state.version = a->page[page].version;
-	state.crc32c = a->page[page].crc32c;
-	state.dirty = a->page[page].dirty;
-	r = send_inline(rs, a->guid, page, vmm_block_addr(rs->vmm, a, page), a->block_size, &state);
-	if (r < 0) {
-		rs->stats.pages--;
-		rs->stats.bytes -= a->block_size;
+	if (!rs->one_sided || stage(rs, a, page) < 0) {
+		page_state(a, page, &state);
+		r = send_inline(rs, a->guid, page, vmm_block_addr(rs->vmm, a, page), a->block_size,
+				&state);
+	}
+	if (r == 0) {
+		rs->stats.pages++;
+		rs->stats.bytes += a->block_size;
 	}
 	return r;
 }
