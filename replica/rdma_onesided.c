@@ -141,3 +141,13 @@ void rdma_onesided_completed(struct rdma_conn *c, uint64_t wr_id)
 {
 	c->free_write_slots += RDMA_WR_INDEX(wr_id);
 }
+
+bool rdma_conn_writes_pending(const struct rdma_conn *c)
+{
+	if (c->free_write_slots < RDMA_WRITE_SLOTS)
+		return true;
+	for (const struct rdma_out_msg *m = c->out_head; m; m = m->next)
+		if (m->writes)
+			return true;
+	return false;
+}

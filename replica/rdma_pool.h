@@ -19,6 +19,9 @@ struct rdma_pool {
 	struct ibv_pd *pd;
 	struct rdma_reg_verbs reg;   /* the registration table's ctx: pd and access */
 	struct rdma_regtable *table; /* NULL until attached */
+	uint8_t *base;		     /* the pool, in blocks of block_bytes */
+	uint64_t length, block_bytes;
+	uint64_t purged; /* stale registrations deregistered since the attach */
 };
 
 /* The shared protection domain for a connection on verbs (allocated on the
@@ -37,6 +40,16 @@ uint32_t rdma_pool_blocks(const struct rdma_pool *p);
  * opened the device (no domain to register on), -EOPNOTSUPP unattached. */
 int rdma_pool_use_range(struct rdma_pool *p, const void *addr, uint64_t length,
 			struct rdma_block_key *ret, char *reason, size_t reason_len);
+
+/* The frame pool shrank or grew by block (replica/RDMA.md, "The pool grows
+ * and shrinks"): rdma_regtable_remove, or rdma_regtable_add_at its own
+ * bytes. */
+int rdma_pool_block_out(struct rdma_pool *p, uint32_t block, char *reason, size_t reason_len);
+int rdma_pool_block_in(struct rdma_pool *p, uint32_t block, char *reason, size_t reason_len);
+
+/* Deregisters the stale registrations (the caller knows no WRITE is in
+ * flight against them): how many went, or the first error. */
+int rdma_pool_purge(struct rdma_pool *p, char *reason, size_t reason_len);
 
 /* Deregisters the pool's blocks and frees the domain: after every connection
  * on it is gone. */
