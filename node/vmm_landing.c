@@ -97,7 +97,7 @@ bool vmm_landing_open(struct vmm *v, struct vmm_alloc *a, uint64_t page, const c
 		give_back(v, old);
 	/* Free frames only: a pointer write never waits nor evicts for a landing,
 	 * it goes inline without one. */
-	if (frame_pool_take_within(v->pool, frames, v->pool_block_frames, &first) < 0)
+	if (frame_pool_take(v->pool, frames, &first) < 0)
 		return false;
 	l = calloc(1, sizeof(*l));
 	r = l ? repl_session_landing_open(v->session, first, frames, &l->at) : -ENOMEM;
