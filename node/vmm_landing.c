@@ -45,9 +45,10 @@ static uint64_t gcd(uint64_t a, uint64_t b)
 }
 
 /* [memory] pool_block_size (64 MiB by default: few registrations even for a
- * large pool, each quick enough to make on first use). Rounded up to a multiple of every policy's
- * block (the largest one's, when they are powers of two) so that no frames are stranded at a
- * block's end where no landing run fits. A pool smaller than that is one block. */
+ * large pool, each quick enough to make on first use). Rounded up to a
+ * multiple of every policy's block (the largest one's, when they are powers
+ * of two) so that no frames are stranded at a block's end where no landing
+ * run fits. A pool smaller than that is one block. */
 uint64_t vmm_landing_block_frames(const struct ftvm_config *c)
 {
 	uint64_t total = c->memory_size / c->page_size;
