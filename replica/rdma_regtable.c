@@ -325,6 +325,11 @@ int rdma_regtable_purge(struct rdma_regtable *t, char *reason, size_t reason_len
 	return first_error ? first_error : purged;
 }
 
+bool rdma_regtable_registered(const struct rdma_regtable *t, uint32_t block)
+{
+	return block < t->max_blocks && t->slot[block].registered;
+}
+
 void rdma_regtable_count(const struct rdma_regtable *t, uint32_t *ret_current, uint32_t *ret_stale)
 {
 	*ret_current = *ret_stale = 0;

@@ -119,6 +119,10 @@ int rdma_regtable_check(const struct rdma_regtable *t, uint32_t block, uint64_t 
  * error of dereg: the ones that failed stay stale for the next purge. */
 int rdma_regtable_purge(struct rdma_regtable *t, char *reason, size_t reason_len);
 
+/* Whether slot block holds a registration, current or stale: memory that
+ * left the region may be released once it holds none. */
+bool rdma_regtable_registered(const struct rdma_regtable *t, uint32_t block);
+
 /* How many slots hold a current registration, and how many a stale one. */
 void rdma_regtable_count(const struct rdma_regtable *t, uint32_t *ret_current, uint32_t *ret_stale);
 
