@@ -290,6 +290,8 @@ static void reply_status(struct node *n, struct client_call *call)
 	st.registrations_current = counts.registrations_current;
 	st.registrations_stale = counts.registrations_stale;
 	st.registrations_purged = counts.registrations_purged;
+	st.staging_slabs = counts.staging_slabs;
+	st.staging_allocated = counts.staging_allocated;
 	st.page_size = n->config->page_size;
 	st.pid = getpid();
 

@@ -49,6 +49,10 @@ struct vmm_counts {
 	uint64_t pool_grown, pool_shrunk;
 	uint32_t registrations_current, registrations_stale;
 	uint64_t registrations_purged;
+	/* Staging slabs (one-sided sources not in the pool): mapped now, and
+	 * since start. */
+	uint32_t staging_slabs;
+	uint64_t staging_allocated;
 };
 
 /* Opens the page table under state_dir, creates the frame pool and loads

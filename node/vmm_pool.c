@@ -3,8 +3,8 @@
  * shrinks"). frame_pool.c decides when a block comes in (a take with no free
  * run) and whether one may leave (frame_pool_shrink); here a block's coming
  * and going is told to the session, and a tick on the event loop lets one
- * block go at a time and purges stale registrations once no RDMA WRITE is in
- * flight. */
+ * block go at a time, lets the staging slabs idle since the last tick go,
+ * and purges stale registrations once no RDMA WRITE is in flight. */
 #include "vmm_internal.h"
 
 #include <errno.h>
@@ -76,6 +76,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	if (r < 0)
 		log_warning("frame pool block %u left, but its memory did not go back: %s", block,
 			    strerror(-r));
+	repl_session_staging_trim(v->session);
 	purge(v);
 }
 
@@ -123,4 +124,6 @@ void vmm_pool_counts(struct vmm *v, struct vmm_counts *ret)
 	ret->registrations_current = reg.current;
 	ret->registrations_stale = reg.stale;
 	ret->registrations_purged = reg.purged;
+	ret->staging_slabs = reg.staging_slabs;
+	ret->staging_allocated = reg.staging_allocated;
 }

@@ -1237,3 +1237,28 @@ void repl_session_pool_stats(const struct repl_session *s, struct repl_pool_stat
 	if (pool_attached(s))
 		s->transport->ops->pool_stats(s->transport, ret);
 }
+
+int repl_session_staging_take(struct repl_session *s, uint64_t length, void **ret_addr)
+{
+	char reason[160];
+	int r;
+
+	if (!pool_attached(s))
+		return -EOPNOTSUPP;
+	r = s->transport->ops->staging_take(s->transport, length, ret_addr, reason, sizeof(reason));
+	if (r < 0)
+		log_debug("no staging slab of %" PRIu64 " bytes: %s", length, reason);
+	return r;
+}
+
+void repl_session_staging_give(struct repl_session *s, void *addr)
+{
+	if (pool_attached(s))
+		s->transport->ops->staging_give(s->transport, addr);
+}
+
+void repl_session_staging_trim(struct repl_session *s)
+{
+	if (pool_attached(s))
+		s->transport->ops->staging_trim(s->transport);
+}

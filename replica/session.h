@@ -186,3 +186,12 @@ int repl_session_pool_block_in(struct repl_session *s, uint32_t block, char *rea
 int repl_session_pool_purge(struct repl_session *s, char *reason, size_t reason_len);
 /* The pool's registrations (all 0 without a pool). */
 void repl_session_pool_stats(const struct repl_session *s, struct repl_pool_stats *ret);
+
+/* O: a registered staging slab of at least length bytes, the source of one
+ * one-sided write whose block is in no frame of the pool, taken until
+ * repl_session_staging_give (after the answer). -EOPNOTSUPP without a pool,
+ * -ENOSPC when every slab is taken: the caller sends inline. */
+int repl_session_staging_take(struct repl_session *s, uint64_t length, void **ret_addr);
+void repl_session_staging_give(struct repl_session *s, void *addr);
+/* The staging slabs idle since the last call go (unmapped at a purge). */
+void repl_session_staging_trim(struct repl_session *s);

@@ -43,12 +43,15 @@ struct repl_remote_write {
 	uint64_t length;
 };
 
-/* The pool's registrations, for status: blocks registered now, stale
- * registrations waiting for a purge, and those purged since the attach. */
+/* The registrations of the pool and the staging slabs, for status:
+ * registered now, stale ones waiting for a purge, and those purged since the
+ * attach; the staging slabs mapped now and since the attach. */
 struct repl_pool_stats {
 	uint32_t current;
 	uint32_t stale;
 	uint64_t purged;
+	uint32_t staging_slabs;
+	uint64_t staging_allocated;
 };
 
 struct repl_transport_ops {
@@ -103,6 +106,14 @@ struct repl_transport_ops {
 	 * stale key); a deregistration's error. */
 	int (*pool_purge)(struct repl_transport *t, char *reason, size_t reason_len);
 	void (*pool_stats)(const struct repl_transport *t, struct repl_pool_stats *ret);
+	/* A staging slab of at least length bytes for the source of one write
+	 * (send_after_writes takes it as a source like a frame of the pool),
+	 * taken until staging_give. -ENOSPC when every slab is taken. */
+	int (*staging_take)(struct repl_transport *t, uint64_t length, void **ret_addr,
+			    char *reason, size_t reason_len);
+	int (*staging_give)(struct repl_transport *t, void *addr);
+	/* The slabs idle since the last call leave; pool_purge unmaps them. */
+	int (*staging_trim)(struct repl_transport *t);
 	/* c can take part in one-sided page data: the pool is attached and c's
 	 * queue pair is on the pool's protection domain. */
 	bool (*conn_one_sided)(const struct repl_conn *c);

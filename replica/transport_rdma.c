@@ -510,10 +510,43 @@ static int rdma_pool_purge_op(struct repl_transport *base, char *reason, size_t 
 static void rdma_pool_stats_op(const struct repl_transport *base, struct repl_pool_stats *ret)
 {
 	const struct rdma_pool *p = &((const struct rdma_transport *)base)->pool;
+	struct rdma_staging_stats st;
+	uint32_t current, stale;
 
 	*ret = (struct repl_pool_stats){ .purged = p->purged };
-	if (p->table)
-		rdma_regtable_count(p->table, &ret->current, &ret->stale);
+	if (!p->table)
+		return;
+	rdma_regtable_count(p->table, &ret->current, &ret->stale);
+	rdma_staging_get_stats(p->staging, &st);
+	ret->staging_slabs = st.slabs;
+	ret->staging_allocated = st.allocated;
+	rdma_staging_count(p->staging, &current, &stale);
+	ret->current += current;
+	ret->stale += stale;
+}
+
+static int rdma_staging_take_op(struct repl_transport *base, uint64_t length, void **ret_addr,
+				char *reason, size_t reason_len)
+{
+	struct rdma_pool *p = &((struct rdma_transport *)base)->pool;
+
+	if (!p->staging)
+		return reason_fail(reason, reason_len, -EOPNOTSUPP, "no pool attached");
+	return rdma_staging_take(p->staging, length, ret_addr, reason, reason_len);
+}
+
+static int rdma_staging_give_op(struct repl_transport *base, void *addr)
+{
+	struct rdma_pool *p = &((struct rdma_transport *)base)->pool;
+
+	return p->staging ? rdma_staging_give(p->staging, addr) : -ENOENT;
+}
+
+static int rdma_staging_trim_op(struct repl_transport *base)
+{
+	struct rdma_pool *p = &((struct rdma_transport *)base)->pool;
+
+	return p->staging ? rdma_staging_trim(p->staging) : 0;
 }
 
 const struct repl_transport_ops repl_transport_rdma = {
@@ -533,6 +566,9 @@ const struct repl_transport_ops repl_transport_rdma = {
 	.pool_block_in = rdma_pool_block_in_op,
 	.pool_purge = rdma_pool_purge_op,
 	.pool_stats = rdma_pool_stats_op,
+	.staging_take = rdma_staging_take_op,
+	.staging_give = rdma_staging_give_op,
+	.staging_trim = rdma_staging_trim_op,
 	.conn_one_sided = rdma_onesided_conn_ok,
 	.conn_remote_open = rdma_onesided_remote_open,
 	.conn_remote_update = rdma_onesided_remote_update,

@@ -559,6 +559,8 @@ static void status_from_reply(const Ftvm__Client__StatusReply *s, struct ftvm_no
 	ret->registrations_current = s->registrations_current;
 	ret->registrations_stale = s->registrations_stale;
 	ret->registrations_purged = s->registrations_purged;
+	ret->staging_slabs = s->staging_slabs;
+	ret->staging_allocated = s->staging_allocated;
 }
 
 /* Asks the node at the end of conn for its status; -errno when it did not

@@ -212,6 +212,8 @@ struct ftvm_node_status {
 	uint32_t registrations_current; /**< RDMA registrations of the pool now (0 over TCP) */
 	uint32_t registrations_stale;	/**< left behind by blocks that left, to be purged */
 	uint64_t registrations_purged;	/**< stale registrations deregistered since start */
+	uint32_t staging_slabs;		/**< registered staging slabs mapped now */
+	uint64_t staging_allocated;	/**< ... and since start */
 };
 
 /**
