@@ -380,6 +380,12 @@ static void status_print_text(const struct ftvm_node_status *st)
 	       " granted\n",
 	       st->pages_one_sided, st->pages_inline, st->landings_adopted, st->landings_refused,
 	       st->landings_granted);
+	printf("pool: %" PRIu32 " of %" PRIu32 " blocks of %" PRIu64 " bytes in use (%" PRIu64
+	       " grown, %" PRIu64 " shrunk); registrations: %" PRIu32 " current, %" PRIu32
+	       " stale, %" PRIu64 " purged; staging slabs: %" PRIu32 " (%" PRIu64 " since start)\n",
+	       st->pool_blocks_in_use, st->pool_blocks, st->pool_block_bytes, st->pool_grown,
+	       st->pool_shrunk, st->registrations_current, st->registrations_stale,
+	       st->registrations_purged, st->staging_slabs, st->staging_allocated);
 }
 
 static int status_print_json(const struct ftvm_node_status *st)
@@ -390,14 +396,21 @@ static int status_print_json(const struct ftvm_node_status *st)
 	json_object *allocations = json_object_new_object();
 	json_object *page_writes = json_object_new_object();
 	json_object *landings = json_object_new_object();
+	json_object *pool = json_object_new_object();
+	json_object *registrations = json_object_new_object();
+	json_object *staging = json_object_new_object();
 
-	if (!o || !partner || !frames || !allocations || !page_writes || !landings) {
+	if (!o || !partner || !frames || !allocations || !page_writes || !landings || !pool ||
+	    !registrations || !staging) {
 		json_object_put(o);
 		json_object_put(partner);
 		json_object_put(frames);
 		json_object_put(allocations);
 		json_object_put(page_writes);
 		json_object_put(landings);
+		json_object_put(pool);
+		json_object_put(registrations);
+		json_object_put(staging);
 		fprintf(stderr, "ftvmctl: out of memory\n");
 		return EXIT_FAILED;
 	}
@@ -452,6 +465,23 @@ static int status_print_json(const struct ftvm_node_status *st)
 	json_object_object_add(landings, "refused", json_object_new_uint64(st->landings_refused));
 	json_object_object_add(landings, "granted", json_object_new_uint64(st->landings_granted));
 	json_object_object_add(o, "landings", landings);
+	json_object_object_add(pool, "blocks", json_object_new_uint64(st->pool_blocks));
+	json_object_object_add(pool, "blocks_in_use",
+			       json_object_new_uint64(st->pool_blocks_in_use));
+	json_object_object_add(pool, "block_bytes", json_object_new_uint64(st->pool_block_bytes));
+	json_object_object_add(pool, "grown", json_object_new_uint64(st->pool_grown));
+	json_object_object_add(pool, "shrunk", json_object_new_uint64(st->pool_shrunk));
+	json_object_object_add(o, "pool", pool);
+	json_object_object_add(registrations, "current",
+			       json_object_new_uint64(st->registrations_current));
+	json_object_object_add(registrations, "stale",
+			       json_object_new_uint64(st->registrations_stale));
+	json_object_object_add(registrations, "purged",
+			       json_object_new_uint64(st->registrations_purged));
+	json_object_object_add(o, "registrations", registrations);
+	json_object_object_add(staging, "slabs", json_object_new_uint64(st->staging_slabs));
+	json_object_object_add(staging, "allocated", json_object_new_uint64(st->staging_allocated));
+	json_object_object_add(o, "staging", staging);
 
 	print_json(o);
 	json_object_put(o);
