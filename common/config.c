@@ -65,6 +65,7 @@ enum key_index {
 	KEY_SYNCHRONOUS,
 	KEY_SIZE,
 	KEY_PAGE_SIZE,
+	KEY_POOL_BLOCK_SIZE,
 	KEY_STORE_PATH,
 	KEY_STORE_SIZE,
 	KEY_HEARTBEAT_MS,
@@ -424,6 +425,19 @@ static int set_size(struct parser *p, const char *v)
 	return 0;
 }
 
+static int set_pool_block_size(struct parser *p, const char *v)
+{
+	uint64_t n;
+	int r = parse_size_value(p, v, &n);
+
+	if (r < 0)
+		return r;
+	if (n == 0)
+		return fail_key(p, "'%s' is too small (want at least one page)", v);
+	p->c->pool_block_size = n;
+	return 0;
+}
+
 static int set_page_size(struct parser *p, const char *v)
 {
 	uint64_t n;
@@ -523,6 +537,7 @@ static const struct key keys[N_KEYS] = {
 	[KEY_SYNCHRONOUS] = { SECTION_NODE, "synchronous", set_synchronous },
 	[KEY_SIZE] = { SECTION_MEMORY, "size", set_size },
 	[KEY_PAGE_SIZE] = { SECTION_MEMORY, "page_size", set_page_size },
+	[KEY_POOL_BLOCK_SIZE] = { SECTION_MEMORY, "pool_block_size", set_pool_block_size },
 	[KEY_STORE_PATH] = { SECTION_STORE, "path", set_store_path },
 	[KEY_STORE_SIZE] = { SECTION_STORE, "size", set_store_size },
 	[KEY_HEARTBEAT_MS] = { SECTION_FAILOVER, "heartbeat_ms", set_heartbeat_ms },
@@ -757,7 +772,13 @@ static int check_memory(struct parser *p)
 {
 	const struct ftvm_config *c = p->c;
 	unsigned ls = p->line_of[KEY_SIZE], lp = p->line_of[KEY_PAGE_SIZE];
+	unsigned lb = p->line_of[KEY_POOL_BLOCK_SIZE];
 
+	if (c->pool_block_size % c->page_size != 0)
+		return fail(p, lb ? lb : lp, "memory", lb ? "pool_block_size" : "page_size",
+			    "pool_block_size (%" PRIu64
+			    " bytes) is not a multiple of page_size (%" PRIu32 ")",
+			    c->pool_block_size, c->page_size);
 	if (c->memory_size % c->page_size == 0)
 		return 0;
 	if (ls >= lp)
@@ -907,6 +928,7 @@ static int config_new(struct parser *p, struct ftvm_config **ret)
 	c->log_level = LOG_LEVEL_INFO;
 	c->memory_size = UINT64_C(256) << 20;
 	c->page_size = 4096;
+	c->pool_block_size = UINT64_C(64) << 20;
 	c->heartbeat_ms = 100;
 	c->dead_after_ms = 500;
 	c->request_timeout_ms = 5000;

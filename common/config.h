@@ -51,6 +51,9 @@ struct ftvm_config {
 	/* [memory] */
 	uint64_t memory_size;
 	uint32_t page_size;
+	/* The registration block the pool grows and shrinks by; key
+	 * pool_block_size, default 64M (node/VMM.md, "Replacement"). */
+	uint64_t pool_block_size;
 
 	/* [store] */
 	char *store_path;    /* absolute */

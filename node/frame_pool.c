@@ -1,11 +1,23 @@
-#define _GNU_SOURCE /* memfd_create */
+#define _GNU_SOURCE /* memfd_create, fallocate */
 #include "frame_pool.h"
 
 #include <errno.h>
-#include <stdbool.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+/* A block's states (replica/RDMA.md, "The pool grows and shrinks"):
+ *
+ *   in use  --frame_pool_shrink: wholly free, enough free elsewhere-->  out
+ *   out     --frame_pool_take: no run free in the blocks in use------>  in use
+ *
+ * Out, a block has no frame taken and its memory was punched out of the
+ * memfd; it comes back as zeroes. */
+struct pool_block {
+	bool in_use;
+	uint64_t n_free;
+};
 
 struct frame_pool {
 	int fd;
@@ -13,9 +25,14 @@ struct frame_pool {
 	uint64_t size;
 	uint32_t page_size;
 	uint64_t total;
-	uint64_t n_free;
-	uint64_t *used; /* one bit per frame */
-	uint64_t hint;	/* where the next search starts */
+	uint64_t n_free; /* in every block, in use or not */
+	uint64_t *used;	 /* one bit per frame */
+	uint64_t block_frames;
+	uint32_t n_blocks;
+	struct pool_block *block;
+	uint64_t grown, shrunk;
+	frame_pool_block_fn block_fn;
+	void *block_arg;
 };
 
 static bool is_used(const struct frame_pool *p, uint64_t f)
@@ -33,21 +50,44 @@ static void mark(struct frame_pool *p, uint64_t first, uint32_t n, bool used)
 	}
 }
 
-int frame_pool_new(uint64_t size, uint32_t page_size, struct frame_pool **ret)
+static uint64_t block_len(const struct frame_pool *p, uint32_t b)
+{
+	uint64_t first = (uint64_t)b * p->block_frames;
+
+	return p->total - first < p->block_frames ? p->total - first : p->block_frames;
+}
+
+int frame_pool_new(uint64_t size, uint32_t page_size, uint64_t block_frames,
+		   struct frame_pool **ret)
 {
 	struct frame_pool *p = calloc(1, sizeof(*p));
 	int r;
 
 	if (!p)
 		return -ENOMEM;
+	p->fd = -1;
 	p->size = size;
 	p->page_size = page_size;
 	p->total = size / page_size;
 	p->n_free = p->total;
+	p->block_frames = block_frames && block_frames < p->total ? block_frames : p->total;
+	if (p->total == 0 || (p->total - 1) / p->block_frames >= UINT32_MAX) {
+		r = -EINVAL;
+		goto fail;
+	}
+	p->n_blocks = (uint32_t)((p->total - 1) / p->block_frames + 1);
 	p->used = calloc((p->total + 63) / 64, sizeof(uint64_t));
+	p->block = calloc(p->n_blocks, sizeof(*p->block));
+	if (!p->used || !p->block) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	for (uint32_t b = 0; b < p->n_blocks; b++)
+		p->block[b].n_free = block_len(p, b);
+	p->block[0].in_use = true;
 	p->fd = memfd_create("ftvm-frames", MFD_CLOEXEC);
-	if (!p->used || p->fd < 0) {
-		r = p->used ? -errno : -ENOMEM;
+	if (p->fd < 0) {
+		r = -errno;
 		goto fail;
 	}
 	if (ftruncate(p->fd, (off_t)size) < 0) {
@@ -76,21 +116,30 @@ void frame_pool_free(struct frame_pool *p)
 	if (p->fd >= 0)
 		close(p->fd);
 	free(p->used);
+	free(p->block);
 	free(p);
 }
 
-/* First fit from the hint, wrapping once. A run never crosses a multiple of
- * boundary frames (the end of the pool is one). */
-static int take_run(struct frame_pool *p, uint32_t n, uint64_t boundary, uint64_t *ret_first)
+void frame_pool_set_block_fn(struct frame_pool *p, frame_pool_block_fn fn, void *arg)
 {
+	p->block_fn = fn;
+	p->block_arg = arg;
+}
+
+/* First fit of n frames in block b. */
+static int take_in(struct frame_pool *p, uint32_t b, uint32_t n, uint64_t *ret_first)
+{
+	uint64_t first = (uint64_t)b * p->block_frames, end = first + block_len(p, b);
 	uint64_t run = 0, start = 0;
 
-	if (n == 0 || n > p->n_free)
+	if (p->block[b].n_free < n)
 		return -ENOSPC;
-	for (uint64_t i = 0; i < p->total; i++) {
-		uint64_t f = (p->hint + i) % p->total;
-		if (f % boundary == 0)
-			run = 0; /* a run never wraps around the end, nor crosses a boundary */
+	for (uint64_t f = first; f < end; f++) {
+		if (f % 64 == 0 && f + 64 <= end && p->used[f / 64] == UINT64_MAX) {
+			run = 0;
+			f += 63; /* a word of taken frames at once */
+			continue;
+		}
 		if (is_used(p, f)) {
 			run = 0;
 			continue;
@@ -99,8 +148,8 @@ static int take_run(struct frame_pool *p, uint32_t n, uint64_t boundary, uint64_
 			start = f;
 		if (run == n) {
 			mark(p, start, n, true);
+			p->block[b].n_free -= n;
 			p->n_free -= n;
-			p->hint = (start + n) % p->total;
 			*ret_first = start;
 			return 0;
 		}
@@ -110,21 +159,56 @@ static int take_run(struct frame_pool *p, uint32_t n, uint64_t boundary, uint64_
 
 int frame_pool_take(struct frame_pool *p, uint32_t n, uint64_t *ret_first)
 {
-	return take_run(p, n, p->total, ret_first);
-}
-
-int frame_pool_take_within(struct frame_pool *p, uint32_t n, uint64_t boundary_frames,
-			   uint64_t *ret_first)
-{
-	if (boundary_frames == 0 || n > boundary_frames)
+	if (n == 0 || n > p->block_frames)
 		return -EINVAL;
-	return take_run(p, n, boundary_frames, ret_first);
+	for (uint32_t b = 0; b < p->n_blocks; b++)
+		if (p->block[b].in_use && take_in(p, b, n, ret_first) == 0)
+			return 0;
+	/* Grow before anyone evicts: the lowest block not in use that holds n. */
+	for (uint32_t b = 0; b < p->n_blocks; b++) {
+		if (p->block[b].in_use || block_len(p, b) < n)
+			continue;
+		p->block[b].in_use = true;
+		p->grown++;
+		if (p->block_fn)
+			p->block_fn(b, true, p->block_arg);
+		return take_in(p, b, n, ret_first);
+	}
+	return -ENOSPC;
 }
 
 void frame_pool_give(struct frame_pool *p, uint64_t first, uint32_t n)
 {
 	mark(p, first, n, false);
+	p->block[first / p->block_frames].n_free += n;
 	p->n_free += n;
+}
+
+int frame_pool_shrink(struct frame_pool *p, uint32_t *ret_block)
+{
+	uint64_t in_use_free = 0;
+
+	for (uint32_t b = 0; b < p->n_blocks; b++)
+		if (p->block[b].in_use)
+			in_use_free += p->block[b].n_free;
+	for (uint32_t b = p->n_blocks - 1; b > 0; b--) {
+		uint64_t len = block_len(p, b);
+
+		if (!p->block[b].in_use || p->block[b].n_free != len ||
+		    in_use_free - len < p->block_frames)
+			continue;
+		p->block[b].in_use = false;
+		p->shrunk++;
+		*ret_block = b;
+		if (p->block_fn)
+			p->block_fn(b, false, p->block_arg);
+		if (fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			      (off_t)((uint64_t)b * p->block_frames * p->page_size),
+			      (off_t)(len * p->page_size)) < 0)
+			return -errno;
+		return 1;
+	}
+	return 0;
 }
 
 void *frame_pool_addr(const struct frame_pool *p, uint64_t frame)
@@ -145,6 +229,28 @@ uint64_t frame_pool_free_count(const struct frame_pool *p)
 uint32_t frame_pool_page_size(const struct frame_pool *p)
 {
 	return p->page_size;
+}
+
+uint64_t frame_pool_block_frames(const struct frame_pool *p)
+{
+	return p->block_frames;
+}
+
+bool frame_pool_block_in_use(const struct frame_pool *p, uint32_t block)
+{
+	return block < p->n_blocks && p->block[block].in_use;
+}
+
+void frame_pool_get_stats(const struct frame_pool *p, struct frame_pool_stats *ret)
+{
+	*ret = (struct frame_pool_stats){
+		.blocks = p->n_blocks,
+		.block_frames = p->block_frames,
+		.grown = p->grown,
+		.shrunk = p->shrunk,
+	};
+	for (uint32_t b = 0; b < p->n_blocks; b++)
+		ret->blocks_in_use += p->block[b].in_use;
 }
 
 int frame_pool_fd(const struct frame_pool *p)

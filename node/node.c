@@ -283,6 +283,16 @@ static void reply_status(struct node *n, struct client_call *call)
 	st.landings_adopted = counts.landings_adopted;
 	st.landings_refused = counts.landings_refused;
 	st.landings_granted = counts.landings_granted;
+	st.pool_blocks = counts.pool_blocks;
+	st.pool_blocks_in_use = counts.pool_blocks_in_use;
+	st.pool_block_bytes = counts.pool_block_bytes;
+	st.pool_grown = counts.pool_grown;
+	st.pool_shrunk = counts.pool_shrunk;
+	st.registrations_current = counts.registrations_current;
+	st.registrations_stale = counts.registrations_stale;
+	st.registrations_purged = counts.registrations_purged;
+	st.staging_slabs = counts.staging_slabs;
+	st.staging_allocated = counts.staging_allocated;
 	st.resync_pages_one_sided = counts.resync_pages_one_sided;
 	st.resync_pages_inline = counts.resync_pages_inline;
 	st.resync_pages_dropped = counts.resync_pages_dropped;
@@ -442,7 +452,11 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 		log_error_errno(r, "partner session");
 		goto fail;
 	}
-	vmm_set_session(n->vmm, n->session);
+	r = vmm_set_session(n->vmm, n->session);
+	if (r < 0) {
+		log_error_errno(r, "frame pool tick");
+		goto fail;
+	}
 	r = ha_new(base, config, n->vmm, n->session, on_state_changed, n, &n->ha);
 	if (r < 0) {
 		log_error_errno(r, "fence slots in the store %s", config->store_path);

@@ -403,14 +403,14 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 		r = log_error_errno(-ENOMEM, "memory manager");
 		goto fail;
 	}
-	r = frame_pool_new(config->memory_size, config->page_size, &v->pool);
+	r = frame_pool_new(config->memory_size, config->page_size, vmm_landing_block_frames(config),
+			   &v->pool);
 	if (r < 0) {
 		log_error_errno(r, "frame pool of %llu bytes",
 				(unsigned long long)config->memory_size);
 		goto fail;
 	}
 	snprintf(path, sizeof(path), "%s/pagetable.db", config->state_dir);
-	v->pool_block_frames = vmm_landing_block_frames(config);
 	r = pagetable_open(path, config->synchronous_full, &v->pt);
 	if (r < 0) {
 		log_error_errno(r, "page table %s: %s", path, pagetable_last_error(NULL));
@@ -448,9 +448,10 @@ fail:
 	return r;
 }
 
-void vmm_set_session(struct vmm *v, struct repl_session *session)
+int vmm_set_session(struct vmm *v, struct repl_session *session)
 {
 	v->session = session;
+	return vmm_pool_start(v);
 }
 
 void vmm_free(struct vmm *v)
@@ -478,6 +479,7 @@ void vmm_free(struct vmm *v)
 		vmm_flush(v);
 	pagetable_close(v->pt);
 	vmm_table_free(v->table);
+	vmm_pool_stop(v);
 	frame_pool_free(v->pool);
 	if (v->flush_event)
 		event_free(v->flush_event);
@@ -496,6 +498,7 @@ void vmm_get_counts(struct vmm *v, struct vmm_counts *ret)
 	ret->landings_adopted = v->landings_adopted;
 	ret->landings_refused = v->landings_refused;
 	ret->landings_granted = v->landings_granted;
+	vmm_pool_counts(v, ret);
 	ret->resync_pages_one_sided = v->resync_pages_one_sided;
 	ret->resync_pages_inline = v->resync_pages_inline;
 	ret->resync_pages_dropped = v->resync_pages_dropped;
@@ -508,7 +511,7 @@ void *vmm_pool_base(const struct vmm *v)
 
 uint64_t vmm_pool_block_frames(const struct vmm *v)
 {
-	return v->pool_block_frames;
+	return frame_pool_block_frames(v->pool);
 }
 
 /* What a request changes: refused while solo with [failover] solo = refuse. */

@@ -41,6 +41,18 @@ struct vmm_counts {
 	uint64_t pages_one_sided, pages_inline;
 	uint64_t landings_adopted, landings_refused;
 	uint64_t landings_granted; /* runs granted to the partner since start */
+	/* The frame pool's registration blocks: the ceiling, in use, their
+	 * size, and how many came into use and left since start; and the RDMA
+	 * registrations (0 over TCP): current, stale, purged since start. */
+	uint32_t pool_blocks, pool_blocks_in_use;
+	uint64_t pool_block_bytes;
+	uint64_t pool_grown, pool_shrunk;
+	uint32_t registrations_current, registrations_stale;
+	uint64_t registrations_purged;
+	/* Staging slabs (one-sided sources not in the pool): mapped now, and
+	 * since start. */
+	uint32_t staging_slabs;
+	uint64_t staging_allocated;
 	/* Blocks resyncs sent one-sided and inline, and blocks of the
 	 * partner's resyncs dropped here as older than a change mirrored
 	 * ahead of them. */
@@ -50,8 +62,9 @@ struct vmm_counts {
 /* Opens the page table under state_dir, creates the frame pool and loads
  * what the page table holds. Errors are logged. */
 int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vmm **ret);
-/* The session the methods mirror through; set once it exists. */
-void vmm_set_session(struct vmm *v, struct repl_session *session);
+/* The session the methods mirror through; set once it exists. From then on
+ * the pool's blocks coming and going are told to it (-ENOMEM: no tick). */
+int vmm_set_session(struct vmm *v, struct repl_session *session);
 /* Commits what is open; NULL is fine. */
 void vmm_free(struct vmm *v);
 

@@ -59,7 +59,7 @@ static int grant_take(struct vmm *v, uint32_t frames, struct vmm_grant **ret)
 
 	if (frame_pool_free_count(v->pool) < granted * GRANT_SHARE)
 		return -ENOSPC;
-	r = frame_pool_take_within(v->pool, frames, v->pool_block_frames, &first);
+	r = frame_pool_take(v->pool, frames, &first);
 	if (r < 0)
 		return r;
 	g = calloc(1, sizeof(*g));

@@ -84,10 +84,10 @@ struct vmm {
 	struct event *destage_timer;
 
 	/* One-sided pointer writes (vmm_landing.c): the landing runs this node
-	 * holds for the partner's write locks, and the registration block they
-	 * must lie in. The counters are since start, for `ftvmctl status`. */
+	 * holds for the partner's write locks (each in one registration block
+	 * of the pool). The counters are since start, for `ftvmctl status`. */
 	struct vmm_landing *landings;
-	uint64_t pool_block_frames;
+	struct event *pool_tick;		/* vmm_pool.c: shrinks the pool, purges */
 	uint64_t pages_one_sided, pages_inline; /* WritePages sent */
 	uint64_t landings_adopted, landings_refused;
 	/* Whole-page writes (vmm_grant.c): the runs granted to the partner, and
@@ -187,6 +187,15 @@ void vmm_unpin(struct vmm *v, struct vmm_page *p);
 
 /* Frames per registration block of the pool, offered to the transport. */
 uint64_t vmm_landing_block_frames(const struct ftvm_config *c);
+
+/* ---- the pool's blocks (vmm_pool.c) ---- */
+
+/* Tells the session which blocks are not in use, then of every block that
+ * comes or goes; starts the tick that shrinks the pool and purges. */
+int vmm_pool_start(struct vmm *v);
+void vmm_pool_stop(struct vmm *v);
+/* The pool_* and registrations_* fields of ret. */
+void vmm_pool_counts(struct vmm *v, struct vmm_counts *ret);
 /* The partner took the write lock on a's page for owner: on a one-sided link,
  * a run of free frames for its block, opened for the partner's WRITE and held
  * with the lock, in ret. false: none (the block will come inline). */

@@ -23,7 +23,6 @@
 #include "session.h"
 
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
-#define LANDING_BLOCK_BYTES (64ull << 20)
 
 struct vmm_landing {
 	struct vmm_landing *next;
@@ -44,15 +43,15 @@ static uint64_t gcd(uint64_t a, uint64_t b)
 	return a;
 }
 
-/* 64 MiB blocks: few registrations even for a large pool, each quick enough
- * to make on first use. Rounded up to a multiple of every policy's block
- * (the largest one's, when they are powers of two) so that no frames are
- * stranded at a block's end where no landing run fits. A pool smaller than
- * that is one block. */
+/* [memory] pool_block_size (64 MiB by default: few registrations even for a
+ * large pool, each quick enough to make on first use). Rounded up to a
+ * multiple of every policy's block (the largest one's, when they are powers
+ * of two) so that no frames are stranded at a block's end where no landing
+ * run fits. A pool smaller than that is one block. */
 uint64_t vmm_landing_block_frames(const struct ftvm_config *c)
 {
 	uint64_t total = c->memory_size / c->page_size;
-	uint64_t want = LANDING_BLOCK_BYTES / c->page_size, unit = 1;
+	uint64_t want = c->pool_block_size / c->page_size, unit = 1;
 
 	for (size_t i = 0; i < c->n_policies && unit < total; i++) {
 		uint64_t frames = c->policies[i].block_size / c->page_size;
@@ -98,7 +97,7 @@ bool vmm_landing_open(struct vmm *v, struct vmm_alloc *a, uint64_t page, const c
 		give_back(v, old);
 	/* Free frames only: a pointer write never waits nor evicts for a landing,
 	 * it goes inline without one. */
-	if (frame_pool_take_within(v->pool, frames, v->pool_block_frames, &first) < 0)
+	if (frame_pool_take(v->pool, frames, &first) < 0)
 		return false;
 	l = calloc(1, sizeof(*l));
 	r = l ? repl_session_landing_open(v->session, first, frames, &l->at) : -ENOMEM;

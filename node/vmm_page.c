@@ -41,11 +41,12 @@ struct write_op {
 	bool fills, has_frames;
 	uint64_t frame;
 	/* On a one-sided link: the partner's granted run the block goes to by
-	 * RDMA WRITE, and (not owned here, resident) the frames it is staged in
-	 * so that the WRITE reads it from this node's pool. */
-	bool landed, staged;
+	 * RDMA WRITE, and (not owned here, resident: its frames keep the old
+	 * version until the owner answers) the registered staging slab the
+	 * WRITE reads it from. */
+	bool landed;
 	struct repl_landing grant;
-	uint64_t staging;
+	void *staging;
 	uint8_t block[];
 };
 
@@ -82,14 +83,15 @@ static bool partner_refused(const struct write_op *op)
 }
 
 /* The grant is free again unless the partner applied the WritePage or may
- * have; staging frames go back. */
+ * have; the staging slab goes back (the answer came after the WRITE). */
 static void release_grant(struct vmm *v, struct write_op *op, bool spent)
 {
 	if (op->landed)
 		vmm_granted_done(v, &op->grant, spent);
-	if (op->staged)
-		frame_pool_give(v->pool, op->staging, op->grant.frames);
-	op->landed = op->staged = false;
+	if (op->staging)
+		repl_session_staging_give(v->session, op->staging);
+	op->landed = false;
+	op->staging = NULL;
 }
 
 /* Owned here, the write was applied as the request left: the partner refused
@@ -302,10 +304,10 @@ static struct write_op *write_op_new(struct vmm *v, const struct vmm_page_reques
 }
 
 /* On a one-sided link with a granted run of the page's block size free: the
- * block in this node's pool, where the RDMA WRITE reads it, in w. Owned
+ * block in registered memory, where the RDMA WRITE reads it, in w. Owned
  * here, the page's own frames (the block is copied there before the send);
  * otherwise the frames that will be the page's once the owner answers, or
- * free frames to stage it in. false: it goes inline. */
+ * a staging slab. false: it goes inline. */
 static bool landed_source(struct vmm *v, struct vmm_alloc *a, struct write_op *op,
 			  struct repl_page_write *w)
 {
@@ -319,9 +321,8 @@ static bool landed_source(struct vmm *v, struct vmm_alloc *a, struct write_op *o
 		src = vmm_block_addr(v, a, op->page); /* the block is there by now */
 	} else if (op->has_frames) {
 		src = frame_pool_addr(v->pool, op->frame);
-	} else if (frame_pool_take(v->pool, frames, &op->staging) == 0) {
-		op->staged = true;
-		src = frame_pool_addr(v->pool, op->staging);
+	} else if (repl_session_staging_take(v->session, a->block_size, &op->staging) == 0) {
+		src = op->staging;
 	} else {
 		release_grant(v, op, false);
 		return false;

@@ -203,8 +203,7 @@ static int stage(struct resync_send *rs, const struct vmm_alloc *a, uint64_t pag
 	struct resync_staged *b, *grown;
 	uint64_t first;
 
-	if (frames > rs->stage_budget ||
-	    frame_pool_take_within(v->pool, frames, v->pool_block_frames, &first) < 0)
+	if (frames > rs->stage_budget || frame_pool_take(v->pool, frames, &first) < 0)
 		return -ENOSPC;
 	if (rs->n_staged == rs->cap_staged) {
 		size_t cap = rs->cap_staged ? 2 * rs->cap_staged : 64;

@@ -62,8 +62,7 @@ size_t vmm_resync_landings_open(struct vmm *v, const uint32_t *frames, size_t n,
 	for (; k < n && frames[k] && frames[k] <= budget; k++) {
 		struct vmm_resync_landing *l = calloc(1, sizeof(*l));
 		uint64_t first;
-		int r = l ? frame_pool_take_within(v->pool, frames[k], v->pool_block_frames, &first)
-			  : -ENOMEM;
+		int r = l ? frame_pool_take(v->pool, frames[k], &first) : -ENOMEM;
 
 		if (r == 0) {
 			r = repl_session_landing_open(v->session, first, frames[k], &l->at);

@@ -52,6 +52,7 @@ struct rdma_conn *rdma_conn_new(struct rdma_transport *t, const char *peer, bool
 	c->transport = t;
 	c->inbound = inbound;
 	c->out_tail = &c->out_head;
+	c->free_write_slots = RDMA_WRITE_SLOTS;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	return c;
 }
@@ -488,7 +489,6 @@ static int query_limits(struct rdma_conn *c, struct ibv_context *verbs)
 	if (!c->limits.max_sge)
 		c->limits.max_sge = 1;
 	c->limits.max_msg_size = port.max_msg_sz;
-	c->free_write_slots = RDMA_WRITE_SLOTS;
 	return 0;
 }
 

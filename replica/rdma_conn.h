@@ -139,5 +139,7 @@ void rdma_conn_poll(struct rdma_conn *c);
 void rdma_conn_fail(struct rdma_conn *c, int error, const char *reason);
 /* The same from the loop: for failures found inside send() or a callback. */
 void rdma_conn_fail_soon(struct rdma_conn *c, int error, const char *reason);
+/* An RDMA WRITE is posted and not completed, or queued behind a frame. */
+bool rdma_conn_writes_pending(const struct rdma_conn *c);
 /* Unlinks from the transport and releases. */
 void rdma_conn_free(struct rdma_conn *c);

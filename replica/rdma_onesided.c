@@ -43,8 +43,9 @@ int rdma_onesided_remote_update(struct repl_conn *base, const struct rdma_remote
 	return rdma_remote_view_update(c->view, b, reason, reason_len);
 }
 
-/* One write as a transfer: the source's lkey from the pool (registering its
- * block on first use), the target's address and rkey from the view. */
+/* One write as a transfer: the source's lkey from the pool or a staging slab
+ * (registering its block on first use), the target's address and rkey from
+ * the view. */
 static int resolve(struct rdma_conn *c, const struct repl_remote_write *w, struct rdma_xfer *ret,
 		   char *reason, size_t reason_len)
 {
@@ -55,8 +56,8 @@ static int resolve(struct rdma_conn *c, const struct repl_remote_write *w, struc
 				    &ret->remote_addr, &ret->rkey, reason, reason_len);
 	if (r < 0)
 		return r;
-	r = rdma_pool_use_range(rdma_transport_pool(c->transport), w->src, w->length, &local,
-				reason, reason_len);
+	r = rdma_pool_source_key(rdma_transport_pool(c->transport), w->src, w->length, &local,
+				 reason, reason_len);
 	if (r < 0)
 		return r;
 	ret->local_addr = (uint64_t)(uintptr_t)w->src;
@@ -140,4 +141,14 @@ int rdma_onesided_post(struct rdma_conn *c, struct rdma_write_job *j)
 void rdma_onesided_completed(struct rdma_conn *c, uint64_t wr_id)
 {
 	c->free_write_slots += RDMA_WR_INDEX(wr_id);
+}
+
+bool rdma_conn_writes_pending(const struct rdma_conn *c)
+{
+	if (c->free_write_slots < RDMA_WRITE_SLOTS)
+		return true;
+	for (const struct rdma_out_msg *m = c->out_head; m; m = m->next)
+		if (m->writes)
+			return true;
+	return false;
 }

@@ -112,33 +112,66 @@ static bool overlaps(const struct slot *s, const uint8_t *addr, uint64_t length)
 	return s->present && addr < s->addr + s->length && s->addr < addr + length;
 }
 
-int rdma_regtable_add(struct rdma_regtable *t, void *addr, uint64_t length, uint32_t *ret_block,
-		      char *reason, size_t reason_len)
+/* Whether length bytes at addr may join the region: an address, no wrap, no
+ * overlap with a block in it. */
+static int check_new_block(const struct rdma_regtable *t, const uint8_t *a, uint64_t length,
+			   char *reason, size_t reason_len)
 {
-	uint8_t *a = addr;
-	uint32_t free_slot = t->max_blocks;
-
-	if (!addr || length == 0 || (uintptr_t)a + length < (uintptr_t)a)
+	if (!a || length == 0 || (uintptr_t)a + length < (uintptr_t)a)
 		return reason_fail(reason, reason_len, -EINVAL,
 				   "a block needs an address and a length that fits (%p, %" PRIu64
 				   " bytes)",
-				   addr, length);
-	for (uint32_t i = 0; i < t->max_blocks; i++) {
+				   (const void *)a, length);
+	for (uint32_t i = 0; i < t->max_blocks; i++)
 		if (overlaps(&t->slot[i], a, length))
 			return reason_fail(reason, reason_len, -EEXIST,
 					   "%" PRIu64 " bytes at %p overlap block %" PRIu32, length,
-					   addr, i);
-		if (!t->slot[i].present && free_slot == t->max_blocks)
-			free_slot = i;
+					   (const void *)a, i);
+	return 0;
+}
+
+static void put_block(struct rdma_regtable *t, uint32_t block, uint8_t *a, uint64_t length)
+{
+	t->slot[block].addr = a;
+	t->slot[block].length = length;
+	t->slot[block].present = true;
+	t->slot[block].generation = ++t->last_generation;
+}
+
+int rdma_regtable_add(struct rdma_regtable *t, void *addr, uint64_t length, uint32_t *ret_block,
+		      char *reason, size_t reason_len)
+{
+	int r = check_new_block(t, addr, length, reason, reason_len);
+
+	if (r < 0)
+		return r;
+	for (uint32_t i = 0; i < t->max_blocks; i++) {
+		if (!t->slot[i].present) {
+			put_block(t, i, addr, length);
+			*ret_block = i;
+			return 0;
+		}
 	}
-	if (free_slot == t->max_blocks)
-		return reason_fail(reason, reason_len, -ENOSPC,
-				   "all %" PRIu32 " blocks are in the region", t->max_blocks);
-	t->slot[free_slot].addr = a;
-	t->slot[free_slot].length = length;
-	t->slot[free_slot].present = true;
-	t->slot[free_slot].generation = ++t->last_generation;
-	*ret_block = free_slot;
+	return reason_fail(reason, reason_len, -ENOSPC, "all %" PRIu32 " blocks are in the region",
+			   t->max_blocks);
+}
+
+int rdma_regtable_add_at(struct rdma_regtable *t, uint32_t block, void *addr, uint64_t length,
+			 char *reason, size_t reason_len)
+{
+	int r;
+
+	if (block >= t->max_blocks)
+		return reason_fail(reason, reason_len, -EINVAL,
+				   "no block %" PRIu32 ": the table has %" PRIu32, block,
+				   t->max_blocks);
+	if (t->slot[block].present)
+		return reason_fail(reason, reason_len, -EEXIST,
+				   "block %" PRIu32 " is in the region", block);
+	r = check_new_block(t, addr, length, reason, reason_len);
+	if (r < 0)
+		return r;
+	put_block(t, block, addr, length);
 	return 0;
 }
 
@@ -290,6 +323,20 @@ int rdma_regtable_purge(struct rdma_regtable *t, char *reason, size_t reason_len
 			purged++;
 	}
 	return first_error ? first_error : purged;
+}
+
+bool rdma_regtable_registered(const struct rdma_regtable *t, uint32_t block)
+{
+	return block < t->max_blocks && t->slot[block].registered;
+}
+
+void rdma_regtable_count(const struct rdma_regtable *t, uint32_t *ret_current, uint32_t *ret_stale)
+{
+	*ret_current = *ret_stale = 0;
+	for (uint32_t i = 0; i < t->max_blocks; i++) {
+		*ret_current += current(&t->slot[i]);
+		*ret_stale += stale(&t->slot[i]);
+	}
 }
 
 int rdma_regtable_describe(const struct rdma_regtable *t, uint32_t block,

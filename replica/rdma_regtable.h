@@ -79,6 +79,13 @@ uint32_t rdma_regtable_max_blocks(const struct rdma_regtable *t);
 int rdma_regtable_add(struct rdma_regtable *t, void *addr, uint64_t length, uint32_t *ret_block,
 		      char *reason, size_t reason_len);
 
+/* rdma_regtable_add() into slot block, which must not be in the region: a
+ * block that left comes back under its own index (the partner names blocks
+ * by index). -EEXIST when it is in the region or overlaps one that is,
+ * -EINVAL for an index outside the table. */
+int rdma_regtable_add_at(struct rdma_regtable *t, uint32_t block, void *addr, uint64_t length,
+			 char *reason, size_t reason_len);
+
 /* The region shrank: block leaves it, and its registration, if any, is stale
  * from now on. The caller makes sure nothing is in flight to or from it. */
 int rdma_regtable_remove(struct rdma_regtable *t, uint32_t block, char *reason, size_t reason_len);
@@ -111,6 +118,13 @@ int rdma_regtable_check(const struct rdma_regtable *t, uint32_t block, uint64_t 
 /* Deregisters every stale registration. Returns how many went, or the first
  * error of dereg: the ones that failed stay stale for the next purge. */
 int rdma_regtable_purge(struct rdma_regtable *t, char *reason, size_t reason_len);
+
+/* Whether slot block holds a registration, current or stale: memory that
+ * left the region may be released once it holds none. */
+bool rdma_regtable_registered(const struct rdma_regtable *t, uint32_t block);
+
+/* How many slots hold a current registration, and how many a stale one. */
+void rdma_regtable_count(const struct rdma_regtable *t, uint32_t *ret_current, uint32_t *ret_stale);
 
 /* Block as the partner is to see it now (for the handshake, and for the
  * update sent after it was registered, removed or invalidated). */

@@ -450,6 +450,8 @@ static void send_region_update(struct repl_session *s, uint32_t block)
 		if (!sc->offered_one_sided || !sc->told_generation ||
 		    sc->told_generation[block] == b.generation)
 			continue;
+		if (!b.length && !sc->told_generation[block])
+			continue; /* withdrawn, and the partner never heard of it */
 		if (send_envelope(s, sc, &env) == 0)
 			sc->told_generation[block] = b.generation;
 	}
@@ -1198,4 +1200,65 @@ int repl_session_request_batch_landed(struct repl_session *s, Envelope *const *e
 		r = send_requests(s, envs, n, timeout_ms, done, args, w, n_writes);
 	free(w);
 	return r;
+}
+
+int repl_session_pool_block_out(struct repl_session *s, uint32_t block, char *reason,
+				size_t reason_len)
+{
+	int r;
+
+	if (!pool_attached(s))
+		return 0;
+	r = s->transport->ops->pool_block_out(s->transport, block, reason, reason_len);
+	if (r < 0)
+		return r;
+	send_region_update(s, block);
+	return 0;
+}
+
+int repl_session_pool_block_in(struct repl_session *s, uint32_t block, char *reason,
+			       size_t reason_len)
+{
+	if (!pool_attached(s))
+		return 0;
+	return s->transport->ops->pool_block_in(s->transport, block, reason, reason_len);
+}
+
+int repl_session_pool_purge(struct repl_session *s, char *reason, size_t reason_len)
+{
+	if (!pool_attached(s))
+		return 0;
+	return s->transport->ops->pool_purge(s->transport, reason, reason_len);
+}
+
+void repl_session_pool_stats(const struct repl_session *s, struct repl_pool_stats *ret)
+{
+	*ret = (struct repl_pool_stats){ 0 };
+	if (pool_attached(s))
+		s->transport->ops->pool_stats(s->transport, ret);
+}
+
+int repl_session_staging_take(struct repl_session *s, uint64_t length, void **ret_addr)
+{
+	char reason[160];
+	int r;
+
+	if (!pool_attached(s))
+		return -EOPNOTSUPP;
+	r = s->transport->ops->staging_take(s->transport, length, ret_addr, reason, sizeof(reason));
+	if (r < 0)
+		log_debug("no staging slab of %" PRIu64 " bytes: %s", length, reason);
+	return r;
+}
+
+void repl_session_staging_give(struct repl_session *s, void *addr)
+{
+	if (pool_attached(s))
+		s->transport->ops->staging_give(s->transport, addr);
+}
+
+void repl_session_staging_trim(struct repl_session *s)
+{
+	if (pool_attached(s))
+		s->transport->ops->staging_trim(s->transport);
 }

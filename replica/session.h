@@ -167,3 +167,31 @@ int repl_session_landing_check(const struct repl_session *s, const struct repl_l
 int repl_session_request_batch_landed(struct repl_session *s, Envelope *const *envs, size_t n,
 				      uint32_t timeout_ms, pending_done_fn done, void *const *args,
 				      const struct repl_page_write *writes, size_t n_writes);
+
+/* ---- The pool's blocks come and go (replica/RDMA.md, "The pool grows and
+ * shrinks"). Without a pool attached (TCP) they do nothing and return 0. */
+
+/* The frame pool shrank by block: it leaves the registration table at a new
+ * generation and every connection whose partner was told of it gets a
+ * RegionUpdate saying it is withdrawn (length 0), ahead of anything sent
+ * after this call. No frame of it may be in use. */
+int repl_session_pool_block_out(struct repl_session *s, uint32_t block, char *reason,
+				size_t reason_len);
+/* The frame pool grew by block again: back in the table at a new
+ * generation, registered (and the partner told) at its first use. */
+int repl_session_pool_block_in(struct repl_session *s, uint32_t block, char *reason,
+			       size_t reason_len);
+/* Deregisters stale registrations: how many went; -EBUSY while an RDMA WRITE
+ * is posted or queued on some connection (try again later). */
+int repl_session_pool_purge(struct repl_session *s, char *reason, size_t reason_len);
+/* The pool's registrations (all 0 without a pool). */
+void repl_session_pool_stats(const struct repl_session *s, struct repl_pool_stats *ret);
+
+/* O: a registered staging slab of at least length bytes, the source of one
+ * one-sided write whose block is in no frame of the pool, taken until
+ * repl_session_staging_give (after the answer). -EOPNOTSUPP without a pool,
+ * -ENOSPC when every slab is taken: the caller sends inline. */
+int repl_session_staging_take(struct repl_session *s, uint64_t length, void **ret_addr);
+void repl_session_staging_give(struct repl_session *s, void *addr);
+/* The staging slabs idle since the last call go (unmapped at a purge). */
+void repl_session_staging_trim(struct repl_session *s);

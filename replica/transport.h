@@ -43,6 +43,17 @@ struct repl_remote_write {
 	uint64_t length;
 };
 
+/* The registrations of the pool and the staging slabs, for status:
+ * registered now, stale ones waiting for a purge, and those purged since the
+ * attach; the staging slabs mapped now and since the attach. */
+struct repl_pool_stats {
+	uint32_t current;
+	uint32_t stale;
+	uint64_t purged;
+	uint32_t staging_slabs;
+	uint64_t staging_allocated;
+};
+
 struct repl_transport_ops {
 	const char *name;
 	/* A transport on base that reports to cb; frames above max_payload are
@@ -82,6 +93,27 @@ struct repl_transport_ops {
 	 * opened the device. */
 	int (*pool_use_range)(struct repl_transport *t, const void *addr, uint64_t length,
 			      struct rdma_block_key *ret, char *reason, size_t reason_len);
+	/* The frame pool shrank by block (it leaves the registration table: a
+	 * new generation, its registration stale) or grew by it again (back in
+	 * its own slot at a new generation, unregistered until its next use).
+	 * The caller made sure no frame of a block that leaves is in use. */
+	int (*pool_block_out)(struct repl_transport *t, uint32_t block, char *reason,
+			      size_t reason_len);
+	int (*pool_block_in)(struct repl_transport *t, uint32_t block, char *reason,
+			     size_t reason_len);
+	/* Deregisters the stale registrations: how many went; -EBUSY while a
+	 * connection has an RDMA WRITE posted or queued (one might still use a
+	 * stale key); a deregistration's error. */
+	int (*pool_purge)(struct repl_transport *t, char *reason, size_t reason_len);
+	void (*pool_stats)(const struct repl_transport *t, struct repl_pool_stats *ret);
+	/* A staging slab of at least length bytes for the source of one write
+	 * (send_after_writes takes it as a source like a frame of the pool),
+	 * taken until staging_give. -ENOSPC when every slab is taken. */
+	int (*staging_take)(struct repl_transport *t, uint64_t length, void **ret_addr,
+			    char *reason, size_t reason_len);
+	int (*staging_give)(struct repl_transport *t, void *addr);
+	/* The slabs idle since the last call leave; pool_purge unmaps them. */
+	int (*staging_trim)(struct repl_transport *t);
 	/* c can take part in one-sided page data: the pool is attached and c's
 	 * queue pair is on the pool's protection domain. */
 	bool (*conn_one_sided)(const struct repl_conn *c);

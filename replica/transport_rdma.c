@@ -27,6 +27,7 @@
 #include "rdma_conn.h"
 #include "rdma_onesided.h"
 #include "rdma_pool.h"
+#include "reason.h"
 #include "transport.h"
 
 #define LOG_SUBSYSTEM "rdma"
@@ -480,6 +481,74 @@ static int rdma_pool_use_range_op(struct repl_transport *base, const void *addr,
 				   reason, reason_len);
 }
 
+static int rdma_pool_block_out_op(struct repl_transport *base, uint32_t block, char *reason,
+				  size_t reason_len)
+{
+	return rdma_pool_block_out(&((struct rdma_transport *)base)->pool, block, reason,
+				   reason_len);
+}
+
+static int rdma_pool_block_in_op(struct repl_transport *base, uint32_t block, char *reason,
+				 size_t reason_len)
+{
+	return rdma_pool_block_in(&((struct rdma_transport *)base)->pool, block, reason,
+				  reason_len);
+}
+
+static int rdma_pool_purge_op(struct repl_transport *base, char *reason, size_t reason_len)
+{
+	struct rdma_transport *t = (struct rdma_transport *)base;
+
+	for (const struct rdma_conn *c = t->conns; c; c = c->next)
+		if (rdma_conn_writes_pending(c))
+			return reason_fail(reason, reason_len, -EBUSY,
+					   "RDMA WRITEs in flight on the connection to %s",
+					   c->peer);
+	return rdma_pool_purge(&t->pool, reason, reason_len);
+}
+
+static void rdma_pool_stats_op(const struct repl_transport *base, struct repl_pool_stats *ret)
+{
+	const struct rdma_pool *p = &((const struct rdma_transport *)base)->pool;
+	struct rdma_staging_stats st;
+	uint32_t current, stale;
+
+	*ret = (struct repl_pool_stats){ .purged = p->purged };
+	if (!p->table)
+		return;
+	rdma_regtable_count(p->table, &ret->current, &ret->stale);
+	rdma_staging_get_stats(p->staging, &st);
+	ret->staging_slabs = st.slabs;
+	ret->staging_allocated = st.allocated;
+	rdma_staging_count(p->staging, &current, &stale);
+	ret->current += current;
+	ret->stale += stale;
+}
+
+static int rdma_staging_take_op(struct repl_transport *base, uint64_t length, void **ret_addr,
+				char *reason, size_t reason_len)
+{
+	struct rdma_pool *p = &((struct rdma_transport *)base)->pool;
+
+	if (!p->staging)
+		return reason_fail(reason, reason_len, -EOPNOTSUPP, "no pool attached");
+	return rdma_staging_take(p->staging, length, ret_addr, reason, reason_len);
+}
+
+static int rdma_staging_give_op(struct repl_transport *base, void *addr)
+{
+	struct rdma_pool *p = &((struct rdma_transport *)base)->pool;
+
+	return p->staging ? rdma_staging_give(p->staging, addr) : -ENOENT;
+}
+
+static int rdma_staging_trim_op(struct repl_transport *base)
+{
+	struct rdma_pool *p = &((struct rdma_transport *)base)->pool;
+
+	return p->staging ? rdma_staging_trim(p->staging) : 0;
+}
+
 const struct repl_transport_ops repl_transport_rdma = {
 	.name = "rdma",
 	.create = rdma_create,
@@ -493,6 +562,13 @@ const struct repl_transport_ops repl_transport_rdma = {
 	.pool_blocks = rdma_pool_blocks_op,
 	.pool_describe = rdma_pool_describe_op,
 	.pool_use_range = rdma_pool_use_range_op,
+	.pool_block_out = rdma_pool_block_out_op,
+	.pool_block_in = rdma_pool_block_in_op,
+	.pool_purge = rdma_pool_purge_op,
+	.pool_stats = rdma_pool_stats_op,
+	.staging_take = rdma_staging_take_op,
+	.staging_give = rdma_staging_give_op,
+	.staging_trim = rdma_staging_trim_op,
 	.conn_one_sided = rdma_onesided_conn_ok,
 	.conn_remote_open = rdma_onesided_remote_open,
 	.conn_remote_update = rdma_onesided_remote_update,

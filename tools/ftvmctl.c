@@ -383,6 +383,12 @@ static void status_print_text(const struct ftvm_node_status *st)
 	printf("resync pages sent: %" PRIu64 " one-sided, %" PRIu64 " inline; received: %" PRIu64
 	       " dropped as older\n",
 	       st->resync_pages_one_sided, st->resync_pages_inline, st->resync_pages_dropped);
+	printf("pool: %" PRIu32 " of %" PRIu32 " blocks of %" PRIu64 " bytes in use (%" PRIu64
+	       " grown, %" PRIu64 " shrunk); registrations: %" PRIu32 " current, %" PRIu32
+	       " stale, %" PRIu64 " purged; staging slabs: %" PRIu32 " (%" PRIu64 " since start)\n",
+	       st->pool_blocks_in_use, st->pool_blocks, st->pool_block_bytes, st->pool_grown,
+	       st->pool_shrunk, st->registrations_current, st->registrations_stale,
+	       st->registrations_purged, st->staging_slabs, st->staging_allocated);
 }
 
 static int status_print_json(const struct ftvm_node_status *st)
@@ -393,15 +399,22 @@ static int status_print_json(const struct ftvm_node_status *st)
 	json_object *allocations = json_object_new_object();
 	json_object *page_writes = json_object_new_object();
 	json_object *landings = json_object_new_object();
+	json_object *pool = json_object_new_object();
+	json_object *registrations = json_object_new_object();
+	json_object *staging = json_object_new_object();
 	json_object *resync = json_object_new_object();
 
-	if (!o || !partner || !frames || !allocations || !page_writes || !landings || !resync) {
+	if (!o || !partner || !frames || !allocations || !page_writes || !landings || !pool ||
+	    !registrations || !staging || !resync) {
 		json_object_put(o);
 		json_object_put(partner);
 		json_object_put(frames);
 		json_object_put(allocations);
 		json_object_put(page_writes);
 		json_object_put(landings);
+		json_object_put(pool);
+		json_object_put(registrations);
+		json_object_put(staging);
 		json_object_put(resync);
 		fprintf(stderr, "ftvmctl: out of memory\n");
 		return EXIT_FAILED;
@@ -457,6 +470,23 @@ static int status_print_json(const struct ftvm_node_status *st)
 	json_object_object_add(landings, "refused", json_object_new_uint64(st->landings_refused));
 	json_object_object_add(landings, "granted", json_object_new_uint64(st->landings_granted));
 	json_object_object_add(o, "landings", landings);
+	json_object_object_add(pool, "blocks", json_object_new_uint64(st->pool_blocks));
+	json_object_object_add(pool, "blocks_in_use",
+			       json_object_new_uint64(st->pool_blocks_in_use));
+	json_object_object_add(pool, "block_bytes", json_object_new_uint64(st->pool_block_bytes));
+	json_object_object_add(pool, "grown", json_object_new_uint64(st->pool_grown));
+	json_object_object_add(pool, "shrunk", json_object_new_uint64(st->pool_shrunk));
+	json_object_object_add(o, "pool", pool);
+	json_object_object_add(registrations, "current",
+			       json_object_new_uint64(st->registrations_current));
+	json_object_object_add(registrations, "stale",
+			       json_object_new_uint64(st->registrations_stale));
+	json_object_object_add(registrations, "purged",
+			       json_object_new_uint64(st->registrations_purged));
+	json_object_object_add(o, "registrations", registrations);
+	json_object_object_add(staging, "slabs", json_object_new_uint64(st->staging_slabs));
+	json_object_object_add(staging, "allocated", json_object_new_uint64(st->staging_allocated));
+	json_object_object_add(o, "staging", staging);
 	json_object_object_add(resync, "pages_one_sided",
 			       json_object_new_uint64(st->resync_pages_one_sided));
 	json_object_object_add(resync, "pages_inline",

@@ -551,6 +551,16 @@ static void status_from_reply(const Ftvm__Client__StatusReply *s, struct ftvm_no
 	ret->landings_adopted = s->landings_adopted;
 	ret->landings_refused = s->landings_refused;
 	ret->landings_granted = s->landings_granted;
+	ret->pool_blocks = s->pool_blocks;
+	ret->pool_blocks_in_use = s->pool_blocks_in_use;
+	ret->pool_block_bytes = s->pool_block_bytes;
+	ret->pool_grown = s->pool_grown;
+	ret->pool_shrunk = s->pool_shrunk;
+	ret->registrations_current = s->registrations_current;
+	ret->registrations_stale = s->registrations_stale;
+	ret->registrations_purged = s->registrations_purged;
+	ret->staging_slabs = s->staging_slabs;
+	ret->staging_allocated = s->staging_allocated;
 	ret->resync_pages_one_sided = s->resync_pages_one_sided;
 	ret->resync_pages_inline = s->resync_pages_inline;
 	ret->resync_pages_dropped = s->resync_pages_dropped;

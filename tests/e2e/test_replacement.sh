@@ -19,8 +19,13 @@ FRAMES=256
 PAGES=384 # per allocation
 
 write_pair_configs
+# Nothing here is about failure detection, and a link declared lost on a
+# loaded machine (ASan, 4 workers, 300 ms) made a take over in the middle of
+# the reads: a detector of at least 2 s.
+dead_after=$((DEAD_AFTER_MS > 2000 ? DEAD_AFTER_MS : 2000))
 for id in a b; do
 	sed -i '/^\[memory\]/,/^\[/ s/^size = .*/size = 1M/' "$WORK/$id.conf"
+	sed -i "s/^dead_after_ms = .*/dead_after_ms = $dead_after/" "$WORK/$id.conf"
 	printf '[store]\nsize = 16448K\n[policy stripe]\nblock_size = 64K\n' >>"$WORK/$id.conf" # 8M partitions
 done
 start_node a

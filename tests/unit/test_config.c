@@ -84,6 +84,7 @@ static void test_full(void)
 				   "[memory]\n"
 				   "size = 64M\n"
 				   "page_size = 8K\n"
+				   "pool_block_size = 2M\n"
 				   "\n"
 				   "[store]\n"
 				   "path = data/store.img\n"
@@ -118,6 +119,7 @@ static void test_full(void)
 	CHECK_INT("synchronous", true, c->synchronous_full);
 	CHECK_INT("memory_size", 64ull << 20, c->memory_size);
 	CHECK_INT("page_size", 8192, c->page_size);
+	CHECK_INT("pool_block_size", 2ull << 20, c->pool_block_size);
 	CHECK_STR("store_path (relative)", under_dir("data/store.img"), c->store_path);
 	CHECK_INT("heartbeat_ms", 50, c->heartbeat_ms);
 	CHECK_INT("dead_after_ms", 250, c->dead_after_ms);
@@ -164,6 +166,7 @@ static void test_defaults(void)
 	CHECK_INT("synchronous", false, c->synchronous_full);
 	CHECK_INT("memory_size", 256ull << 20, c->memory_size);
 	CHECK_INT("page_size", 4096, c->page_size);
+	CHECK_INT("pool_block_size", 64ull << 20, c->pool_block_size);
 	CHECK_STR("store_path", under_dir("shared/store"), c->store_path);
 	CHECK_INT("store_size (4 x memory + header)", (UINT64_C(1024) << 20) + 65536,
 		  c->store_size);
@@ -394,6 +397,11 @@ static const struct bad bad_cases[] = {
 	  "not a multiple of page_size (16384)" },
 	{ NODE "[memory]\nsize = 8K\npage_size = 16K\n", 5, "[memory] page_size",
 	  "16384 does not divide size (8192 bytes, line 4)" },
+	/* [memory] pool_block_size */
+	{ NODE "[memory]\npool_block_size = 0\n", 4, "[memory] pool_block_size",
+	  "'0' is too small (want at least one page)" },
+	{ NODE "[memory]\npool_block_size = 6K\n", 4, "[memory] pool_block_size",
+	  "pool_block_size (6144 bytes) is not a multiple of page_size (4096)" },
 	/* [failover] */
 	{ NODE "[failover]\nheartbeat_ms = 0\n", 4, "[failover] heartbeat_ms",
 	  "'0' is not a number of milliseconds from 1 to 60000" },

@@ -297,6 +297,63 @@ static void test_slot_reuse(void)
 	CHECK_INT("live registrations after free", 0, live_mrs(&f));
 }
 
+static void counts_are(struct rdma_regtable *t, uint32_t cur, uint32_t st, const char *when)
+{
+	uint32_t c, s;
+
+	rdma_regtable_count(t, &c, &s);
+	CHECK(c == cur && s == st, "%s: %u current and %u stale registrations, expected %u and %u",
+	      when, c, s, cur, st);
+}
+
+/* The frame pool's cycle: a block leaves (stale, withdrawn to the partner at
+ * a new generation), is purged, and comes back under its own index at a
+ * newer generation, registered again at its first use. */
+static void test_add_at(void)
+{
+	struct fake f;
+	struct rdma_regtable *t = table_new(&f);
+	struct rdma_block_key old, now;
+	struct rdma_remote_block told;
+
+	grow(t, 4);
+	use(t, 0);
+	old = use(t, 2);
+	counts_are(t, 2, 0, "two used");
+	CHECK_INT("remove block 2", 0, rdma_regtable_remove(t, 2, reason, sizeof(reason)));
+	counts_are(t, 1, 1, "block 2 removed");
+	CHECK_INT("describe block 2", 0,
+		  rdma_regtable_describe(t, 2, &told, reason, sizeof(reason)));
+	CHECK(told.length == 0 && told.generation > old.generation,
+	      "block 2 is told withdrawn (length %llu) at a newer generation (%llu > %llu)",
+	      (unsigned long long)told.length, (unsigned long long)told.generation,
+	      (unsigned long long)old.generation);
+	CHECK_INT("purge", 1, rdma_regtable_purge(t, reason, sizeof(reason)));
+	counts_are(t, 1, 0, "purged");
+	CHECK_ERR("add_at a slot in the region", -EEXIST,
+		  rdma_regtable_add_at(t, 1, region + 2 * BLOCK, BLOCK, reason, sizeof(reason)),
+		  "block 1 is in the region");
+	CHECK_ERR("add_at over another block", -EEXIST,
+		  rdma_regtable_add_at(t, 2, region + 3 * BLOCK, BLOCK, reason, sizeof(reason)),
+		  "overlap block 3");
+	CHECK_ERR("add_at outside the table", -EINVAL,
+		  rdma_regtable_add_at(t, MAX_BLOCKS, region, BLOCK, reason, sizeof(reason)),
+		  "no block");
+	CHECK_INT("add_at block 2", 0,
+		  rdma_regtable_add_at(t, 2, region + 2 * BLOCK, BLOCK, reason, sizeof(reason)));
+	counts_are(t, 1, 0, "back, not registered yet");
+	CHECK_ERR("the old generation", -ESTALE,
+		  rdma_regtable_check(t, 2, old.generation, reason, sizeof(reason)),
+		  "not registered now");
+	now = use(t, 2);
+	CHECK(now.registered_now && now.generation > told.generation && now.block == 2,
+	      "block 2 registered again at generation %llu (withdrawn at %llu)",
+	      (unsigned long long)now.generation, (unsigned long long)told.generation);
+	counts_are(t, 2, 0, "used again");
+	rdma_regtable_free(t);
+	CHECK_INT("live registrations after free", 0, live_mrs(&f));
+}
+
 static void test_bad_input(void)
 {
 	struct fake f;
@@ -622,6 +679,7 @@ int main(void)
 	test_generations();
 	test_shrink_and_purge();
 	test_slot_reuse();
+	test_add_at();
 	test_bad_input();
 	test_registration_failures();
 	test_remote_view();

@@ -426,6 +426,25 @@ static void test_tcp_not_one_sided(void)
 	      "inline after the refusal: done %d status %d free %llu", res.done, res.status,
 	      (unsigned long long)res.free_bytes);
 	CHECK(b.last_batch == 1, "b got %zu requests in the delivery", b.last_batch);
+	/* The pool's blocks come and go with no registrations to keep; nothing
+	 * is staged. */
+	{
+		struct repl_pool_stats ps = { .current = 1 };
+		void *slab = NULL;
+
+		CHECK_INT("pool_block_out over TCP", 0,
+			  repl_session_pool_block_out(a.s, 1, reason, sizeof(reason)));
+		CHECK_INT("pool_block_in over TCP", 0,
+			  repl_session_pool_block_in(a.s, 1, reason, sizeof(reason)));
+		CHECK_INT("pool_purge over TCP", 0,
+			  repl_session_pool_purge(a.s, reason, sizeof(reason)));
+		repl_session_pool_stats(a.s, &ps);
+		CHECK(!ps.current && !ps.stale && !ps.purged && !ps.staging_slabs,
+		      "registrations over TCP");
+		CHECK_INT("staging_take over TCP", -EOPNOTSUPP,
+			  repl_session_staging_take(a.s, 4096, &slab));
+		CHECK(!slab, "staging_take gave a slab over TCP");
+	}
 	peer_stop(&a);
 	peer_stop(&b);
 	free(a.pool);

@@ -137,9 +137,8 @@ static struct vmm_alloc *alloc;
 
 static void setup(void)
 {
-	if (frame_pool_new((uint64_t)POOL_FRAMES * PAGE, PAGE, &vm.pool) < 0)
+	if (frame_pool_new((uint64_t)POOL_FRAMES * PAGE, PAGE, BLOCK_FRAMES, &vm.pool) < 0)
 		die("frame_pool_new");
-	vm.pool_block_frames = BLOCK_FRAMES;
 	vm.config = &config;
 	vm.base = event_base_new();
 	if (!vm.base)

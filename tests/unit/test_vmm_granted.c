@@ -130,7 +130,7 @@ static void test_forget(void)
 
 int main(void)
 {
-	if (frame_pool_new(64ull * PAGE, PAGE, &vm.pool) < 0)
+	if (frame_pool_new(64ull * PAGE, PAGE, 0, &vm.pool) < 0)
 		die("frame_pool_new");
 	test_take_and_settle();
 	test_revoke();

@@ -92,9 +92,8 @@ static struct vmm_alloc *alloc;
 
 static void setup(void)
 {
-	if (frame_pool_new((uint64_t)POOL_FRAMES * PAGE, PAGE, &vm.pool) < 0)
+	if (frame_pool_new((uint64_t)POOL_FRAMES * PAGE, PAGE, BLOCK_FRAMES, &vm.pool) < 0)
 		die("frame_pool_new");
-	vm.pool_block_frames = BLOCK_FRAMES;
 	alloc = vmm_alloc_new("a-1", "a", "a", "stripe", 4 * BLOCK, BLOCK, NULL, 0);
 	if (!alloc)
 		die("vmm_alloc_new");
@@ -287,9 +286,14 @@ static void test_no_room(void)
 
 static void test_block_frames(void)
 {
-	struct ftvm_config c = { .memory_size = 1ull << 30, .page_size = PAGE };
+	struct ftvm_config c = { .memory_size = 1ull << 30,
+				 .page_size = PAGE,
+				 .pool_block_size = 64ull << 20 };
 
 	CHECK_INT("64 MiB of 4 KiB frames", 16384, vmm_landing_block_frames(&c));
+	c.pool_block_size = 1ull << 20;
+	CHECK_INT("pool_block_size 1M", 256, vmm_landing_block_frames(&c));
+	c.pool_block_size = 64ull << 20;
 	c.n_policies = 2;
 	c.policies[0].block_size = 3 * PAGE;
 	c.policies[1].block_size = 4 * PAGE;

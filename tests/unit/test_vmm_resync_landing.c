@@ -78,9 +78,8 @@ static struct vmm_alloc *alloc;
 
 static void setup(void)
 {
-	if (frame_pool_new((uint64_t)POOL_FRAMES * PAGE, PAGE, &vm.pool) < 0)
+	if (frame_pool_new((uint64_t)POOL_FRAMES * PAGE, PAGE, BLOCK_FRAMES, &vm.pool) < 0)
 		die("frame_pool_new");
-	vm.pool_block_frames = BLOCK_FRAMES;
 	alloc = vmm_alloc_new("a-1", "a", "a", "stripe", 8 * BLOCK, BLOCK, NULL, 0);
 	if (!alloc)
 		die("vmm_alloc_new");
