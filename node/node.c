@@ -79,6 +79,7 @@ static void on_link_changed(struct repl_session *s, bool up, const char *reason,
 	if (!up) {
 		vmm_tickets_drop(n->vmm);
 		vmm_landings_drop(n->vmm);
+		vmm_resync_landings_drop(n->vmm);
 	}
 	vmm_grants_link_changed(n->vmm, up);
 	if (n->ha)
@@ -292,6 +293,9 @@ static void reply_status(struct node *n, struct client_call *call)
 	st.registrations_purged = counts.registrations_purged;
 	st.staging_slabs = counts.staging_slabs;
 	st.staging_allocated = counts.staging_allocated;
+	st.resync_pages_one_sided = counts.resync_pages_one_sided;
+	st.resync_pages_inline = counts.resync_pages_inline;
+	st.resync_pages_dropped = counts.resync_pages_dropped;
 	st.page_size = n->config->page_size;
 	st.pid = getpid();
 

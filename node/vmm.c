@@ -499,6 +499,9 @@ void vmm_get_counts(struct vmm *v, struct vmm_counts *ret)
 	ret->landings_refused = v->landings_refused;
 	ret->landings_granted = v->landings_granted;
 	vmm_pool_counts(v, ret);
+	ret->resync_pages_one_sided = v->resync_pages_one_sided;
+	ret->resync_pages_inline = v->resync_pages_inline;
+	ret->resync_pages_dropped = v->resync_pages_dropped;
 }
 
 void *vmm_pool_base(const struct vmm *v)

@@ -53,6 +53,10 @@ struct vmm_counts {
 	 * since start. */
 	uint32_t staging_slabs;
 	uint64_t staging_allocated;
+	/* Blocks resyncs sent one-sided and inline, and blocks of the
+	 * partner's resyncs dropped here as older than a change mirrored
+	 * ahead of them. */
+	uint64_t resync_pages_one_sided, resync_pages_inline, resync_pages_dropped;
 };
 
 /* Opens the page table under state_dir, creates the frame pool and loads
@@ -82,6 +86,9 @@ void vmm_tickets_drop(struct vmm *v);
  * and the landings this node's write pointers hold are forgotten (their
  * blocks go inline). VMM.md, "Landings". */
 void vmm_landings_drop(struct vmm *v);
+/* The link went: the runs held for a resync's blocks go back to the pool
+ * (replica/RDMA.md, "Resync"). */
+void vmm_resync_landings_drop(struct vmm *v);
 /* Landing grants for whole-page writes live with the link: at link up this
  * node grants the partner runs (when one-sided); at link down the runs it
  * granted go back to its pool and those it was granted are void. */

@@ -221,7 +221,6 @@ int vmm_grant_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
 		    bool *ret_has_fresh, char *reason, size_t len)
 {
 	struct vmm_grant **g = find(v, m->landed), *used, *fresh;
-	struct vmm_page *p = &a->page[page];
 	int r;
 
 	*ret_has_fresh = false;
@@ -238,18 +237,8 @@ int vmm_grant_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
 	}
 	used = *g;
 	*g = used->next; /* its frames are the page's now */
-	if (p->resident) {
-		uint64_t old = p->frame;
-
-		p->frame = used->at.frame;
-		vmm_frames_give(v, old, a->block_size);
-	} else {
-		p->pagein = NULL; /* a read of the store in flight gives its own frames back */
-		vmm_page_attach(v, p, used->at.frame);
-	}
-	vmm_replace_touch(v, p);
+	vmm_landed_adopt(v, a, page, used->at.frame);
 	free(used);
-	v->landings_adopted++;
 	/* A grant consumed, a grant returned, while frames last. */
 	if (grant_take(v, a->block_size / frame_pool_page_size(v->pool), &fresh) == 0) {
 		landing_of(fresh, ret_fresh);

@@ -18,6 +18,9 @@
 /* How long the owner keeps a page for a partner's ticket whose turn came
  * (VMM.md, "Fairness across the pair"). */
 #define VMM_TICKET_HOLD_MS 1000
+/* Blocks per ResyncLandings and per batch of landed ResyncPages: the runs of
+ * an answer and the batch stay far below the session's max_payload. */
+#define VMM_RESYNC_CHUNK 1024
 
 struct vmm_after_commit {
 	struct vmm_after_commit *next;
@@ -95,6 +98,11 @@ struct vmm {
 	uint64_t landings_granted;
 	struct vmm_granted *granted;
 	struct vmm_revoke_held *revokes_held;
+	/* Resync (vmm_resync*.c): the runs held for the survivor's blocks, and
+	 * blocks a resync sent one-sided and inline, and dropped here as older
+	 * than a change mirrored ahead of them, since start. */
+	struct vmm_resync_landing *resync_landings;
+	uint64_t resync_pages_one_sided, resync_pages_inline, resync_pages_dropped;
 };
 
 /* An originating node's operation waiting for its partner's answers. */
@@ -211,6 +219,32 @@ void vmm_holdings_forget_landings(struct vmm *v);
  * its block_size bytes match named_crc32c (-EBADMSG), else the reason. */
 int vmm_landed_bytes_check(struct vmm *v, const struct repl_landing *at, uint32_t block_size,
 			   uint32_t named_crc32c, char *reason, size_t len);
+/* The run at frame, checked, is a's page's frames from now on: a resident
+ * page's old frames go back, a page-in in flight gives its own back. */
+void vmm_landed_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t frame);
+
+/* ---- a resync's landing runs, on the node it brings up to date
+ * (vmm_resync_landing.c, replica/RDMA.md "Resync") ---- */
+
+/* ResyncLandings: runs of frames[i] free frames for the first entries, in
+ * order, as far as half the free frames go (and VMM_RESYNC_CHUNK runs), held
+ * and put in ret; how many. */
+size_t vmm_resync_landings_open(struct vmm *v, const uint32_t *frames, size_t n,
+				Ftvm__Partner__Landing *ret);
+/* A ResyncPage at state for a's page: 1 when the page here is newer (a change
+ * mirrored after the snapshot came first: drop the block), 0 when the block
+ * is to be applied, -EINVAL with the reason when it cannot be (ahead of the
+ * page, or its CRC-32C differs at the same version). */
+int vmm_resync_page_order(const struct vmm_alloc *a, uint64_t page,
+			  const Ftvm__Partner__PageState *state, char *reason, size_t len);
+/* The block landed in the run named: checked (held here, the page's block
+ * size, its generation, crc32c) and adopted as the page's frames. Refused
+ * (< 0, the run given back) with the reason. */
+int vmm_resync_landing_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
+			     const Ftvm__Partner__Landing *named, uint32_t crc32c, char *reason,
+			     size_t len);
+/* The block in the run named is not wanted (dropped as older): run back. */
+void vmm_resync_landing_close(struct vmm *v, const Ftvm__Partner__Landing *named);
 
 /* ---- landing grants for whole-page writes (VMM.md "Landings") ---- */
 

@@ -1,8 +1,9 @@
-/* The last checks of a block that came by RDMA WRITE, before it is adopted
- * (VMM.md, "Landings"): whichever way the run was handed out (a lock's
- * landing, a grant), its registration block must still be at the generation
- * it was handed out at, and its bytes must match the CRC-32C the message
- * names. Until both hold, the run is garbage that nothing names. */
+/* A block that came by RDMA WRITE (VMM.md, "Landings"): whichever way the
+ * run was handed out (a lock's landing, a grant, a resync's landing), the
+ * last checks before it is adopted, and the adoption. Its registration block
+ * must still be at the generation it was handed out at, and its bytes must
+ * match the CRC-32C the message names. Until both hold, the run is garbage
+ * that nothing names. */
 #include "vmm_internal.h"
 
 #include <errno.h>
@@ -30,4 +31,21 @@ int vmm_landed_bytes_check(struct vmm *v, const struct repl_landing *at, uint32_
 		return -EBADMSG;
 	}
 	return 0;
+}
+
+void vmm_landed_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t frame)
+{
+	struct vmm_page *p = &a->page[page];
+
+	if (p->resident) {
+		uint64_t old = p->frame;
+
+		p->frame = frame;
+		vmm_frames_give(v, old, a->block_size);
+	} else {
+		p->pagein = NULL; /* a read of the store in flight gives its own frames back */
+		vmm_page_attach(v, p, frame);
+	}
+	vmm_replace_touch(v, p);
+	v->landings_adopted++;
 }

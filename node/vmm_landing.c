@@ -171,7 +171,6 @@ int vmm_landing_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
 		      const Ftvm__Partner__WritePage *m, char *reason, size_t len)
 {
 	struct vmm_landing **l = find(v, a->guid, page);
-	struct vmm_page *p = &a->page[page];
 	int r = landing_refusal(v, a, m, *l, reason, len);
 	struct vmm_landing *used;
 
@@ -184,18 +183,8 @@ int vmm_landing_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
 	}
 	used = *l;
 	*l = used->next; /* its frames are the page's now */
-	if (p->resident) {
-		uint64_t old = p->frame;
-
-		p->frame = used->at.frame;
-		vmm_frames_give(v, old, a->block_size);
-	} else {
-		p->pagein = NULL; /* a read of the store in flight gives its own frames back */
-		vmm_page_attach(v, p, used->at.frame);
-	}
-	vmm_replace_touch(v, p);
+	vmm_landed_adopt(v, a, page, used->at.frame);
 	free(used);
-	v->landings_adopted++;
 	return 0;
 }
 

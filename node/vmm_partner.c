@@ -35,6 +35,7 @@ struct answer {
 	Ftvm__Partner__Landing landing;
 	Ftvm__Partner__Landing grant, *grant_ptr; /* a fresh grant, in cc.grants */
 	bool held; /* answered later (a LandingRevoke waiting for writes) */
+	Ftvm__Partner__Landing *runs, **run_ptrs; /* ResyncLandings' answer */
 };
 
 __attribute__((format(printf, 3, 4))) static void refuse(struct answer *ans, int status,
@@ -241,6 +242,29 @@ static void on_landing_grant(struct vmm *v, const Ftvm__Partner__LandingGrant *m
 	}
 }
 
+/* Runs for as many of the survivor's blocks as free frames allow; the rest
+ * come inline, so too few frames (or memory) is never a refusal. */
+static void on_resync_landings(struct vmm *v, const Ftvm__Partner__ResyncLandings *m,
+			       struct answer *ans)
+{
+	size_t n;
+
+	if (!v->resync_receiving) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+		       "ResyncLandings outside a resync");
+		return;
+	}
+	ans->runs = calloc(m->n_frames + 1, sizeof(*ans->runs));
+	ans->run_ptrs = calloc(m->n_frames + 1, sizeof(*ans->run_ptrs));
+	if (!ans->runs || !ans->run_ptrs)
+		return;
+	n = vmm_resync_landings_open(v, m->frames, m->n_frames, ans->runs);
+	for (size_t i = 0; i < n; i++)
+		ans->run_ptrs[i] = &ans->runs[i];
+	ans->cc.n_landings = n;
+	ans->cc.landings = ans->run_ptrs;
+}
+
 static void on_write_page(struct vmm *v, const Ftvm__Partner__WritePage *m, struct answer *ans)
 {
 	struct vmm_alloc *a;
@@ -409,6 +433,9 @@ static void apply(struct vmm *v, const Envelope *env, const Envelope *next, stru
 		if (ans->cc.status)
 			ans->cc.reason = ans->reason;
 		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_LANDINGS:
+		on_resync_landings(v, env->resync_landings, ans);
+		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_BEGIN:
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_ALLOCATION:
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE:
@@ -454,6 +481,8 @@ void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n)
 			repl_session_complete(v->session, envs[i]->seq, &ans.cc);
 		if (ans.sense_filled)
 			vmm_sense_release(&ans.sense);
+		free(ans.runs);
+		free(ans.run_ptrs);
 	}
 	/* The answers leave with the commit, at the end of this turn. */
 	vmm_changed(v);

@@ -1,7 +1,16 @@
 /* Resync (node/HA.md, "Solo and rejoin"): the survivor sends a node that is
  * behind everything it holds, in one event-loop turn, and from the same turn
  * on mirrors every change as usual: the link keeps the order, so nothing
- * written meanwhile is lost or stale. The receiver replaces its page table. */
+ * written meanwhile is lost or stale. The receiver replaces its page table.
+ *
+ * On a one-sided link the blocks are copied to staging runs in that turn
+ * and go by RDMA WRITE once the receiver answered ResyncLandings, a round
+ * trip later (replica/RDMA.md, "Resync"): each ResyncPage carries the page's
+ * state at the snapshot, and the receiver keeps whichever version is newer.
+ *
+ *   snapshot turn: Begin, Allocation..., inline pages, ResyncLandings
+ *   its answer:    landed pages (one batch), the rest inline, ResyncEnd
+ *   each answer:   staging runs back to the pool */
 #include "vmm_internal.h"
 
 #include <errno.h>
@@ -22,6 +31,18 @@
 
 /* ---- the survivor's side ---- */
 
+/* A block copied in the snapshot turn, for a one-sided write later. */
+struct resync_staged {
+	struct resync_send *rs;
+	char *guid;
+	uint64_t page;
+	uint32_t block_size;
+	Ftvm__Partner__PageState state;
+	uint64_t frame; /* the staging run, in this node's pool */
+	bool holds;	/* the run is still out of the pool */
+	struct repl_landing to;
+};
+
 struct resync_send {
 	struct vmm *vmm;
 	uint64_t partner_applied_lsn, partner_own_lsn; /* from its Hello */
@@ -31,27 +52,73 @@ struct resync_send {
 	vmm_resync_done_fn done;
 	void *arg;
 	struct vmm_resync_stats stats;
+	/* One-sided: the staged blocks, the frames staging may still take; the
+	 * chunk of them whose runs were asked for, and how many came. */
+	bool one_sided;
+	uint64_t stage_budget;
+	struct resync_staged *staged;
+	size_t n_staged, cap_staged, chunk_first, chunk_n, n_landed;
+	uint64_t end_lsn; /* the last LSN of the snapshot, for ResyncEnd */
 };
 
-static void on_answer(const CommandComplete *cc, void *arg)
+static void staged_give_back(struct resync_send *rs, struct resync_staged *b)
 {
-	struct resync_send *rs = arg;
+	if (b->holds)
+		frame_pool_give(rs->vmm->pool, b->frame,
+				b->block_size / rs->vmm->config->page_size);
+	b->holds = false;
+}
+
+static void note_applied(struct resync_send *rs, const CommandComplete *cc)
+{
 	struct pagetable *pt = rs->vmm->pt;
 
 	if (cc->applied_lsn > pagetable_applied_by_partner_lsn(pt))
 		pagetable_set_applied_by_partner_lsn(pt, cc->applied_lsn);
-	if (cc->status != FTVM__PARTNER__STATUS__STATUS_OK &&
-	    rs->status == FTVM__PARTNER__STATUS__STATUS_OK) {
-		rs->status = cc->status;
-		snprintf(rs->reason, sizeof(rs->reason), "%s",
-			 cc->reason && cc->reason[0] ? cc->reason : codec_status_name(cc->status));
-	}
+}
+
+static void fail(struct resync_send *rs, int status, const char *reason)
+{
+	if (rs->status != FTVM__PARTNER__STATUS__STATUS_OK)
+		return;
+	rs->status = status;
+	snprintf(rs->reason, sizeof(rs->reason), "%s",
+		 reason && reason[0] ? reason : codec_status_name(status));
+}
+
+/* One request fewer outstanding; the last one ends the resync. */
+static void release(struct resync_send *rs)
+{
 	if (--rs->outstanding)
 		return;
+	for (size_t i = 0; i < rs->n_staged; i++) {
+		staged_give_back(rs, &rs->staged[i]);
+		free(rs->staged[i].guid);
+	}
+	free(rs->staged);
 	rs->stats.ms = clock_now_ms() - rs->stats.ms;
 	rs->vmm->resync_send = NULL;
 	rs->done(rs->status, rs->reason, &rs->stats, rs->arg);
 	free(rs);
+}
+
+static void on_answer(const CommandComplete *cc, void *arg)
+{
+	struct resync_send *rs = arg;
+
+	note_applied(rs, cc);
+	if (cc->status != FTVM__PARTNER__STATUS__STATUS_OK)
+		fail(rs, cc->status, cc->reason);
+	release(rs);
+}
+
+/* A landed ResyncPage answered: the WRITE is over, its staging run free. */
+static void on_landed_answer(const CommandComplete *cc, void *arg)
+{
+	struct resync_staged *b = arg;
+
+	staged_give_back(b->rs, b);
+	on_answer(cc, b->rs);
 }
 
 static int send_one(struct resync_send *rs, Envelope *env)
@@ -96,24 +163,93 @@ out:
 	return r;
 }
 
-/* A resident page's block: a dirty one, which the store does not have, or a
- * clean one, which warms the receiver's frames. The receiver pages in the
- * others from the store (a stale page has nothing here to send). */
-static int send_page(struct resync_send *rs, const struct vmm_alloc *a, uint64_t page)
+/* What a page's block is of: its state at the snapshot. */
+static void page_state(const struct vmm_alloc *a, uint64_t page, Ftvm__Partner__PageState *ret)
+{
+	ftvm__partner__page_state__init(ret);
+	ret->version = a->page[page].version;
+	ret->crc32c = a->page[page].crc32c;
+	ret->dirty = a->page[page].dirty;
+}
+
+static int send_inline(struct resync_send *rs, const char *guid, uint64_t page, const void *data,
+		       uint32_t block_size, const Ftvm__Partner__PageState *state)
 {
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 	Ftvm__Partner__ResyncPage m = FTVM__PARTNER__RESYNC_PAGE__INIT;
 	int r;
 
-	if (!a->page[page].resident)
-		return 0;
-	m.guid = a->guid;
+	m.guid = (char *)guid;
 	m.page = page;
-	m.data.data = vmm_block_addr(rs->vmm, a, page);
-	m.data.len = a->block_size;
+	m.data.data = (uint8_t *)data;
+	m.data.len = block_size;
+	m.state = (Ftvm__Partner__PageState *)state;
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE;
 	env.resync_page = &m;
 	r = send_one(rs, &env);
+	if (r == 0)
+		rs->vmm->resync_pages_inline++;
+	return r;
+}
+
+/* The block copied to a staging run of free frames, for a one-sided write
+ * once the receiver gave a run: the page's own frames may change meanwhile
+ * (a client's write pointer), the staging run does not. -ENOSPC: no frames
+ * to spare (half of those free at the snapshot, at most); it goes inline. */
+static int stage(struct resync_send *rs, const struct vmm_alloc *a, uint64_t page)
+{
+	struct vmm *v = rs->vmm;
+	uint32_t frames = a->block_size / v->config->page_size;
+	struct resync_staged *b, *grown;
+	uint64_t first;
+
+	if (frames > rs->stage_budget || frame_pool_take(v->pool, frames, &first) < 0)
+		return -ENOSPC;
+	if (rs->n_staged == rs->cap_staged) {
+		size_t cap = rs->cap_staged ? 2 * rs->cap_staged : 64;
+
+		grown = realloc(rs->staged, cap * sizeof(*grown));
+		if (!grown) {
+			frame_pool_give(v->pool, first, frames);
+			return -ENOMEM;
+		}
+		rs->staged = grown;
+		rs->cap_staged = cap;
+	}
+	b = &rs->staged[rs->n_staged];
+	memset(b, 0, sizeof(*b));
+	b->guid = strdup(a->guid);
+	if (!b->guid) {
+		frame_pool_give(v->pool, first, frames);
+		return -ENOMEM;
+	}
+	rs->n_staged++;
+	rs->stage_budget -= frames;
+	b->rs = rs;
+	b->page = page;
+	b->block_size = a->block_size;
+	page_state(a, page, &b->state);
+	b->frame = first;
+	b->holds = true;
+	memcpy(frame_pool_addr(v->pool, first), vmm_block_addr(v, a, page), a->block_size);
+	return 0;
+}
+
+/* A resident page's block: a dirty one, which the store does not have, or a
+ * clean one, which warms the receiver's frames. The receiver pages in the
+ * others from the store (a stale page has nothing here to send). */
+static int send_page(struct resync_send *rs, const struct vmm_alloc *a, uint64_t page)
+{
+	Ftvm__Partner__PageState state;
+	int r = 0;
+
+	if (!a->page[page].resident)
+		return 0;
+	if (!rs->one_sided || stage(rs, a, page) < 0) {
+		page_state(a, page, &state);
+		r = send_inline(rs, a->guid, page, vmm_block_addr(rs->vmm, a, page), a->block_size,
+				&state);
+	}
 	if (r == 0) {
 		rs->stats.pages++;
 		rs->stats.bytes += a->block_size;
@@ -222,13 +358,198 @@ static int send_begin(struct resync_send *rs, const struct resync_plan *p, size_
 	return r;
 }
 
+static int send_end(struct resync_send *rs)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__ResyncEnd end = FTVM__PARTNER__RESYNC_END__INIT;
+
+	end.epoch = rs->vmm->epoch;
+	end.lsn = rs->end_lsn;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_END;
+	env.resync_end = &end;
+	return send_one(rs, &env);
+}
+
+static int compare_landing(const void *x, const void *y)
+{
+	const struct repl_page_write *a = x, *b = y;
+
+	return a->to.frame < b->to.frame ? -1 : a->to.frame > b->to.frame;
+}
+
+/* The chunk's blocks that got a run, in one batch behind their WRITEs
+ * (sorted by landing frame: neighbouring runs coalesce into fewer work
+ * requests; the transport posts them as write slots free). A fallback error
+ * from the session: they go inline instead. */
+static int send_landed(struct resync_send *rs)
+{
+	struct vmm *v = rs->vmm;
+	size_t n = rs->n_landed;
+	Envelope *envs = calloc(n, sizeof(*envs)), **env_ptrs = calloc(n, sizeof(*env_ptrs));
+	Ftvm__Partner__ResyncPage *pages = calloc(n, sizeof(*pages));
+	Ftvm__Partner__Landing *named = calloc(n, sizeof(*named));
+	struct repl_page_write *writes = calloc(n, sizeof(*writes));
+	void **args = calloc(n, sizeof(*args));
+	int r = -ENOMEM;
+
+	if (!envs || !env_ptrs || !pages || !named || !writes || !args)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		struct resync_staged *b = &rs->staged[rs->chunk_first + i];
+
+		ftvm__partner__envelope__init(&envs[i]);
+		ftvm__partner__resync_page__init(&pages[i]);
+		ftvm__partner__landing__init(&named[i]);
+		named[i].frame = b->to.frame;
+		named[i].frames = b->to.frames;
+		named[i].generation = b->to.generation;
+		pages[i].guid = b->guid;
+		pages[i].page = b->page;
+		pages[i].state = &b->state;
+		pages[i].landed = &named[i];
+		envs[i].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE;
+		envs[i].resync_page = &pages[i];
+		env_ptrs[i] = &envs[i];
+		args[i] = b;
+		writes[i].src = frame_pool_addr(v->pool, b->frame);
+		writes[i].len = b->block_size;
+		writes[i].to = b->to;
+	}
+	qsort(writes, n, sizeof(*writes), compare_landing);
+	r = repl_session_request_batch_landed(v->session, env_ptrs, n,
+					      v->config->request_timeout_ms, on_landed_answer, args,
+					      writes, n);
+	if (r == 0) {
+		rs->outstanding += n;
+		v->resync_pages_one_sided += n;
+	}
+out:
+	free(envs);
+	free(env_ptrs);
+	free(pages);
+	free(named);
+	free(writes);
+	free(args);
+	return r;
+}
+
+/* The staged blocks from first on inline (from their staging runs). */
+static int send_staged_inline(struct resync_send *rs, size_t first, size_t end)
+{
+	struct vmm *v = rs->vmm;
+	int r = 0;
+
+	for (size_t i = first; r == 0 && i < end; i++) {
+		struct resync_staged *b = &rs->staged[i];
+
+		r = send_inline(rs, b->guid, b->page, frame_pool_addr(v->pool, b->frame),
+				b->block_size, &b->state);
+		staged_give_back(rs, b); /* the session copied the block */
+	}
+	return r;
+}
+
+static int send_landings_request(struct resync_send *rs);
+
+/* After ResyncLandings' answer: the chunk's blocks that got a run
+ * one-sided, the others inline; then the next chunk's ResyncLandings, or
+ * after the last ResyncEnd: after every page, on the same link. */
+static void send_rest(evutil_socket_t fd, short what, void *arg)
+{
+	struct resync_send *rs = arg;
+	size_t done = rs->chunk_first + rs->chunk_n, inline_from = rs->chunk_first;
+	int r = 0;
+
+	vmm_before_request(rs->vmm);
+	if (rs->n_landed) {
+		r = send_landed(rs);
+		if (r == 0)
+			inline_from += rs->n_landed;
+		else if (vmm_landed_falls_back(r))
+			r = 0;
+	}
+	if (r == 0)
+		r = send_staged_inline(rs, inline_from, done);
+	if (r == 0 && done < rs->n_staged) {
+		if (send_landings_request(rs) == 0)
+			goto out; /* the next chunk's answer goes on */
+		r = send_staged_inline(rs, done, rs->n_staged);
+	}
+	if (r == 0)
+		r = send_end(rs);
+out:
+	if (r < 0)
+		fail(rs, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+		     "cannot send the resync's blocks");
+	release(rs); /* the answered ResyncLandings' hold */
+}
+
+/* The receiver's runs, a prefix of what was asked (none: all inline; an
+ * older receiver answers UNSUPPORTED: all inline too). The rest goes from
+ * the loop, not from inside the session's delivery of this answer. */
+static void on_landings(const CommandComplete *cc, void *arg)
+{
+	struct resync_send *rs = arg;
+	struct timeval now = { 0, 0 };
+	size_t k = 0;
+
+	note_applied(rs, cc);
+	if (cc->status == FTVM__PARTNER__STATUS__STATUS_OK)
+		for (; k < cc->n_landings && k < rs->chunk_n; k++) {
+			const Ftvm__Partner__Landing *l = cc->landings[k];
+			struct resync_staged *b = &rs->staged[rs->chunk_first + k];
+
+			if ((uint64_t)l->frames * rs->vmm->config->page_size != b->block_size)
+				break;
+			b->to.frame = l->frame;
+			b->to.frames = l->frames;
+			b->to.generation = l->generation;
+		}
+	rs->n_landed = k;
+	/* Not answered (the link went, the node stops): the resync failed. */
+	if ((cc->status != FTVM__PARTNER__STATUS__STATUS_OK &&
+	     cc->status != FTVM__PARTNER__STATUS__STATUS_UNSUPPORTED) ||
+	    event_base_once(rs->vmm->base, -1, EV_TIMEOUT, send_rest, rs, &now) < 0) {
+		fail(rs, cc->status ? cc->status : FTVM__PARTNER__STATUS__STATUS_INTERNAL,
+		     cc->reason);
+		release(rs);
+	}
+}
+
+/* Runs for the next chunk of staged blocks, in their order. ResyncEnd
+ * waits for them. */
+static int send_landings_request(struct resync_send *rs)
+{
+	struct vmm *v = rs->vmm;
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__ResyncLandings m = FTVM__PARTNER__RESYNC_LANDINGS__INIT;
+	size_t first = rs->chunk_first + rs->chunk_n, n = rs->n_staged - first;
+	uint32_t frames[VMM_RESYNC_CHUNK];
+	int r;
+
+	if (n > VMM_RESYNC_CHUNK)
+		n = VMM_RESYNC_CHUNK;
+	for (size_t i = 0; i < n; i++)
+		frames[i] = rs->staged[first + i].block_size / v->config->page_size;
+	m.n_frames = n;
+	m.frames = frames;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_LANDINGS;
+	env.resync_landings = &m;
+	r = repl_session_request(v->session, &env, v->config->request_timeout_ms, on_landings, rs);
+	if (r < 0)
+		return r;
+	rs->outstanding++;
+	rs->chunk_first = first;
+	rs->chunk_n = n;
+	rs->n_landed = 0;
+	return 0;
+}
+
 /* Everything, or what changed: the allocations touched since, whole, and
  * the blocks of every dirty page (a node that restarted lost those). */
 static int send_snapshot(struct resync_send *rs)
 {
 	struct vmm *v = rs->vmm;
-	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
-	Ftvm__Partner__ResyncEnd end = FTVM__PARTNER__RESYNC_END__INIT;
 	struct resync_plan plan;
 	size_t n = 0, whole = 0;
 	struct vmm_alloc **all = vmm_table_sorted(v->table, &n);
@@ -256,12 +577,13 @@ static int send_snapshot(struct resync_send *rs)
 	free(all);
 	if (r < 0)
 		return r;
-	end.epoch = v->epoch;
-	/* Everything journalled here until now is in what was sent. */
-	end.lsn = pagetable_reserve_lsn(v->pt);
-	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_END;
-	env.resync_end = &end;
-	return send_one(rs, &env);
+	/* Everything journalled here until now is in the snapshot. */
+	rs->end_lsn = pagetable_reserve_lsn(v->pt);
+	if (rs->n_staged && send_landings_request(rs) == 0)
+		return 0;
+	/* Not sent: the staged blocks go inline now, as they would have. */
+	r = send_staged_inline(rs, 0, rs->n_staged);
+	return r < 0 ? r : send_end(rs);
 }
 
 static void start_when_settled(evutil_socket_t fd, short what, void *arg);
@@ -282,6 +604,8 @@ static void start(struct resync_send *rs)
 	vmm_flush(v);
 	rs->stats.ms = clock_now_ms();
 	rs->outstanding = 1; /* held until every request is out */
+	rs->one_sided = repl_session_one_sided(v->session);
+	rs->stage_budget = frame_pool_free_count(v->pool) / 2;
 	r = send_snapshot(rs);
 	/* From this turn on, every change goes to the partner after the
 	 * snapshot, on the same link, as any mirrored change does. */
@@ -392,6 +716,7 @@ static int on_begin(struct vmm *v, const Ftvm__Partner__ResyncBegin *m, const st
 			      (unsigned long long)v->epoch, (unsigned long long)m->epoch);
 	v->resync_receiving = true;
 	v->resync_failed = false;
+	vmm_resync_landings_drop(v); /* an earlier resync's */
 	v->resync_error[0] = '\0';
 	vmm_space_waiters_fail(v);
 	vmm_page_waiters_fail(v);
@@ -450,16 +775,16 @@ static int on_allocation(struct vmm *v, const Ftvm__Partner__ResyncAllocation *m
 	return 0;
 }
 
-static int on_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m, char *reason, size_t len)
+/* A block sent inline: the whole block, matching the page's state. */
+static int fill_page(struct vmm *v, struct vmm_alloc *a, const Ftvm__Partner__ResyncPage *m,
+		     char *reason, size_t len)
 {
-	struct vmm_alloc *a = vmm_table_find(v->table, m->guid);
 	char why[256];
 
-	if (!v->resync_receiving)
-		return refuse(v, reason, len, "ResyncPage outside a resync");
-	if (!a || m->page >= a->pages || m->data.len != a->block_size)
-		return refuse(v, reason, len, "ResyncPage %s page %llu: no such page of that size",
-			      m->guid, (unsigned long long)m->page);
+	if (m->data.len != a->block_size)
+		return refuse(v, reason, len,
+			      "ResyncPage %s page %llu: %zu bytes for a block of %u", m->guid,
+			      (unsigned long long)m->page, m->data.len, a->block_size);
 	if (crc32c(0, m->data.data, m->data.len) != a->page[m->page].crc32c)
 		return refuse(v, reason, len, "ResyncPage %s page %llu: checksum differs", m->guid,
 			      (unsigned long long)m->page);
@@ -469,6 +794,59 @@ static int on_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m, char *reas
 		return refuse(v, reason, len, "ResyncPage %s page %llu: %s", m->guid,
 			      (unsigned long long)m->page, why);
 	a->page[m->page].stale = false;
+	return 0;
+}
+
+/* The block is not wanted: a change mirrored after the survivor's snapshot
+ * got here first (the page is newer, or its allocation freed). */
+static int drop_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m)
+{
+	if (m->landed)
+		vmm_resync_landing_close(v, m->landed);
+	v->resync_pages_dropped++;
+	log_debug("resync: %s page %llu dropped, a newer change came first", m->guid,
+		  (unsigned long long)m->page);
+	return 0;
+}
+
+static int on_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m, char *reason, size_t len)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, m->guid);
+	char why[512];
+	int r;
+
+	if (!v->resync_receiving || !a || m->page >= a->pages) {
+		if (m->landed)
+			vmm_resync_landing_close(v, m->landed);
+		if (!v->resync_receiving)
+			return refuse(v, reason, len, "ResyncPage outside a resync");
+		/* With a state it may come after the allocation's ReleaseMemory. */
+		if (!a && m->state)
+			return drop_page(v, m);
+		return refuse(v, reason, len, "ResyncPage %s page %llu: no such page", m->guid,
+			      (unsigned long long)m->page);
+	}
+	if (m->state) {
+		r = vmm_resync_page_order(a, m->page, m->state, why, sizeof(why));
+		if (r > 0)
+			return drop_page(v, m);
+		if (r < 0) {
+			if (m->landed)
+				vmm_resync_landing_close(v, m->landed);
+			return refuse(v, reason, len, "%s", why);
+		}
+	}
+	if (!m->landed)
+		return fill_page(v, a, m, reason, len);
+	if (!m->state || m->data.len) {
+		vmm_resync_landing_close(v, m->landed);
+		return refuse(v, reason, len, "ResyncPage %s page %llu: landed, but with %s",
+			      m->guid, (unsigned long long)m->page,
+			      m->data.len ? "data as well" : "no state");
+	}
+	if (vmm_resync_landing_adopt(v, a, m->page, m->landed, m->state->crc32c, why, sizeof(why)) <
+	    0)
+		return refuse(v, reason, len, "%s", why);
 	return 0;
 }
 
@@ -487,13 +865,19 @@ static int on_end(struct vmm *v, const Ftvm__Partner__ResyncEnd *m, char *reason
 	if (!v->resync_receiving)
 		return refuse(v, reason, len, "ResyncEnd outside a resync");
 	v->resync_receiving = false;
+	vmm_resync_landings_drop(v); /* none is named after ResyncEnd */
 	if (v->resync_failed) {
 		snprintf(reason, len, "resync incomplete: %s", v->resync_error);
 		if (v->resync_observer)
 			v->resync_observer(false, -EIO, reason, v->resync_arg);
 		return FTVM__PARTNER__STATUS__STATUS_INTERNAL;
 	}
-	r = pagetable_set_partner_applied_lsn(v->pt, m->lsn);
+	/* Changes mirrored after the snapshot may have been applied already,
+	 * ahead of blocks that came a round trip later. */
+	r = pagetable_set_partner_applied_lsn(v->pt,
+					      m->lsn > pagetable_partner_applied_lsn(v->pt)
+						      ? m->lsn
+						      : pagetable_partner_applied_lsn(v->pt));
 	/* Our own journal rows describe a table the survivor's replaced: none
 	 * is needed for a resync any more. */
 	if (r == 0)

@@ -380,6 +380,9 @@ static void status_print_text(const struct ftvm_node_status *st)
 	       " granted\n",
 	       st->pages_one_sided, st->pages_inline, st->landings_adopted, st->landings_refused,
 	       st->landings_granted);
+	printf("resync pages sent: %" PRIu64 " one-sided, %" PRIu64 " inline; received: %" PRIu64
+	       " dropped as older\n",
+	       st->resync_pages_one_sided, st->resync_pages_inline, st->resync_pages_dropped);
 	printf("pool: %" PRIu32 " of %" PRIu32 " blocks of %" PRIu64 " bytes in use (%" PRIu64
 	       " grown, %" PRIu64 " shrunk); registrations: %" PRIu32 " current, %" PRIu32
 	       " stale, %" PRIu64 " purged; staging slabs: %" PRIu32 " (%" PRIu64 " since start)\n",
@@ -399,9 +402,10 @@ static int status_print_json(const struct ftvm_node_status *st)
 	json_object *pool = json_object_new_object();
 	json_object *registrations = json_object_new_object();
 	json_object *staging = json_object_new_object();
+	json_object *resync = json_object_new_object();
 
 	if (!o || !partner || !frames || !allocations || !page_writes || !landings || !pool ||
-	    !registrations || !staging) {
+	    !registrations || !staging || !resync) {
 		json_object_put(o);
 		json_object_put(partner);
 		json_object_put(frames);
@@ -411,6 +415,7 @@ static int status_print_json(const struct ftvm_node_status *st)
 		json_object_put(pool);
 		json_object_put(registrations);
 		json_object_put(staging);
+		json_object_put(resync);
 		fprintf(stderr, "ftvmctl: out of memory\n");
 		return EXIT_FAILED;
 	}
@@ -482,6 +487,13 @@ static int status_print_json(const struct ftvm_node_status *st)
 	json_object_object_add(staging, "slabs", json_object_new_uint64(st->staging_slabs));
 	json_object_object_add(staging, "allocated", json_object_new_uint64(st->staging_allocated));
 	json_object_object_add(o, "staging", staging);
+	json_object_object_add(resync, "pages_one_sided",
+			       json_object_new_uint64(st->resync_pages_one_sided));
+	json_object_object_add(resync, "pages_inline",
+			       json_object_new_uint64(st->resync_pages_inline));
+	json_object_object_add(resync, "pages_dropped",
+			       json_object_new_uint64(st->resync_pages_dropped));
+	json_object_object_add(o, "resync", resync);
 
 	print_json(o);
 	json_object_put(o);

@@ -561,6 +561,9 @@ static void status_from_reply(const Ftvm__Client__StatusReply *s, struct ftvm_no
 	ret->registrations_purged = s->registrations_purged;
 	ret->staging_slabs = s->staging_slabs;
 	ret->staging_allocated = s->staging_allocated;
+	ret->resync_pages_one_sided = s->resync_pages_one_sided;
+	ret->resync_pages_inline = s->resync_pages_inline;
+	ret->resync_pages_dropped = s->resync_pages_dropped;
 }
 
 /* Asks the node at the end of conn for its status; -errno when it did not

@@ -205,15 +205,18 @@ struct ftvm_node_status {
 	uint64_t landings_refused;	  /**< ... and refused (stale, bad CRC-32C) */
 	uint64_t landings_granted; /**< landing runs granted to the partner for whole-page writes */
 	uint32_t pool_blocks;	   /**< the pool's registration blocks up to its ceiling */
-	uint32_t pool_blocks_in_use;	/**< ... that frames are taken from now */
-	uint64_t pool_block_bytes;	/**< bytes per block ([memory] pool_block_size, rounded) */
-	uint64_t pool_grown;		/**< blocks that came into use since start */
-	uint64_t pool_shrunk;		/**< blocks that left, their memory back to the OS */
-	uint32_t registrations_current; /**< RDMA registrations of the pool now (0 over TCP) */
-	uint32_t registrations_stale;	/**< left behind by blocks that left, to be purged */
-	uint64_t registrations_purged;	/**< stale registrations deregistered since start */
-	uint32_t staging_slabs;		/**< registered staging slabs mapped now */
-	uint64_t staging_allocated;	/**< ... and since start */
+	uint32_t pool_blocks_in_use;	 /**< ... that frames are taken from now */
+	uint64_t pool_block_bytes;	 /**< bytes per block ([memory] pool_block_size, rounded) */
+	uint64_t pool_grown;		 /**< blocks that came into use since start */
+	uint64_t pool_shrunk;		 /**< blocks that left, their memory back to the OS */
+	uint32_t registrations_current;	 /**< RDMA registrations of the pool now (0 over TCP) */
+	uint32_t registrations_stale;	 /**< left behind by blocks that left, to be purged */
+	uint64_t registrations_purged;	 /**< stale registrations deregistered since start */
+	uint32_t staging_slabs;		 /**< registered staging slabs mapped now */
+	uint64_t staging_allocated;	 /**< ... and since start */
+	uint64_t resync_pages_one_sided; /**< resync blocks sent by RDMA WRITE since start */
+	uint64_t resync_pages_inline;	 /**< resync blocks sent inline in ResyncPage */
+	uint64_t resync_pages_dropped;	 /**< the partner's resync blocks dropped as older */
 };
 
 /**

@@ -130,6 +130,26 @@ pair_up() {
 		field_is a state active && field_is b state active
 }
 
+# resync_blocks_went SENDER RECEIVER: how the resync SENDER sent (its only
+# one since it started) carried its blocks (replica/RDMA.md, "Resync"): over
+# RDMA every one by RDMA WRITE into RECEIVER's landing runs, none refused;
+# over TCP every one inline.
+resync_blocks_went() {
+	local sent one inline refused
+	sent=$(status_field "$1" last_resync_pages)
+	one=$(status_field "$1" resync.pages_one_sided)
+	inline=$(status_field "$1" resync.pages_inline)
+	refused=$(status_field "$2" landings.refused)
+	if [ "$E2E_TRANSPORT" = rdma ]; then
+		[ "$one" = "$sent" ] && [ "$inline" = 0 ] && [ "$refused" = 0 ] ||
+			fail "$1's resync of $sent blocks: $one one-sided, $inline inline; $2 refused $refused"
+	else
+		[ "$one" = 0 ] && [ "$inline" = "$sent" ] ||
+			fail "$1's resync of $sent blocks over TCP: $one one-sided, $inline inline"
+	fi
+	ok "$1's resync sent its $sent blocks $([ "$E2E_TRANSPORT" = rdma ] && echo one-sided || echo inline); $2 dropped $(status_field "$2" resync.pages_dropped) as older"
+}
+
 # other ID: the other node of the pair.
 other() { if [ "$1" = a ]; then echo b; else echo a; fi; }
 

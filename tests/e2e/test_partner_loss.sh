@@ -24,10 +24,26 @@ wait_for $((DEAD_AFTER_MS + MARGIN_MS)) "a takes over" field_is a state solo
 [ "$(status_field a epoch)" = 2 ] || fail "the takeover did not bump the epoch"
 ok "a took over after $(($(now_ms) - t0)) ms: $(status_field a reason)"
 
+# Dirty pages made alone, more than one chunk of landings (VMM_RESYNC_CHUNK,
+# 1024) and fewer than half of a's free frames: all of them go one-sided over
+# RDMA, in two ResyncLandings rounds.
+FTVM_HOLD=${FTVM_HOLD:?FTVM_HOLD must name the ftvm-hold binary}
+big=$(ctl a alloc --size $((1100 * 4096)))
+"$FTVM_HOLD" "$WORK/a.sock" "$big" 0 write --modify 9 --count 1100 >"$WORK/hold.out" 2>&1 ||
+	fail "1100 pages written alone: $(tail -n 3 "$WORK/hold.out")"
+ok "a wrote 1100 pages of $big alone"
+
 start_node b
 wait_for 5000 "link back after restart" pair_up
 [ "$(status_field b epoch)" = 2 ] || fail "b was not resynced to epoch 2"
 ok "b restarted: resynced, link back, both active"
+resync_blocks_went a b
+ctl a verify >/dev/null || fail "not equal after the resync: $(ctl a verify 2>&1)"
+head -c 4096 /dev/zero | tr '\0' '\011' >"$WORK/nines"
+for p in 0 1023 1024 1099; do
+	ctl b read "$big" "$p" | cmp -s - "$WORK/nines" || fail "b's page $p of $big is not a's"
+done
+ok "verify equal; b reads a's pages on both sides of the chunk boundary"
 
 # Over RDMA b grants a landing runs for whole-page writes again once it is
 # resynced (its grant at link up went at the old epoch, which a refused): a's

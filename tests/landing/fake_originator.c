@@ -4,11 +4,13 @@
  * no WritePage at all (replica/RDMA.md, "One-sided page writes": P's copy
  * stays whole and old until it adopts a run it checked).
  *
- *   ftvm-fake-originator LISTEN PARTNER TRANSPORT PAGE_SIZE FRAMES
+ *   ftvm-fake-originator LISTEN PARTNER TRANSPORT PAGE_SIZE FRAMES [EPOCH]
  *
  * It links as "a" (LISTEN, dialling b at PARTNER), answers every request of
  * b's with OK (free space when asked), and prints "linked one_sided=yes|no".
- * Then it reads commands on standard input, one per line:
+ * It speaks at b's epoch, or at EPOCH when given (a later one: a survivor
+ * that took over, for `resync`). Then it reads commands on standard input,
+ * one per line:
  *
  *   write GUID PAGE HOW
  *
@@ -24,8 +26,20 @@
  *   cut      one-sided into the landing, then no WritePage: the process
  *            exits at once, as a node that died between the two.
  * Each answer is printed as "NAME: STATUS reason"; a refused write is
- * followed by a plain release ("release: ..."). Exit 0 at end of input, 1
- * when the link is lost or an answer does not come, 2 usage. */
+ * followed by a plain release ("release: ..."). And:
+ *
+ *   resync GUID
+ *
+ * resyncs b as a survivor would (node/HA.md, replica/RDMA.md "Resync") with
+ * a's allocation GUID of two one-page blocks, both dirty at version 1: the
+ * block of page 0 is 0x01 bytes, page 1's 0x02. It asks b for landings
+ * ("landings: N"); then, as a change mirrored after the snapshot, writes
+ * page 0 again (0x03 bytes, version 2: "mirrored: STATUS"); only then sends
+ * the snapshot's blocks, into the landings when b gave them, inline
+ * otherwise ("page0: STATUS", "page1: STATUS"), and ResyncEnd ("end:
+ * STATUS"). b must keep page 0's newer bytes and adopt page 1's.
+ * Exit 0 at end of input, 1 when the link is lost or an answer does not
+ * come, 2 usage. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -48,6 +62,7 @@ static struct repl_session *session;
 static bool link_up, link_lost, stdin_ready;
 static uint64_t next_lsn = 1;
 static uint64_t pool_frames; /* b's too */
+static uint64_t speak_epoch; /* 0: b's */
 
 struct answer {
 	bool done;
@@ -55,6 +70,8 @@ struct answer {
 	char reason[256];
 	bool has_landing;
 	struct repl_landing landing;
+	struct repl_landing landings[2]; /* the answer to ResyncLandings */
+	size_t n_landings;
 };
 
 static void on_answer(const CommandComplete *cc, void *arg)
@@ -64,6 +81,11 @@ static void on_answer(const CommandComplete *cc, void *arg)
 	a->done = true;
 	a->status = cc->status;
 	snprintf(a->reason, sizeof(a->reason), "%s", cc->reason ? cc->reason : "");
+	a->n_landings = cc->n_landings < 2 ? cc->n_landings : 2;
+	for (size_t i = 0; i < a->n_landings; i++)
+		a->landings[i] = (struct repl_landing){ .frame = cc->landings[i]->frame,
+							.frames = cc->landings[i]->frames,
+							.generation = cc->landings[i]->generation };
 	if (cc->payload_case == FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LANDING) {
 		a->has_landing = true;
 		a->landing = (struct repl_landing){ .frame = cc->landing->frame,
@@ -85,7 +107,7 @@ static void on_link(struct repl_session *s, bool up, const char *reason, void *a
 	}
 	/* Speak at b's epoch, or b refuses everything as stale. */
 	repl_session_get_stats(s, &st);
-	repl_session_set_epoch(s, st.partner_epoch);
+	repl_session_set_epoch(s, speak_epoch ? speak_epoch : st.partner_epoch);
 	link_up = true;
 }
 
@@ -328,6 +350,173 @@ static int run_write(char *guid, uint64_t page, const char *how, uint8_t *pool, 
 	return release_page(guid, page, false, &rel);
 }
 
+/* One request alone; false when no answer came. */
+static bool request(Envelope *env, struct answer *ans)
+{
+	return repl_session_request(session, env, ANSWER_TIMEOUT_MS, on_answer, ans) == 0 &&
+	       wait_answers(ans, 1);
+}
+
+/* The change a survivor mirrors after its snapshot: page 0 written again. */
+static int mirror_write(char *guid, const uint8_t *block, size_t len)
+{
+	Ftvm__Partner__AllocateWrite aw = FTVM__PARTNER__ALLOCATE_WRITE__INIT;
+	Ftvm__Partner__WritePage wp = FTVM__PARTNER__WRITE_PAGE__INIT;
+	Ftvm__Partner__ReleasePointer rp = FTVM__PARTNER__RELEASE_POINTER__INIT;
+	struct answer ans[3] = { { 0 } };
+	Envelope envs[3];
+	Envelope *ep[3] = { &envs[0], &envs[1], &envs[2] };
+	void *args[3] = { &ans[0], &ans[1], &ans[2] };
+
+	aw.guid = wp.guid = rp.guid = guid;
+	aw.owner = rp.owner = OWNER;
+	wp.data.data = (uint8_t *)block;
+	wp.data.len = len;
+	wp.crc32c = crc32c(0, block, len);
+	rp.modified = true;
+	rp.version = 2;
+	for (int i = 0; i < 3; i++)
+		envelope_init(&envs[i]);
+	envs[0].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_WRITE;
+	envs[0].allocate_write = &aw;
+	envs[1].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE;
+	envs[1].write_page = &wp;
+	envs[2].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER;
+	envs[2].release_pointer = &rp;
+	if (repl_session_request_batch(session, ep, 3, ANSWER_TIMEOUT_MS, on_answer, args) < 0 ||
+	    !wait_answers(ans, 3))
+		return -EIO;
+	/* The first failure, if any: the rest of the batch is ABORTED. */
+	for (int i = 0; i < 3; i++)
+		if (ans[i].status || i == 2) {
+			print_answer("mirrored", &ans[i]);
+			break;
+		}
+	return 0;
+}
+
+/* A snapshot block of page, at version 1, into landing when there is one. */
+static int resync_page(char *guid, uint64_t page, const uint8_t *block, size_t len,
+		       const struct repl_landing *landing)
+{
+	Ftvm__Partner__ResyncPage m = FTVM__PARTNER__RESYNC_PAGE__INIT;
+	Ftvm__Partner__PageState state = FTVM__PARTNER__PAGE_STATE__INIT;
+	Ftvm__Partner__Landing named = FTVM__PARTNER__LANDING__INIT;
+	struct answer ans = { 0 };
+	Envelope env, *ep = &env;
+	void *arg = &ans;
+	char name[16];
+	int r;
+
+	state.version = 1;
+	state.crc32c = crc32c(0, block, len);
+	state.dirty = true;
+	m.guid = guid;
+	m.page = page;
+	m.state = &state;
+	envelope_init(&env);
+	env.lsn = 0;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE;
+	env.resync_page = &m;
+	if (landing) {
+		struct repl_page_write w = { .src = block, .len = len, .to = *landing };
+
+		named.frame = landing->frame;
+		named.frames = landing->frames;
+		named.generation = landing->generation;
+		m.landed = &named;
+		r = repl_session_request_batch_landed(session, &ep, 1, ANSWER_TIMEOUT_MS, on_answer,
+						      &arg, &w, 1);
+	} else {
+		m.data.data = (uint8_t *)block;
+		m.data.len = len;
+		r = repl_session_request(session, &env, ANSWER_TIMEOUT_MS, on_answer, &ans);
+	}
+	if (r < 0 || !wait_answers(&ans, 1))
+		return -EIO;
+	snprintf(name, sizeof(name), "page%" PRIu64, page);
+	print_answer(name, &ans);
+	return 0;
+}
+
+static int run_resync(char *guid, uint8_t *pool, uint32_t page_size)
+{
+	Ftvm__Partner__ResyncBegin begin = FTVM__PARTNER__RESYNC_BEGIN__INIT;
+	Ftvm__Partner__ResyncAllocation ra = FTVM__PARTNER__RESYNC_ALLOCATION__INIT;
+	Ftvm__Partner__AllocateMemory am = FTVM__PARTNER__ALLOCATE_MEMORY__INIT;
+	Ftvm__Partner__PageState states[2], *state_ptrs[2] = { &states[0], &states[1] };
+	Ftvm__Partner__ResyncLandings rl = FTVM__PARTNER__RESYNC_LANDINGS__INIT;
+	Ftvm__Partner__ResyncEnd end = FTVM__PARTNER__RESYNC_END__INIT;
+	uint32_t frames[2] = { 1, 1 };
+	uint8_t *block[3] = { pool, pool + page_size, pool + 2 * page_size };
+	struct answer ans = { 0 }, lands = { 0 };
+	Envelope env;
+
+	for (int i = 0; i < 3; i++)
+		memset(block[i], i + 1, page_size);
+	envelope_init(&env);
+	begin.epoch = speak_epoch;
+	begin.allocations = 1;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_BEGIN;
+	env.resync_begin = &begin;
+	if (!request(&env, &ans))
+		return -EIO;
+	print_answer("begin", &ans);
+
+	am.guid = guid;
+	am.size = 2 * page_size;
+	am.block_size = page_size;
+	am.policy = "default";
+	am.home = "a";
+	am.store_offset = 65536;
+	for (int i = 0; i < 2; i++) {
+		ftvm__partner__page_state__init(&states[i]);
+		states[i].version = 1;
+		states[i].crc32c = crc32c(0, block[i], page_size);
+		states[i].dirty = true;
+	}
+	ra.allocation = &am;
+	ra.owner = "a";
+	ra.n_pages = 2;
+	ra.pages = state_ptrs;
+	envelope_init(&env);
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_ALLOCATION;
+	env.resync_allocation = &ra;
+	memset(&ans, 0, sizeof(ans));
+	if (!request(&env, &ans))
+		return -EIO;
+	print_answer("allocation", &ans);
+
+	rl.n_frames = 2;
+	rl.frames = frames;
+	envelope_init(&env);
+	env.lsn = 0;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_LANDINGS;
+	env.resync_landings = &rl;
+	if (!request(&env, &lands))
+		return -EIO;
+	printf("landings: %zu\n", lands.n_landings);
+
+	if (mirror_write(guid, block[2], page_size) < 0 ||
+	    resync_page(guid, 0, block[0], page_size,
+			lands.n_landings > 0 ? &lands.landings[0] : NULL) < 0 ||
+	    resync_page(guid, 1, block[1], page_size,
+			lands.n_landings > 1 ? &lands.landings[1] : NULL) < 0)
+		return -EIO;
+
+	end.epoch = speak_epoch;
+	end.lsn = next_lsn - 1;
+	envelope_init(&env);
+	env.lsn = 0;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_END;
+	env.resync_end = &end;
+	memset(&ans, 0, sizeof(ans));
+	if (!request(&env, &ans))
+		return -EIO;
+	print_answer("end", &ans);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct repl_session_config cfg = { 0 };
@@ -337,11 +526,13 @@ int main(int argc, char **argv)
 	uint8_t *pool;
 	uint64_t deadline;
 
-	if (argc != 6) {
-		fprintf(stderr,
-			"usage: ftvm-fake-originator LISTEN PARTNER TRANSPORT PAGE_SIZE FRAMES\n");
+	if (argc != 6 && argc != 7) {
+		fprintf(stderr, "usage: ftvm-fake-originator LISTEN PARTNER TRANSPORT PAGE_SIZE "
+				"FRAMES [EPOCH]\n");
 		return 2;
 	}
+	if (argc == 7)
+		speak_epoch = strtoull(argv[6], NULL, 10);
 	cfg.node_id = "a";
 	cfg.listen = argv[1];
 	cfg.partner = argv[2];
@@ -349,7 +540,7 @@ int main(int argc, char **argv)
 	cfg.page_size = (uint32_t)strtoul(argv[4], NULL, 10);
 	cfg.frame_count = strtoull(argv[5], NULL, 10);
 	pool_frames = cfg.frame_count;
-	cfg.epoch = 1;
+	cfg.epoch = speak_epoch ? speak_epoch : 1;
 	cfg.heartbeat_ms = 50;
 	cfg.dead_after_ms = 60000;
 	cfg.max_payload = 8u << 20;
@@ -395,6 +586,14 @@ int main(int argc, char **argv)
 			return 1;
 		if (getline(&line, &cap, stdin) < 0)
 			break;
+		if (sscanf(line, "resync %79s", guid) == 1) {
+			if (run_resync(guid, pool, cfg.page_size) < 0) {
+				fprintf(stderr, "ftvm-fake-originator: no answer from b\n");
+				return 1;
+			}
+			fflush(stdout);
+			continue;
+		}
 		if (sscanf(line, "write %79s %" SCNu64 " %15s", guid, &page, how) != 3) {
 			fprintf(stderr, "ftvm-fake-originator: bad command: %s", line);
 			return 2;

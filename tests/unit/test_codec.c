@@ -186,6 +186,7 @@ struct sent {
 	Ftvm__Partner__PageState *page_state_ptrs[2];
 	Ftvm__Partner__ResyncAllocation resync_allocation;
 	Ftvm__Partner__ResyncPage resync_page;
+	Ftvm__Partner__ResyncLandings resync_landings;
 	Ftvm__Partner__ResyncEnd resync_end;
 	Ftvm__Partner__OwnerChange owner_change;
 };
@@ -193,6 +194,7 @@ struct sent {
 static Envelope envelope(Ftvm__Partner__Envelope__MessageCase which, void *msg);
 
 static const char *const resync_freed[] = { "a-3", "b-19" };
+static uint32_t resync_frames[] = { 1, 0x00010000u, 0x80000002u };
 
 static void sent_init(struct sent *s)
 {
@@ -304,6 +306,8 @@ static void sent_init(struct sent *s)
 	/* Outside the payload oneof: set with every payload. */
 	s->command_complete.n_grants = 2;
 	s->command_complete.grants = s->grant_ptrs;
+	s->command_complete.n_landings = 1;
+	s->command_complete.landings = &s->grant_ptrs[1];
 
 	s->space_request = (Ftvm__Partner__SpaceRequest)FTVM__PARTNER__SPACE_REQUEST__INIT;
 	s->space_request.bytes = 0x0000000200000003ull;
@@ -394,6 +398,11 @@ static void sent_init(struct sent *s)
 	s->resync_page.page = 0x0000000900000002ull;
 	s->resync_page.data.data = page_data;
 	s->resync_page.data.len = sizeof(page_data);
+	s->resync_page.state = &s->page_state[1];
+	s->resync_page.landed = &s->landed;
+	s->resync_landings = (Ftvm__Partner__ResyncLandings)FTVM__PARTNER__RESYNC_LANDINGS__INIT;
+	s->resync_landings.n_frames = ARRAY_SIZE(resync_frames);
+	s->resync_landings.frames = resync_frames;
 	s->resync_end = (Ftvm__Partner__ResyncEnd)FTVM__PARTNER__RESYNC_END__INIT;
 	s->resync_end.epoch = 0x8000000000000008ull;
 	s->resync_end.lsn = 0x0000000a00000005ull;
@@ -458,6 +467,8 @@ static void cmp_command_complete(const char *ctx, const CommandComplete *e,
 {
 	EQ_U(n_grants);
 	cmp_landings(ctx, e->grants, e->n_grants, g->grants, g->n_grants);
+	EQ_U(n_landings);
+	cmp_landings(ctx, e->landings, e->n_landings, g->landings, g->n_landings);
 	EQ_U(status);
 	EQ_S(reason);
 	EQ_U(applied_lsn);
@@ -726,6 +737,18 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_S(resync_page->guid);
 		EQ_U(resync_page->page);
 		EQ_B(resync_page->data);
+		EQ_U(resync_page->state->version);
+		EQ_U(resync_page->state->crc32c);
+		EQ_U(resync_page->state->dirty);
+		EQ_U(resync_page->landed->frame);
+		EQ_U(resync_page->landed->frames);
+		EQ_U(resync_page->landed->generation);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_LANDINGS:
+		EQ_U(resync_landings->n_frames);
+		for (size_t i = 0;
+		     i < e->resync_landings->n_frames && i < g->resync_landings->n_frames; i++)
+			EQ_U(resync_landings->frames[i]);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_END:
 		EQ_U(resync_end->epoch);
@@ -791,6 +814,7 @@ static const struct round_trip_case round_trip_cases[] = {
 	  FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_ALLOCATION, 0 },
 	{ "ResyncPage", "ResyncPage", FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE, 0 },
 	{ "ResyncEnd", "ResyncEnd", FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_END, 0 },
+	{ "ResyncLandings", "ResyncLandings", FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_LANDINGS, 0 },
 	{ "OwnerChange", "OwnerChange", FTVM__PARTNER__ENVELOPE__MESSAGE_OWNER_CHANGE, 0 },
 };
 
@@ -863,6 +887,8 @@ static void *case_message(struct sent *s, const struct round_trip_case *c)
 		return &s->resync_page;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_END:
 		return &s->resync_end;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_LANDINGS:
+		return &s->resync_landings;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_OWNER_CHANGE:
 		return &s->owner_change;
 	default:
