@@ -25,9 +25,9 @@ ok "rxe0 on dummy0, GID index $gid for $ADDR"
 
 # perftest NAME ARGS...: server and client of one perftest on rxe0 in this
 # guest; the client retries until the server listens. Prints the result rows.
-# --CPU-freq: the guest's vCPUs report differing "cpu MHz" under TCG, which
-# perftest otherwise takes for a CPU not at its top frequency, and the
-# latency test then printed "inf" for every figure.
+# --CPU-freq: perftest checks the "cpu MHz" of /proc/cpuinfo, which TCG's
+# vCPUs need not agree on. One run without it (on a loaded host) printed
+# "inf" for every latency figure; the cause was not pinned down.
 perftest() {
 	local name=$1 server out deadline
 	shift
