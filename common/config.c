@@ -412,30 +412,25 @@ static int parse_size_value(struct parser *p, const char *v, uint64_t *ret)
 	return 0;
 }
 
+/* A size of at least one byte ([memory] size, pool_block_size): whether it
+ * holds whole pages is checked once page_size is known. */
+static int parse_nonzero_size(struct parser *p, const char *v, uint64_t *ret)
+{
+	int r = parse_size_value(p, v, ret);
+
+	if (r == 0 && *ret == 0)
+		return fail_key(p, "'%s' is too small (want at least one page)", v);
+	return r;
+}
+
 static int set_size(struct parser *p, const char *v)
 {
-	uint64_t n;
-	int r = parse_size_value(p, v, &n);
-
-	if (r < 0)
-		return r;
-	if (n == 0)
-		return fail_key(p, "'%s' is too small (want at least one page)", v);
-	p->c->memory_size = n;
-	return 0;
+	return parse_nonzero_size(p, v, &p->c->memory_size);
 }
 
 static int set_pool_block_size(struct parser *p, const char *v)
 {
-	uint64_t n;
-	int r = parse_size_value(p, v, &n);
-
-	if (r < 0)
-		return r;
-	if (n == 0)
-		return fail_key(p, "'%s' is too small (want at least one page)", v);
-	p->c->pool_block_size = n;
-	return 0;
+	return parse_nonzero_size(p, v, &p->c->pool_block_size);
 }
 
 static int set_page_size(struct parser *p, const char *v)
