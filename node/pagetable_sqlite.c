@@ -1105,6 +1105,14 @@ int pagetable_open(const char *path, bool synchronous_full, struct pagetable **r
 	sqlite3_extended_result_codes(pt->db, 1);
 	sqlite3_busy_timeout(pt->db, BUSY_TIMEOUT_MS);
 
+	/* One process uses the table (ftvmd holds state_dir's flock while it
+	 * runs): set before the first WAL access, SQLite keeps the wal-index
+	 * in its heap instead of a shared -shm file and takes the file's locks
+	 * once, rather than six fcntl() per transaction. Nothing else can open
+	 * the file until pagetable_close(), not even to read. */
+	r = exec_fixed(pt, "PRAGMA locking_mode=EXCLUSIVE", mode, sizeof(mode));
+	if (r < 0)
+		goto fail;
 	/* The first statement that reads the file: where a file that is not a
 	 * database shows. */
 	r = exec_fixed(pt, "PRAGMA journal_mode=WAL", mode, sizeof(mode));

@@ -555,13 +555,18 @@ static void test_guids(void)
 	printf("pagetable: %zu guid numbers over 6 opens, the last %" PRIu64 "\n", n, seen[n - 1]);
 }
 
+/* The table holds the file for itself (locking_mode EXCLUSIVE): another
+ * connection cannot even read it while the table is open, and can once it is
+ * closed. */
 static void test_wal_and_cascade(void)
 {
 	char path[300], buf[64];
 	struct pagetable *pt;
 	struct model m = { 0 }, got;
 	struct pt_origin o;
+	sqlite3_stmt *st;
 	sqlite3 *db;
+	int rc;
 
 	path_in_dir(path, sizeof(path), "cascade.db");
 	pt = open_or_die(path);
@@ -572,22 +577,39 @@ static void test_wal_and_cascade(void)
 	CHECK_OK("commit", pagetable_commit(pt));
 
 	db = raw_open(path);
+	sqlite3_busy_timeout(db, 0);
+	rc = sqlite3_prepare_v2(db, "SELECT count(*) FROM pages", -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_step(st);
+		sqlite3_finalize(st);
+	}
+	CHECK((rc & 0xff) == SQLITE_BUSY,
+	      "another connection reads the open table: SQLite code %d, wanted SQLITE_BUSY", rc);
+	sqlite3_close(db);
+	pagetable_close(pt);
+
+	db = raw_open(path);
 	raw_query(db, "PRAGMA journal_mode", buf, sizeof(buf));
 	CHECK_STR("journal_mode", "wal", buf);
 	raw_query(db, "SELECT count(*) FROM pages WHERE guid = 'c'", buf, sizeof(buf));
 	CHECK_STR("page rows of c", "4", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
 	CHECK_STR("schema_version", "2", buf);
+	sqlite3_close(db);
 
+	pt = open_or_die(path);
 	o = own(pt);
 	CHECK_OK("delete c", pagetable_alloc_delete(pt, "c", &o));
 	CHECK_OK("commit", pagetable_commit(pt));
+	pagetable_close(pt);
+	db = raw_open(path);
 	raw_query(db, "SELECT count(*) FROM pages WHERE guid = 'c'", buf, sizeof(buf));
 	CHECK_STR("page rows of c after its delete", "0", buf);
 	raw_query(db, "SELECT count(*) FROM pages", buf, sizeof(buf));
 	CHECK_STR("page rows left (d's)", "1", buf);
 	sqlite3_close(db);
 
+	pt = open_or_die(path);
 	load_model(pt, &got);
 	CHECK_INT("allocations left", 1, got.n);
 	CHECK_STR("the one left", "d", got.a[0].guid);
