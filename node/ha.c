@@ -122,8 +122,8 @@ static void on_resync_sent(int status, const char *reason, const struct vmm_resy
 }
 
 /* Serving alone with the partner back and behind: bring it up to date. A
- * partner at our own epoch that does not serve took it from a resync whose
- * end never reached us: it lacks what we served alone since, and a new epoch
+ * partner at our own epoch and not solo took it from a resync whose end
+ * never reached us: it lacks what we served alone since, and a new epoch
  * puts it behind again (HA.md, "Solo and rejoin"). */
 static void maybe_resync(struct ha *h)
 {
