@@ -187,33 +187,16 @@ static int grant_refusal(struct vmm *v, const struct vmm_alloc *a,
 			 const Ftvm__Partner__WritePage *m, const struct vmm_grant *g, char *reason,
 			 size_t len)
 {
-	uint32_t frames = a->block_size / frame_pool_page_size(v->pool);
-	int n;
+	size_t n = vmm_landed_reason_start(reason, len, "WritePage to", m->guid, m->page,
+					   "granted frame", m->landed);
 
-	n = snprintf(reason, len,
-		     "WritePage to %s page %llu landed at granted frame %llu (%u frames, "
-		     "generation %llu): ",
-		     m->guid, (unsigned long long)m->page, (unsigned long long)m->landed->frame,
-		     m->landed->frames, (unsigned long long)m->landed->generation);
-	if (n < 0 || (size_t)n >= len)
-		n = 0;
 	reason += n;
-	len -= (size_t)n;
+	len -= n;
 	if (m->data.len) {
 		snprintf(reason, len, "it carries %zu bytes of data as well", m->data.len);
 		return -EINVAL;
 	}
-	if (g->at.frames != frames) {
-		snprintf(reason, len, "the run is %u frames, the page's block %u", g->at.frames,
-			 frames);
-		return -EINVAL;
-	}
-	if (g->at.generation != m->landed->generation) {
-		snprintf(reason, len, "stale: it was granted at generation %llu",
-			 (unsigned long long)g->at.generation);
-		return -ESTALE;
-	}
-	return vmm_landed_bytes_check(v, &g->at, a->block_size, m->crc32c, reason, len);
+	return vmm_landed_run_check(v, a, &g->at, m->landed, "granted", m->crc32c, reason, len);
 }
 
 int vmm_grant_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,

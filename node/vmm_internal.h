@@ -214,6 +214,17 @@ void vmm_landing_close(struct vmm *v, const char *guid, uint64_t page, const cha
 void vmm_landings_close_alloc(struct vmm *v, const char *guid);
 /* vmm_pointer.c: the landings this node's write pointers hold are void. */
 void vmm_holdings_forget_landings(struct vmm *v);
+/* vmm_landed.c: the start of a refusal's reason, "MESSAGE GUID page P
+ * landed at RUN F (N frames, generation G): ", in reason; its length (0 when
+ * it does not fit). */
+size_t vmm_landed_reason_start(char *reason, size_t len, const char *message, const char *guid,
+			       uint64_t page, const char *run, const Ftvm__Partner__Landing *named);
+/* A run handed out ahead (a grant, a resync's run: handed says which) that
+ * named names, for a's page: a's block size (-EINVAL), at the generation it
+ * was handed out at (-ESTALE), and vmm_landed_bytes_check. */
+int vmm_landed_run_check(struct vmm *v, const struct vmm_alloc *a, const struct repl_landing *at,
+			 const Ftvm__Partner__Landing *named, const char *handed,
+			 uint32_t named_crc32c, char *reason, size_t len);
 /* vmm_landed.c: a block written into the run at by RDMA WRITE may be
  * adopted: its registration block is still at at's generation (-ESTALE) and
  * its block_size bytes match named_crc32c (-EBADMSG), else the reason. */

@@ -12,6 +12,37 @@
 #include "crc32c.h"
 #include "session.h"
 
+size_t vmm_landed_reason_start(char *reason, size_t len, const char *message, const char *guid,
+			       uint64_t page, const char *run, const Ftvm__Partner__Landing *named)
+{
+	int n = snprintf(
+		reason, len,
+		"%s %s page %llu landed at %s %llu (%u frames, generation %llu): ", message, guid,
+		(unsigned long long)page, run, (unsigned long long)named->frame, named->frames,
+		(unsigned long long)named->generation);
+
+	return n < 0 || (size_t)n >= len ? 0 : (size_t)n;
+}
+
+int vmm_landed_run_check(struct vmm *v, const struct vmm_alloc *a, const struct repl_landing *at,
+			 const Ftvm__Partner__Landing *named, const char *handed,
+			 uint32_t named_crc32c, char *reason, size_t len)
+{
+	uint32_t frames = a->block_size / frame_pool_page_size(v->pool);
+
+	if (at->frames != frames) {
+		snprintf(reason, len, "the run is %u frames, the page's block %u", at->frames,
+			 frames);
+		return -EINVAL;
+	}
+	if (at->generation != named->generation) {
+		snprintf(reason, len, "stale: it was %s at generation %llu", handed,
+			 (unsigned long long)at->generation);
+		return -ESTALE;
+	}
+	return vmm_landed_bytes_check(v, at, a->block_size, named_crc32c, reason, len);
+}
+
 int vmm_landed_bytes_check(struct vmm *v, const struct repl_landing *at, uint32_t block_size,
 			   uint32_t named_crc32c, char *reason, size_t len)
 {

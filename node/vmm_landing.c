@@ -126,17 +126,11 @@ static int landing_refusal(struct vmm *v, const struct vmm_alloc *a,
 			   char *reason, size_t len)
 {
 	const Ftvm__Partner__Landing *named = m->landed;
-	int n;
+	size_t n = vmm_landed_reason_start(reason, len, "WritePage to", m->guid, m->page, "frame",
+					   named);
 
-	n = snprintf(reason, len,
-		     "WritePage to %s page %llu landed at frame %llu (%u frames, "
-		     "generation %llu): ",
-		     m->guid, (unsigned long long)m->page, (unsigned long long)named->frame,
-		     named->frames, (unsigned long long)named->generation);
-	if (n < 0 || (size_t)n >= len)
-		n = 0;
 	reason += n;
-	len -= (size_t)n;
+	len -= n;
 	if (m->data.len) {
 		snprintf(reason, len, "it carries %zu bytes of data as well", m->data.len);
 		return -EINVAL;

@@ -117,30 +117,17 @@ int vmm_resync_landing_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
 			     size_t len)
 {
 	struct vmm_resync_landing **l = find(v, named), *used;
-	uint32_t frames = a->block_size / frame_pool_page_size(v->pool);
-	int n, r;
+	size_t n =
+		vmm_landed_reason_start(reason, len, "ResyncPage", a->guid, page, "frame", named);
+	int r;
 
-	n = snprintf(reason, len,
-		     "ResyncPage %s page %llu landed at frame %llu (%u frames, generation %llu): ",
-		     a->guid, (unsigned long long)page, (unsigned long long)named->frame,
-		     named->frames, (unsigned long long)named->generation);
-	if (n < 0 || (size_t)n >= len)
-		n = 0;
 	reason += n;
-	len -= (size_t)n;
+	len -= n;
 	if (!*l) {
 		snprintf(reason, len, "%s holds no resync landing there", vmm_node_id(v));
 		r = -EINVAL;
-	} else if ((*l)->at.frames != frames) {
-		snprintf(reason, len, "the run is %u frames, the page's block %u", (*l)->at.frames,
-			 frames);
-		r = -EINVAL;
-	} else if ((*l)->at.generation != named->generation) {
-		snprintf(reason, len, "stale: it was given at generation %llu",
-			 (unsigned long long)(*l)->at.generation);
-		r = -ESTALE;
 	} else {
-		r = vmm_landed_bytes_check(v, &(*l)->at, a->block_size, crc32c, reason, len);
+		r = vmm_landed_run_check(v, a, &(*l)->at, named, "given", crc32c, reason, len);
 	}
 	if (r < 0) {
 		v->landings_refused++;
