@@ -241,6 +241,12 @@ static int refused(const char *what, const char *fmt, ...)
 	return EXIT_FAILED;
 }
 
+/* o[key] = v: the many counters of status and sense. */
+static void add_uint64(json_object *o, const char *key, uint64_t v)
+{
+	json_object_object_add(o, key, json_object_new_uint64(v));
+}
+
 static void print_json(json_object *o)
 {
 	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
@@ -421,78 +427,63 @@ static int status_print_json(const struct ftvm_node_status *st)
 	}
 	json_object_object_add(o, "node", json_object_new_string(st->node));
 	json_object_object_add(o, "state", json_object_new_string(st->state));
-	json_object_object_add(o, "epoch", json_object_new_uint64(st->epoch));
+	add_uint64(o, "epoch", st->epoch);
 	json_object_object_add(o, "transport", json_object_new_string(st->transport));
 	json_object_object_add(o, "transport_reason", json_object_new_string(st->transport_reason));
 	json_object_object_add(o, "pid", json_object_new_int64(st->pid));
-	json_object_object_add(o, "page_size", json_object_new_uint64(st->page_size));
+	add_uint64(o, "page_size", st->page_size);
 	json_object_object_add(o, "reason", json_object_new_string(st->reason));
-	json_object_object_add(o, "takeovers", json_object_new_uint64(st->takeovers));
-	json_object_object_add(o, "since_takeover_ms",
-			       json_object_new_uint64(st->since_takeover_ms));
+	add_uint64(o, "takeovers", st->takeovers);
+	add_uint64(o, "since_takeover_ms", st->since_takeover_ms);
 	json_object_object_add(o, "store_error", json_object_new_string(st->store_error));
-	json_object_object_add(o, "resyncs", json_object_new_uint64(st->resyncs));
-	json_object_object_add(o, "journal_rows", json_object_new_uint64(st->journal_rows));
-	json_object_object_add(o, "last_resync_pages",
-			       json_object_new_uint64(st->last_resync_pages));
-	json_object_object_add(o, "last_resync_ms", json_object_new_uint64(st->last_resync_ms));
+	add_uint64(o, "resyncs", st->resyncs);
+	add_uint64(o, "journal_rows", st->journal_rows);
+	add_uint64(o, "last_resync_pages", st->last_resync_pages);
+	add_uint64(o, "last_resync_ms", st->last_resync_ms);
 
 	json_object_object_add(partner, "id", json_object_new_string(st->partner_id));
 	json_object_object_add(partner, "link", json_object_new_string(st->partner_link));
 	json_object_object_add(partner, "state", json_object_new_string(st->partner_state));
 	json_object_object_add(partner, "endpoint", json_object_new_string(st->partner_endpoint));
-	json_object_object_add(partner, "link_changes",
-			       json_object_new_uint64(st->partner_link_changes));
-	json_object_object_add(partner, "last_seen_ms",
-			       json_object_new_uint64(st->partner_last_seen_ms));
+	add_uint64(partner, "link_changes", st->partner_link_changes);
+	add_uint64(partner, "last_seen_ms", st->partner_last_seen_ms);
 	json_object_object_add(partner, "store_state",
 			       json_object_new_string(st->partner_store_state));
-	json_object_object_add(partner, "store_epoch",
-			       json_object_new_uint64(st->partner_store_epoch));
-	json_object_object_add(partner, "store_silent_ms",
-			       json_object_new_uint64(st->partner_store_silent_ms));
+	add_uint64(partner, "store_epoch", st->partner_store_epoch);
+	add_uint64(partner, "store_silent_ms", st->partner_store_silent_ms);
 	json_object_object_add(o, "partner", partner);
 
-	json_object_object_add(frames, "total", json_object_new_uint64(st->frames_total));
-	json_object_object_add(frames, "free", json_object_new_uint64(st->frames_free));
+	add_uint64(frames, "total", st->frames_total);
+	add_uint64(frames, "free", st->frames_free);
 	json_object_object_add(o, "frames", frames);
 
-	json_object_object_add(allocations, "own", json_object_new_uint64(st->allocations_own));
-	json_object_object_add(allocations, "partner",
-			       json_object_new_uint64(st->allocations_partner));
+	add_uint64(allocations, "own", st->allocations_own);
+	add_uint64(allocations, "partner", st->allocations_partner);
 	json_object_object_add(o, "allocations", allocations);
 
-	json_object_object_add(page_writes, "one_sided",
-			       json_object_new_uint64(st->pages_one_sided));
-	json_object_object_add(page_writes, "inline", json_object_new_uint64(st->pages_inline));
+	add_uint64(page_writes, "one_sided", st->pages_one_sided);
+	add_uint64(page_writes, "inline", st->pages_inline);
 	json_object_object_add(o, "page_writes", page_writes);
-	json_object_object_add(landings, "adopted", json_object_new_uint64(st->landings_adopted));
-	json_object_object_add(landings, "refused", json_object_new_uint64(st->landings_refused));
-	json_object_object_add(landings, "granted", json_object_new_uint64(st->landings_granted));
+	add_uint64(landings, "adopted", st->landings_adopted);
+	add_uint64(landings, "refused", st->landings_refused);
+	add_uint64(landings, "granted", st->landings_granted);
 	json_object_object_add(o, "landings", landings);
-	json_object_object_add(pool, "blocks", json_object_new_uint64(st->pool_blocks));
-	json_object_object_add(pool, "blocks_in_use",
-			       json_object_new_uint64(st->pool_blocks_in_use));
-	json_object_object_add(pool, "block_bytes", json_object_new_uint64(st->pool_block_bytes));
-	json_object_object_add(pool, "grown", json_object_new_uint64(st->pool_grown));
-	json_object_object_add(pool, "shrunk", json_object_new_uint64(st->pool_shrunk));
+	add_uint64(pool, "blocks", st->pool_blocks);
+	add_uint64(pool, "blocks_in_use", st->pool_blocks_in_use);
+	add_uint64(pool, "block_bytes", st->pool_block_bytes);
+	add_uint64(pool, "grown", st->pool_grown);
+	add_uint64(pool, "shrunk", st->pool_shrunk);
 	json_object_object_add(o, "pool", pool);
-	json_object_object_add(registrations, "current",
-			       json_object_new_uint64(st->registrations_current));
-	json_object_object_add(registrations, "stale",
-			       json_object_new_uint64(st->registrations_stale));
-	json_object_object_add(registrations, "purged",
-			       json_object_new_uint64(st->registrations_purged));
+	add_uint64(registrations, "current", st->registrations_current);
+	add_uint64(registrations, "stale", st->registrations_stale);
+	add_uint64(registrations, "purged", st->registrations_purged);
 	json_object_object_add(o, "registrations", registrations);
-	json_object_object_add(staging, "slabs", json_object_new_uint64(st->staging_slabs));
-	json_object_object_add(staging, "allocated", json_object_new_uint64(st->staging_allocated));
+	add_uint64(staging, "slabs", st->staging_slabs);
+	add_uint64(staging, "allocated", st->staging_allocated);
 	json_object_object_add(o, "staging", staging);
-	json_object_object_add(resync, "pages_one_sided",
-			       json_object_new_uint64(st->resync_pages_one_sided));
-	json_object_object_add(resync, "pages_inline",
-			       json_object_new_uint64(st->resync_pages_inline));
-	json_object_object_add(resync, "pages_dropped",
-			       json_object_new_uint64(st->resync_pages_dropped));
+	add_uint64(resync, "pages_one_sided", st->resync_pages_one_sided);
+	add_uint64(resync, "pages_inline", st->resync_pages_inline);
+	add_uint64(resync, "pages_dropped", st->resync_pages_dropped);
 	json_object_object_add(o, "resync", resync);
 
 	print_json(o);
@@ -705,9 +696,8 @@ static int cmd_alloc(struct ctl *ctl, int argc, char **argv)
 		o = json_object_new_object();
 		if (o) {
 			json_object_object_add(o, "guid", json_object_new_string(info.guid));
-			json_object_object_add(o, "pages", json_object_new_uint64(info.pages));
-			json_object_object_add(o, "block_size",
-					       json_object_new_uint64(info.block_size));
+			add_uint64(o, "pages", info.pages);
+			add_uint64(o, "block_size", info.block_size);
 		}
 		r = print_json_put(o);
 	} else {
@@ -778,8 +768,8 @@ static int cmd_write(struct ctl *ctl, int argc, char **argv)
 		o = json_object_new_object();
 		if (o) {
 			json_object_object_add(o, "guid", json_object_new_string(guid));
-			json_object_object_add(o, "page", json_object_new_uint64(page));
-			json_object_object_add(o, "crc32c", json_object_new_uint64(crc));
+			add_uint64(o, "page", page);
+			add_uint64(o, "crc32c", crc);
 		}
 		r = print_json_put(o);
 	} else {
@@ -861,9 +851,9 @@ static int cmd_read(struct ctl *ctl, int argc, char **argv)
 		o = json_object_new_object();
 		if (o) {
 			json_object_object_add(o, "guid", json_object_new_string(guid));
-			json_object_object_add(o, "page", json_object_new_uint64(page));
-			json_object_object_add(o, "crc32c", json_object_new_uint64(crc));
-			json_object_object_add(o, "bytes", json_object_new_uint64(len));
+			add_uint64(o, "page", page);
+			add_uint64(o, "crc32c", crc);
+			add_uint64(o, "bytes", len);
 		}
 		r = print_json_put(o);
 	} else {
@@ -914,10 +904,9 @@ static int cmd_header(struct ctl *ctl, int argc, char **argv)
 		o = json_object_new_object();
 		if (o) {
 			json_object_object_add(o, "guid", json_object_new_string(h->guid));
-			json_object_object_add(o, "size", json_object_new_uint64(h->size));
-			json_object_object_add(o, "block_size",
-					       json_object_new_uint64(h->block_size));
-			json_object_object_add(o, "pages", json_object_new_uint64(h->pages));
+			add_uint64(o, "size", h->size);
+			add_uint64(o, "block_size", h->block_size);
+			add_uint64(o, "pages", h->pages);
 			json_object_object_add(o, "policy", json_object_new_string(h->policy));
 			json_object_object_add(o, "home", json_object_new_string(h->home));
 			json_object_object_add(o, "owner", json_object_new_string(h->owner));
@@ -983,9 +972,9 @@ static int list_print_json(const struct ftvm_header *hs, size_t n)
 			return out_of_memory();
 		}
 		json_object_object_add(o, "guid", json_object_new_string(hs[i].guid));
-		json_object_object_add(o, "size", json_object_new_uint64(hs[i].size));
-		json_object_object_add(o, "block_size", json_object_new_uint64(hs[i].block_size));
-		json_object_object_add(o, "pages", json_object_new_uint64(hs[i].pages));
+		add_uint64(o, "size", hs[i].size);
+		add_uint64(o, "block_size", hs[i].block_size);
+		add_uint64(o, "pages", hs[i].pages);
 		json_object_object_add(o, "policy", json_object_new_string(hs[i].policy));
 		json_object_object_add(o, "home", json_object_new_string(hs[i].home));
 		json_object_object_add(o, "owner", json_object_new_string(hs[i].owner));
@@ -1063,12 +1052,12 @@ static int sense_print_json(const struct ftvm_sense *s)
 			return out_of_memory();
 		}
 		json_object_object_add(m, "type", json_object_new_string(s->media[i].type));
-		json_object_object_add(m, "capacity", json_object_new_uint64(s->media[i].capacity));
-		json_object_object_add(m, "free", json_object_new_uint64(s->media[i].free));
+		add_uint64(m, "capacity", s->media[i].capacity);
+		add_uint64(m, "free", s->media[i].free);
 	}
-	json_object_object_add(queues, "paging", json_object_new_uint64(s->paging_queue));
-	json_object_object_add(queues, "destage", json_object_new_uint64(s->destage_queue));
-	json_object_object_add(queues, "replacement", json_object_new_uint64(s->replacement_queue));
+	add_uint64(queues, "paging", s->paging_queue);
+	add_uint64(queues, "destage", s->destage_queue);
+	add_uint64(queues, "replacement", s->replacement_queue);
 	return print_json_put(o);
 }
 
@@ -1123,8 +1112,8 @@ static int verify_print_json(const struct ftvm_verify *v)
 			return out_of_memory();
 		}
 	}
-	json_object_object_add(o, "allocations", json_object_new_uint64(v->allocations));
-	json_object_object_add(o, "pages", json_object_new_uint64(v->pages));
+	add_uint64(o, "allocations", v->allocations);
+	add_uint64(o, "pages", v->pages);
 	return print_json_put(o);
 }
 
