@@ -20,44 +20,19 @@
 #define BLOCK (2 * PAGE) /* the policy's block: two frames */
 #define POOL_FRAMES 1024
 #define BLOCK_FRAMES 64 /* registration blocks [0,64) [64,128) ... */
+
 #define SENT_MAX 16
 
-/* ---- the fake session: one generation for every registration block, and
- * the last request sent, kept with its callback ---- */
-static bool fake_one_sided = true;
-static uint64_t fake_generation = 1;
+#include "fake_landing_session.h"
+
+/* ---- the rest of the fake session: the last request sent, kept with its
+ * callback ---- */
 static int sent_case;
 static Ftvm__Partner__Landing sent[SENT_MAX];
 static size_t n_sent;
 static pending_done_fn sent_done;
 static void *sent_arg;
 static bool kicked, granted_forgotten;
-
-bool repl_session_one_sided(const struct repl_session *s)
-{
-	return fake_one_sided;
-}
-
-int repl_session_landing_open(struct repl_session *s, uint64_t frame, uint32_t frames,
-			      struct repl_landing *ret)
-{
-	if (frame / BLOCK_FRAMES != (frame + frames - 1) / BLOCK_FRAMES)
-		return -ERANGE;
-	ret->frame = frame;
-	ret->frames = frames;
-	ret->generation = fake_generation;
-	return 0;
-}
-
-int repl_session_landing_check(const struct repl_session *s, const struct repl_landing *l,
-			       char *reason, size_t reason_len)
-{
-	if (l->generation == fake_generation)
-		return 0;
-	snprintf(reason, reason_len, "landing frame %llu at generation %llu is stale",
-		 (unsigned long long)l->frame, (unsigned long long)l->generation);
-	return -ESTALE;
-}
 
 int repl_session_request(struct repl_session *s, Envelope *env, uint32_t timeout_ms,
 			 pending_done_fn done, void *arg)

@@ -2,8 +2,9 @@
  * a landing taken inside one registration block and held with the lock,
  * adopted as the page's frames (old ones back to the pool), every refusal
  * with its reason and the run given back, and the run given back at an
- * unlock, at the allocation's release and at link down. The fakes below
- * stand for the session (replica/session.h) and the rest of the vmm. */
+ * unlock, at the allocation's release and at link down. The session's
+ * landing calls are fake_landing_session.h's; the fakes below stand for the
+ * rest of the vmm. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,43 +19,9 @@
 #define POOL_FRAMES 16
 #define BLOCK_FRAMES 4 /* registration blocks [0,4) [4,8) ... */
 
-/* ---- the fake session: one-sided or not, and one generation for every
- * registration block ---- */
-static bool fake_one_sided = true;
-static uint64_t fake_generation = 1;
-static int fake_open_error;
+#include "fake_landing_session.h"
+
 static bool holdings_forgotten;
-
-bool repl_session_one_sided(const struct repl_session *s)
-{
-	return fake_one_sided;
-}
-
-int repl_session_landing_open(struct repl_session *s, uint64_t frame, uint32_t frames,
-			      struct repl_landing *ret)
-{
-	if (fake_open_error)
-		return fake_open_error;
-	if (frame / BLOCK_FRAMES != (frame + frames - 1) / BLOCK_FRAMES)
-		return -ERANGE;
-	ret->frame = frame;
-	ret->frames = frames;
-	ret->generation = fake_generation;
-	return 0;
-}
-
-int repl_session_landing_check(const struct repl_session *s, const struct repl_landing *l,
-			       char *reason, size_t reason_len)
-{
-	if (l->generation == fake_generation)
-		return 0;
-	snprintf(reason, reason_len,
-		 "landing frame %llu at generation %llu is stale: block %llu is at %llu",
-		 (unsigned long long)l->frame, (unsigned long long)l->generation,
-		 (unsigned long long)(l->frame / BLOCK_FRAMES),
-		 (unsigned long long)fake_generation);
-	return -ESTALE;
-}
 
 /* ---- the rest of the vmm, as far as vmm_landing.c uses it ---- */
 const char *vmm_node_id(const struct vmm *v)

@@ -19,38 +19,7 @@
 #define POOL_FRAMES 32
 #define BLOCK_FRAMES 8 /* registration blocks [0,8) [8,16) ... */
 
-/* ---- the fake session ---- */
-static bool fake_one_sided = true;
-static uint64_t fake_generation = 1;
-
-bool repl_session_one_sided(const struct repl_session *s)
-{
-	return fake_one_sided;
-}
-
-int repl_session_landing_open(struct repl_session *s, uint64_t frame, uint32_t frames,
-			      struct repl_landing *ret)
-{
-	if (frame / BLOCK_FRAMES != (frame + frames - 1) / BLOCK_FRAMES)
-		return -ERANGE;
-	ret->frame = frame;
-	ret->frames = frames;
-	ret->generation = fake_generation;
-	return 0;
-}
-
-int repl_session_landing_check(const struct repl_session *s, const struct repl_landing *l,
-			       char *reason, size_t reason_len)
-{
-	if (l->generation == fake_generation)
-		return 0;
-	snprintf(reason, reason_len,
-		 "landing frame %llu at generation %llu is stale: block %llu is at %llu",
-		 (unsigned long long)l->frame, (unsigned long long)l->generation,
-		 (unsigned long long)(l->frame / BLOCK_FRAMES),
-		 (unsigned long long)fake_generation);
-	return -ESTALE;
-}
+#include "fake_landing_session.h"
 
 /* ---- the rest of the vmm, as far as these files use it ---- */
 const char *vmm_node_id(const struct vmm *v)

@@ -1,0 +1,50 @@
+/* The session's landing calls (replica/session.h) as the vmm_* unit tests
+ * fake them: one-sided or not, one generation for every registration block
+ * of BLOCK_FRAMES frames (which the test defines first), and a run refused
+ * when it crosses a block or fake_open_error is set. The real calls are
+ * tested in test_session and, on a verbs device, test_rdma_session. Included
+ * once, by one test file. */
+#ifndef FTVM_TESTS_UNIT_FAKE_LANDING_SESSION_H
+#define FTVM_TESTS_UNIT_FAKE_LANDING_SESSION_H
+
+#include <errno.h>
+#include <stdio.h>
+
+#include "session.h"
+
+static bool fake_one_sided __attribute__((unused)) = true;
+static uint64_t fake_generation __attribute__((unused)) = 1;
+static int fake_open_error __attribute__((unused));
+
+bool repl_session_one_sided(const struct repl_session *s)
+{
+	return fake_one_sided;
+}
+
+int repl_session_landing_open(struct repl_session *s, uint64_t frame, uint32_t frames,
+			      struct repl_landing *ret)
+{
+	if (fake_open_error)
+		return fake_open_error;
+	if (frame / BLOCK_FRAMES != (frame + frames - 1) / BLOCK_FRAMES)
+		return -ERANGE;
+	ret->frame = frame;
+	ret->frames = frames;
+	ret->generation = fake_generation;
+	return 0;
+}
+
+int repl_session_landing_check(const struct repl_session *s, const struct repl_landing *l,
+			       char *reason, size_t reason_len)
+{
+	if (l->generation == fake_generation)
+		return 0;
+	snprintf(reason, reason_len,
+		 "landing frame %llu at generation %llu is stale: block %llu is at %llu",
+		 (unsigned long long)l->frame, (unsigned long long)l->generation,
+		 (unsigned long long)(l->frame / BLOCK_FRAMES),
+		 (unsigned long long)fake_generation);
+	return -ESTALE;
+}
+
+#endif
