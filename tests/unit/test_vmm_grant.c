@@ -3,8 +3,9 @@
  * one registration block), a granted run adopted as the page's frames for a
  * resident page and for one being paged in, with a fresh grant in its
  * place; refusals that keep the grant; a revoke whose runs come back with
- * the partner's answer; and link down giving every run back. The fakes
- * below stand for the session (replica/session.h) and the rest of the vmm. */
+ * the partner's answer; and link down giving every run back. fake_landed.h
+ * and the fakes below stand for the session (replica/session.h) and the rest
+ * of the vmm. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,7 +24,7 @@
 
 #define SENT_MAX 16
 
-#include "fake_landing_session.h"
+#include "fake_landed.h"
 
 /* ---- the rest of the fake session: the last request sent, kept with its
  * callback ---- */
@@ -83,21 +84,6 @@ void vmm_paging_kick(struct vmm *v)
 void vmm_granted_forget(struct vmm *v)
 {
 	granted_forgotten = true;
-}
-
-void vmm_frames_give(struct vmm *v, uint64_t frame, uint32_t block_size)
-{
-	frame_pool_give(v->pool, frame, block_size / PAGE);
-}
-
-void vmm_page_attach(struct vmm *v, struct vmm_page *p, uint64_t frame)
-{
-	p->frame = frame;
-	p->resident = true;
-}
-
-void vmm_replace_touch(struct vmm *v, struct vmm_page *p)
-{
 }
 
 static struct ftvm_config config = {

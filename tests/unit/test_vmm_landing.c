@@ -2,9 +2,9 @@
  * a landing taken inside one registration block and held with the lock,
  * adopted as the page's frames (old ones back to the pool), every refusal
  * with its reason and the run given back, and the run given back at an
- * unlock, at the allocation's release and at link down. The session's
- * landing calls are fake_landing_session.h's; the fakes below stand for the
- * rest of the vmm. */
+ * unlock, at the allocation's release and at link down. fake_landed.h
+ * fakes the session's landing calls and the vmm's frame calls; the fakes
+ * below stand for the rest of the vmm. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,7 +19,7 @@
 #define POOL_FRAMES 16
 #define BLOCK_FRAMES 4 /* registration blocks [0,4) [4,8) ... */
 
-#include "fake_landing_session.h"
+#include "fake_landed.h"
 
 static bool holdings_forgotten;
 
@@ -32,21 +32,6 @@ const char *vmm_node_id(const struct vmm *v)
 const char *vmm_partner_id(const struct vmm *v)
 {
 	return "b";
-}
-
-void vmm_frames_give(struct vmm *v, uint64_t frame, uint32_t block_size)
-{
-	frame_pool_give(v->pool, frame, block_size / PAGE);
-}
-
-void vmm_page_attach(struct vmm *v, struct vmm_page *p, uint64_t frame)
-{
-	p->frame = frame;
-	p->resident = true;
-}
-
-void vmm_replace_touch(struct vmm *v, struct vmm_page *p)
-{
 }
 
 void vmm_holdings_forget_landings(struct vmm *v)

@@ -19,27 +19,12 @@
 #define POOL_FRAMES 32
 #define BLOCK_FRAMES 8 /* registration blocks [0,8) [8,16) ... */
 
-#include "fake_landing_session.h"
+#include "fake_landed.h"
 
 /* ---- the rest of the vmm, as far as these files use it ---- */
 const char *vmm_node_id(const struct vmm *v)
 {
 	return "b";
-}
-
-void vmm_frames_give(struct vmm *v, uint64_t frame, uint32_t block_size)
-{
-	frame_pool_give(v->pool, frame, block_size / PAGE);
-}
-
-void vmm_page_attach(struct vmm *v, struct vmm_page *p, uint64_t frame)
-{
-	p->frame = frame;
-	p->resident = true;
-}
-
-void vmm_replace_touch(struct vmm *v, struct vmm_page *p)
-{
 }
 
 static struct vmm vm;

@@ -1,16 +1,21 @@
-/* The session's landing calls (replica/session.h) as the vmm_* unit tests
- * fake them: one-sided or not, one generation for every registration block
- * of BLOCK_FRAMES frames (which the test defines first), and a run refused
- * when it crosses a block or fake_open_error is set. The real calls are
- * tested in test_session and, on a verbs device, test_rdma_session. Included
- * once, by one test file. */
-#ifndef FTVM_TESTS_UNIT_FAKE_LANDING_SESSION_H
-#define FTVM_TESTS_UNIT_FAKE_LANDING_SESSION_H
+/* What the unit tests of landed blocks (vmm_landing.c, vmm_grant.c,
+ * vmm_resync_landing.c, each with vmm_landed.c) fake below them:
+ * - the session's landing calls (replica/session.h): one-sided or not, one
+ *   generation for every registration block of BLOCK_FRAMES frames (which
+ *   the test defines first), a run refused when it crosses a block or
+ *   fake_open_error is set; the real calls are tested in test_session and,
+ *   on a verbs device, test_rdma_session;
+ * - the vmm's frame calls vmm_landed_adopt makes: frames back to the real
+ *   pool, a page attached, no replacement queue.
+ * Included once, by one test file. */
+#ifndef FTVM_TESTS_UNIT_FAKE_LANDED_H
+#define FTVM_TESTS_UNIT_FAKE_LANDED_H
 
 #include <errno.h>
 #include <stdio.h>
 
 #include "session.h"
+#include "vmm_internal.h"
 
 static bool fake_one_sided __attribute__((unused)) = true;
 static uint64_t fake_generation __attribute__((unused)) = 1;
@@ -45,6 +50,21 @@ int repl_session_landing_check(const struct repl_session *s, const struct repl_l
 		 (unsigned long long)(l->frame / BLOCK_FRAMES),
 		 (unsigned long long)fake_generation);
 	return -ESTALE;
+}
+
+void vmm_frames_give(struct vmm *v, uint64_t frame, uint32_t block_size)
+{
+	frame_pool_give(v->pool, frame, block_size / frame_pool_page_size(v->pool));
+}
+
+void vmm_page_attach(struct vmm *v, struct vmm_page *p, uint64_t frame)
+{
+	p->frame = frame;
+	p->resident = true;
+}
+
+void vmm_replace_touch(struct vmm *v, struct vmm_page *p)
+{
 }
 
 #endif
