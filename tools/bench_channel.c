@@ -201,8 +201,8 @@ static void bench_channel(struct bench *b)
 
 static void bench_floor(struct bench *b)
 {
-	int r = bench_tcp_floor(b->request_bytes, b->reply_bytes, b->warmup, b->count,
-				b->samples_us);
+	int r = bench_floor_run(BENCH_FLOOR_TCP, b->request_bytes, b->reply_bytes, b->warmup,
+				b->count, b->samples_us);
 
 	if (r < 0) {
 		fprintf(stderr, "floor: %s\n", strerror(-r));

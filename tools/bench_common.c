@@ -95,16 +95,70 @@ static void floor_child(int lfd, pid_t parent, uint8_t *buf, size_t request_byte
 	_exit(0);
 }
 
-int bench_tcp_floor(size_t request_bytes, size_t reply_bytes, unsigned warmup, unsigned count,
-		    uint64_t *samples_us)
+/* The relay: each request from the unix socket goes on over TCP to the echo,
+ * its answer back the same way, as a node passes a client's write to its
+ * partner. Dies with its parent. */
+static void relay_child(const int pair[2], const struct sockaddr_in *echo, pid_t parent,
+			uint8_t *buf, size_t request_bytes, size_t reply_bytes)
+{
+	int ufd = pair[1], fd;
+
+	/* Only the parent's end may stay open: its close is the relay's end. */
+	close(pair[0]);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(1);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (const struct sockaddr *)echo, sizeof(*echo)) < 0)
+		_exit(1);
+	bench_nodelay(fd);
+	while (bench_full_io(ufd, buf, request_bytes, false) == 0 &&
+	       bench_full_io(fd, buf, request_bytes, true) == 0 &&
+	       bench_full_io(fd, buf, reply_bytes, false) == 0 &&
+	       bench_full_io(ufd, buf, reply_bytes, true) == 0)
+		;
+	_exit(0);
+}
+
+/* warmup + count blocking round trips on fd; the last count into samples_us. */
+static int round_trips(int fd, uint8_t *buf, size_t request_bytes, size_t reply_bytes,
+		       unsigned warmup, unsigned count, uint64_t *samples_us)
+{
+	for (unsigned i = 0; i < warmup + count; i++) {
+		uint64_t t0 = clock_now_us();
+		int r = bench_full_io(fd, buf, request_bytes, true);
+
+		if (r == 0)
+			r = bench_full_io(fd, buf, reply_bytes, false);
+		if (r < 0)
+			return r;
+		if (i >= warmup)
+			samples_us[i - warmup] = clock_now_us() - t0;
+	}
+	return 0;
+}
+
+/* Closing our end of a child's connection ends its loop; the kill is for a
+ * child still blocked elsewhere because the run failed. */
+static void child_reap(pid_t child, int r)
+{
+	if (child <= 0)
+		return;
+	if (r < 0)
+		kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+}
+
+int bench_floor_run(enum bench_floor_kind kind, size_t request_bytes, size_t reply_bytes,
+		    unsigned warmup, unsigned count, uint64_t *samples_us)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET,
 				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(sin);
 	size_t buf_len = request_bytes > reply_bytes ? request_bytes : reply_bytes;
 	uint8_t *buf = calloc(1, buf_len ? buf_len : 1);
-	pid_t parent = getpid(), child = -1;
-	int lfd = -1, fd = -1, r = 0;
+	pid_t parent = getpid(), echo = -1, relay = -1;
+	int lfd = -1, fd = -1, pair[2] = { -1, -1 }, r = 0;
 
 	if (!buf)
 		return -ENOMEM;
@@ -114,43 +168,49 @@ int bench_tcp_floor(size_t request_bytes, size_t reply_bytes, unsigned warmup, u
 		r = -errno;
 		goto out;
 	}
-	child = fork();
-	if (child < 0) {
+	echo = fork();
+	if (echo < 0) {
 		r = -errno;
 		goto out;
 	}
-	if (child == 0)
+	if (echo == 0)
 		floor_child(lfd, parent, buf, request_bytes, reply_bytes);
 	close(lfd);
 	lfd = -1;
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
-		r = -errno;
-		goto out;
-	}
-	bench_nodelay(fd);
-	for (unsigned i = 0; i < warmup + count; i++) {
-		uint64_t t0 = clock_now_us();
-		r = bench_full_io(fd, buf, request_bytes, true);
-		if (r == 0)
-			r = bench_full_io(fd, buf, reply_bytes, false);
-		if (r < 0)
+	if (kind == BENCH_FLOOR_RELAY) {
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0) {
+			r = -errno;
 			goto out;
-		if (i >= warmup)
-			samples_us[i - warmup] = clock_now_us() - t0;
+		}
+		relay = fork();
+		if (relay < 0) {
+			r = -errno;
+			goto out;
+		}
+		if (relay == 0)
+			relay_child(pair, &sin, parent, buf, request_bytes, reply_bytes);
+		fd = pair[0];
+		pair[0] = -1;
+	} else {
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+			r = -errno;
+			goto out;
+		}
+		bench_nodelay(fd);
 	}
+	r = round_trips(fd, buf, request_bytes, reply_bytes, warmup, count, samples_us);
 out:
 	if (fd >= 0)
 		close(fd);
+	for (size_t i = 0; i < 2; i++)
+		if (pair[i] >= 0)
+			close(pair[i]);
 	if (lfd >= 0)
 		close(lfd);
-	if (child > 0) {
-		/* Closing our end ends the child's loop; the kill is for a child
-		 * still waiting in accept() because connect() failed. */
-		if (r < 0)
-			kill(child, SIGKILL);
-		waitpid(child, NULL, 0);
-	}
+	/* The relay first: its end closing ends the echo's loop. */
+	child_reap(relay, r);
+	child_reap(echo, r);
 	free(buf);
 	return r;
 }

@@ -1,7 +1,5 @@
 /* What the benchmarks share: free loopback ports, whole reads and writes,
- * percentiles, and the floor every round trip is held against: a bare
- * blocking TCP ping-pong on loopback, with the server side in a child
- * process as a partner node would be. */
+ * percentiles, and the floors every round trip is held against. */
 #pragma once
 
 #include <stdbool.h>
@@ -22,9 +20,20 @@ void bench_nodelay(int fd);
 /* Sorts samples[0..n) in place and returns its 50th and 99th percentiles. */
 void bench_percentiles(uint64_t *samples, unsigned n, uint64_t *ret_p50, uint64_t *ret_p99);
 
-/* The floor: warmup + count blocking round trips of request_bytes out and
- * reply_bytes back over loopback TCP, the echoing side in a child process.
- * samples_us receives the last count round trips, in microseconds.
- * Returns 0 or -errno; the child is gone either way. */
-int bench_tcp_floor(size_t request_bytes, size_t reply_bytes, unsigned warmup, unsigned count,
-		    uint64_t *samples_us);
+enum bench_floor_kind {
+	/* A bare TCP ping-pong on loopback, the echoing side in a child
+	 * process as a partner node would be: the floor every round trip is
+	 * held against. */
+	BENCH_FLOOR_TCP,
+	/* The same, reached through a relay: this process talks to a child
+	 * over a unix socket, which passes each request on over TCP to the
+	 * echo and its answer back. A client, its node and the partner with
+	 * no work done: the floor of ftvm's own design for a mirrored write. */
+	BENCH_FLOOR_RELAY,
+};
+
+/* warmup + count blocking round trips of request_bytes out and reply_bytes
+ * back, as kind says. samples_us receives the last count round trips, in
+ * microseconds. Returns 0 or -errno; the children are gone either way. */
+int bench_floor_run(enum bench_floor_kind kind, size_t request_bytes, size_t reply_bytes,
+		    unsigned warmup, unsigned count, uint64_t *samples_us);

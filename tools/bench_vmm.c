@@ -81,7 +81,7 @@ struct bench {
 	uint64_t *samples;
 	struct row rows[24];
 	size_t n_rows;
-	uint64_t floor_4k, floor_64k, redis_p50;
+	uint64_t floor_4k, floor_64k, relay_4k, redis_p50;
 	struct {
 		size_t block;
 		unsigned clients;
@@ -358,11 +358,15 @@ static const char *size_name(size_t bytes)
 
 static int bench_floors(struct bench *b)
 {
+	struct row *row;
+	int r;
+
 	for (size_t k = 0; k < 2; k++) {
 		size_t bytes = block_sizes[k];
-		struct row *row = row_add(b, "bare TCP %s ping-pong (floor)", size_name(bytes));
-		int r = bench_tcp_floor(bytes, SMALL_REPLY, b->warmup, b->count, b->samples);
 
+		row = row_add(b, "bare TCP %s ping-pong (floor)", size_name(bytes));
+		r = bench_floor_run(BENCH_FLOOR_TCP, bytes, SMALL_REPLY, b->warmup, b->count,
+				    b->samples);
 		if (r < 0) {
 			fprintf(stderr, "floor %s: %s\n", size_name(bytes), strerror(-r));
 			return r;
@@ -373,6 +377,15 @@ static int bench_floors(struct bench *b)
 		else
 			b->floor_64k = row->p50;
 	}
+	row = row_add(b, "relay: unix + TCP 4 KiB (design floor)");
+	r = bench_floor_run(BENCH_FLOOR_RELAY, 4 * KIB, SMALL_REPLY, b->warmup, b->count,
+			    b->samples);
+	if (r < 0) {
+		fprintf(stderr, "relay floor: %s\n", strerror(-r));
+		return r;
+	}
+	row_set(b, row, b->floor_4k);
+	b->relay_4k = row->p50;
 	return 0;
 }
 
@@ -985,6 +998,23 @@ static void print_page_paths(const struct bench *b)
 	}
 }
 
+/* The floor of the design itself: a client in its own process reaches its
+ * node, which reaches the partner, with nothing else done. A whole-page
+ * write is one such relay, the pointer path two (get the pointer, release
+ * it); what the operation costs above that is the node's own work. */
+static void print_design_floor(const struct bench *b, const struct row *own4,
+			       const struct row *pointer_own)
+{
+	double relay = (double)b->relay_4k;
+
+	printf("design floor (relay through a unix socket and TCP, no work): %.2fx the floor;\n",
+	       relay / (double)b->floor_4k);
+	printf("  whole-page 4 KiB write owned here %.2fx the relay", (double)own4->p50 / relay);
+	if (pointer_own)
+		printf(", pointer write %.2fx two relays", (double)pointer_own->p50 / (2 * relay));
+	printf("\n");
+}
+
 static void print_table(const struct bench *b)
 {
 	const struct row *own4 = NULL, *partner4 = NULL, *pointer_own = NULL,
@@ -1052,6 +1082,8 @@ static void print_table(const struct bench *b)
 				       pointer_partner->p50 * 2 <= b->floor_4k * 5
 			       ? "met"
 			       : "not met");
+	if (b->relay_4k)
+		print_design_floor(b, own4, pointer_own);
 }
 
 /* ---- main ---- */
