@@ -526,9 +526,14 @@ void node_free(struct node *n)
 	if (n->trace)
 		trace_stop(n);
 	client_server_free(n->clients);
+	/* What waits for the partner's answer fails while the memory manager
+	 * that asked is whole: their callbacks reach into it. */
+	if (n->session)
+		repl_session_fail_pending(n->session, "this node is stopping");
 	/* The memory manager commits (and destages) first; then our slot says
 	 * stopped, so the partner may take over at once; the session then fails
-	 * what waits. */
+	 * what waits (the Destaged batch of the last destage, whose answer
+	 * nothing waits for). */
 	vmm_free(n->vmm);
 	ha_free(n->ha, true);
 	repl_session_free(n->session);

@@ -967,6 +967,11 @@ void repl_session_free(struct repl_session *s)
 	free(s);
 }
 
+void repl_session_fail_pending(struct repl_session *s, const char *reason)
+{
+	pending_fail_all(s->pending, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN, reason);
+}
+
 int repl_session_request(struct repl_session *s, Envelope *env, uint32_t timeout_ms,
 			 pending_done_fn done, void *arg)
 {

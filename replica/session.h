@@ -78,6 +78,11 @@ int repl_session_new(struct event_base *base, const struct repl_session_config *
 int repl_session_start(struct repl_session *s);
 /* Fails pending requests, closes connections. NULL is fine. */
 void repl_session_free(struct repl_session *s);
+/* Runs the callback of every request still waiting for the partner's answer
+ * now, with STATUS_SHUTTING_DOWN and reason: the node is stopping, and what
+ * made the requests is about to be freed (their callbacks must run before).
+ * The link stays up; requests made later wait for their answers as usual. */
+void repl_session_fail_pending(struct repl_session *s, const char *reason);
 
 /* Sends env (its message and lsn set by the caller; version, sender, epoch
  * and seq are filled here) and calls done once with the answer. -ENOTCONN
