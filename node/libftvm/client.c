@@ -1067,22 +1067,33 @@ bool ftvm_last_error_from_node(const struct ftvm_client *c)
 	return c && last_error.serial == c->serial && last_error.from_node;
 }
 
-int ftvm_status(struct ftvm_client *c, struct ftvm_node_status *ret)
+/* The first dst_size bytes of a struct the library filled (src_size bytes):
+ * ftvm.h, "Compatibility". */
+static void copy_sized(void *dst, size_t dst_size, const void *src, size_t src_size)
+{
+	memcpy(dst, src, dst_size < src_size ? dst_size : src_size);
+	if (dst_size > src_size)
+		memset((uint8_t *)dst + src_size, 0, dst_size - src_size);
+}
+
+int ftvm_status_sized(struct ftvm_client *c, struct ftvm_node_status *ret, size_t ret_size)
 {
 	Ftvm__Client__StatusRequest status = FTVM__CLIENT__STATUS_REQUEST__INIT;
 	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	struct ftvm_node_status st;
 	Reply *reply = NULL;
 	int r;
 
-	if (!c || !ret)
+	if (!c || !ret || ret_size == 0)
 		return -EINVAL;
 	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_STATUS;
 	req.status = &status;
 	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_STATUS_REPLY, &reply);
 	if (r < 0)
 		return r;
-	status_from_reply(reply->status_reply, ret);
+	status_from_reply(reply->status_reply, &st);
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	copy_sized(ret, ret_size, &st, sizeof(st));
 	return 0;
 }
 
@@ -1500,18 +1511,19 @@ out:
 	return r;
 }
 
-int ftvm_sense(struct ftvm_client *c, struct ftvm_sense *ret)
+int ftvm_sense_sized(struct ftvm_client *c, struct ftvm_sense *ret, size_t ret_size)
 {
 	Ftvm__Client__SenseRequest sense = FTVM__CLIENT__SENSE_REQUEST__INIT;
 	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
 	const Ftvm__Partner__SenseInformation *si;
+	struct ftvm_sense sense_info;
 	Reply *reply = NULL;
 	size_t i;
 	int r;
 
 	if (!c)
 		return -EINVAL;
-	if (!ret)
+	if (!ret || ret_size == 0)
 		return fail(c, -EINVAL, "no place for the result");
 
 	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_SENSE;
@@ -1520,17 +1532,20 @@ int ftvm_sense(struct ftvm_client *c, struct ftvm_sense *ret)
 	if (r < 0)
 		return r;
 	si = reply->sense;
-	memset(ret, 0, sizeof(*ret));
-	for (i = 0; i < si->n_media && i < sizeof(ret->media) / sizeof(ret->media[0]); i++) {
-		copy_str(ret->media[i].type, sizeof(ret->media[i].type), si->media[i]->type);
-		ret->media[i].capacity = si->media[i]->capacity;
-		ret->media[i].free = si->media[i]->free;
+	memset(&sense_info, 0, sizeof(sense_info));
+	for (i = 0; i < si->n_media && i < sizeof(sense_info.media) / sizeof(sense_info.media[0]);
+	     i++) {
+		copy_str(sense_info.media[i].type, sizeof(sense_info.media[i].type),
+			 si->media[i]->type);
+		sense_info.media[i].capacity = si->media[i]->capacity;
+		sense_info.media[i].free = si->media[i]->free;
 	}
-	ret->n_media = i;
-	ret->paging_queue = si->paging_queue;
-	ret->destage_queue = si->destage_queue;
-	ret->replacement_queue = si->replacement_queue;
+	sense_info.n_media = i;
+	sense_info.paging_queue = si->paging_queue;
+	sense_info.destage_queue = si->destage_queue;
+	sense_info.replacement_queue = si->replacement_queue;
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	copy_sized(ret, ret_size, &sense_info, sizeof(sense_info));
 	return 0;
 }
 

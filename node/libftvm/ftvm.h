@@ -22,6 +22,16 @@
  *    node refused; ftvm_strerror() gives the short meaning of the return value.
  *  - The library never raises SIGPIPE.
  *
+ * Compatibility:
+ *  - The structs the library fills for a status or a sense
+ *    (struct ftvm_node_status, struct ftvm_sense) gain fields at their end
+ *    as ftvm grows. Their calls therefore pass the struct's size as the
+ *    program was compiled (ftvm_status() and ftvm_sense() are inline
+ *    wrappers that pass sizeof), and the library writes that many bytes and
+ *    no more: a program built against an older ftvm.h keeps working with a
+ *    newer library, and one built against a newer ftvm.h finds the fields an
+ *    older library does not know set to zero.
+ *
  * Threads:
  *  - One client may be shared by any number of threads. Its calls are
  *    serialised by a mutex inside the client: one request is on the
@@ -223,10 +233,23 @@ struct ftvm_node_status {
  * @brief Asks the node for its status: for a ftvm_connect_pair() client, the
  *        node it talks to (ftvm_connected_socket()).
  * @param c a connected client.
- * @param[out] ret filled in on success.
- * @return 0 or -errno (see the conventions above).
+ * @param[out] ret filled in on success: its first @p ret_size bytes.
+ * @param ret_size sizeof(struct ftvm_node_status) as the caller was compiled;
+ *        bytes past what this library knows are set to zero.
+ * @return 0 or -errno (see the conventions above); -EINVAL when @p ret_size
+ *         is 0.
  */
-FTVM_EXPORT int ftvm_status(struct ftvm_client *c, struct ftvm_node_status *ret);
+FTVM_EXPORT int ftvm_status_sized(struct ftvm_client *c, struct ftvm_node_status *ret,
+				  size_t ret_size);
+
+/**
+ * @brief ftvm_status_sized() with this program's sizeof(struct
+ *        ftvm_node_status): see "Compatibility" above.
+ */
+static inline int ftvm_status(struct ftvm_client *c, struct ftvm_node_status *ret)
+{
+	return ftvm_status_sized(c, ret, sizeof(*ret));
+}
 
 /**
  * @brief Why the calling thread's last call, made on @p c, failed.
@@ -471,10 +494,22 @@ struct ftvm_sense {
 /**
  * @brief Asks the node for its capacities and queues.
  * @param c a connected client.
- * @param[out] ret filled in on success.
- * @return 0 or -errno (see the conventions above).
+ * @param[out] ret filled in on success: its first @p ret_size bytes.
+ * @param ret_size sizeof(struct ftvm_sense) as the caller was compiled;
+ *        bytes past what this library knows are set to zero.
+ * @return 0 or -errno (see the conventions above); -EINVAL when @p ret_size
+ *         is 0.
  */
-FTVM_EXPORT int ftvm_sense(struct ftvm_client *c, struct ftvm_sense *ret);
+FTVM_EXPORT int ftvm_sense_sized(struct ftvm_client *c, struct ftvm_sense *ret, size_t ret_size);
+
+/**
+ * @brief ftvm_sense_sized() with this program's sizeof(struct ftvm_sense):
+ *        see "Compatibility" above.
+ */
+static inline int ftvm_sense(struct ftvm_client *c, struct ftvm_sense *ret)
+{
+	return ftvm_sense_sized(c, ret, sizeof(*ret));
+}
 
 /** The comparison of the two nodes' page tables and page checksums. */
 struct ftvm_verify {
