@@ -594,7 +594,7 @@ static void test_wal_and_cascade(void)
 	raw_query(db, "SELECT count(*) FROM pages WHERE guid = 'c'", buf, sizeof(buf));
 	CHECK_STR("page rows of c", "4", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version", "2", buf);
+	CHECK_STR("schema_version", "3", buf);
 	sqlite3_close(db);
 
 	pt = open_or_die(path);
@@ -903,7 +903,7 @@ static void test_migration_from_v1(void)
 	pagetable_close(pt);
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version after the migration", "2", buf);
+	CHECK_STR("schema_version after the migration", "3", buf);
 	sqlite3_close(db);
 }
 
@@ -921,18 +921,18 @@ static void test_refused_files(void)
 	pt = open_or_die(path);
 	pagetable_close(pt);
 	db = raw_open(path);
-	raw_exec(db, "UPDATE meta SET value = 3 WHERE key = 'schema_version'");
+	raw_exec(db, "UPDATE meta SET value = 4 WHERE key = 'schema_version'");
 	sqlite3_close(db);
 	pt = (struct pagetable *)&pt; /* must come back NULL */
 	r = pagetable_open(path, false, &pt);
 	CHECK_INT("open a newer schema", -EPROTONOSUPPORT, r);
 	CHECK(pt == NULL, "no table comes back with an error");
-	CHECK(strstr(pagetable_last_error(NULL), "schema version is 3") &&
-		      strstr(pagetable_last_error(NULL), "up to 2"),
+	CHECK(strstr(pagetable_last_error(NULL), "schema version is 4") &&
+		      strstr(pagetable_last_error(NULL), "up to 3"),
 	      "the reason names both versions: \"%s\"", pagetable_last_error(NULL));
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version left as it was", "3", buf);
+	CHECK_STR("schema_version left as it was", "4", buf);
 	sqlite3_close(db);
 
 	/* Not SQLite at all. */
