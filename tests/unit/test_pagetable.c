@@ -2,6 +2,8 @@
  * after a reopen, what is not committed is gone, journal LSNs and guid numbers
  * never repeat, each failing change leaves the table as it was, and files
  * that are not (or not yet) this build's page table are refused with a reason.
+ * Page writes, journalled first and folded into pages later, come back in
+ * the order they were called, also after a kill between a commit and a fold.
  * Real files in a fresh directory; a second SQLite connection looks at them
  * from the outside. Ends with a group-commit figure (printed, not checked). */
 #include <dirent.h>
