@@ -6,9 +6,16 @@
  *
  * Transactions: the first change opens one (BEGIN IMMEDIATE, so a lock
  * conflict shows at the start and not halfway), pagetable_commit() ends it.
- * Each change runs inside SAVEPOINT change, so a change that fails halfway (a
- * duplicate guid, a full disk on the 500th page row) is undone alone and the
- * group's earlier changes stay.
+ * A change of more than one statement runs inside SAVEPOINT change, so a
+ * change that fails halfway (a duplicate guid, a full disk on the 500th page
+ * row) is undone alone and the group's earlier changes stay. A page write is
+ * one statement, its journal row: pages takes it later, at a fold.
+ *
+ * Folds (VMM.md, "The page table in SQLite"): page rows carry seq, their
+ * order of call; pages holds every page row up to the fold mark (meta
+ * folded_seq). A fold runs before anything reads pages or changes which
+ * pages there are, before a trim, at open and close, and at a commit when
+ * FOLD_ROWS rows wait.
  *
  * Counters: guid numbers and LSNs leave this node (in envelopes, in guids a
  * client holds) possibly before the transaction they were taken in commits, so
@@ -42,6 +49,12 @@
 #define GUID_LEASE 64
 #define LSN_LEASE 65536
 #define LSN_WRITE_INTERVAL_MS 1000
+/* A commit folds when this many page rows wait. The fold is a pause for
+ * the one commit that does it: about 1.5 ms for 256 rows on distinct pages
+ * (a row costs about as much as the UPDATE a page write used to run, less
+ * when rows repeat a page). 64 costs a third more per write, 1024 saves
+ * little and pauses 4.5 ms. */
+#define FOLD_ROWS 256
 
 /* Step i takes schema i to i + 1 inside one transaction; the caller then sets
  * schema_version. Append only: a step, once released, never changes. */
@@ -64,6 +77,11 @@ static const struct migration {
 	  " ('partner_applied_lsn', 0), ('applied_by_partner_lsn', 0), ('schema_version', 0);" },
 	{ "add each allocation's extent in the store",
 	  "ALTER TABLE allocations ADD COLUMN store_offset INTEGER NOT NULL DEFAULT 0;" },
+	/* Rows already there keep seq NULL: the old code updated pages with
+	 * each of them, so they are folded. */
+	{ "fold pages from the journal in call order",
+	  "ALTER TABLE journal ADD COLUMN seq INTEGER;"
+	  "INSERT INTO meta(key, value) VALUES ('folded_seq', 0);" },
 };
 
 #define SCHEMA_VERSION ((int64_t)ARRAY_SIZE(migrations))
@@ -81,9 +99,11 @@ enum stmt {
 	ST_PAGE_INSERT,
 	ST_ALLOC_DELETE,
 	ST_ALLOC_SET_OWNER,
-	ST_PAGE_UPDATE,
+	ST_PAGE_EXISTS,
+	ST_FOLD,
 	ST_JOURNAL_INSERT,
 	ST_JOURNAL_MAX,
+	ST_JOURNAL_MAX_SEQ,
 	ST_JOURNAL_COUNT,
 	ST_JOURNAL_TRIM,
 	ST_JOURNAL_OWN_MAX,
@@ -111,11 +131,21 @@ static const char *const stmt_sql[ST__MAX] = {
 			   " VALUES (?1, ?2, 0, ?3, 0)",
 	[ST_ALLOC_DELETE] = "DELETE FROM allocations WHERE guid = ?1",
 	[ST_ALLOC_SET_OWNER] = "UPDATE allocations SET owner = ?2 WHERE guid = ?1",
-	[ST_PAGE_UPDATE] = "UPDATE pages SET version = ?3, crc32c = ?4, dirty = ?5"
-			   " WHERE guid = ?1 AND page = ?2",
+	[ST_PAGE_EXISTS] = "SELECT 1 FROM pages WHERE guid = ?1 AND page = ?2",
+	/* Each page takes its row of highest seq above the fold mark ?1: with
+	 * one max(), SQLite's bare columns come from that row. ?2 bounds the
+	 * scan: no row above the mark has a lower LSN. */
+	[ST_FOLD] = "UPDATE pages SET version = j.version, crc32c = j.crc32c,"
+		    " dirty = (j.op = 'page')"
+		    " FROM (SELECT guid, page, version, crc32c, op, max(seq) FROM journal"
+		    " WHERE lsn >= ?2 AND seq > ?1 AND op IN ('page', 'clean')"
+		    " GROUP BY guid, page) AS j"
+		    " WHERE pages.guid = j.guid AND pages.page = j.page",
 	[ST_JOURNAL_INSERT] = "INSERT INTO journal(lsn, origin, origin_lsn, op, guid, page,"
-			      " version, crc32c) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+			      " version, crc32c, seq)"
+			      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
 	[ST_JOURNAL_MAX] = "SELECT coalesce(max(lsn), 0) FROM journal",
+	[ST_JOURNAL_MAX_SEQ] = "SELECT coalesce(max(seq), 0) FROM journal",
 	[ST_JOURNAL_COUNT] = "SELECT count(*) FROM journal",
 	[ST_JOURNAL_OWN_MAX] = "SELECT coalesce(max(lsn), 0) FROM journal"
 			       " WHERE origin = ?1 AND op != 'clean'",
@@ -142,10 +172,26 @@ struct lease {
 	uint64_t durable;
 };
 
+/* Where pages stands against the journal (VMM.md, "The page table in
+ * SQLite"): page rows up to the fold mark are in pages, the rest only in the
+ * journal. */
+struct fold {
+	uint64_t next_seq;	 /* the next page row's */
+	uint64_t mark;		 /* as the open transaction has it (or the file, if none) */
+	uint64_t mark_committed; /* as the file has it */
+	/* No row above mark_committed has an LSN below floor (0: not known,
+	 * scan it all); floor_after_fold is the same for the rows since the
+	 * open transaction's fold, which become the floor when it commits. */
+	uint64_t floor, floor_after_fold;
+	bool folded_in_transaction;
+};
+
 struct pagetable {
 	sqlite3 *db;
 	sqlite3_stmt *stmt[ST__MAX];
+	bool ready; /* every statement prepared and the counters loaded */
 	struct lease guid, lsn;
+	struct fold fold;
 	uint64_t partner_applied_lsn, applied_by_partner_lsn;
 	/* Set since the last commit: written once, by the commit, rather than
 	 * by every message of a batch. */
@@ -324,10 +370,27 @@ bool pagetable_in_transaction(const struct pagetable *pt)
 	return !sqlite3_get_autocommit(pt->db);
 }
 
+/* A transaction that ended without a commit took its fold with it. */
+static void fold_forget_uncommitted(struct pagetable *pt)
+{
+	pt->fold.mark = pt->fold.mark_committed;
+	pt->fold.folded_in_transaction = false;
+}
+
+static void fold_committed(struct pagetable *pt)
+{
+	if (!pt->fold.folded_in_transaction)
+		return;
+	pt->fold.mark_committed = pt->fold.mark;
+	pt->fold.floor = pt->fold.floor_after_fold;
+	pt->fold.folded_in_transaction = false;
+}
+
 static int begin(struct pagetable *pt)
 {
 	if (pagetable_in_transaction(pt))
 		return 0;
+	fold_forget_uncommitted(pt);
 	return run(pt, ST_BEGIN, "begin a transaction");
 }
 
@@ -349,6 +412,43 @@ static int meta_set(struct pagetable *pt, const char *key, uint64_t value)
 	return run(pt, ST_META_SET, key);
 }
 
+static uint64_t fold_unfolded_rows(const struct pagetable *pt)
+{
+	return pt->fold.next_seq - 1 - pt->fold.mark;
+}
+
+/* Brings pages up to date with the journal's page rows above the fold mark
+ * and moves the mark past them, in the open transaction (opening one if
+ * there is something to fold). A fold is idempotent: if it fails halfway
+ * (pages updated, the mark not), the next one does the same again. */
+static int fold(struct pagetable *pt)
+{
+	sqlite3_stmt *st = pt->stmt[ST_FOLD];
+	uint64_t last = pt->fold.next_seq - 1;
+	int rc, r;
+
+	if (!pagetable_in_transaction(pt))
+		fold_forget_uncommitted(pt);
+	if (fold_unfolded_rows(pt) == 0)
+		return 0;
+	r = begin(pt);
+	if (r < 0)
+		return r;
+	rc = bind_u64(st, 1, pt->fold.mark);
+	rc = rc ?: bind_u64(st, 2, pt->fold.floor);
+	r = bind_check(pt, st, rc, "fold");
+	if (r == 0)
+		r = run(pt, ST_FOLD, "fold the journal into pages");
+	if (r == 0)
+		r = meta_set(pt, "folded_seq", last);
+	if (r < 0)
+		return r;
+	pt->fold.mark = last;
+	pt->fold.floor_after_fold = UINT64_MAX;
+	pt->fold.folded_in_transaction = true;
+	return 0;
+}
+
 /* Commits the open transaction (opening one when force_lease is set and none
  * is), first writing a new bound for each lease that is below half full or is
  * force_lease. */
@@ -361,6 +461,11 @@ static int commit_leases(struct pagetable *pt, struct lease *force_lease)
 
 	if (!force_lease && !pagetable_in_transaction(pt))
 		return 0;
+	if (fold_unfolded_rows(pt) >= FOLD_ROWS) {
+		r = fold(pt);
+		if (r < 0)
+			return r;
+	}
 	write_applied_by_partner =
 		pt->applied_by_partner_changed &&
 		clock_now_ms() - pt->applied_by_partner_written_ms >= LSN_WRITE_INTERVAL_MS;
@@ -387,6 +492,7 @@ static int commit_leases(struct pagetable *pt, struct lease *force_lease)
 	r = run(pt, ST_COMMIT, "commit");
 	if (r < 0)
 		return r;
+	fold_committed(pt);
 	if (pt->partner_applied_changed)
 		pt->partner_applied_unwritten = false;
 	pt->partner_applied_changed = false;
@@ -440,13 +546,10 @@ static bool empty(const char *s)
 	return !s || !*s;
 }
 
-/* Checks the origin, works out the journal row's LSN, and opens the change's
- * savepoint (and the transaction when none is open). */
-static int change_begin(struct pagetable *pt, const struct pt_origin *o, const char *guid,
-			uint64_t *ret_lsn)
+/* Checks the origin and works out the journal row's LSN. */
+static int change_lsn(struct pagetable *pt, const struct pt_origin *o, const char *guid,
+		      uint64_t *ret_lsn)
 {
-	int r;
-
 	if (!o || empty(o->node))
 		return fail(pt, -EINVAL, "%s: a change needs an origin node", guid);
 	if (o->own) {
@@ -455,12 +558,22 @@ static int change_begin(struct pagetable *pt, const struct pt_origin *o, const c
 				    "%s: own LSN %" PRIu64 " was not reserved by this table", guid,
 				    o->lsn);
 		*ret_lsn = o->lsn;
-	} else {
-		/* Before the savepoint: a new lease may commit. */
-		r = lease_take(pt, &pt->lsn, ret_lsn);
-		if (r < 0)
-			return r;
+		return 0;
 	}
+	/* Before the transaction's changes: a new lease may commit. */
+	return lease_take(pt, &pt->lsn, ret_lsn);
+}
+
+/* change_lsn, then opens the change's savepoint (and the transaction when
+ * none is open). */
+static int change_begin(struct pagetable *pt, const struct pt_origin *o, const char *guid,
+			uint64_t *ret_lsn)
+{
+	int r;
+
+	r = change_lsn(pt, o, guid, ret_lsn);
+	if (r < 0)
+		return r;
 	r = begin(pt);
 	if (r < 0)
 		return r;
@@ -486,6 +599,7 @@ static int change_end(struct pagetable *pt, int r)
 	return r;
 }
 
+/* A page row (p not NULL) takes the next seq. */
 static int journal_append(struct pagetable *pt, uint64_t lsn, const struct pt_origin *o,
 			  const char *op, const char *guid, const struct pt_page *p)
 {
@@ -501,6 +615,7 @@ static int journal_append(struct pagetable *pt, uint64_t lsn, const struct pt_or
 		rc = rc ?: bind_u64(st, 6, p->page);
 		rc = rc ?: bind_u64(st, 7, p->version);
 		rc = rc ?: sqlite3_bind_int64(st, 8, p->crc32c);
+		rc = rc ?: bind_u64(st, 9, pt->fold.next_seq);
 	}
 	if (rc != SQLITE_OK)
 		return bind_check(pt, st, rc, "journal");
@@ -512,7 +627,32 @@ static int journal_append(struct pagetable *pt, uint64_t lsn, const struct pt_or
 		return r;
 	}
 	done(st);
+	if (p) {
+		pt->fold.next_seq++;
+		if (lsn < pt->fold.floor)
+			pt->fold.floor = lsn;
+		if (lsn < pt->fold.floor_after_fold)
+			pt->fold.floor_after_fold = lsn;
+	}
 	return 0;
+}
+
+/* -ENOENT unless the page row is there. A read by primary key: no page of
+ * the file changes. */
+static int page_exists(struct pagetable *pt, const struct pt_page *p)
+{
+	sqlite3_stmt *st = pt->stmt[ST_PAGE_EXISTS];
+	int64_t found;
+	int rc, r;
+
+	rc = bind_text(st, 1, p->guid);
+	rc = rc ?: bind_u64(st, 2, p->page);
+	r = bind_check(pt, st, rc, p->guid);
+	if (r == 0)
+		r = run_int(pt, ST_PAGE_EXISTS, "look up a page", &found);
+	if (r == 0 && !found)
+		r = fail(pt, -ENOENT, "page %" PRIu64 " of %s: no such row", p->page, p->guid);
+	return r;
 }
 
 /* Steps a cached statement that changes rows; -ENOENT when it changed none. */
@@ -545,7 +685,11 @@ int pagetable_alloc_put(struct pagetable *pt, const struct pt_alloc *a, uint32_t
 	    (a->header_len && !a->header))
 		return fail(pt, -EINVAL, "%s: an allocation needs guid, home, owner and policy",
 			    a && a->guid ? a->guid : "(no guid)");
-	r = change_begin(pt, o, a->guid, &lsn);
+	/* The journal's unfolded rows then all belong to allocations as they
+	 * are now, not to one deleted and made again under the same guid. */
+	r = fold(pt);
+	if (r == 0)
+		r = change_begin(pt, o, a->guid, &lsn);
 	if (r < 0)
 		return r;
 
@@ -585,7 +729,9 @@ int pagetable_alloc_delete(struct pagetable *pt, const char *guid, const struct 
 
 	if (empty(guid))
 		return fail(pt, -EINVAL, "delete: no guid");
-	r = change_begin(pt, o, guid, &lsn);
+	r = fold(pt); /* as for pagetable_alloc_put */
+	if (r == 0)
+		r = change_begin(pt, o, guid, &lsn);
 	if (r < 0)
 		return r;
 	/* The pages go with it: ON DELETE CASCADE. */
@@ -615,30 +761,25 @@ int pagetable_alloc_set_owner(struct pagetable *pt, const char *guid, const char
 	return change_end(pt, r);
 }
 
+/* Only the journal row: pages takes it at the next fold. One statement, so
+ * atomic without a savepoint. */
 int pagetable_page_put(struct pagetable *pt, const struct pt_page *p, const struct pt_origin *o)
 {
-	sqlite3_stmt *st = pt->stmt[ST_PAGE_UPDATE];
-	char what[64];
-	uint64_t lsn;
-	int rc, r;
+	uint64_t lsn = 0;
+	int r;
 
 	if (!p || empty(p->guid))
 		return fail(pt, -EINVAL, "page: no guid");
-	r = change_begin(pt, o, p->guid, &lsn);
+	r = change_lsn(pt, o, p->guid, &lsn);
+	if (r == 0)
+		r = page_exists(pt, p);
+	if (r == 0)
+		r = begin(pt);
 	if (r < 0)
 		return r;
-	rc = bind_text(st, 1, p->guid);
-	rc = rc ?: bind_u64(st, 2, p->page);
-	rc = rc ?: bind_u64(st, 3, p->version);
-	rc = rc ?: sqlite3_bind_int64(st, 4, p->crc32c);
-	rc = rc ?: sqlite3_bind_int(st, 5, p->dirty);
-	snprintf(what, sizeof(what), "update page %" PRIu64 " of", p->page);
-	r = run_change(pt, st, rc, what, p->guid);
 	/* "clean": only the dirty flag went (a destage), which a resync may miss
 	 * without harm (node/HA.md, "Solo and rejoin"). */
-	if (r == 0)
-		r = journal_append(pt, lsn, o, p->dirty ? "page" : "clean", p->guid, p);
-	return change_end(pt, r);
+	return journal_append(pt, lsn, o, p->dirty ? "page" : "clean", p->guid, p);
 }
 
 /* ---- Partner LSNs ------------------------------------------------------- */
@@ -745,7 +886,10 @@ int pagetable_journal_trim(struct pagetable *pt, const char *self, uint64_t own_
 
 	if (empty(self))
 		return fail(pt, -EINVAL, "journal trim: no node id");
-	r = begin(pt);
+	/* No row goes before pages has it. */
+	r = fold(pt);
+	if (r == 0)
+		r = begin(pt);
 	if (r < 0)
 		return r;
 	/* Rows go only below a mark that is on disk with them: after a crash,
@@ -861,8 +1005,11 @@ int pagetable_load(struct pagetable *pt, int (*alloc_cb)(const struct pt_alloc *
 		   int (*page_cb)(const struct pt_page *p, void *arg), void *arg)
 {
 	sqlite3_stmt *st = pt->stmt[ST_ALLOC_SELECT];
-	int rc, r = 0;
+	int rc, r;
 
+	r = fold(pt);
+	if (r < 0)
+		return r;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		/* Column pointers stay valid until the next step of st. */
 		struct pt_alloc a = {
@@ -913,17 +1060,33 @@ const char *pagetable_last_error(const struct pagetable *pt)
 	return pt ? pt->err : open_error;
 }
 
+/* The marks a commit may have left unwritten, and the fold of what the
+ * journal has beyond pages (the next open would do it, this makes that open
+ * quick), in one last transaction. */
+static void write_at_close(struct pagetable *pt)
+{
+	int r = fold(pt);
+
+	if (r == 0 && (pt->applied_by_partner_changed || pt->partner_applied_unwritten))
+		r = meta_set(pt, "applied_by_partner_lsn", pt->applied_by_partner_lsn);
+	if (r == 0 && (pt->applied_by_partner_changed || pt->partner_applied_unwritten))
+		r = meta_set(pt, "partner_applied_lsn", pt->partner_applied_lsn);
+	if (!pagetable_in_transaction(pt))
+		return;
+	if (r == 0)
+		run(pt, ST_COMMIT, "commit at close");
+	else
+		run(pt, ST_ROLLBACK, "roll back at close");
+}
+
 void pagetable_close(struct pagetable *pt)
 {
 	if (!pt)
 		return;
 	if (pt->db && pagetable_in_transaction(pt) && pt->stmt[ST_ROLLBACK])
 		run(pt, ST_ROLLBACK, "roll back at close");
-	if (pt->db && (pt->applied_by_partner_changed || pt->partner_applied_unwritten) &&
-	    pt->stmt[ST_COMMIT] &&
-	    meta_set(pt, "applied_by_partner_lsn", pt->applied_by_partner_lsn) == 0 &&
-	    meta_set(pt, "partner_applied_lsn", pt->partner_applied_lsn) == 0)
-		run(pt, ST_COMMIT, "commit at close");
+	if (pt->ready)
+		write_at_close(pt);
 	for (size_t i = 0; i < ST__MAX; i++)
 		sqlite3_finalize(pt->stmt[i]);
 	/* Every statement is finalized, so this closes (and checkpoints). */
@@ -1050,8 +1213,8 @@ static int meta_get(struct pagetable *pt, const char *key, uint64_t *ret)
 
 static int load_counters(struct pagetable *pt)
 {
-	uint64_t guid_bound, lsn_bound;
-	int64_t journal_max;
+	uint64_t guid_bound, lsn_bound, folded_seq;
+	int64_t journal_max, journal_max_seq;
 	int r;
 
 	r = meta_get(pt, "next_guid", &guid_bound);
@@ -1063,8 +1226,22 @@ static int load_counters(struct pagetable *pt)
 		r = meta_get(pt, "applied_by_partner_lsn", &pt->applied_by_partner_lsn);
 	if (r == 0)
 		r = run_int(pt, ST_JOURNAL_MAX, "the journal's last LSN", &journal_max);
+	if (r == 0)
+		r = meta_get(pt, "folded_seq", &folded_seq);
+	if (r == 0)
+		r = run_int(pt, ST_JOURNAL_MAX_SEQ, "the journal's last seq", &journal_max_seq);
 	if (r < 0)
 		return r;
+	/* A trim may have taken every row up to the mark. */
+	pt->fold = (struct fold){
+		.next_seq = ((uint64_t)journal_max_seq > folded_seq ? (uint64_t)journal_max_seq
+								    : folded_seq) +
+			    1,
+		.mark = folded_seq,
+		.mark_committed = folded_seq,
+		.floor = (uint64_t)journal_max_seq > folded_seq ? 0 : UINT64_MAX,
+		.floor_after_fold = UINT64_MAX,
+	};
 	if ((uint64_t)journal_max >= lsn_bound)
 		lsn_bound = (uint64_t)journal_max + 1;
 	pt->guid = (struct lease){ .key = "next_guid",
@@ -1075,8 +1252,12 @@ static int load_counters(struct pagetable *pt)
 				  .block = LSN_LEASE,
 				  .next = lsn_bound ?: 1,
 				  .durable = lsn_bound ?: 1 };
+	/* Before anything reads pages: a crash may have left rows unfolded. */
+	r = fold(pt);
+	if (r < 0)
+		return r;
 	/* Lease now, outside any caller's transaction: both leases are empty,
-	 * so this one commit renews both. */
+	 * so this one commit renews both (and the fold). */
 	return commit_leases(pt, &pt->guid);
 }
 
@@ -1111,6 +1292,12 @@ int pagetable_open(const char *path, bool synchronous_full, struct pagetable **r
 	 * once, rather than six fcntl() per transaction. Nothing else can open
 	 * the file until pagetable_close(), not even to read. */
 	r = exec_fixed(pt, "PRAGMA locking_mode=EXCLUSIVE", mode, sizeof(mode));
+	/* For a new file only (an existing one keeps its page size), and
+	 * before journal_mode=WAL writes the first page. Each commit of a page
+	 * write adds one journal row and so writes (and checksums) one WAL
+	 * frame of a page: 1 KiB rather than the default 4 KiB. */
+	if (r == 0)
+		r = exec_fixed(pt, "PRAGMA page_size=1024", NULL, 0);
 	if (r < 0)
 		goto fail;
 	/* The first statement that reads the file: where a file that is not a
@@ -1155,6 +1342,7 @@ int pagetable_open(const char *path, bool synchronous_full, struct pagetable **r
 	r = load_counters(pt);
 	if (r < 0)
 		goto fail;
+	pt->ready = true;
 	*ret = pt;
 	return 0;
 

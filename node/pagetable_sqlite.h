@@ -86,7 +86,10 @@ int pagetable_alloc_set_owner(struct pagetable *pt, const char *guid, const char
 			      const struct pt_origin *o);
 
 /* Sets a page's version, crc32c and dirty flag; -ENOENT if absent. Journal op
- * "page", or "clean" when the page is clean (a destage made it so). */
+ * "page", or "clean" when the page is clean (a destage made it so). Only the
+ * journal row is written; the pages row takes it at the next fold, which
+ * comes before anything here reads it (VMM.md, "The page table in SQLite"):
+ * a later call on the same page wins, as if each call wrote it. */
 int pagetable_page_put(struct pagetable *pt, const struct pt_page *p, const struct pt_origin *o);
 
 /* Commits the open transaction; 0 and nothing done when none is open. */
@@ -147,7 +150,9 @@ uint64_t pagetable_applied_by_partner_lsn(const struct pagetable *pt);
  * order), then each of its pages in page order. The structs and their strings
  * are valid only during the callback. Either callback may be NULL. A
  * callback's negative return stops the load and is returned. -EBADMSG when the
- * stored table is inconsistent (a page row missing, a value out of range). */
+ * stored table is inconsistent (a page row missing, a value out of range).
+ * Page writes not folded yet are folded first, in the open transaction
+ * (opening one if none). */
 int pagetable_load(struct pagetable *pt, int (*alloc_cb)(const struct pt_alloc *a, void *arg),
 		   int (*page_cb)(const struct pt_page *p, void *arg), void *arg);
 

@@ -2,11 +2,14 @@
  * after a reopen, what is not committed is gone, journal LSNs and guid numbers
  * never repeat, each failing change leaves the table as it was, and files
  * that are not (or not yet) this build's page table are refused with a reason.
+ * Page writes, journalled first and folded into pages later, come back in
+ * the order they were called, also after a kill between a commit and a fold.
  * Real files in a fresh directory; a second SQLite connection looks at them
  * from the outside. Ends with a group-commit figure (printed, not checked). */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -594,7 +597,7 @@ static void test_wal_and_cascade(void)
 	raw_query(db, "SELECT count(*) FROM pages WHERE guid = 'c'", buf, sizeof(buf));
 	CHECK_STR("page rows of c", "4", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version", "2", buf);
+	CHECK_STR("schema_version", "3", buf);
 	sqlite3_close(db);
 
 	pt = open_or_die(path);
@@ -903,8 +906,86 @@ static void test_migration_from_v1(void)
 	pagetable_close(pt);
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version after the migration", "2", buf);
+	CHECK_STR("schema_version after the migration", "3", buf);
 	sqlite3_close(db);
+}
+
+/* A table made by schema version 2 (pages written with each change, no seq)
+ * is migrated to 3: its rows stay, its old journal rows count as folded (one
+ * that disagrees with pages, as an older write does, changes nothing), and
+ * page writes after it fold. */
+static void test_migration_from_v2(void)
+{
+	char path[PATH_MAX], buf[64];
+	struct pagetable *pt;
+	struct model *got = xmalloc(sizeof(*got));
+	struct pt_origin o;
+	struct pt_page p = { .guid = "a-1", .page = 1, .version = 9, .crc32c = 0x99u };
+	sqlite3 *db;
+
+	path_in_dir(path, sizeof(path), "v2.db");
+	if (sqlite3_open(path, &db) != SQLITE_OK)
+		die("sqlite3_open v2.db");
+	raw_exec(db,
+		 "PRAGMA journal_mode=WAL;"
+		 "CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+		 "CREATE TABLE allocations(guid TEXT PRIMARY KEY, home TEXT NOT NULL,"
+		 " owner TEXT NOT NULL, size INTEGER NOT NULL, block_size INTEGER NOT NULL,"
+		 " pages INTEGER NOT NULL, policy TEXT NOT NULL, header BLOB NOT NULL,"
+		 " store_offset INTEGER NOT NULL DEFAULT 0);"
+		 "CREATE TABLE pages(guid TEXT NOT NULL REFERENCES allocations(guid)"
+		 " ON DELETE CASCADE, page INTEGER NOT NULL, version INTEGER NOT NULL,"
+		 " crc32c INTEGER NOT NULL, dirty INTEGER NOT NULL, PRIMARY KEY (guid, page))"
+		 " WITHOUT ROWID;"
+		 "CREATE TABLE journal(lsn INTEGER PRIMARY KEY, origin TEXT NOT NULL,"
+		 " origin_lsn INTEGER NOT NULL, op TEXT NOT NULL, guid TEXT NOT NULL,"
+		 " page INTEGER, version INTEGER, crc32c INTEGER);"
+		 "INSERT INTO meta(key, value) VALUES ('next_guid', 2), ('next_lsn', 10),"
+		 " ('partner_applied_lsn', 0), ('applied_by_partner_lsn', 0),"
+		 " ('schema_version', 2);"
+		 "INSERT INTO allocations VALUES ('a-1', 'a', 'a', 8192, 4096, 2, 'default', x'',"
+		 " 65536);"
+		 "INSERT INTO pages VALUES ('a-1', 0, 3, 7, 1), ('a-1', 1, 5, 8, 0);"
+		 "INSERT INTO journal VALUES (1, 'node-a', 1, 'alloc', 'a-1', NULL, NULL, NULL),"
+		 " (2, 'node-a', 2, 'page', 'a-1', 0, 3, 7),"
+		 " (3, 'node-b', 40, 'page', 'a-1', 1, 4, 6),"
+		 " (4, 'node-a', 3, 'clean', 'a-1', 1, 5, 8),"
+		 " (5, 'node-a', 4, 'page', 'a-1', 0, 2, 2);");
+	sqlite3_close(db);
+
+	pt = open_or_die(path);
+	memset(got, 0, sizeof(*got));
+	CHECK_OK("load", pagetable_load(pt, load_alloc, load_page, got));
+	CHECK_INT("allocations after the migration", 1, got->n);
+	if (got->n == 1) {
+		CHECK_INT("store_offset kept", 65536, got->a[0].store_offset);
+		CHECK_INT("page 0 as pages had it, not as its last journal row", 3,
+			  got->a[0].version[0]);
+		CHECK(got->a[0].dirty[0], "page 0 still dirty");
+		CHECK_INT("page 1 kept", 5, got->a[0].version[1]);
+	}
+	CHECK_INT("journal rows kept", 5, pagetable_journal_count(pt));
+	o = own(pt);
+	CHECK(o.lsn >= 10, "LSNs go on from the old bound: %" PRIu64, o.lsn);
+	CHECK_OK("a page write after the migration", pagetable_page_put(pt, &p, &o));
+	CHECK_OK("commit", pagetable_commit(pt));
+	pagetable_close(pt);
+
+	db = raw_open(path);
+	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
+	CHECK_STR("schema_version after the migration", "3", buf);
+	raw_query(db, "SELECT count(*) FROM journal WHERE seq IS NULL", buf, sizeof(buf));
+	CHECK_STR("old rows without a seq", "5", buf);
+	raw_query(db, "SELECT value FROM meta WHERE key = 'folded_seq'", buf, sizeof(buf));
+	CHECK_STR("the new row folded at close", "1", buf);
+	sqlite3_close(db);
+	pt = open_or_die(path);
+	memset(got, 0, sizeof(*got));
+	CHECK_OK("load", pagetable_load(pt, load_alloc, load_page, got));
+	CHECK_INT("page 1 after a write on the migrated table", 9, got->a[0].version[1]);
+	CHECK_INT("page 0 unchanged", 3, got->a[0].version[0]);
+	pagetable_close(pt);
+	free(got);
 }
 
 static void test_refused_files(void)
@@ -921,18 +1002,18 @@ static void test_refused_files(void)
 	pt = open_or_die(path);
 	pagetable_close(pt);
 	db = raw_open(path);
-	raw_exec(db, "UPDATE meta SET value = 3 WHERE key = 'schema_version'");
+	raw_exec(db, "UPDATE meta SET value = 4 WHERE key = 'schema_version'");
 	sqlite3_close(db);
 	pt = (struct pagetable *)&pt; /* must come back NULL */
 	r = pagetable_open(path, false, &pt);
 	CHECK_INT("open a newer schema", -EPROTONOSUPPORT, r);
 	CHECK(pt == NULL, "no table comes back with an error");
-	CHECK(strstr(pagetable_last_error(NULL), "schema version is 3") &&
-		      strstr(pagetable_last_error(NULL), "up to 2"),
+	CHECK(strstr(pagetable_last_error(NULL), "schema version is 4") &&
+		      strstr(pagetable_last_error(NULL), "up to 3"),
 	      "the reason names both versions: \"%s\"", pagetable_last_error(NULL));
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version left as it was", "3", buf);
+	CHECK_STR("schema_version left as it was", "4", buf);
 	sqlite3_close(db);
 
 	/* Not SQLite at all. */
@@ -1129,6 +1210,313 @@ static void test_partner_applied_recovered(void)
 	pagetable_close(pt);
 }
 
+/* ---- Folds: page writes reach pages later, in call order ----------------- */
+
+/* Runs step(path) in a child that then sends itself SIGKILL (no close, no
+ * exit handlers), and checks that it got that far. */
+static void killed_after(void (*step)(const char *path), const char *path)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		step(path);
+		if (failures)
+			_exit(1);
+		kill(getpid(), SIGKILL);
+		_exit(1);
+	}
+	if (waitpid(pid, &status, 0) != pid)
+		die("waitpid");
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+	      "the child failed before its kill: status %d", status);
+}
+
+static const struct pt_alloc fold_alloc = { .guid = "f-1",
+					    .home = "node-a",
+					    .owner = "node-a",
+					    .policy = "default",
+					    .size = 3 * 4096,
+					    .block_size = 4096,
+					    .pages = 3 };
+
+static int fold_put(struct pagetable *pt, uint64_t page, uint64_t version, uint32_t crc, bool dirty,
+		    const struct pt_origin *o)
+{
+	struct pt_page p = {
+		.guid = "f-1", .page = page, .version = version, .crc32c = crc, .dirty = dirty
+	};
+
+	return pagetable_page_put(pt, &p, o);
+}
+
+/* What fold_in_call_order leaves, page by page. */
+static const struct {
+	uint64_t version;
+	uint32_t crc;
+	bool dirty;
+} fold_want[3] = { { 4, 0x44u, true }, { 7, 0x77u, false }, { 9, 0x99u, true } };
+
+static void check_fold_want(struct pagetable *pt, const char *ctx)
+{
+	struct model *got = xmalloc(sizeof(*got));
+
+	memset(got, 0, sizeof(*got));
+	CHECK_OK(ctx, pagetable_load(pt, load_alloc, load_page, got));
+	CHECK_INT("allocations", 1, got->n);
+	for (size_t i = 0; got->n == 1 && i < ARRAY_SIZE(fold_want); i++) {
+		checks++;
+		if (got->a[0].version[i] != fold_want[i].version ||
+		    got->a[0].crc[i] != fold_want[i].crc ||
+		    got->a[0].dirty[i] != fold_want[i].dirty)
+			FAIL("%s: page %zu: expected version %" PRIu64 " crc 0x%x dirty %d,"
+			     " got %" PRIu64 " 0x%x %d",
+			     ctx, i, fold_want[i].version, fold_want[i].crc, fold_want[i].dirty,
+			     got->a[0].version[i], got->a[0].crc[i], got->a[0].dirty[i]);
+	}
+	free(got);
+}
+
+/* Page 0: an own change reserves its LSN, a mirrored change on the same page
+ * is applied (a higher LSN, a higher version), then the own one: the own one
+ * was called last and wins, LSN and version notwithstanding. Page 1: dirty,
+ * then clean (a destage). Page 2: three writes in two transactions. */
+static void fold_in_call_order(const char *path)
+{
+	struct pagetable *pt = open_or_die(path);
+	struct pt_origin o = own(pt), first;
+
+	CHECK_OK("alloc", pagetable_alloc_put(pt, &fold_alloc, 0x11u, &o));
+	CHECK_OK("commit", pagetable_commit(pt));
+	first = own(pt);
+	o = mirrored(500);
+	CHECK_OK("mirrored page 0", fold_put(pt, 0, 5, 0x55u, true, &o));
+	CHECK_OK("own page 0, its LSN the lower", fold_put(pt, 0, 4, 0x44u, true, &first));
+	o = own(pt);
+	CHECK_OK("page 1 dirty", fold_put(pt, 1, 7, 0x77u, true, &o));
+	o = own(pt);
+	CHECK_OK("page 2", fold_put(pt, 2, 8, 0x88u, true, &o));
+	CHECK_OK("commit", pagetable_commit(pt));
+	o = own(pt);
+	CHECK_OK("page 1 clean", fold_put(pt, 1, 7, 0x77u, false, &o));
+	o = mirrored(501);
+	CHECK_OK("page 2 again", fold_put(pt, 2, 9, 0x99u, true, &o));
+	CHECK_OK("commit", pagetable_commit(pt));
+}
+
+static void raw_value(const char *path, const char *sql, char *buf, size_t len)
+{
+	sqlite3 *db = raw_open(path);
+
+	raw_query(db, sql, buf, len);
+	sqlite3_close(db);
+}
+
+/* Killed between its commits and any fold after them: the file's pages
+ * still have the state the last fold left, and the next open folds. */
+static void test_fold_after_a_kill(void)
+{
+	char path[300], buf[64];
+	struct pagetable *pt;
+
+	path_in_dir(path, sizeof(path), "fold_kill.db");
+	killed_after(fold_in_call_order, path);
+	raw_value(path, "SELECT max(version) FROM pages WHERE guid = 'f-1'", buf, sizeof(buf));
+	CHECK_STR("pages in the file after the kill (the writes only journalled)", "0", buf);
+	raw_value(path, "SELECT count(*) FROM journal WHERE seq IS NOT NULL", buf, sizeof(buf));
+	CHECK_STR("page rows with a seq", "6", buf);
+	pt = open_or_die(path);
+	check_fold_want(pt, "after the kill");
+	CHECK(!pagetable_in_transaction(pt), "open folded and committed; load had nothing to do");
+	pagetable_close(pt);
+	raw_value(path, "SELECT value FROM meta WHERE key = 'folded_seq'", buf, sizeof(buf));
+	CHECK_STR("fold mark: the last page row's seq", "6", buf);
+}
+
+enum {
+	MANY_ROWS = 600
+};
+
+static void many_commits(const char *path)
+{
+	struct pagetable *pt = open_or_die(path);
+	struct pt_origin o = own(pt);
+
+	CHECK_OK("alloc", pagetable_alloc_put(pt, &fold_alloc, 0, &o));
+	for (uint64_t i = 1; i <= MANY_ROWS; i++) {
+		o = own(pt);
+		CHECK_OK("page", fold_put(pt, i % 3, i, (uint32_t)i, true, &o));
+		CHECK_OK("commit", pagetable_commit(pt));
+	}
+}
+
+/* More page rows than a commit leaves waiting: commits fold them (no close
+ * did), and the mark moves with pages. */
+static void test_fold_at_commit(void)
+{
+	char path[300], buf[64];
+	struct pagetable *pt;
+	uint64_t mark;
+
+	path_in_dir(path, sizeof(path), "fold_commit.db");
+	killed_after(many_commits, path);
+	raw_value(path, "SELECT value FROM meta WHERE key = 'folded_seq'", buf, sizeof(buf));
+	mark = strtoull(buf, NULL, 10);
+	CHECK(mark >= MANY_ROWS / 2 && mark < MANY_ROWS,
+	      "commits folded part of the %d rows: mark %" PRIu64, MANY_ROWS, mark);
+	raw_value(path, "SELECT max(version) FROM pages", buf, sizeof(buf));
+	CHECK_INT("pages as far as the mark", mark, strtoull(buf, NULL, 10));
+	pt = open_or_die(path);
+	pagetable_close(pt);
+	raw_value(path, "SELECT max(version) FROM pages", buf, sizeof(buf));
+	CHECK_STR("open folded the rest", "600", buf);
+}
+
+static void fold_then_new_incarnation(const char *path)
+{
+	struct pagetable *pt = open_or_die(path);
+	struct pt_origin o = own(pt);
+
+	CHECK_OK("alloc", pagetable_alloc_put(pt, &fold_alloc, 0x11u, &o));
+	o = own(pt);
+	CHECK_OK("page 0", fold_put(pt, 0, 3, 0x33u, true, &o));
+	CHECK_OK("commit", pagetable_commit(pt));
+	o = mirrored(600);
+	CHECK_OK("page 1", fold_put(pt, 1, 6, 0x66u, true, &o));
+	/* A resync deletes it and makes it again under the same guid. */
+	o = mirrored(601);
+	CHECK_OK("delete", pagetable_alloc_delete(pt, "f-1", &o));
+	o = mirrored(602);
+	CHECK_OK("alloc again", pagetable_alloc_put(pt, &fold_alloc, 0x12u, &o));
+	o = mirrored(603);
+	CHECK_OK("page 2 of the new one", fold_put(pt, 2, 1, 0x21u, true, &o));
+	CHECK_OK("commit", pagetable_commit(pt));
+}
+
+/* The old allocation's page writes never reach the new one's pages. */
+static void test_fold_new_incarnation(void)
+{
+	char path[300];
+	struct pagetable *pt;
+	struct model *got = xmalloc(sizeof(*got));
+
+	path_in_dir(path, sizeof(path), "fold_incarnation.db");
+	killed_after(fold_then_new_incarnation, path);
+	pt = open_or_die(path);
+	memset(got, 0, sizeof(*got));
+	CHECK_OK("load", pagetable_load(pt, load_alloc, load_page, got));
+	CHECK_INT("allocations", 1, got->n);
+	if (got->n == 1) {
+		CHECK_INT("page 0 of the new one: version", 0, got->a[0].version[0]);
+		CHECK_HEX32("page 0 of the new one: crc32c (a zeroed block's)", 0x12u,
+			    got->a[0].crc[0]);
+		CHECK_INT("page 1 of the new one: version", 0, got->a[0].version[1]);
+		CHECK(!got->a[0].dirty[1], "page 1 of the new one is clean");
+		CHECK_INT("page 2 of the new one: version", 1, got->a[0].version[2]);
+	}
+	pagetable_close(pt);
+	free(got);
+}
+
+static void fold_then_trim(const char *path)
+{
+	struct pagetable *pt = open_or_die(path);
+	struct pt_origin o = own(pt);
+	uint64_t last;
+
+	CHECK_OK("alloc", pagetable_alloc_put(pt, &fold_alloc, 0x11u, &o));
+	o = own(pt);
+	CHECK_OK("page 0", fold_put(pt, 0, 4, 0x44u, true, &o));
+	o = mirrored(700);
+	CHECK_OK("page 1", fold_put(pt, 1, 7, 0x77u, false, &o));
+	o = own(pt);
+	CHECK_OK("page 2", fold_put(pt, 2, 9, 0x99u, true, &o));
+	CHECK_OK("commit", pagetable_commit(pt));
+	last = pagetable_reserve_lsn(pt);
+	CHECK_OK("the partner has it all", pagetable_set_applied_by_partner_lsn(pt, last));
+	CHECK_INT("every row trimmed", 4, pagetable_journal_trim(pt, "node-a", last, 100));
+	CHECK_OK("commit", pagetable_commit(pt));
+}
+
+static void write_after_trim(const char *path)
+{
+	struct pagetable *pt = open_or_die(path);
+	struct pt_origin o = own(pt);
+
+	CHECK_OK("page 2 once more", fold_put(pt, 2, 10, 0xaau, true, &o));
+	CHECK_OK("commit", pagetable_commit(pt));
+}
+
+/* A trim takes only folded rows; with the journal empty, new rows still
+ * number above the mark. */
+static void test_fold_before_trim(void)
+{
+	char path[300], buf[64];
+	struct pagetable *pt;
+	struct model *got = xmalloc(sizeof(*got));
+
+	path_in_dir(path, sizeof(path), "fold_trim.db");
+	killed_after(fold_then_trim, path);
+	raw_value(path, "SELECT count(*) FROM journal", buf, sizeof(buf));
+	CHECK_STR("journal rows after the trim", "0", buf);
+	raw_value(path, "SELECT value FROM meta WHERE key = 'folded_seq'", buf, sizeof(buf));
+	CHECK_STR("the trim's fold moved the mark", "3", buf);
+	pt = open_or_die(path);
+	check_fold_want(pt, "after the trim");
+	pagetable_close(pt);
+
+	killed_after(write_after_trim, path);
+	raw_value(path, "SELECT seq FROM journal", buf, sizeof(buf));
+	CHECK_STR("the next row's seq follows the mark", "4", buf);
+	pt = open_or_die(path);
+	memset(got, 0, sizeof(*got));
+	CHECK_OK("load", pagetable_load(pt, load_alloc, load_page, got));
+	CHECK_INT("page 2 after a write past the trim", 10, got->a[0].version[2]);
+	pagetable_close(pt);
+	free(got);
+}
+
+/* A page write to a page that is not there: -ENOENT, naming it, and no row,
+ * no transaction, nothing in pages. */
+static void test_page_put_unknown(void)
+{
+	char path[300];
+	struct pagetable *pt;
+	struct pt_origin o;
+	uint64_t rows;
+
+	path_in_dir(path, sizeof(path), "unknown_page.db");
+	pt = open_or_die(path);
+	o = own(pt);
+	CHECK_OK("alloc", pagetable_alloc_put(pt, &fold_alloc, 0x11u, &o));
+	o = own(pt);
+	CHECK_OK("page 0", fold_put(pt, 0, 4, 0x44u, true, &o));
+	o = own(pt);
+	CHECK_OK("page 1", fold_put(pt, 1, 7, 0x77u, false, &o));
+	o = own(pt);
+	CHECK_OK("page 2", fold_put(pt, 2, 9, 0x99u, true, &o));
+	CHECK_OK("commit", pagetable_commit(pt));
+	rows = pagetable_journal_count(pt);
+	o = own(pt);
+	CHECK_INT("page 3 of a 3-page allocation", -ENOENT, fold_put(pt, 3, 1, 1, true, &o));
+	CHECK(strstr(pagetable_last_error(pt), "page 3 of f-1") != NULL,
+	      "the reason names the page: \"%s\"", pagetable_last_error(pt));
+	o = mirrored(800);
+	CHECK_INT("a mirrored write past the end", -ENOENT, fold_put(pt, 9, 1, 1, false, &o));
+	o = own(pt);
+	CHECK_INT("an unknown guid", -ENOENT,
+		  pagetable_page_put(pt, &(struct pt_page){ .guid = "f-2", .version = 1 }, &o));
+	CHECK_INT("journal rows", rows, pagetable_journal_count(pt));
+	CHECK(!pagetable_in_transaction(pt), "a refused page write opens no transaction");
+	check_fold_want(pt, "after the refusals");
+	pagetable_close(pt);
+	pt = open_or_die(path);
+	check_fold_want(pt, "after the refusals and a reopen");
+	pagetable_close(pt);
+}
+
 /* ---- The group-commit figure ---------------------------------------------- */
 
 static double now_s(void)
@@ -1249,8 +1637,14 @@ int main(void)
 	test_journal_trim();
 	test_refused_files();
 	test_migration_from_v1();
+	test_migration_from_v2();
 	test_crash();
 	test_partner_applied_recovered();
+	test_fold_after_a_kill();
+	test_fold_at_commit();
+	test_fold_new_incarnation();
+	test_fold_before_trim();
+	test_page_put_unknown();
 	bench(false);
 	bench(true);
 
