@@ -7,12 +7,15 @@
  * a persistent EV_READ event of our own does one read(2) per readable event,
  * of up to FRAME_READ_MIN bytes or the rest of the frame begun in the buffer,
  * whichever is more: a page frame, or many small frames, in one call, and a
- * large frame at most one read per arriving stretch of it.
+ * frame above 64 KiB in as few calls as the socket allows.
  *
  * The bytes go into the bufferevent's input buffer, and the bufferevent's own
  * callbacks run on them, so its users keep their frame loops and their EOF
  * and error handling (the bytes of a truncated frame are still in the input
- * when EOF is told). Watermarks are not looked at: nobody here sets them. */
+ * when EOF is told). bufferevent_trigger holds a reference on the bufferevent
+ * while its callback runs, so a callback may free it and the reader, as a
+ * connection closed on a bad frame does. Watermarks are not looked at: nobody
+ * here sets them. */
 #include "frame_read.h"
 
 #include <errno.h>
@@ -96,11 +99,14 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 	}
 	if (n == -EAGAIN)
 		return;
+	/* As the bufferevent would: stop reading, then tell, errno set. */
 	frame_reader_disable(r);
-	if (n < 0)
-		errno = (int)-n;
-	bufferevent_trigger_event(
-		bev, BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR), 0);
+	if (n == 0) {
+		bufferevent_trigger_event(bev, BEV_EVENT_READING | BEV_EVENT_EOF, 0);
+		return;
+	}
+	errno = (int)-n;
+	bufferevent_trigger_event(bev, BEV_EVENT_READING | BEV_EVENT_ERROR, 0);
 }
 
 int frame_reader_new(struct bufferevent *bev, size_t max_payload, struct frame_reader **ret)
