@@ -1,40 +1,147 @@
+/* Reading frames off a socket without libevent's read path.
+ *
+ * A socket bufferevent asks ioctl(FIONREAD) before every read and reads at
+ * most 4 KiB a call. A frame carrying a 4 KiB page then costs an ioctl that
+ * contends for the socket lock with the softirq delivering the data, and two
+ * reads, often in two loop turns. So the bufferevent keeps only its writing;
+ * a persistent EV_READ event of our own does one read(2) per readable event,
+ * of up to FRAME_READ_MIN bytes or the rest of the frame begun in the buffer,
+ * whichever is more: a page frame, or many small frames, in one call, and a
+ * frame above 64 KiB in as few calls as the socket allows.
+ *
+ * The bytes go into the bufferevent's input buffer, and the bufferevent's own
+ * callbacks run on them, so its users keep their frame loops and their EOF
+ * and error handling (the bytes of a truncated frame are still in the input
+ * when EOF is told). bufferevent_trigger holds a reference on the bufferevent
+ * while its callback runs, so a callback may free it and the reader, as a
+ * connection closed on a bad frame does. Watermarks are not looked at: nobody
+ * here sets them. */
 #include "frame_read.h"
 
 #include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/event.h>
 
-void frame_read_rest(struct bufferevent *bev, size_t total)
+#include "frame.h"
+
+#define FRAME_READ_MIN (64u << 10)
+
+struct frame_reader {
+	struct bufferevent *bev;
+	struct event *readable;
+	size_t max_payload;
+};
+
+/* What to ask read(2) for: FRAME_READ_MIN, or all that is missing of the
+ * frame at the head of in when that is more. A bad header gets the minimum:
+ * the frame loop refuses it. */
+static size_t read_size(struct evbuffer *in, size_t max_payload)
 {
-	struct evbuffer *in = bufferevent_get_input(bev);
-	evutil_socket_t fd = bufferevent_getfd(bev);
-	size_t have = evbuffer_get_length(in);
+	uint8_t hdr[FRAME_HEADER_SIZE];
+	size_t have = evbuffer_get_length(in), missing;
+	const char *why;
+	int len;
 
-	if (have >= total)
-		return;
-	/* A socket bufferevent keeps the end of its input frozen but for its
-	 * own reads, which is what this one is. evbuffer_read would take at
-	 * most 4 KiB a call and ask FIONREAD before each: read(2) the rest
-	 * straight into space reserved for it instead, one call for all the
-	 * socket holds of it. */
+	if (evbuffer_copyout(in, hdr, sizeof(hdr)) != (ev_ssize_t)sizeof(hdr))
+		return FRAME_READ_MIN;
+	len = frame_header_check(hdr, max_payload, &why);
+	if (len < 0 || FRAME_HEADER_SIZE + (size_t)len <= have)
+		return FRAME_READ_MIN;
+	missing = FRAME_HEADER_SIZE + (size_t)len - have;
+	return missing > FRAME_READ_MIN ? missing : FRAME_READ_MIN;
+}
+
+/* One read(2) of up to want bytes, appended to in. Returns the bytes read,
+ * 0 at end of file, or -errno. */
+static ssize_t read_into(evutil_socket_t fd, struct evbuffer *in, size_t want)
+{
+	struct evbuffer_iovec v;
+	ssize_t n;
+
+	/* A socket bufferevent keeps the end of its input frozen but while it
+	 * reads, which is what this does in its stead. */
 	evbuffer_unfreeze(in, 0);
-	while (have < total) {
-		struct evbuffer_iovec v;
-		ssize_t n;
-
-		if (evbuffer_reserve_space(in, (ev_ssize_t)(total - have), &v, 1) != 1)
-			break;
-		do
-			n = read(fd, v.iov_base, total - have);
-		while (n < 0 && errno == EINTR);
-		if (n <= 0)
-			break; /* not committed: the reservation is dropped */
-		v.iov_len = (size_t)n;
-		if (evbuffer_commit_space(in, &v, 1) < 0)
-			break;
-		have += (size_t)n;
+	if (evbuffer_reserve_space(in, (ev_ssize_t)want, &v, 1) != 1) {
+		n = -ENOMEM;
+		goto out;
 	}
+	do
+		n = read(fd, v.iov_base, want);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		n = -errno; /* not committed: the reservation is dropped */
+		goto out;
+	}
+	v.iov_len = (size_t)n;
+	if (n > 0 && evbuffer_commit_space(in, &v, 1) < 0)
+		n = -ENOMEM;
+out:
 	evbuffer_freeze(in, 0);
+	return n;
+}
+
+static void on_readable(evutil_socket_t fd, short what, void *arg)
+{
+	struct frame_reader *r = arg;
+	struct bufferevent *bev = r->bev;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	ssize_t n = read_into(fd, in, read_size(in, r->max_payload));
+
+	/* The callbacks may free r and bev: nothing is touched after them. */
+	if (n > 0) {
+		bufferevent_trigger(bev, EV_READ, 0);
+		return;
+	}
+	if (n == -EAGAIN)
+		return;
+	/* As the bufferevent would: stop reading, then tell, errno set. */
+	frame_reader_disable(r);
+	if (n == 0) {
+		bufferevent_trigger_event(bev, BEV_EVENT_READING | BEV_EVENT_EOF, 0);
+		return;
+	}
+	errno = (int)-n;
+	bufferevent_trigger_event(bev, BEV_EVENT_READING | BEV_EVENT_ERROR, 0);
+}
+
+int frame_reader_new(struct bufferevent *bev, size_t max_payload, struct frame_reader **ret)
+{
+	struct frame_reader *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return -ENOMEM;
+	r->bev = bev;
+	r->max_payload = max_payload;
+	r->readable = event_new(bufferevent_get_base(bev), bufferevent_getfd(bev),
+				EV_READ | EV_PERSIST, on_readable, r);
+	if (!r->readable || frame_reader_enable(r) < 0) {
+		frame_reader_free(r);
+		return -ENOMEM;
+	}
+	*ret = r;
+	return 0;
+}
+
+void frame_reader_free(struct frame_reader *r)
+{
+	if (!r)
+		return;
+	if (r->readable)
+		event_free(r->readable);
+	free(r);
+}
+
+void frame_reader_disable(struct frame_reader *r)
+{
+	event_del(r->readable);
+}
+
+int frame_reader_enable(struct frame_reader *r)
+{
+	return event_add(r->readable, NULL) < 0 ? -ENOMEM : 0;
 }

@@ -4,11 +4,20 @@
 #include <stddef.h>
 
 struct bufferevent;
+struct frame_reader;
 
-/* libevent 2.1 reads at most 4 KiB from a socket per loop turn, so a frame
- * carrying a 4 KiB page arrived in two turns, each with its epoll_wait and
- * timer re-arm. Called when bev's input holds the start of a frame of total
- * bytes, this reads what the socket has of the rest now, in one read(2) when
- * it is all there (no FIONREAD, no 4 KiB steps). It stops at EAGAIN, end of
- * file or an error, which the bufferevent sees on its next read. */
-void frame_read_rest(struct bufferevent *bev, size_t total);
+/* Reads bev's socket in bev's stead, into bev's input buffer, and runs bev's
+ * own read and event callbacks as the bufferevent would: the read callback
+ * after bytes came, the event callback with BEV_EVENT_READING and
+ * BEV_EVENT_EOF, or BEV_EVENT_ERROR with errno set, after reading stopped for
+ * good (the reader disables itself first). Writing stays with bev, which must
+ * not have EV_READ enabled. Either callback may free the reader and bev.
+ * Returns 0, or -ENOMEM. */
+int frame_reader_new(struct bufferevent *bev, size_t max_payload, struct frame_reader **ret);
+
+/* Stops reading; must come before bev is freed. Accepts NULL. */
+void frame_reader_free(struct frame_reader *r);
+
+/* Stops and restarts reading, as bufferevent_disable/enable(EV_READ) would. */
+void frame_reader_disable(struct frame_reader *r);
+int frame_reader_enable(struct frame_reader *r);

@@ -7,7 +7,7 @@
  *     │ bad frame, unparsable request, I/O error,        │ every call answered,
  *     │ client_server_free() (also from draining)        │ every reply written
  *     ▼                                                  ▼
- *   closed: bufferevent freed, out of the server's list
+ *   closed: reader and bufferevent freed, out of the server's list
  *
  * A closed connection's struct lives on while calls made on it are
  * outstanding: each call holds a reference, so a late client_call_reply()
@@ -16,7 +16,10 @@
  * shut down their sending side and then wait, still get their answers.
  *
  * A client with CLIENT_CALLS_MAX calls unanswered is not read from until some
- * are answered, which bounds the memory one client can pin in the node. */
+ * are answered, which bounds the memory one client can pin in the node.
+ *
+ * The bufferevent writes; a frame_reader (frame_read.h) reads for it and runs
+ * its read and event callbacks. */
 #define _GNU_SOURCE /* struct ucred */
 #define LOG_SUBSYSTEM "client"
 
@@ -52,6 +55,7 @@
 struct client_conn {
 	struct client_server *server; /* NULL once closed */
 	struct bufferevent *bev;      /* NULL once closed */
+	struct frame_reader *reader;  /* NULL once closed */
 	struct client_conn *prev, *next;
 	unsigned refs;	/* one for the open connection, one per outstanding call */
 	unsigned calls; /* outstanding calls */
@@ -98,6 +102,8 @@ static void conn_close(struct client_conn *conn)
 
 	if (!conn->bev)
 		return;
+	frame_reader_free(conn->reader);
+	conn->reader = NULL;
 	bufferevent_free(conn->bev);
 	conn->bev = NULL;
 	if (conn->prev)
@@ -204,11 +210,16 @@ void client_call_reply(struct client_call *call, Ftvm__Client__ClientReply *repl
 
 	if (conn->bev && conn->paused && conn->calls < CLIENT_CALLS_MAX) {
 		conn->paused = false;
-		bufferevent_enable(conn->bev, EV_READ);
-		/* Frames may already wait in the input buffer, and no new bytes
-		 * need to come to read them; deferred, so the callback does not run
-		 * inside a caller that is itself inside the read callback. */
-		bufferevent_trigger(conn->bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
+		if (frame_reader_enable(conn->reader) < 0) {
+			log_debug("client pid %d: cannot read again, closing", (int)conn->pid);
+			conn_close(conn);
+		} else {
+			/* Frames may already wait in the input buffer, and no new
+			 * bytes need to come to read them; deferred, so the callback
+			 * does not run inside a caller that is itself inside the read
+			 * callback. */
+			bufferevent_trigger(conn->bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
+		}
 	}
 	conn_maybe_finish(conn);
 	conn_unref(conn);
@@ -337,10 +348,6 @@ static int read_one(struct client_conn *conn)
 	if (r < 0)
 		goto bad_frame;
 	total = FRAME_HEADER_SIZE + (size_t)r;
-	if (avail < total) {
-		frame_read_rest(conn->bev, total);
-		avail = evbuffer_get_length(in);
-	}
 	if (avail < total)
 		return 0;
 	buf = evbuffer_pullup(in, (ev_ssize_t)total);
@@ -391,7 +398,7 @@ static void read_cb(struct bufferevent *bev, void *ctx)
 			log_debug("client pid %d: %u calls outstanding, reading paused",
 				  (int)conn->pid, conn->calls);
 			conn->paused = true;
-			bufferevent_disable(conn->bev, EV_READ);
+			frame_reader_disable(conn->reader);
 			break;
 		}
 		if (read_one(conn) <= 0)
@@ -423,8 +430,7 @@ static void event_cb(struct bufferevent *bev, short what, void *ctx)
 		if (left > 0)
 			log_debug("client pid %d: closed in the middle of a frame (%zu bytes)",
 				  (int)conn->pid, left);
-		conn->read_eof = true;
-		bufferevent_disable(bev, EV_READ);
+		conn->read_eof = true; /* the reader stopped */
 		conn_maybe_finish(conn);
 	}
 }
@@ -448,7 +454,8 @@ static void accept_cb(struct evconnlistener *listener, evutil_socket_t fd, struc
 	if (!conn->bev)
 		goto fail;
 	bufferevent_setcb(conn->bev, read_cb, write_cb, event_cb, conn);
-	if (bufferevent_enable(conn->bev, EV_READ | EV_WRITE) < 0) {
+	if (bufferevent_enable(conn->bev, EV_WRITE) < 0 ||
+	    frame_reader_new(conn->bev, s->max_payload, &conn->reader) < 0) {
 		bufferevent_free(conn->bev); /* closes fd */
 		free(conn);
 		log_debug("cannot watch a new client connection");

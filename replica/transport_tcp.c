@@ -1,6 +1,8 @@
 /* The TCP backend of the partner channel: libevent bufferevents carrying
  * length-prefixed, checksummed frames (common/frame.h). Nagle is off: the
- * channel is request/response and every microsecond of a round trip counts. */
+ * channel is request/response and every microsecond of a round trip counts.
+ * A bufferevent writes; a frame_reader (frame_read.h) reads in its stead, once
+ * the connection is up. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -28,6 +30,7 @@ struct tcp_conn {
 	struct tcp_transport *transport;
 	struct tcp_conn *next;
 	struct bufferevent *bev;
+	struct frame_reader *reader; /* NULL until connected */
 	char peer[80];
 	/* Set while a callback runs on this conn: close() then only marks it,
 	 * and the read loop frees it once the callback has returned. */
@@ -85,6 +88,7 @@ static void conn_unlink(struct tcp_conn *c)
 static void conn_free(struct tcp_conn *c)
 {
 	conn_unlink(c);
+	frame_reader_free(c->reader);
 	bufferevent_free(c->bev);
 	free(c);
 }
@@ -122,7 +126,6 @@ static void on_read(struct bufferevent *bev, void *arg)
 		len = frame_header_check(hdr, t->max_payload, &why);
 		if (len < 0)
 			goto bad_frame;
-		frame_read_rest(bev, FRAME_HEADER_SIZE + (size_t)len);
 		if (evbuffer_get_length(in) < FRAME_HEADER_SIZE + (size_t)len)
 			break;
 		r = frame_decode(evbuffer_pullup(in, FRAME_HEADER_SIZE + len),
@@ -155,6 +158,11 @@ static void on_event(struct bufferevent *bev, short events, void *arg)
 
 	if (events & BEV_EVENT_CONNECTED) {
 		set_nodelay(bufferevent_getfd(bev));
+		if (frame_reader_new(c->bev, t->max_payload, &c->reader) < 0) {
+			snprintf(reason, sizeof(reason), "%s: out of memory to read from", c->peer);
+			conn_fail(c, -ENOMEM, reason);
+			return;
+		}
 		c->connected = true;
 		c->dispatching = true;
 		t->cb.conn_up(&c->base, false, t->cb_arg);
@@ -197,7 +205,7 @@ static struct tcp_conn *conn_new(struct tcp_transport *t, evutil_socket_t fd, co
 	c->transport = t;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	bufferevent_setcb(c->bev, on_read, NULL, on_event, c);
-	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	bufferevent_enable(c->bev, EV_WRITE);
 	c->next = t->conns;
 	t->conns = c;
 	return c;
@@ -226,6 +234,10 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	c = conn_new(t, fd, peer);
 	if (!c) {
 		evutil_closesocket(fd);
+		return;
+	}
+	if (frame_reader_new(c->bev, t->max_payload, &c->reader) < 0) {
+		conn_free(c); /* closes fd */
 		return;
 	}
 	c->connected = true;

@@ -123,58 +123,102 @@ static uint32_t via_sse42(uint32_t crc, const uint8_t *p, size_t len)
 }
 #endif
 
-static void test_paths(void)
-{
-	static uint8_t storage[300 + 16 + 8] __attribute__((aligned(16)));
-	struct {
-		const char *name;
-		uint32_t (*fn)(uint32_t, const uint8_t *, size_t);
-	} paths[] = {
-		{ "table", via_table },
+static const struct {
+	const char *name;
+	uint32_t (*fn)(uint32_t, const uint8_t *, size_t);
+} paths[] = {
+	{ "table", via_table },
 #if defined(__x86_64__)
-		{ "sse4.2", via_sse42 },
+	{ "sse4.2", via_sse42 }, /* last: left out where the CPU lacks it */
 #endif
-	};
-	size_t n_paths = sizeof(paths) / sizeof(paths[0]);
+};
+static size_t n_paths = sizeof(paths) / sizeof(paths[0]);
 
+/* Every path against the reference on one buffer; says where it differs. */
+static void check_paths(const uint8_t *p, size_t len, uint32_t seed, size_t offset)
+{
+	uint32_t e = crc32c_bitwise(seed, p, len);
+
+	for (size_t k = 0; k < n_paths; k++) {
+		uint32_t g = paths[k].fn(seed, p, len);
+
+		checks++;
+		if (e != g) {
+			fprintf(stderr,
+				"FAIL %s path: offset %zu, length %zu, seed 0x%08x: "
+				"expected 0x%08x, got 0x%08x\n",
+				paths[k].name, offset, len, seed, e, g);
+			failures++;
+		}
+	}
+}
+
+/* Leaves out the paths this CPU cannot run. */
+static void paths_init(void)
+{
 #if defined(__x86_64__)
 	if (!__builtin_cpu_supports("sse4.2")) {
 		printf("crc32c: this CPU lacks SSE 4.2, checking the table path only\n");
-		n_paths = 1;
+		n_paths--;
 	}
 #endif
+}
+
+static void test_paths(void)
+{
+	static uint8_t storage[300 + 16 + 8] __attribute__((aligned(16)));
+
 	CHECK_HEX32("table(\"123456789\")", 0xe3069283u,
 		    via_table(0, (const uint8_t *)"123456789", 9));
 	for (size_t i = 0; i < sizeof(storage); i++)
 		storage[i] = (uint8_t)rng();
-	for (size_t k = 0; k < n_paths; k++) {
-		for (size_t align = 0; align < 16; align++) {
-			for (size_t len = 0; len <= 300; len++) {
-				const uint8_t *p = storage + align;
-				uint32_t seed = len & 1 ? rng() : 0;
-				uint32_t e = crc32c_bitwise(seed, p, len);
-				uint32_t g = paths[k].fn(seed, p, len);
-
-				if (e != g) {
-					fprintf(stderr,
-						"FAIL %s path: offset %zu, length %zu, seed 0x%08x: "
-						"expected 0x%08x, got 0x%08x\n",
-						paths[k].name, align, len, seed, e, g);
-					failures++;
-				}
-			}
-		}
-	}
+	for (size_t align = 0; align < 16; align++)
+		for (size_t len = 0; len <= 300; len++)
+			check_paths(storage + align, len, len & 1 ? rng() : 0, align);
 	/* And the copy compiled here is the same code the library runs. */
 	CHECK_HEX32("library vs included copy", crc32c_under_test(0, storage, 300),
 		    crc32c(0, storage, 300));
 }
 
+/* Every length to past a page frame's, so that each way a length splits
+ * into interleaved blocks and a tail is met, from unaligned starts. */
+static void test_lengths(void)
+{
+	enum {
+		MAX_LEN = 4200
+	};
+	static uint8_t storage[MAX_LEN + 16] __attribute__((aligned(16)));
+
+	for (size_t i = 0; i < sizeof(storage); i++)
+		storage[i] = (uint8_t)rng();
+	for (size_t len = 0; len <= MAX_LEN; len++)
+		check_paths(storage + len % 16, len, len & 1 ? rng() : 0, len % 16);
+}
+
+/* Long buffers: many rounds of interleaved blocks, then what is left. */
+static void test_long(void)
+{
+	static const size_t lens[] = { (64u << 10) + 1, (64u << 10) + 13, (192u << 10) + 5,
+				       (1u << 20) + 3 };
+	static const size_t offsets[] = { 0, 1, 5 };
+	uint8_t *storage = xmalloc((1u << 20) + 16);
+
+	for (size_t i = 0; i < (1u << 20) + 16; i++)
+		storage[i] = (uint8_t)rng();
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+		for (size_t k = 0; k < sizeof(offsets) / sizeof(offsets[0]); k++)
+			check_paths(storage + offsets[k], lens[i], k ? rng() : 0, offsets[k]);
+	free(storage);
+}
+
 int main(void)
 {
 	rng_seed(0x2545f491u);
+	paths_init();
 	test_vectors();
 	test_paths();
+	test_lengths();
+	test_long();
 	test_incremental();
 	test_reference();
 	if (failures) {
