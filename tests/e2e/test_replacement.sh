@@ -9,9 +9,10 @@
 #  - frames short: write pointers held on every frame of one node; a write to
 #    another page, from the other node and from that node, is refused naming
 #    the node, and with --wait goes through once a pointer is released;
-#  - at start no page is resident; a page whose block in the store was
-#    damaged on purpose fails its page-in with a clear error, on both nodes,
-#    and is whole again once written.
+#  - at start no page is resident, and the pages whose writes were refused
+#    read back from the store as before (no page table kept them); a page
+#    whose block in the store was damaged on purpose fails its page-in with
+#    a clear error, on both nodes, and is whole again once written.
 . "$(dirname "$0")/lib.sh"
 
 FTVM_HOLD=${FTVM_HOLD:?FTVM_HOLD must name the ftvm-hold binary}
@@ -255,6 +256,17 @@ start_node b
 wait_for 5000 "pair linked after the restart" pair_up
 [ "$(resident a)" = 0 ] && [ "$(resident b)" = 0 ] || fail "pages resident right after the start"
 ok "restarted: no page resident on either node"
+
+# Page 10 of each allocation took only the refused writes above (refused by
+# its owner, or by the owner's partner, for want of frames): paged in from
+# the store now, it must match what each page table recorded before them.
+for g in "${G[@]}"; do
+	for n in a b; do
+		[ "$(stamp_of "$n" "$g" 10)" = "$g/10/a" ] ||
+			fail "$g page 10 on $n after the restart is not the workload's block"
+	done
+done
+ok "refused writes left no trace in either page table: page 10 of both allocations reads back from the store on both nodes"
 
 # The block of page 5 of G[0] in the store: its extent (a's log), then a
 # record of 16 bytes per page rounded up to 4K, then the blocks.
