@@ -15,7 +15,8 @@
  * order of call; pages holds every page row up to the fold mark (meta
  * folded_seq). A fold runs before anything reads pages or changes which
  * pages there are, before a trim, at open and close, and at a commit when
- * FOLD_ROWS rows wait.
+ * FOLD_ROWS rows wait; the caller folds too, when idle (pagetable_fold()), so
+ * that the commit seldom has to.
  *
  * Counters: guid numbers and LSNs leave this node (in envelopes, in guids a
  * client holds) possibly before the transaction they were taken in commits, so
@@ -417,6 +418,14 @@ static uint64_t fold_unfolded_rows(const struct pagetable *pt)
 	return pt->fold.next_seq - 1 - pt->fold.mark;
 }
 
+uint64_t pagetable_fold_waiting(const struct pagetable *pt)
+{
+	/* Outside a transaction a fold not committed is gone with it. */
+	uint64_t mark = pagetable_in_transaction(pt) ? pt->fold.mark : pt->fold.mark_committed;
+
+	return pt->fold.next_seq - 1 - mark;
+}
+
 /* Brings pages up to date with the journal's page rows above the fold mark
  * and moves the mark past them, in the open transaction (opening one if
  * there is something to fold). A fold is idempotent: if it fails halfway
@@ -447,6 +456,11 @@ static int fold(struct pagetable *pt)
 	pt->fold.floor_after_fold = UINT64_MAX;
 	pt->fold.folded_in_transaction = true;
 	return 0;
+}
+
+int pagetable_fold(struct pagetable *pt)
+{
+	return fold(pt);
 }
 
 /* Commits the open transaction (opening one when force_lease is set and none
