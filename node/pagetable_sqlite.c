@@ -50,7 +50,8 @@
 #define GUID_LEASE 64
 #define LSN_LEASE 65536
 #define LSN_WRITE_INTERVAL_MS 1000
-/* A commit folds when this many page rows wait. The fold is a pause for
+/* A commit folds when this many page rows wait: the backstop for a caller
+ * never idle long enough to fold (pagetable_fold()). The fold is a pause for
  * the one commit that does it: about 1.5 ms for 256 rows on distinct pages
  * (a row costs about as much as the UPDATE a page write used to run, less
  * when rows repeat a page). 64 costs a third more per write, 1024 saves
