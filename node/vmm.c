@@ -427,6 +427,10 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 	v->kick_event = event_new(base, -1, 0, vmm_on_paging_kick, v);
 	v->trim_event = event_new(base, -1, EV_PERSIST, on_trim, v);
 	v->fold_event = evtimer_new(base, on_idle_fold, v);
+	/* The lowest priority: a fold due when a request is there too waits
+	 * (the request's commit pushes it back), so it takes no client's time. */
+	if (v->fold_event)
+		event_priority_set(v->fold_event, event_base_get_npriorities(base) - 1);
 	r = vmm_table_new(&v->table);
 	if (r < 0 || !v->flush_event || !v->kick_event || !v->trim_event || !v->fold_event) {
 		r = log_error_errno(-ENOMEM, "memory manager");
