@@ -97,6 +97,17 @@ int pagetable_commit(struct pagetable *pt);
 
 bool pagetable_in_transaction(const struct pagetable *pt);
 
+/* Page writes wait in the journal until a fold brings pages up to date
+ * (VMM.md, "The page table in SQLite"). The table folds by itself where it
+ * must, and at a commit that finds many rows waiting: a pause for that
+ * commit. pagetable_fold() folds what waits now, in the open transaction
+ * (opening one if rows wait; none and nothing done when none wait), for the
+ * caller to commit: a caller that is idle folds, so its busy commits need
+ * not. pagetable_fold_waiting() is the number of page rows a fold would take
+ * (0 after a fold, committed or in the open transaction). */
+int pagetable_fold(struct pagetable *pt);
+uint64_t pagetable_fold_waiting(const struct pagetable *pt);
+
 /* The counters hand out numbers from leases kept durable ahead of use: a
  * number is never handed out again, across reopen, whether or not the
  * transaction it was taken in was committed; a restart skips the rest of the

@@ -19,6 +19,11 @@
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
 #define JOURNAL_TRIM_EVERY_S 1
 #define JOURNAL_TRIM_ROWS 10000
+/* A commit that leaves page writes waiting for a fold pushes the idle fold
+ * this far back: past the gaps between the turns of a busy node (a pause
+ * there would delay the next client), short enough that a burst's writes
+ * are folded before the next burst. */
+#define IDLE_FOLD_MS 10
 
 const char *vmm_node_id(const struct vmm *v)
 {
@@ -120,6 +125,11 @@ int vmm_flush(struct vmm *v)
 	if (r < 0)
 		log_error_errno(r, "page table commit failed, answers withheld: %s",
 				pagetable_last_error(v->pt));
+	if (r >= 0 && pagetable_fold_waiting(v->pt) > 0) {
+		struct timeval later = { 0, IDLE_FOLD_MS * 1000 };
+
+		event_add(v->fold_event, &later);
+	}
 	/* Answers go out only for what is committed. */
 	if (v->session)
 		repl_session_uncork(v->session, r >= 0);
@@ -147,6 +157,24 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
 
 	if (v->flush_pending)
 		vmm_flush(v);
+}
+
+/* Nothing committed for IDLE_FOLD_MS: the fold goes into a commit of its
+ * own, with whatever changed in this turn so far. */
+static void on_idle_fold(evutil_socket_t fd, short what, void *arg)
+{
+	struct vmm *v = arg;
+	uint64_t rows = pagetable_fold_waiting(v->pt);
+	int r = pagetable_fold(v->pt);
+
+	/* Not again until the next commit: no retry loop on a full disk. */
+	if (r < 0) {
+		log_warning("idle fold of the page table: %s", pagetable_last_error(v->pt));
+		return;
+	}
+	if (vmm_flush(v) >= 0)
+		log_debug("idle: %llu page writes folded into the page table",
+			  (unsigned long long)rows);
 }
 
 void vmm_changed(struct vmm *v)
@@ -398,8 +426,13 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 	v->flush_event = event_new(base, -1, 0, on_flush, v);
 	v->kick_event = event_new(base, -1, 0, vmm_on_paging_kick, v);
 	v->trim_event = event_new(base, -1, EV_PERSIST, on_trim, v);
+	v->fold_event = evtimer_new(base, on_idle_fold, v);
+	/* The lowest priority: a fold due when a request is there too waits
+	 * (the request's commit pushes it back), so it takes no client's time. */
+	if (v->fold_event)
+		event_priority_set(v->fold_event, event_base_get_npriorities(base) - 1);
 	r = vmm_table_new(&v->table);
-	if (r < 0 || !v->flush_event || !v->kick_event || !v->trim_event) {
+	if (r < 0 || !v->flush_event || !v->kick_event || !v->trim_event || !v->fold_event) {
 		r = log_error_errno(-ENOMEM, "memory manager");
 		goto fail;
 	}
@@ -477,6 +510,9 @@ void vmm_free(struct vmm *v)
 		event_free(v->trim_event);
 	if (v->pt && v->flush_event)
 		vmm_flush(v);
+	/* Close folds what waits. */
+	if (v->fold_event)
+		event_free(v->fold_event);
 	pagetable_close(v->pt);
 	vmm_table_free(v->table);
 	vmm_pool_stop(v);

@@ -1336,7 +1336,7 @@ static void test_fold_after_a_kill(void)
 }
 
 enum {
-	MANY_ROWS = 600
+	MANY_ROWS = 2500 /* commits fold at 1024 and 2048 rows */
 };
 
 static void many_commits(const char *path)
@@ -1371,7 +1371,7 @@ static void test_fold_at_commit(void)
 	pt = open_or_die(path);
 	pagetable_close(pt);
 	raw_value(path, "SELECT max(version) FROM pages", buf, sizeof(buf));
-	CHECK_STR("open folded the rest", "600", buf);
+	CHECK_INT("open folded the rest", MANY_ROWS, strtoull(buf, NULL, 10));
 }
 
 static void fold_then_new_incarnation(const char *path)
@@ -1517,6 +1517,61 @@ static void test_page_put_unknown(void)
 	pagetable_close(pt);
 }
 
+/* pagetable_fold(): what waits goes into the open transaction (one opened
+ * if none), for the caller to commit; nothing waiting, nothing done. */
+static void fold_when_asked(const char *path)
+{
+	struct pagetable *pt = open_or_die(path);
+	struct pt_origin o = own(pt);
+
+	CHECK_OK("alloc", pagetable_alloc_put(pt, &fold_alloc, 0x11u, &o));
+	CHECK_OK("commit", pagetable_commit(pt));
+	CHECK_INT("waiting after an alloc", 0, pagetable_fold_waiting(pt));
+	o = own(pt);
+	CHECK_OK("page 0", fold_put(pt, 0, 4, 0x44u, true, &o));
+	o = own(pt);
+	CHECK_OK("page 1", fold_put(pt, 1, 7, 0x77u, false, &o));
+	o = own(pt);
+	CHECK_OK("page 2", fold_put(pt, 2, 8, 0x88u, true, &o));
+	CHECK_OK("commit", pagetable_commit(pt));
+	CHECK_INT("waiting after three page writes", 3, pagetable_fold_waiting(pt));
+	CHECK_OK("fold outside a transaction", pagetable_fold(pt));
+	CHECK_INT("waiting after the fold", 0, pagetable_fold_waiting(pt));
+	CHECK(pagetable_in_transaction(pt), "the fold opened a transaction");
+	CHECK_OK("commit the fold", pagetable_commit(pt));
+	CHECK_OK("fold again", pagetable_fold(pt));
+	CHECK(!pagetable_in_transaction(pt), "nothing waiting: no transaction");
+	o = own(pt);
+	CHECK_OK("page 2 again", fold_put(pt, 2, 9, 0x99u, true, &o));
+	CHECK_INT("waiting in the transaction", 1, pagetable_fold_waiting(pt));
+	CHECK_OK("fold in the transaction", pagetable_fold(pt));
+	CHECK_INT("waiting after it", 0, pagetable_fold_waiting(pt));
+	CHECK(pagetable_in_transaction(pt), "the caller's transaction stays open");
+	CHECK_OK("commit", pagetable_commit(pt));
+	CHECK_INT("waiting after the commit", 0, pagetable_fold_waiting(pt));
+}
+
+/* Killed after folds it asked for and committed: the file's pages have every
+ * write without any open or close folding them. */
+static void test_fold_when_asked(void)
+{
+	char path[300], buf[64];
+	struct pagetable *pt;
+
+	path_in_dir(path, sizeof(path), "fold_asked.db");
+	killed_after(fold_when_asked, path);
+	raw_value(path,
+		  "SELECT group_concat(version) FROM (SELECT version FROM pages"
+		  " WHERE guid = 'f-1' ORDER BY page)",
+		  buf, sizeof(buf));
+	CHECK_STR("pages in the file, folded before the kill", "4,7,9", buf);
+	raw_value(path, "SELECT value FROM meta WHERE key = 'folded_seq'", buf, sizeof(buf));
+	CHECK_STR("fold mark: the last page row's seq", "4", buf);
+	pt = open_or_die(path);
+	check_fold_want(pt, "after the folds asked for");
+	pagetable_close(pt);
+}
+
 /* ---- The group-commit figure ---------------------------------------------- */
 
 static double now_s(void)
@@ -1645,6 +1700,7 @@ int main(void)
 	test_fold_new_incarnation();
 	test_fold_before_trim();
 	test_page_put_unknown();
+	test_fold_when_asked();
 	bench(false);
 	bench(true);
 

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Page writes reach the page table's pages at an idle fold (node/VMM.md,
+# "Page writes: journal now, pages at the next fold"): a few writes, far
+# fewer than a commit folds at, are folded once the node has been idle for a
+# moment, on both nodes, and the fold is committed: after a kill -9 (no close
+# to fold them) pagetable.db's pages hold them and its fold mark is the last
+# page row's.
+. "$(dirname "$0")/lib.sh"
+
+write_pair_configs
+start_node a
+start_node b
+wait_for 5000 "pair linked" pair_up
+
+guid=$(ctl a alloc --size 16K)
+for page in 0 1 2 3; do
+	echo "page $page" | ctl a write "$guid" "$page" >/dev/null
+done
+echo "page 1 again" | ctl a write "$guid" 1 >/dev/null
+# Both nodes committed the last write before a answered it: a fold logged
+# after this point took it.
+declare -A lines_before=([a]=$(wc -l <"$WORK/a.log") [b]=$(wc -l <"$WORK/b.log"))
+
+folded_when_idle() {
+	tail -n +$((lines_before[$1] + 1)) "$WORK/$1.log" | grep -q "idle: .* page writes folded"
+}
+for id in a b; do
+	wait_for 5000 "$id folds the writes when idle" folded_when_idle "$id"
+done
+ok "a and b folded the page writes when idle"
+
+for id in a b; do
+	kill -9 "${PIDS[$id]}"
+	wait "${PIDS[$id]}" 2>/dev/null || true
+	unset "PIDS[$id]"
+done
+# A destage may add clean rows after the writes (the same versions): the
+# fold mark is at least the last write's row.
+for id in a b; do
+	got=$(python3 - "$WORK/$id/pagetable.db" "$guid" <<-'PY'
+	import sqlite3, sys
+	db = sqlite3.connect(sys.argv[1])
+	mark = db.execute("SELECT value FROM meta WHERE key = 'folded_seq'").fetchone()[0]
+	last = db.execute("SELECT max(seq) FROM journal WHERE op = 'page'").fetchone()[0]
+	versions = [r[0] for r in db.execute(
+	    "SELECT version FROM pages WHERE guid = ? ORDER BY page", (sys.argv[2],))]
+	print(f"versions {versions}, fold mark {mark}, last write's row {last}",
+	      "folded" if int(mark) >= last else "NOT folded")
+	PY
+	)
+	[ "$got" = "versions [1, 2, 1, 1], fold mark ${got#*fold mark }" ] && [ "${got##* }" = folded ] ||
+		fail "$id's pagetable.db after kill -9: $got"
+	ok "$id's pagetable.db after kill -9: $got"
+done
