@@ -189,6 +189,9 @@ int bench_floor_run(enum bench_floor_kind kind, size_t request_bytes, size_t rep
 		}
 		if (relay == 0)
 			relay_child(pair, &sin, parent, buf, request_bytes, reply_bytes);
+		/* The relay's end is the relay's alone. */
+		close(pair[1]);
+		pair[1] = -1;
 		fd = pair[0];
 		pair[0] = -1;
 	} else {
