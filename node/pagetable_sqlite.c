@@ -187,7 +187,6 @@ struct fold {
 	 * scan it all); floor_after_fold is the same for the rows since the
 	 * open transaction's fold, which become the floor when it commits. */
 	uint64_t floor, floor_after_fold;
-	bool folded_in_transaction;
 };
 
 struct pagetable {
@@ -378,16 +377,16 @@ bool pagetable_in_transaction(const struct pagetable *pt)
 static void fold_forget_uncommitted(struct pagetable *pt)
 {
 	pt->fold.mark = pt->fold.mark_committed;
-	pt->fold.folded_in_transaction = false;
 }
 
 static void fold_committed(struct pagetable *pt)
 {
-	if (!pt->fold.folded_in_transaction)
+	/* A fold moves the mark past at least one row: marks apart means the
+	 * transaction folded. */
+	if (pt->fold.mark == pt->fold.mark_committed)
 		return;
 	pt->fold.mark_committed = pt->fold.mark;
 	pt->fold.floor = pt->fold.floor_after_fold;
-	pt->fold.folded_in_transaction = false;
 }
 
 static int begin(struct pagetable *pt)
@@ -457,7 +456,6 @@ static int fold(struct pagetable *pt)
 		return r;
 	pt->fold.mark = last;
 	pt->fold.floor_after_fold = UINT64_MAX;
-	pt->fold.folded_in_transaction = true;
 	return 0;
 }
 
