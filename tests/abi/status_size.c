@@ -31,58 +31,77 @@ static int all_bytes(const unsigned char *p, size_t n, unsigned char value)
 	return 1;
 }
 
-static void check_status(struct ftvm_client *c)
+/* A sized call as the library exports it, and what says its result is
+ * filled in. */
+struct sized_call {
+	const char *name;
+	int (*call)(struct ftvm_client *c, void *ret, size_t ret_size);
+	size_t size;  /* sizeof the struct, as this program knows it */
+	size_t older; /* where an older program's struct ended */
+	int (*filled)(const void *ret);
+};
+
+static int status_call(struct ftvm_client *c, void *ret, size_t ret_size)
 {
-	int r;
-	/* An older program: its struct ended before frames_total. */
-	size_t older = offsetof(struct ftvm_node_status, frames_total);
+	return ftvm_status_sized(c, ret, ret_size);
+}
+
+static int status_filled(const void *ret)
+{
+	const struct ftvm_node_status *st = ret;
+
+	return strlen(st->node) < sizeof(st->node) && st->epoch >= 1;
+}
+
+static int sense_call(struct ftvm_client *c, void *ret, size_t ret_size)
+{
+	return ftvm_sense_sized(c, ret, ret_size);
+}
+
+static int sense_filled(const void *ret)
+{
+	const struct ftvm_sense *s = ret;
+
+	return s->n_media >= 1 && s->n_media <= 4 &&
+	       strlen(s->media[0].type) < sizeof(s->media[0].type);
+}
+
+static void check_sized(struct ftvm_client *c, const struct sized_call *sc)
+{
 	union {
 		struct ftvm_node_status st;
-		unsigned char bytes[sizeof(struct ftvm_node_status) + SPARE];
-	} buf;
-
-	memset(&buf, CANARY, sizeof(buf));
-	r = ftvm_status_sized(c, &buf.st, older);
-	check(r == 0, "status into an older, smaller struct");
-	check(r == 0 && strlen(buf.st.node) < sizeof(buf.st.node) && buf.st.epoch >= 1,
-	      "  its fields are filled");
-	check(all_bytes(buf.bytes + older, sizeof(buf) - older, CANARY),
-	      "  not a byte written past its size");
-
-	memset(&buf, CANARY, sizeof(buf));
-	check(ftvm_status_sized(c, &buf.st, sizeof(buf)) == 0,
-	      "status into a newer, larger struct");
-	check(all_bytes(buf.bytes + sizeof(buf.st), SPARE, 0),
-	      "  the fields this library does not know are zero");
-
-	check(ftvm_status_sized(c, &buf.st, 0) == -EINVAL, "status of size 0: -EINVAL");
-}
-
-static void check_sense(struct ftvm_client *c)
-{
-	int r;
-	size_t older = offsetof(struct ftvm_sense, destage_queue);
-	union {
 		struct ftvm_sense s;
-		unsigned char bytes[sizeof(struct ftvm_sense) + SPARE];
+		unsigned char
+			bytes[sizeof(struct ftvm_node_status) + sizeof(struct ftvm_sense) + SPARE];
 	} buf;
+	char what[80];
+	int r;
 
 	memset(&buf, CANARY, sizeof(buf));
-	r = ftvm_sense_sized(c, &buf.s, older);
-	check(r == 0, "sense into an older, smaller struct");
-	check(r == 0 && buf.s.n_media >= 1 && buf.s.n_media <= 4 &&
-		      strlen(buf.s.media[0].type) < sizeof(buf.s.media[0].type),
-	      "  its fields are filled");
-	check(all_bytes(buf.bytes + older, sizeof(buf) - older, CANARY),
+	r = sc->call(c, &buf, sc->older);
+	snprintf(what, sizeof(what), "%s into an older, smaller struct", sc->name);
+	check(r == 0, what);
+	check(r == 0 && sc->filled(&buf), "  its fields are filled");
+	check(all_bytes(buf.bytes + sc->older, sizeof(buf) - sc->older, CANARY),
 	      "  not a byte written past its size");
 
 	memset(&buf, CANARY, sizeof(buf));
-	check(ftvm_sense_sized(c, &buf.s, sizeof(buf)) == 0, "sense into a newer, larger struct");
-	check(all_bytes(buf.bytes + sizeof(buf.s), SPARE, 0),
+	snprintf(what, sizeof(what), "%s into a newer, larger struct", sc->name);
+	check(sc->call(c, &buf, sc->size + SPARE) == 0, what);
+	check(all_bytes(buf.bytes + sc->size, SPARE, 0),
 	      "  the fields this library does not know are zero");
 
-	check(ftvm_sense_sized(c, &buf.s, 0) == -EINVAL, "sense of size 0: -EINVAL");
+	snprintf(what, sizeof(what), "%s of size 0: -EINVAL", sc->name);
+	check(sc->call(c, &buf, 0) == -EINVAL, what);
 }
+
+static const struct sized_call sized_calls[] = {
+	/* An older program's status ended before frames_total. */
+	{ "status", status_call, sizeof(struct ftvm_node_status),
+	  offsetof(struct ftvm_node_status, frames_total), status_filled },
+	{ "sense", sense_call, sizeof(struct ftvm_sense),
+	  offsetof(struct ftvm_sense, destage_queue), sense_filled },
+};
 
 int main(int argc, char **argv)
 {
@@ -98,8 +117,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ftvm-status-size: %s: %s\n", argv[1], ftvm_strerror(r));
 		return 1;
 	}
-	check_status(c);
-	check_sense(c);
+	for (size_t i = 0; i < sizeof(sized_calls) / sizeof(sized_calls[0]); i++)
+		check_sized(c, &sized_calls[i]);
 	ftvm_disconnect(c);
 	return failed;
 }
