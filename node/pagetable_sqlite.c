@@ -59,6 +59,13 @@
  * rows pays none, and a steady writer pays a fold a quarter as often, for
  * fewer slow writes overall (VMM.md has the figures). */
 #define FOLD_ROWS 1024
+/* SQLite's automatic WAL checkpoint (at 1000 frames) is off: it ran inside
+ * whichever commit crossed it, a pause of fdatasync calls for the clients
+ * waiting on that commit. The caller checkpoints when idle
+ * (pagetable_checkpoint()); a commit checkpoints only when the WAL holds
+ * this many frames, the backstop for a caller never idle (VMM.md, "WAL
+ * checkpoints"). 4096 frames of 1 KiB pages, about 4 MiB of WAL. */
+#define CHECKPOINT_FRAMES 4096
 
 /* Step i takes schema i to i + 1 inside one transaction; the caller then sets
  * schema_version. Append only: a step, once released, never changes. */
@@ -206,6 +213,8 @@ struct pagetable {
 	 * (and at close), as it changes with every acknowledgement. */
 	bool applied_by_partner_changed;
 	uint64_t applied_by_partner_written_ms;
+	uint32_t checkpoint_frames; /* the commit's backstop */
+	struct pt_stats stats;
 	char err[512];
 };
 
@@ -461,7 +470,84 @@ static int fold(struct pagetable *pt)
 
 int pagetable_fold(struct pagetable *pt)
 {
-	return fold(pt);
+	bool waiting = pagetable_fold_waiting(pt) > 0;
+	int r = fold(pt);
+
+	if (r == 0 && waiting)
+		pt->stats.folds_asked++;
+	return r;
+}
+
+/* ---- WAL checkpoints ---------------------------------------------------- */
+
+/* After every commit that wrote frames: how many the WAL holds now. */
+static int on_wal_commit(void *arg, sqlite3 *db, const char *name, int frames)
+{
+	struct pagetable *pt = arg;
+
+	pt->stats.wal_frames = frames > 0 ? (uint64_t)frames : 0;
+	if (pt->stats.wal_frames > pt->stats.wal_frames_peak)
+		pt->stats.wal_frames_peak = pt->stats.wal_frames;
+	return SQLITE_OK;
+}
+
+/* PASSIVE: with locking_mode=EXCLUSIVE no other connection reads, so it
+ * copies every frame, as RESTART or TRUNCATE would, and the next commit
+ * writes the WAL from its start again. TRUNCATE would also shrink the file
+ * to nothing, and each commit after it would grow the file again (a size
+ * change for every fdatasync to write back); journal_size_limit bounds the
+ * file instead (pagetable_open). Returns the frames copied. */
+static int checkpoint(struct pagetable *pt, uint64_t *counter)
+{
+	int frames = 0, copied = 0, rc;
+
+	if (pagetable_in_transaction(pt))
+		return fail(pt, -EBUSY, "checkpoint: a transaction is open");
+	if (pt->stats.wal_frames == 0)
+		return 0;
+	rc = sqlite3_wal_checkpoint_v2(pt->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &frames, &copied);
+	if (rc != SQLITE_OK)
+		return sql_fail(pt, rc, "checkpoint the WAL");
+	pt->stats.wal_frames = frames > copied ? (uint64_t)(frames - copied) : 0;
+	(*counter)++;
+	return copied;
+}
+
+int pagetable_checkpoint(struct pagetable *pt)
+{
+	return checkpoint(pt, &pt->stats.checkpoints_asked);
+}
+
+int pagetable_set_checkpoint_frames(struct pagetable *pt, uint32_t frames)
+{
+	char size[32], sql[64];
+	uint64_t limit;
+	int r;
+
+	frames = frames ?: CHECKPOINT_FRAMES;
+	r = exec_fixed(pt, "PRAGMA page_size", size, sizeof(size));
+	if (r < 0)
+		return r;
+	/* When the next commit starts the WAL again after a checkpoint, SQLite
+	 * shrinks the file to journal_size_limit: a WAL that one large
+	 * transaction grew does not keep its size on disk. The limit: a WAL
+	 * at the backstop (a frame is a page and its 24-byte header, after
+	 * the 32-byte file header) and a quarter more for the commit that
+	 * crosses it, so that a node at the backstop does not cut the file to
+	 * grow it again. */
+	limit = 32 + ((uint64_t)frames + frames / 4) * (strtoull(size, NULL, 10) + 24);
+	snprintf(sql, sizeof(sql), "PRAGMA journal_size_limit=%" PRIu64, limit);
+	r = exec_fixed(pt, sql, NULL, 0);
+	if (r == 0)
+		pt->checkpoint_frames = frames;
+	return r;
+}
+
+void pagetable_get_stats(const struct pagetable *pt, struct pt_stats *ret)
+{
+	*ret = pt->stats;
+	ret->fold_waiting = pagetable_fold_waiting(pt);
+	ret->checkpoint_frames = pt->checkpoint_frames;
 }
 
 /* Commits the open transaction (opening one when force_lease is set and none
@@ -480,6 +566,7 @@ static int commit_leases(struct pagetable *pt, struct lease *force_lease)
 		r = fold(pt);
 		if (r < 0)
 			return r;
+		pt->stats.folds_backstop++;
 	}
 	write_applied_by_partner =
 		pt->applied_by_partner_changed &&
@@ -518,6 +605,10 @@ static int commit_leases(struct pagetable *pt, struct lease *force_lease)
 	for (size_t i = 0; i < ARRAY_SIZE(leases); i++)
 		if (bound[i] > leases[i]->durable)
 			leases[i]->durable = bound[i];
+	/* The commit stands whatever the checkpoint does: one that fails is
+	 * tried again by the next commit (the reason stays in pt->err). */
+	if (pt->stats.wal_frames >= pt->checkpoint_frames)
+		checkpoint(pt, &pt->stats.checkpoints_backstop);
 	return 0;
 }
 
@@ -1329,6 +1420,11 @@ int pagetable_open(const char *path, bool synchronous_full, struct pagetable **r
 		r = fail(pt, -ENOTSUP, "%s: journal_mode is \"%s\", not \"wal\"", path, mode);
 		goto fail;
 	}
+	/* The hook replaces SQLite's automatic checkpoint (CHECKPOINT_FRAMES). */
+	sqlite3_wal_hook(pt->db, on_wal_commit, pt);
+	r = pagetable_set_checkpoint_frames(pt, 0);
+	if (r < 0)
+		goto fail;
 	r = exec_fixed(pt,
 		       synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
 		       NULL, 0);

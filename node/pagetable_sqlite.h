@@ -108,6 +108,32 @@ bool pagetable_in_transaction(const struct pagetable *pt);
 int pagetable_fold(struct pagetable *pt);
 uint64_t pagetable_fold_waiting(const struct pagetable *pt);
 
+/* WAL checkpoints (VMM.md, "WAL checkpoints") copy the WAL's frames into the
+ * database file, with an fdatasync of each: a pause, so SQLite's automatic
+ * one, inside whichever commit crossed 1000 frames, is off. The caller
+ * checkpoints when idle: pagetable_checkpoint(), outside a transaction
+ * (-EBUSY inside one), returns the frames copied (0 when the WAL holds none).
+ * A commit checkpoints when it leaves the WAL at frames or more, the
+ * backstop for a caller never idle; pagetable_set_checkpoint_frames() sets
+ * it (0: the default, 4096) and bounds the WAL file kept on disk to match;
+ * a checkpoint that fails there leaves the commit standing and is tried
+ * again by the next. Close checkpoints too, and removes the WAL. */
+int pagetable_checkpoint(struct pagetable *pt);
+int pagetable_set_checkpoint_frames(struct pagetable *pt, uint32_t frames);
+
+/* The page table's housekeeping since open, for status. */
+struct pt_stats {
+	uint64_t folds_asked;	       /* by pagetable_fold(), rows waiting */
+	uint64_t folds_backstop;       /* by a commit that found 1024 rows waiting */
+	uint64_t fold_waiting;	       /* pagetable_fold_waiting() */
+	uint64_t checkpoints_asked;    /* by pagetable_checkpoint(), frames waiting */
+	uint64_t checkpoints_backstop; /* by a commit at the frames bound */
+	uint64_t wal_frames;	       /* in the WAL, not yet copied to the database */
+	uint64_t wal_frames_peak;      /* the most wal_frames was */
+	uint32_t checkpoint_frames;    /* the backstop's bound */
+};
+void pagetable_get_stats(const struct pagetable *pt, struct pt_stats *ret);
+
 /* The counters hand out numbers from leases kept durable ahead of use: a
  * number is never handed out again, across reopen, whether or not the
  * transaction it was taken in was committed; a restart skips the rest of the
