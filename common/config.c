@@ -63,6 +63,7 @@ enum key_index {
 	KEY_STATE_DIR,
 	KEY_LOG_LEVEL,
 	KEY_SYNCHRONOUS,
+	KEY_WAL_CHECKPOINT_FRAMES,
 	KEY_SIZE,
 	KEY_PAGE_SIZE,
 	KEY_POOL_BLOCK_SIZE,
@@ -394,6 +395,17 @@ static int set_synchronous(struct parser *p, const char *v)
 	return 0;
 }
 
+static int set_wal_checkpoint_frames(struct parser *p, const char *v)
+{
+	uint64_t n;
+
+	if (parse_decimal(v, WAL_CHECKPOINT_FRAMES_MAX, &n) < 0 || n < WAL_CHECKPOINT_FRAMES_MIN)
+		return fail_key(p, "'%s' is not a number of WAL frames from %u to %u", v,
+				WAL_CHECKPOINT_FRAMES_MIN, WAL_CHECKPOINT_FRAMES_MAX);
+	p->c->wal_checkpoint_frames = (uint32_t)n;
+	return 0;
+}
+
 static int set_log_level(struct parser *p, const char *v)
 {
 	int level = log_level_from_string(v);
@@ -530,6 +542,8 @@ static const struct key keys[N_KEYS] = {
 	[KEY_STATE_DIR] = { SECTION_NODE, "state_dir", set_state_dir },
 	[KEY_LOG_LEVEL] = { SECTION_NODE, "log_level", set_log_level },
 	[KEY_SYNCHRONOUS] = { SECTION_NODE, "synchronous", set_synchronous },
+	[KEY_WAL_CHECKPOINT_FRAMES] = { SECTION_NODE, "wal_checkpoint_frames",
+					set_wal_checkpoint_frames },
 	[KEY_SIZE] = { SECTION_MEMORY, "size", set_size },
 	[KEY_PAGE_SIZE] = { SECTION_MEMORY, "page_size", set_page_size },
 	[KEY_POOL_BLOCK_SIZE] = { SECTION_MEMORY, "pool_block_size", set_pool_block_size },

@@ -13,6 +13,8 @@
 #define CONFIG_POLICIES_MAX 64
 /* What a store keeps before the nodes' partitions (node/store.c). */
 #define STORE_HEADER_SPACE 65536u
+#define WAL_CHECKPOINT_FRAMES_MIN 16u
+#define WAL_CHECKPOINT_FRAMES_MAX 1048576u
 
 enum config_transport {
 	CONFIG_TRANSPORT_AUTO,
@@ -47,6 +49,10 @@ struct ftvm_config {
 	/* The page table's SQLite synchronous mode: normal (default; the partner
 	 * covers a lost machine) or full (each commit also survives power loss). */
 	bool synchronous_full;
+	/* A commit checkpoints the page table's WAL once it holds this many
+	 * frames (node/VMM.md, "WAL checkpoints"); 0 until set: the page
+	 * table's default, 4096. */
+	uint32_t wal_checkpoint_frames;
 
 	/* [memory] */
 	uint64_t memory_size;

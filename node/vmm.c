@@ -19,11 +19,16 @@
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
 #define JOURNAL_TRIM_EVERY_S 1
 #define JOURNAL_TRIM_ROWS 10000
-/* A commit that leaves page writes waiting for a fold pushes the idle fold
- * this far back: past the gaps between the turns of a busy node (a pause
- * there would delay the next client), short enough that a burst's writes
- * are folded before the next burst. */
-#define IDLE_FOLD_MS 10
+/* A commit that leaves page writes waiting for a fold, or the WAL to
+ * checkpoint, pushes the idle housekeeping this far back: past the gaps
+ * between the turns of a busy node (a pause there would delay the next
+ * client), short enough that a burst's writes are folded before the next
+ * burst. */
+#define IDLE_MS 10
+/* The idle checkpoint waits for this many WAL frames: each checkpoint is
+ * an fdatasync of the WAL and of the database however few frames it
+ * copies, and a request that comes meanwhile waits for them. */
+#define IDLE_CHECKPOINT_FRAMES 256
 
 const char *vmm_node_id(const struct vmm *v)
 {
@@ -113,6 +118,14 @@ int vmm_page_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_
 
 /* ---- group commit ---- */
 
+static bool idle_work_due(struct vmm *v)
+{
+	struct pt_stats st;
+
+	pagetable_get_stats(v->pt, &st);
+	return st.fold_waiting > 0 || st.wal_frames >= IDLE_CHECKPOINT_FRAMES;
+}
+
 int vmm_flush(struct vmm *v)
 {
 	struct vmm_after_commit *list = v->after, *next;
@@ -125,10 +138,10 @@ int vmm_flush(struct vmm *v)
 	if (r < 0)
 		log_error_errno(r, "page table commit failed, answers withheld: %s",
 				pagetable_last_error(v->pt));
-	if (r >= 0 && pagetable_fold_waiting(v->pt) > 0) {
-		struct timeval later = { 0, IDLE_FOLD_MS * 1000 };
+	if (r >= 0 && idle_work_due(v)) {
+		struct timeval later = { 0, IDLE_MS * 1000 };
 
-		event_add(v->fold_event, &later);
+		event_add(v->idle_event, &later);
 	}
 	/* Answers go out only for what is committed. */
 	if (v->session)
@@ -159,22 +172,37 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
 		vmm_flush(v);
 }
 
-/* Nothing committed for IDLE_FOLD_MS: the fold goes into a commit of its
- * own, with whatever changed in this turn so far. */
-static void on_idle_fold(evutil_socket_t fd, short what, void *arg)
+/* Nothing committed for IDLE_MS: the fold goes into a commit of its own,
+ * with whatever changed in this turn so far, then the WAL is checkpointed.
+ * Not again until the next commit, whatever failed: no retry loop on a full
+ * disk. */
+static void on_idle(evutil_socket_t fd, short what, void *arg)
 {
 	struct vmm *v = arg;
 	uint64_t rows = pagetable_fold_waiting(v->pt);
+	struct pt_stats st;
 	int r = pagetable_fold(v->pt);
 
-	/* Not again until the next commit: no retry loop on a full disk. */
 	if (r < 0) {
 		log_warning("idle fold of the page table: %s", pagetable_last_error(v->pt));
 		return;
 	}
-	if (vmm_flush(v) >= 0)
+	if (vmm_flush(v) < 0)
+		return;
+	if (rows)
 		log_debug("idle: %llu page writes folded into the page table",
 			  (unsigned long long)rows);
+	pagetable_get_stats(v->pt, &st);
+	if (st.wal_frames >= IDLE_CHECKPOINT_FRAMES) {
+		r = pagetable_checkpoint(v->pt);
+		if (r < 0)
+			log_warning("idle checkpoint of the page table: %s",
+				    pagetable_last_error(v->pt));
+		else
+			log_debug("idle: %d WAL frames checkpointed", r);
+	}
+	/* The flush armed it again for the frames now checkpointed. */
+	event_del(v->idle_event);
 }
 
 void vmm_changed(struct vmm *v)
@@ -426,13 +454,13 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 	v->flush_event = event_new(base, -1, 0, on_flush, v);
 	v->kick_event = event_new(base, -1, 0, vmm_on_paging_kick, v);
 	v->trim_event = event_new(base, -1, EV_PERSIST, on_trim, v);
-	v->fold_event = evtimer_new(base, on_idle_fold, v);
+	v->idle_event = evtimer_new(base, on_idle, v);
 	/* The lowest priority: a fold due when a request is there too waits
 	 * (the request's commit pushes it back), so it takes no client's time. */
-	if (v->fold_event)
-		event_priority_set(v->fold_event, event_base_get_npriorities(base) - 1);
+	if (v->idle_event)
+		event_priority_set(v->idle_event, event_base_get_npriorities(base) - 1);
 	r = vmm_table_new(&v->table);
-	if (r < 0 || !v->flush_event || !v->kick_event || !v->trim_event || !v->fold_event) {
+	if (r < 0 || !v->flush_event || !v->kick_event || !v->trim_event || !v->idle_event) {
 		r = log_error_errno(-ENOMEM, "memory manager");
 		goto fail;
 	}
@@ -449,7 +477,9 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 		log_error_errno(r, "page table %s: %s", path, pagetable_last_error(NULL));
 		goto fail;
 	}
-	r = pagetable_load(v->pt, load_alloc, load_page, v);
+	r = pagetable_set_checkpoint_frames(v->pt, config->wal_checkpoint_frames);
+	if (r == 0)
+		r = pagetable_load(v->pt, load_alloc, load_page, v);
 	if (r == 0)
 		r = pagetable_recover_partner_applied_lsn(v->pt, config->id);
 	if (r < 0) {
@@ -510,9 +540,9 @@ void vmm_free(struct vmm *v)
 		event_free(v->trim_event);
 	if (v->pt && v->flush_event)
 		vmm_flush(v);
-	/* Close folds what waits. */
-	if (v->fold_event)
-		event_free(v->fold_event);
+	/* Close folds what waits and checkpoints. */
+	if (v->idle_event)
+		event_free(v->idle_event);
 	pagetable_close(v->pt);
 	vmm_table_free(v->table);
 	vmm_pool_stop(v);

@@ -51,9 +51,10 @@ struct vmm {
 	 * committed at the end of the event-loop turn (flush). */
 	struct event *flush_event;
 	bool flush_pending;
-	/* Folds the page writes a commit left waiting once the node is idle
-	 * (IDLE_FOLD_MS without a commit), so a busy commit seldom pays it. */
-	struct event *fold_event;
+	/* Folds the page writes a commit left waiting and checkpoints the WAL
+	 * once the node is idle (IDLE_MS without a commit), so a busy commit
+	 * seldom pays either. */
+	struct event *idle_event;
 	struct vmm_after_commit *after, **after_tail;
 
 	/* Allocations waiting for room in the store (Fig. 5 without

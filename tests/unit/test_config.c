@@ -80,6 +80,7 @@ static void test_full(void)
 				   "state_dir = /var/lib/ftvm/n7\n"
 				   "log_level = debug\n"
 				   "synchronous = full\n"
+				   "wal_checkpoint_frames = 100000\n"
 				   "\n"
 				   "[memory]\n"
 				   "size = 64M\n"
@@ -117,6 +118,7 @@ static void test_full(void)
 	CHECK_STR("state_dir (absolute)", "/var/lib/ftvm/n7", c->state_dir);
 	CHECK_INT("log_level", LOG_LEVEL_DEBUG, c->log_level);
 	CHECK_INT("synchronous", true, c->synchronous_full);
+	CHECK_INT("wal_checkpoint_frames", 100000, c->wal_checkpoint_frames);
 	CHECK_INT("memory_size", 64ull << 20, c->memory_size);
 	CHECK_INT("page_size", 8192, c->page_size);
 	CHECK_INT("pool_block_size", 2ull << 20, c->pool_block_size);
@@ -164,6 +166,7 @@ static void test_defaults(void)
 	CHECK_STR("state_dir", under_dir("a"), c->state_dir);
 	CHECK_INT("log_level", LOG_LEVEL_INFO, c->log_level);
 	CHECK_INT("synchronous", false, c->synchronous_full);
+	CHECK_INT("wal_checkpoint_frames (the page table's default)", 0, c->wal_checkpoint_frames);
 	CHECK_INT("memory_size", 256ull << 20, c->memory_size);
 	CHECK_INT("page_size", 4096, c->page_size);
 	CHECK_INT("pool_block_size", 64ull << 20, c->pool_block_size);
@@ -361,6 +364,12 @@ static const struct bad bad_cases[] = {
 	{ NODE "log_level = 7\n", 3, "[node] log_level", "not a log level" },
 	{ NODE "synchronous = off\n", 3, "[node] synchronous",
 	  "'off' is not a synchronous mode (want normal or full)" },
+	{ NODE "wal_checkpoint_frames = 15\n", 3, "[node] wal_checkpoint_frames",
+	  "'15' is not a number of WAL frames from 16 to 1048576" },
+	{ NODE "wal_checkpoint_frames = 1048577\n", 3, "[node] wal_checkpoint_frames",
+	  "not a number of WAL frames" },
+	{ NODE "wal_checkpoint_frames = 4K\n", 3, "[node] wal_checkpoint_frames",
+	  "not a number of WAL frames" },
 	{ NODE "socket =\n", 3, "[node] socket", "empty value" },
 	{ NODE
 	  "socket = aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
