@@ -241,6 +241,7 @@ static void reply_status(struct node *n, struct client_call *call)
 {
 	Ftvm__Client__StatusReply st = FTVM__CLIENT__STATUS_REPLY__INIT;
 	Ftvm__Client__PartnerStatus partner = FTVM__CLIENT__PARTNER_STATUS__INIT;
+	Ftvm__Client__PageTableStatus pagetable = FTVM__CLIENT__PAGE_TABLE_STATUS__INIT;
 	ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	struct repl_session_stats rs;
 	struct vmm_counts counts;
@@ -296,6 +297,15 @@ static void reply_status(struct node *n, struct client_call *call)
 	st.resync_pages_one_sided = counts.resync_pages_one_sided;
 	st.resync_pages_inline = counts.resync_pages_inline;
 	st.resync_pages_dropped = counts.resync_pages_dropped;
+	pagetable.folds_idle = counts.pagetable.folds_asked;
+	pagetable.folds_backstop = counts.pagetable.folds_backstop;
+	pagetable.fold_waiting = counts.pagetable.fold_waiting;
+	pagetable.checkpoints_idle = counts.pagetable.checkpoints_asked;
+	pagetable.checkpoints_backstop = counts.pagetable.checkpoints_backstop;
+	pagetable.wal_frames = counts.pagetable.wal_frames;
+	pagetable.wal_frames_peak = counts.pagetable.wal_frames_peak;
+	pagetable.wal_checkpoint_frames = counts.pagetable.checkpoint_frames;
+	st.pagetable = &pagetable;
 	st.page_size = n->config->page_size;
 	st.pid = getpid();
 

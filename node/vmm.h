@@ -10,6 +10,7 @@
 #include "client_server.h"
 #include "codec.h"
 #include "config.h"
+#include "pagetable_sqlite.h"
 
 struct event_base;
 struct repl_session;
@@ -57,6 +58,9 @@ struct vmm_counts {
 	 * partner's resyncs dropped here as older than a change mirrored
 	 * ahead of them. */
 	uint64_t resync_pages_one_sided, resync_pages_inline, resync_pages_dropped;
+	/* The page table's folds and WAL checkpoints: "asked" ones are the
+	 * idle ones (node/vmm.c asks only when idle). */
+	struct pt_stats pagetable;
 };
 
 /* Opens the page table under state_dir, creates the frame pool and loads

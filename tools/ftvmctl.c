@@ -381,6 +381,14 @@ static void status_print_text(const struct ftvm_node_status *st)
 	printf("allocations: %" PRIu64 " own, %" PRIu64 " partner\n", st->allocations_own,
 	       st->allocations_partner);
 	printf("journal: %" PRIu64 " rows\n", st->journal_rows);
+	printf("page table: %" PRIu64 " page writes waiting for a fold (folds: %" PRIu64
+	       " idle, %" PRIu64 " backstop); WAL: %" PRIu64 " frames, %" PRIu64
+	       " at most, checkpoint by %" PRIu32 " (checkpoints: %" PRIu64 " idle, %" PRIu64
+	       " backstop)\n",
+	       st->pagetable_fold_waiting, st->pagetable_folds_idle, st->pagetable_folds_backstop,
+	       st->pagetable_wal_frames, st->pagetable_wal_frames_peak,
+	       st->pagetable_wal_checkpoint_frames, st->pagetable_checkpoints_idle,
+	       st->pagetable_checkpoints_backstop);
 	printf("page writes sent: %" PRIu64 " one-sided, %" PRIu64
 	       " inline; partner's landings: %" PRIu64 " adopted, %" PRIu64 " refused, %" PRIu64
 	       " granted\n",
@@ -409,9 +417,10 @@ static int status_print_json(const struct ftvm_node_status *st)
 	json_object *registrations = json_object_new_object();
 	json_object *staging = json_object_new_object();
 	json_object *resync = json_object_new_object();
+	json_object *pagetable = json_object_new_object();
 
 	if (!o || !partner || !frames || !allocations || !page_writes || !landings || !pool ||
-	    !registrations || !staging || !resync) {
+	    !registrations || !staging || !resync || !pagetable) {
 		json_object_put(o);
 		json_object_put(partner);
 		json_object_put(frames);
@@ -422,6 +431,7 @@ static int status_print_json(const struct ftvm_node_status *st)
 		json_object_put(registrations);
 		json_object_put(staging);
 		json_object_put(resync);
+		json_object_put(pagetable);
 		fprintf(stderr, "ftvmctl: out of memory\n");
 		return EXIT_FAILED;
 	}
@@ -485,6 +495,15 @@ static int status_print_json(const struct ftvm_node_status *st)
 	add_uint64(resync, "pages_inline", st->resync_pages_inline);
 	add_uint64(resync, "pages_dropped", st->resync_pages_dropped);
 	json_object_object_add(o, "resync", resync);
+	add_uint64(pagetable, "folds_idle", st->pagetable_folds_idle);
+	add_uint64(pagetable, "folds_backstop", st->pagetable_folds_backstop);
+	add_uint64(pagetable, "fold_waiting", st->pagetable_fold_waiting);
+	add_uint64(pagetable, "checkpoints_idle", st->pagetable_checkpoints_idle);
+	add_uint64(pagetable, "checkpoints_backstop", st->pagetable_checkpoints_backstop);
+	add_uint64(pagetable, "wal_frames", st->pagetable_wal_frames);
+	add_uint64(pagetable, "wal_frames_peak", st->pagetable_wal_frames_peak);
+	add_uint64(pagetable, "wal_checkpoint_frames", st->pagetable_wal_checkpoint_frames);
+	json_object_object_add(o, "pagetable", pagetable);
 
 	print_json(o);
 	json_object_put(o);

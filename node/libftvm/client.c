@@ -564,6 +564,16 @@ static void status_from_reply(const Ftvm__Client__StatusReply *s, struct ftvm_no
 	ret->resync_pages_one_sided = s->resync_pages_one_sided;
 	ret->resync_pages_inline = s->resync_pages_inline;
 	ret->resync_pages_dropped = s->resync_pages_dropped;
+	if (s->pagetable) {
+		ret->pagetable_folds_idle = s->pagetable->folds_idle;
+		ret->pagetable_folds_backstop = s->pagetable->folds_backstop;
+		ret->pagetable_fold_waiting = s->pagetable->fold_waiting;
+		ret->pagetable_checkpoints_idle = s->pagetable->checkpoints_idle;
+		ret->pagetable_checkpoints_backstop = s->pagetable->checkpoints_backstop;
+		ret->pagetable_wal_frames = s->pagetable->wal_frames;
+		ret->pagetable_wal_frames_peak = s->pagetable->wal_frames_peak;
+		ret->pagetable_wal_checkpoint_frames = s->pagetable->wal_checkpoint_frames;
+	}
 }
 
 /* Asks the node at the end of conn for its status; -errno when it did not

@@ -227,6 +227,15 @@ struct ftvm_node_status {
 	uint64_t resync_pages_one_sided; /**< resync blocks sent by RDMA WRITE since start */
 	uint64_t resync_pages_inline;	 /**< resync blocks sent inline in ResyncPage */
 	uint64_t resync_pages_dropped;	 /**< the partner's resync blocks dropped as older */
+	/* The page table's housekeeping since the node started. */
+	uint64_t pagetable_folds_idle;		  /**< folds of page writes when idle */
+	uint64_t pagetable_folds_backstop;	  /**< ... by a commit with 1024 waiting */
+	uint64_t pagetable_fold_waiting;	  /**< page writes waiting for a fold now */
+	uint64_t pagetable_checkpoints_idle;	  /**< WAL checkpoints when idle */
+	uint64_t pagetable_checkpoints_backstop;  /**< ... by a commit at the bound */
+	uint64_t pagetable_wal_frames;		  /**< WAL frames not in the database yet */
+	uint64_t pagetable_wal_frames_peak;	  /**< the most since start */
+	uint32_t pagetable_wal_checkpoint_frames; /**< the bound ([node] wal_checkpoint_frames) */
 };
 
 /**
