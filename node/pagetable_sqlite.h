@@ -117,7 +117,10 @@ uint64_t pagetable_fold_waiting(const struct pagetable *pt);
  * backstop for a caller never idle; pagetable_set_checkpoint_frames() sets
  * it (0: the default, 4096) and bounds the WAL file kept on disk to match;
  * a checkpoint that fails there leaves the commit standing and is tried
- * again by the next. Close checkpoints too, and removes the WAL. */
+ * again by the next. Close checkpoints too, and removes the WAL. With
+ * synchronous NORMAL, every 256 frames a commit starts the writeback of the
+ * WAL without waiting for it, so that a checkpoint's sync finds little to
+ * write. */
 int pagetable_checkpoint(struct pagetable *pt);
 int pagetable_set_checkpoint_frames(struct pagetable *pt, uint32_t frames);
 
@@ -131,6 +134,7 @@ struct pt_stats {
 	uint64_t wal_frames;	       /* in the WAL, not yet copied to the database */
 	uint64_t wal_frames_peak;      /* the most wal_frames was */
 	uint32_t checkpoint_frames;    /* the backstop's bound */
+	uint64_t wal_writebacks;       /* of the WAL started ahead of a checkpoint */
 };
 void pagetable_get_stats(const struct pagetable *pt, struct pt_stats *ret);
 

@@ -1,7 +1,8 @@
 /* The page table's housekeeping (node/VMM.md, "WAL checkpoints"): SQLite's
  * automatic checkpoint is off, a commit checkpoints only at the frames
  * bound, pagetable_checkpoint() copies the whole WAL into the database file
- * and the next commit starts the WAL again, close leaves no WAL, and the
+ * and the next commit starts the WAL again, the WAL's writeback starts
+ * every 256 frames with synchronous NORMAL, close leaves no WAL, and the
  * counters status reports (pagetable_get_stats()) count what happened. Real
  * files in a fresh directory, with synchronous NORMAL and FULL. */
 #include <dirent.h>
@@ -167,6 +168,10 @@ static void test_no_automatic_checkpoint(void)
 	      (unsigned long long)st.wal_frames);
 	CHECK(wal_size(path) >= 2000LL * FRAME_BYTES,
 	      "the WAL file holds 2000 frames or more: %lld bytes", wal_size(path));
+	CHECK(st.wal_writebacks >= st.wal_frames / 256 - 1 &&
+		      st.wal_writebacks <= st.wal_frames / 256,
+	      "the WAL's writeback started every 256 frames: %llu times for %llu frames",
+	      (unsigned long long)st.wal_writebacks, (unsigned long long)st.wal_frames);
 	pagetable_close(pt);
 }
 
@@ -208,6 +213,7 @@ static void test_backstop(bool synchronous_full)
 	CHECK_INT("checkpoints asked for", 0, st.checkpoints_asked);
 	CHECK(wal_size(path) <= 32 + (100 + 25) * FRAME_BYTES, "the WAL file: %lld bytes",
 	      wal_size(path));
+	CHECK_INT("writebacks started (never 256 frames)", 0, st.wal_writebacks);
 	pagetable_close(pt);
 }
 
