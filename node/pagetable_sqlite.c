@@ -516,7 +516,8 @@ static int on_wal_commit(void *arg, sqlite3 *db, const char *name, int frames)
  * writes the WAL from its start again. TRUNCATE would also shrink the file
  * to nothing, and each commit after it would grow the file again (a size
  * change for every fdatasync to write back); journal_size_limit bounds the
- * file instead (pagetable_open). Returns the frames copied. */
+ * file instead (pagetable_set_checkpoint_frames()). Returns the frames
+ * copied. */
 static int checkpoint(struct pagetable *pt, uint64_t *counter)
 {
 	int frames = 0, copied = 0, rc;
