@@ -40,6 +40,11 @@ kill -TERM "${PIDS[a]}" "${PIDS[b]}"
 wait "${PIDS[a]}" "${PIDS[b]}" || fail "the pair did not stop cleanly"
 PIDS=()
 
+# The replays' temporary directories go under $WORK, so that what is left
+# behind is this test's and not another run's on the same machine.
+export TMPDIR=$WORK/replay-tmp
+mkdir "$TMPDIR"
+
 replay() {
 	local file=$1 out
 	out=$("$FTVMCTL" trace replay "$file" 2>&1) || fail "replay of $file: $out"
@@ -63,7 +68,8 @@ jq -e '.records > 0 and .matched > 0 and .first_divergence == null' <<<"$json" >
 ok "replay --json: $json"
 
 # Nothing left behind: no ftvmd, no temporary directory.
-! pgrep -f "ftvmd --config ${TMPDIR:-/tmp}/ftvm-replay" >/dev/null || fail "a replay left its ftvmd running"
+! pgrep -f "ftvmd --config $TMPDIR/ftvm-replay" >/dev/null || fail "a replay left its ftvmd running"
+[ -z "$(ls -A "$TMPDIR")" ] || fail "a replay left $(ls "$TMPDIR") in $TMPDIR"
 
 # Bad traces: an error naming file, record and problem; nothing started.
 size=$(stat -c %s "$WORK/b.trace")
