@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# A batch applied part-way is not noted as applied (node/VMM.md, "Ordering and
-# durability"): a's whole-page write of a page b owns, refused at b's
-# WritePage for want of frames after its LockRequest and AllocateWrite went
-# through, must leave b's partner-applied LSN at a's last write b applied,
-# in every answer to the refused batch (b's trace shows them) and in b's
-# pagetable.db after a clean stop.
+# A batch applied part-way is not noted as applied (node/VMM.md, "Batches"):
+# a's whole-page write of a page b owns, refused at b's WritePage for want of
+# frames after its LockRequest and AllocateWrite went through, must leave b's
+# partner-applied LSN at a's last write b applied, in every answer to the
+# refused batch (b's trace shows them) and in b's pagetable.db after a clean
+# stop. And a journalled the page's expected state as the request left
+# (VMM.md, "The whole-page write of a page owned by the partner"): its
+# pagetable.db after a clean stop has that row under the write's LSN, and a
+# later one that puts the page back, journalled as a change (op "undo", not
+# a destage's "clean") so that it is a's last own LSN.
 . "$(dirname "$0")/lib.sh"
 
 FTVM_HOLD=${FTVM_HOLD:?FTVM_HOLD must name the ftvm-hold binary}
@@ -72,3 +76,23 @@ PY
 [ "$mark" = "$ok_lsn" ] ||
 	fail "b's pagetable.db notes a's LSN $mark applied; a's last applied write was $ok_lsn, the refused one $bad_lsn"
 ok "b's pagetable.db after a clean stop: a's LSN $mark applied, the refused write's $bad_lsn not"
+
+kill -TERM "${PIDS[a]}"
+wait "${PIDS[a]}" || fail "a did not stop cleanly"
+unset 'PIDS[a]'
+got=$(python3 - "$WORK/a/pagetable.db" "$g" $FRAMES "$bad_lsn" <<-'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+guid, page, lsn = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+v, dirty = db.execute("SELECT version, dirty FROM pages WHERE guid = ? AND page = ?",
+                      (guid, page)).fetchone()
+rows = db.execute("SELECT lsn, version, op FROM journal WHERE guid = ? AND page = ? "
+                  "ORDER BY seq", (guid, page)).fetchall()
+early = [f"{r[1]} {r[2]}" for r in rows if r[0] == lsn]
+after = [f"{r[1]} {r[2]}" for r in rows if r[0] > lsn]
+print(f"page version {v} dirty {dirty}; the early row's version {early}, later rows' {after}")
+PY
+)
+[ "$got" = "page version 0 dirty 0; the early row's version ['1 page'], later rows' ['0 undo']" ] ||
+	fail "a's pagetable.db after the refused write and a clean stop: $got"
+ok "a's pagetable.db after a clean stop: $got"
