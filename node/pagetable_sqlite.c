@@ -104,6 +104,9 @@ static const struct migration {
 	{ "fold pages from the journal in call order",
 	  "ALTER TABLE journal ADD COLUMN seq INTEGER;"
 	  "INSERT INTO meta(key, value) VALUES ('folded_seq', 0);" },
+	/* Nothing to change: the step keeps an older ftvm, whose fold skips
+	 * "undo" rows, from opening a table that may hold them. */
+	{ "journal op 'undo' (a clean page put back)", "" },
 };
 
 #define SCHEMA_VERSION ((int64_t)ARRAY_SIZE(migrations))
@@ -160,7 +163,7 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_FOLD] = "UPDATE pages SET version = j.version, crc32c = j.crc32c,"
 		    " dirty = (j.op = 'page')"
 		    " FROM (SELECT guid, page, version, crc32c, op, max(seq) FROM journal"
-		    " WHERE lsn >= ?2 AND seq > ?1 AND op IN ('page', 'clean')"
+		    " WHERE lsn >= ?2 AND seq > ?1 AND op IN ('page', 'clean', 'undo')"
 		    " GROUP BY guid, page) AS j"
 		    " WHERE pages.guid = j.guid AND pages.page = j.page",
 	[ST_JOURNAL_INSERT] = "INSERT INTO journal(lsn, origin, origin_lsn, op, guid, page,"
@@ -233,6 +236,9 @@ struct pagetable {
 	char *wal_path;
 	int wal_fd;
 	uint64_t wal_frames_written_back;
+	/* Transactions are numbered as they begin: the open (or last) one, the
+	 * last committed, the last that ended without a commit. */
+	uint64_t txn, txn_committed, txn_lost;
 	char err[512];
 };
 
@@ -400,6 +406,16 @@ bool pagetable_in_transaction(const struct pagetable *pt)
 	return !sqlite3_get_autocommit(pt->db);
 }
 
+uint64_t pagetable_change_mark(const struct pagetable *pt)
+{
+	return pt->txn;
+}
+
+bool pagetable_committed(const struct pagetable *pt, uint64_t mark)
+{
+	return pt->txn_committed >= mark && pt->txn_lost < mark;
+}
+
 /* A transaction that ended without a commit took its fold with it. */
 static void fold_forget_uncommitted(struct pagetable *pt)
 {
@@ -421,6 +437,9 @@ static int begin(struct pagetable *pt)
 	if (pagetable_in_transaction(pt))
 		return 0;
 	fold_forget_uncommitted(pt);
+	if (pt->txn != pt->txn_committed)
+		pt->txn_lost = pt->txn;
+	pt->txn++;
 	return run(pt, ST_BEGIN, "begin a transaction");
 }
 
@@ -630,6 +649,7 @@ static int commit_leases(struct pagetable *pt, struct lease *force_lease)
 	r = run(pt, ST_COMMIT, "commit");
 	if (r < 0)
 		return r;
+	pt->txn_committed = pt->txn;
 	fold_committed(pt);
 	if (pt->partner_applied_changed)
 		pt->partner_applied_unwritten = false;
@@ -922,8 +942,13 @@ int pagetable_page_put(struct pagetable *pt, const struct pt_page *p, const stru
 	if (r < 0)
 		return r;
 	/* "clean": only the dirty flag went (a destage), which a resync may miss
-	 * without harm (node/HA.md, "Solo and rejoin"). */
-	return journal_append(pt, lsn, o, p->dirty ? "page" : "clean", p->guid, p);
+	 * without harm (node/HA.md, "Solo and rejoin"); "undo" is clean too, but
+	 * a change like "page". */
+	return journal_append(pt, lsn, o,
+			      p->dirty	? "page"
+			      : p->undo ? "undo"
+					: "clean",
+			      p->guid, p);
 }
 
 /* ---- Partner LSNs ------------------------------------------------------- */

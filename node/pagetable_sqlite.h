@@ -43,6 +43,10 @@ struct pt_page {
 	uint64_t version;
 	uint32_t crc32c;
 	bool dirty;
+	/* pagetable_page_put: the row puts back a change that did not happen:
+	 * when clean, it is journalled "undo", a change like "page" (it counts
+	 * as this node's last own LSN), not a destage's "clean". */
+	bool undo;
 };
 
 /* Who made a change. Own changes (own = true): node is this node and lsn came
@@ -86,7 +90,8 @@ int pagetable_alloc_set_owner(struct pagetable *pt, const char *guid, const char
 			      const struct pt_origin *o);
 
 /* Sets a page's version, crc32c and dirty flag; -ENOENT if absent. Journal op
- * "page", or "clean" when the page is clean (a destage made it so). Only the
+ * "page", or when the page is clean "clean" (a destage made it so) or "undo"
+ * (p->undo). Only the
  * journal row is written; the pages row takes it at the next fold, which
  * comes before anything here reads it (VMM.md, "The page table in SQLite"):
  * a later call on the same page wins, as if each call wrote it. */
@@ -96,6 +101,12 @@ int pagetable_page_put(struct pagetable *pt, const struct pt_page *p, const stru
 int pagetable_commit(struct pagetable *pt);
 
 bool pagetable_in_transaction(const struct pagetable *pt);
+
+/* Right after a change: a mark of the transaction that holds it, for
+ * pagetable_committed(), which says whether that transaction was committed
+ * (false while it is open, and once it was lost). */
+uint64_t pagetable_change_mark(const struct pagetable *pt);
+bool pagetable_committed(const struct pagetable *pt, uint64_t mark);
 
 /* Page writes wait in the journal until a fold brings pages up to date
  * (VMM.md, "The page table in SQLite"). The table folds by itself where it

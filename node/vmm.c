@@ -83,26 +83,39 @@ int vmm_persist_alloc(struct vmm *v, const struct vmm_alloc *a, const struct pt_
 		     : 0;
 }
 
-int vmm_persist_page(struct vmm *v, const struct vmm_alloc *a, uint64_t page,
+int vmm_journal_page(struct vmm *v, struct vmm_alloc *a, const struct pt_page *pp,
 		     const struct pt_origin *o)
 {
-	struct pt_page pp = {
+	int r = pagetable_page_put(v->pt, pp, o);
+
+	a->page[pp->page].rows++;
+	vmm_changed(v);
+	return r < 0 ? log_error_errno(r, "page table: %s page %llu: %s", a->guid,
+				       (unsigned long long)pp->page, pagetable_last_error(v->pt))
+		     : 0;
+}
+
+void vmm_page_state(const struct vmm_alloc *a, uint64_t page, struct pt_page *ret)
+{
+	*ret = (struct pt_page){
 		.guid = a->guid,
 		.page = page,
 		.version = a->page[page].version,
 		.crc32c = a->page[page].crc32c,
 		.dirty = a->page[page].dirty,
 	};
-	int r = pagetable_page_put(v->pt, &pp, o);
-
-	vmm_changed(v);
-	return r < 0 ? log_error_errno(r, "page table: %s page %llu: %s", a->guid,
-				       (unsigned long long)page, pagetable_last_error(v->pt))
-		     : 0;
 }
 
-int vmm_page_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t version,
-		      uint32_t crc, const struct pt_origin *o)
+int vmm_persist_page(struct vmm *v, struct vmm_alloc *a, uint64_t page, const struct pt_origin *o)
+{
+	struct pt_page pp;
+
+	vmm_page_state(a, page, &pp);
+	return vmm_journal_page(v, a, &pp, o);
+}
+
+void vmm_page_set_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t version,
+			   uint32_t crc)
 {
 	struct vmm_page *p = &a->page[page];
 
@@ -113,6 +126,12 @@ int vmm_page_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_
 	vmm_replace_update(v, p);
 	if (vmm_is_owner(v, a))
 		vmm_destage_page(v, a, page);
+}
+
+int vmm_page_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t version,
+		      uint32_t crc, const struct pt_origin *o)
+{
+	vmm_page_set_modified(v, a, page, version, crc);
 	return vmm_persist_page(v, a, page, o);
 }
 

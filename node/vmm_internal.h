@@ -308,12 +308,21 @@ uint64_t vmm_space_waiting(const struct vmm *v);
 uint64_t vmm_page_waiting(const struct vmm *v);
 /* The change in SQLite, with its journal row. */
 int vmm_persist_alloc(struct vmm *v, const struct vmm_alloc *a, const struct pt_origin *o);
-int vmm_persist_page(struct vmm *v, const struct vmm_alloc *a, uint64_t page,
+int vmm_persist_page(struct vmm *v, struct vmm_alloc *a, uint64_t page, const struct pt_origin *o);
+/* A row of a's page pp->page in the state pp says, which need not be the
+ * page's in memory (a whole-page write's expected state, vmm_page.c); every
+ * page row goes through here and counts in the page's rows.
+ * vmm_page_state fills ret with the page's state in memory. */
+int vmm_journal_page(struct vmm *v, struct vmm_alloc *a, const struct pt_page *pp,
 		     const struct pt_origin *o);
+void vmm_page_state(const struct vmm_alloc *a, uint64_t page, struct pt_page *ret);
 /* A page took a new version (a modifying release): dirty until destaged,
- * which the owner queues now; persisted. */
+ * which the owner queues now; persisted. vmm_page_set_modified changes
+ * memory alone, for a row journalled before. */
 int vmm_page_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t version,
 		      uint32_t crc, const struct pt_origin *o);
+void vmm_page_set_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t version,
+			   uint32_t crc);
 
 /* vmm_destage.c: the destage queue and the backing store. */
 int vmm_store_open(struct vmm *v);

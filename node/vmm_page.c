@@ -40,6 +40,12 @@ struct write_op {
 	 * `filling`), which get the block once the owner acknowledged. */
 	bool fills, has_frames;
 	uint64_t frame;
+	/* Not owned here: the row of the page's expected state journalled as
+	 * the request left (early_version, in transaction early_txn), and the
+	 * page's row count after it. */
+	bool early;
+	uint64_t early_version, early_txn;
+	unsigned early_rows;
 	/* On a one-sided link: the partner's granted run the block goes to by
 	 * RDMA WRITE, and (not owned here, resident: its frames keep the old
 	 * version until the owner answers) the registered staging slab the
@@ -94,6 +100,18 @@ static void release_grant(struct vmm *v, struct write_op *op, bool spent)
 	op->staging = NULL;
 }
 
+/* A row of the page as it is in memory, putting back a write that did not
+ * happen: a change of this node's own even when the page is clean (op
+ * "undo", not a destage's "clean"). */
+static void put_back(struct vmm *v, struct vmm_alloc *a, uint64_t page, const struct pt_origin *o)
+{
+	struct pt_page pp;
+
+	vmm_page_state(a, page, &pp);
+	pp.undo = true;
+	vmm_journal_page(v, a, &pp, o);
+}
+
 /* Owned here, the write was applied as the request left: the partner refused
  * it, so the page is put back as it was (the write lock hid it meanwhile). */
 static void undo_owned_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
@@ -111,29 +129,69 @@ static void undo_owned_write(struct vmm *v, struct vmm_alloc *a, struct write_op
 	p->crc32c = op->old_crc;
 	p->dirty = op->old_dirty;
 	p->stale = op->old_stale;
-	vmm_persist_page(v, a, op->page, &o);
+	put_back(v, a, op->page, &o);
 }
 
-/* Not owned here: the block goes into the page's frames once the owner
- * acknowledged; frames taken for it are the page's then, or given back. */
-static void settle_mirror_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op, bool ok)
+/* Not owned here: the page's expected state is journalled as the request
+ * leaves, under the op's LSN, so this node's commit runs while the owner's
+ * does. The frames and the page in memory wait for the answer (read
+ * pointers point into the frames, and the owner may refuse). */
+static void journal_expected(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
 {
 	struct vmm_page *p = &a->page[op->page];
 	struct pt_origin o = { .node = vmm_node_id(v), .lsn = op->op.lsn, .own = true };
+	struct pt_page pp;
 
+	vmm_page_state(a, op->page, &pp);
+	pp.version++;
+	pp.crc32c = op->crc;
+	pp.dirty = true;
+	if (vmm_journal_page(v, a, &pp, &o) < 0)
+		return;
+	op->early = true;
+	op->early_version = pp.version;
+	op->early_txn = pagetable_change_mark(v->pt);
+	op->early_rows = p->rows;
+}
+
+/* Not owned here: the block goes into the page's frames once the owner
+ * acknowledged; frames taken for it are the page's then, or given back.
+ * Returns whether the change is committed already: the early row says what
+ * the owner answered, nothing was journalled for the page since, and its
+ * transaction committed. Otherwise a row of its own goes into this turn's
+ * commit (a fresh LSN when the early row took the op's): after an OK the
+ * new state, else the page as it is in memory, which undoes the early row
+ * (VMM.md, "The whole-page write of a page owned by the partner"). */
+static bool settle_mirror_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op, bool ok)
+{
+	struct vmm_page *p = &a->page[op->page];
+	struct pt_origin o = { .node = vmm_node_id(v), .lsn = op->op.lsn, .own = true };
+	bool committed = ok && op->early && op->new_version == op->early_version &&
+			 p->rows == op->early_rows && pagetable_committed(v->pt, op->early_txn);
+
+	if (op->early && !committed)
+		o.lsn = pagetable_reserve_lsn(v->pt);
 	if (ok && !p->resident && op->has_frames) {
 		vmm_page_attach(v, p, op->frame);
 		op->has_frames = false;
 	}
 	if (ok) {
 		memcpy(vmm_block_addr(v, a, op->page), op->block, a->block_size);
-		vmm_page_modified(v, a, op->page, op->new_version, op->crc, &o);
+		if (committed)
+			vmm_page_set_modified(v, a, op->page, op->new_version, op->crc);
+		else
+			vmm_page_modified(v, a, op->page, op->new_version, op->crc, &o);
+	} else if (op->early) {
+		/* This node's last own LSN must not stay the early row's, which
+		 * the owner may have noted (a lost link). */
+		put_back(v, a, op->page, &o);
 	}
 	if (op->fills) {
 		p->filling--;
 		vmm_paging_kick(v); /* readers waiting for its contents */
 	}
 	vmm_unpin(v, p);
+	return committed;
 }
 
 static void requeue_write(struct vmm *v, struct write_op *op, uint32_t block_size,
@@ -162,7 +220,7 @@ static void write_finish(struct vmm_op *base)
 	struct vmm *v = op->op.vmm;
 	struct vmm_alloc *a = vmm_table_find(v->table, op->guid);
 	int status = op->op.status;
-	bool ok = status == FTVM__PARTNER__STATUS__STATUS_OK;
+	bool ok = status == FTVM__PARTNER__STATUS__STATUS_OK, committed = false;
 
 	if (a && op->owned) {
 		if (partner_refused(op))
@@ -170,11 +228,15 @@ static void write_finish(struct vmm_op *base)
 		vmm_unlock(v, a, op->page, op->owner);
 	} else if (a) {
 		op->new_version = op->op.lock_version; /* the owner's answer to ReleasePointer */
-		settle_mirror_write(v, a, op, ok);
+		committed = settle_mirror_write(v, a, op, ok);
 	}
 	if (op->has_frames)
 		vmm_frames_give(v, op->frame, op->block_size);
 	release_grant(v, op, !partner_refused(op));
+	if (ok && a && committed) {
+		write_replied(op, 0); /* both nodes committed it */
+		return;
+	}
 	if (ok && a) {
 		vmm_after_commit(v, write_replied, op);
 		return;
@@ -390,6 +452,8 @@ static void send_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
 	}
 	if (op->owned)
 		write_owned_page(v, a, op);
+	else
+		journal_expected(v, a, op);
 }
 
 /* Whether req's page can be locked in mode now; if not, req waits in the

@@ -451,6 +451,22 @@ static void apply(struct vmm *v, const Envelope *env, const Envelope *next, stru
 	}
 }
 
+/* Whether a request after envs[i] in its batch carries the same LSN: the
+ * change is not whole until that one applies too. */
+static bool lsn_goes_on(Envelope *const *envs, size_t n, size_t i)
+{
+	for (size_t j = i + 1; j < n; j++)
+		if (envs[j]->lsn == envs[i]->lsn)
+			return true;
+	return false;
+}
+
+/* The sender's LSN is noted as applied only when every request of the batch
+ * that carries it applied: a whole-page write refused at its WritePage, after
+ * its LockRequest and AllocateWrite went through, did not happen, and an LSN
+ * noted for it would let a rejoin take the histories as equal (VMM.md, "The
+ * whole-page write of a page owned by the partner"). So each answer's
+ * applied_lsn claims only changes applied whole. */
 void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n)
 {
 	bool aborted = false;
@@ -473,7 +489,8 @@ void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n)
 			failed_seq = envs[i]->seq;
 			log_debug("partner seq %llu %s: %s", (unsigned long long)envs[i]->seq,
 				  codec_message_name(envs[i]), ans.reason);
-		} else if (!aborted && envs[i]->lsn > pagetable_partner_applied_lsn(v->pt)) {
+		} else if (!aborted && envs[i]->lsn > pagetable_partner_applied_lsn(v->pt) &&
+			   !lsn_goes_on(envs, n, i)) {
 			pagetable_note_partner_applied_lsn(v->pt, envs[i]->lsn);
 		}
 		ans.cc.applied_lsn = pagetable_partner_applied_lsn(v->pt);

@@ -34,6 +34,7 @@ struct vmm_page {
 	bool stale;
 	unsigned pins;		   /* requests in flight that need its frames where they are */
 	unsigned filling;	   /* whole-page writes in flight that bring its contents */
+	unsigned rows;		   /* its page-table rows journalled (vmm_journal_page) */
 	struct vmm_pagein *pagein; /* its read from the store, in flight */
 	/* The replacement queue (least recently used first). */
 	struct vmm_page *lru_prev, *lru_next;

@@ -597,7 +597,7 @@ static void test_wal_and_cascade(void)
 	raw_query(db, "SELECT count(*) FROM pages WHERE guid = 'c'", buf, sizeof(buf));
 	CHECK_STR("page rows of c", "4", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version", "3", buf);
+	CHECK_STR("schema_version", "4", buf);
 	sqlite3_close(db);
 
 	pt = open_or_die(path);
@@ -829,6 +829,63 @@ static void test_journal_trim(void)
 	pagetable_close(pt);
 }
 
+/* A page put back after a write that did not happen ("undo") is clean once
+ * folded, yet a change of this node's own, unlike a destage's "clean" row
+ * (VMM.md, "The whole-page write of a page owned by the partner"); and
+ * pagetable_committed says when a change's transaction committed. */
+static void test_undo_and_commit_marks(void)
+{
+	char path[300];
+	struct pagetable *pt;
+	struct pt_alloc a = { .guid = "a-1",
+			      .home = "b",
+			      .owner = "b",
+			      .policy = "default",
+			      .size = 4096,
+			      .block_size = 4096,
+			      .pages = 1 };
+	struct pt_page pg = { .guid = "a-1", .page = 0, .version = 1, .crc32c = 9, .dirty = true };
+	struct pt_origin own = { .node = "a", .own = true };
+	struct model got;
+	uint64_t early, undo, mark;
+
+	path_in_dir(path, sizeof(path), "undo.db");
+	pt = open_or_die(path);
+	own.lsn = pagetable_reserve_lsn(pt);
+	CHECK_OK("alloc", pagetable_alloc_put(pt, &a, 0, &own));
+	CHECK_OK("commit", pagetable_commit(pt));
+	own.lsn = early = pagetable_reserve_lsn(pt);
+	CHECK_OK("the expected state", pagetable_page_put(pt, &pg, &own));
+	mark = pagetable_change_mark(pt);
+	CHECK(!pagetable_committed(pt, mark), "not committed while its transaction is open");
+	CHECK_OK("commit", pagetable_commit(pt));
+	CHECK(pagetable_committed(pt, mark), "committed with its transaction");
+
+	pg.version = 0;
+	pg.crc32c = 0;
+	pg.dirty = false;
+	pg.undo = true;
+	own.lsn = undo = pagetable_reserve_lsn(pt);
+	CHECK_OK("put back", pagetable_page_put(pt, &pg, &own));
+	CHECK(!pagetable_committed(pt, pagetable_change_mark(pt)),
+	      "the next transaction's change is not committed yet");
+	CHECK(pagetable_committed(pt, mark), "the earlier one stays committed");
+	CHECK_INT("an undo row is a change of its own", undo, pagetable_last_own_lsn(pt, "a"));
+	guids_seen = 0;
+	CHECK_OK("guids after the early row",
+		 pagetable_journal_guids_after(pt, "a", early, count_guid, NULL));
+	CHECK_INT("the undo row touches a-1", 1, guids_seen);
+	CHECK_OK("commit", pagetable_commit(pt));
+	pagetable_close(pt);
+
+	pt = open_or_die(path);
+	load_model(pt, &got);
+	CHECK_INT("allocations", 1, got.n);
+	CHECK_INT("the version put back", 0, got.a[0].version[0]);
+	CHECK(!got.a[0].dirty[0], "the page put back is clean");
+	pagetable_close(pt);
+}
+
 static void test_epoch(void)
 {
 	char path[300];
@@ -906,7 +963,7 @@ static void test_migration_from_v1(void)
 	pagetable_close(pt);
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version after the migration", "3", buf);
+	CHECK_STR("schema_version after the migration", "4", buf);
 	sqlite3_close(db);
 }
 
@@ -973,7 +1030,7 @@ static void test_migration_from_v2(void)
 
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version after the migration", "3", buf);
+	CHECK_STR("schema_version after the migration", "4", buf);
 	raw_query(db, "SELECT count(*) FROM journal WHERE seq IS NULL", buf, sizeof(buf));
 	CHECK_STR("old rows without a seq", "5", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'folded_seq'", buf, sizeof(buf));
@@ -1002,18 +1059,18 @@ static void test_refused_files(void)
 	pt = open_or_die(path);
 	pagetable_close(pt);
 	db = raw_open(path);
-	raw_exec(db, "UPDATE meta SET value = 4 WHERE key = 'schema_version'");
+	raw_exec(db, "UPDATE meta SET value = 5 WHERE key = 'schema_version'");
 	sqlite3_close(db);
 	pt = (struct pagetable *)&pt; /* must come back NULL */
 	r = pagetable_open(path, false, &pt);
 	CHECK_INT("open a newer schema", -EPROTONOSUPPORT, r);
 	CHECK(pt == NULL, "no table comes back with an error");
-	CHECK(strstr(pagetable_last_error(NULL), "schema version is 4") &&
-		      strstr(pagetable_last_error(NULL), "up to 3"),
+	CHECK(strstr(pagetable_last_error(NULL), "schema version is 5") &&
+		      strstr(pagetable_last_error(NULL), "up to 4"),
 	      "the reason names both versions: \"%s\"", pagetable_last_error(NULL));
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version left as it was", "4", buf);
+	CHECK_STR("schema_version left as it was", "5", buf);
 	sqlite3_close(db);
 
 	/* Not SQLite at all. */
@@ -1690,6 +1747,7 @@ int main(void)
 	test_epoch();
 	test_set_owner();
 	test_journal_trim();
+	test_undo_and_commit_marks();
 	test_refused_files();
 	test_migration_from_v1();
 	test_migration_from_v2();

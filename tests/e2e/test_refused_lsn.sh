@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# A batch applied part-way is not noted as applied (node/VMM.md, "Batches"):
+# a's whole-page write of a page b owns, refused at b's WritePage for want of
+# frames after its LockRequest and AllocateWrite went through, must leave b's
+# partner-applied LSN at a's last write b applied, in every answer to the
+# refused batch (b's trace shows them) and in b's pagetable.db after a clean
+# stop. And a journalled the page's expected state as the request left
+# (VMM.md, "The whole-page write of a page owned by the partner"): its
+# pagetable.db after a clean stop has that row under the write's LSN, and a
+# later one that puts the page back, journalled as a change (op "undo", not
+# a destage's "clean") so that it is a's last own LSN.
+. "$(dirname "$0")/lib.sh"
+
+FTVM_HOLD=${FTVM_HOLD:?FTVM_HOLD must name the ftvm-hold binary}
+FRAMES=256
+
+write_pair_configs
+sed -i '/^\[memory\]/,/^\[/ s/^size = .*/size = 1M/' "$WORK/b.conf"
+printf '[trace]\npath = b.trace\nchannels = partner\n' >>"$WORK/b.conf"
+start_node a
+start_node b
+wait_for 5000 "pair linked" pair_up
+
+g=$(ctl b alloc --size $(((FRAMES + 2) * 4))K)
+echo "applied whole" | ctl a write "$g" $((FRAMES + 1)) >/dev/null
+ok "a wrote page $((FRAMES + 1)) of $g (homed on b)"
+
+# Write pointers on every frame of b: nothing there can be evicted. The page
+# a wrote holds one until it is destaged.
+settled() {
+	ctl b --json sense | jq -e '(.media[] | select(.type == "dram")) as $d |
+		.queues.destage == 0 and ($d.capacity - $d.free) / 4096 == .queues.replacement' >/dev/null
+}
+wait_for 10000 "b destaged the page" settled
+mkfifo "$WORK/hold.in"
+"$FTVM_HOLD" "$WORK/b.sock" "$g" 0 write --count $FRAMES --release-after-stdin \
+	<"$WORK/hold.in" >"$WORK/hold.out" 2>"$WORK/hold.err" &
+PIDS[hold]=$!
+exec {hold_fd}>"$WORK/hold.in"
+holding() { grep -q "^holding" "$WORK/hold.out"; }
+wait_for 10000 "$FRAMES write pointers held on b" holding
+
+expect_fail a "no space.*partner: no frame free on b" write "$g" $FRAMES --file /etc/hostname
+
+exec {hold_fd}>&-
+gone() { ! kill -0 "${PIDS[hold]}" 2>/dev/null; }
+wait_for 5000 "the pointers released" gone
+wait "${PIDS[hold]}" || fail "ftvm-hold: $(cat "$WORK/hold.err")"
+unset 'PIDS[hold]'
+kill -TERM "${PIDS[b]}"
+wait "${PIDS[b]}" || fail "b did not stop cleanly"
+unset 'PIDS[b]'
+
+# The two batches a sent b: the write applied (its LSN ok_lsn) and the one
+# refused (bad_lsn), with b's answers to the latter.
+dump=$("$FTVMCTL" trace dump "$WORK/b.trace")
+lsn_of() { # the lsn of a's WritePage of page $1
+	sed -n "s/.* lsn=\([0-9]*\) WritePage guid=$g page=$1 .*/\1/p" <<<"$dump" | head -n 1
+}
+ok_lsn=$(lsn_of $((FRAMES + 1)))
+bad_lsn=$(lsn_of $FRAMES)
+[ -n "$ok_lsn" ] && [ -n "$bad_lsn" ] && [ "$bad_lsn" -gt "$ok_lsn" ] ||
+	fail "b's trace lacks a's two WritePages with LSNs (applied '$ok_lsn', refused '$bad_lsn')"
+claimed=$(grep "sender=b .*CommandComplete" <<<"$dump" | grep -o "applied_lsn=[0-9]*" |
+	cut -d= -f2 | sort -n | tail -n 1)
+[ "${claimed:-0}" -lt "$bad_lsn" ] ||
+	fail "b answered applied_lsn=$claimed, though a's LSN $bad_lsn was refused at its WritePage"
+ok "b's answers claim a's LSNs up to $claimed: the refused write's $bad_lsn never"
+
+mark=$(python3 - "$WORK/b/pagetable.db" <<-'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+print(db.execute("SELECT value FROM meta WHERE key = 'partner_applied_lsn'").fetchone()[0])
+PY
+)
+[ "$mark" = "$ok_lsn" ] ||
+	fail "b's pagetable.db notes a's LSN $mark applied; a's last applied write was $ok_lsn, the refused one $bad_lsn"
+ok "b's pagetable.db after a clean stop: a's LSN $mark applied, the refused write's $bad_lsn not"
+
+kill -TERM "${PIDS[a]}"
+wait "${PIDS[a]}" || fail "a did not stop cleanly"
+unset 'PIDS[a]'
+got=$(python3 - "$WORK/a/pagetable.db" "$g" $FRAMES "$bad_lsn" <<-'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+guid, page, lsn = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+v, dirty = db.execute("SELECT version, dirty FROM pages WHERE guid = ? AND page = ?",
+                      (guid, page)).fetchone()
+rows = db.execute("SELECT lsn, version, op FROM journal WHERE guid = ? AND page = ? "
+                  "ORDER BY seq", (guid, page)).fetchall()
+early = [f"{r[1]} {r[2]}" for r in rows if r[0] == lsn]
+after = [f"{r[1]} {r[2]}" for r in rows if r[0] > lsn]
+print(f"page version {v} dirty {dirty}; the early row's version {early}, later rows' {after}")
+PY
+)
+[ "$got" = "page version 0 dirty 0; the early row's version ['1 page'], later rows' ['0 undo']" ] ||
+	fail "a's pagetable.db after the refused write and a clean stop: $got"
+ok "a's pagetable.db after a clean stop: $got"
