@@ -45,6 +45,7 @@
 #include "frame_read.h"
 #include "ftvm_build.h"
 #include "log.h"
+#include "pb_arena.h"
 
 #define CLIENT_CALLS_MAX 64u
 #define CLIENT_BACKLOG 64
@@ -360,7 +361,8 @@ static int read_one(struct client_conn *conn)
 		why = "frame shorter than its header says"; /* cannot happen: total is there */
 		goto bad_frame;
 	}
-	req = ftvm__client__client_request__unpack(NULL, payload_len, payload);
+	req = (Ftvm__Client__ClientRequest *)pb_arena_unpack(
+		&ftvm__client__client_request__descriptor, payload_len, payload);
 	tap(conn, false, req, payload, payload_len);
 	evbuffer_drain(in, total);
 	if (!req) {
@@ -371,7 +373,7 @@ static int read_one(struct client_conn *conn)
 		return -EBADMSG;
 	}
 	dispatch(conn, req);
-	ftvm__client__client_request__free_unpacked(req, NULL);
+	pb_arena_free(&req->base);
 	return 1;
 
 bad_frame:

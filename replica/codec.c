@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "frame.h"
+#include "pb_arena.h"
 
 int codec_payload_pack(const ProtobufCMessage *msg, uint8_t **ret_payload, size_t *ret_len)
 {
@@ -34,11 +35,9 @@ int codec_frame_pack(const ProtobufCMessage *msg, uint8_t **ret_frame, size_t *r
 	return 0;
 }
 
-int codec_envelope_decode(const uint8_t *payload, size_t len, Envelope **ret, char *err,
-			  size_t err_len)
+/* The checks every decoded envelope gets; env is freed when it fails them. */
+static int envelope_check(Envelope *env, size_t len, char *err, size_t err_len)
 {
-	Envelope *env = ftvm__partner__envelope__unpack(NULL, len, payload);
-
 	if (!env) {
 		snprintf(err, err_len, "envelope does not parse (%zu bytes)", len);
 		return -EBADMSG;
@@ -57,11 +56,35 @@ int codec_envelope_decode(const uint8_t *payload, size_t len, Envelope **ret, ch
 		snprintf(err, err_len, "CommandComplete answers no sequence number");
 		goto bad;
 	}
-	*ret = env;
 	return 0;
 bad:
-	ftvm__partner__envelope__free_unpacked(env, NULL);
+	codec_envelope_free(env);
 	return -EBADMSG;
+}
+
+int codec_envelope_decode(const uint8_t *payload, size_t len, Envelope **ret, char *err,
+			  size_t err_len)
+{
+	Envelope *env =
+		(Envelope *)pb_arena_unpack(&ftvm__partner__envelope__descriptor, len, payload);
+	int r = envelope_check(env, len, err, err_len);
+
+	if (r == 0)
+		*ret = env;
+	return r;
+}
+
+int codec_batch_envelope_decode(const Envelope *batch, size_t i, Envelope **ret, char *err,
+				size_t err_len)
+{
+	const ProtobufCBinaryData *b = &batch->batch->envelopes[i];
+	Envelope *env = (Envelope *)pb_arena_unpack_with(
+		&batch->base, &ftvm__partner__envelope__descriptor, b->len, b->data);
+	int r = envelope_check(env, b->len, err, err_len);
+
+	if (r == 0)
+		*ret = env;
+	return r;
 }
 
 int codec_envelope_decode_frame(const uint8_t *buf, size_t len, size_t max_payload, Envelope **ret,
@@ -91,7 +114,7 @@ int codec_envelope_decode_frame(const uint8_t *buf, size_t len, size_t max_paylo
 void codec_envelope_free(Envelope *env)
 {
 	if (env)
-		ftvm__partner__envelope__free_unpacked(env, NULL);
+		pb_arena_free(&env->base);
 }
 
 const char *codec_message_name(const Envelope *env)

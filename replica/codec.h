@@ -19,15 +19,24 @@ int codec_frame_pack(const ProtobufCMessage *msg, uint8_t **ret_frame, size_t *r
  * frame what they send). The caller frees *ret_payload. */
 int codec_payload_pack(const ProtobufCMessage *msg, uint8_t **ret_payload, size_t *ret_len);
 
-/* Parses and checks one envelope payload. Free with codec_envelope_free. */
+/* Parses and checks one envelope payload. Free with codec_envelope_free
+ * (common/pb_arena.h: never with protobuf-c's free_unpacked). */
 int codec_envelope_decode(const uint8_t *payload, size_t len, Envelope **ret, char *err,
 			  size_t err_len);
+
+/* The same for envelope i of batch (a decoded envelope with a Batch), into
+ * batch's memory: one allocation serves a Batch and all its envelopes. The
+ * result is good until batch is freed; codec_envelope_free on it does
+ * nothing. */
+int codec_batch_envelope_decode(const Envelope *batch, size_t i, Envelope **ret, char *err,
+				size_t err_len);
 
 /* Decodes a buffer that must hold exactly one whole frame with an envelope
  * (traces, fuzzing, tests): truncation and trailing bytes are errors too. */
 int codec_envelope_decode_frame(const uint8_t *buf, size_t len, size_t max_payload, Envelope **ret,
 				char *err, size_t err_len);
 
+/* Frees what codec_envelope_decode made. NULL is fine. */
 void codec_envelope_free(Envelope *env);
 
 /* "SpaceRequest", "CommandComplete", ... or "none" when no message is set

@@ -615,10 +615,11 @@ static bool refuse_stale(struct repl_session *s, uint64_t epoch, Envelope *const
 /* A batch holds completions (answers to our batch) or requests, never both
  * and never another batch; each inner envelope is checked like any other.
  * RegionUpdates held with the answers are applied as they come, ahead of
- * what follows them. */
-static void on_batch(struct repl_session *s, struct session_conn *sc, uint64_t epoch,
-		     const Ftvm__Partner__Batch *batch)
+ * what follows them. The inner envelopes live in env's memory and go with
+ * it. */
+static void on_batch(struct repl_session *s, struct session_conn *sc, const Envelope *env)
 {
+	const Ftvm__Partner__Batch *batch = env->batch;
 	Envelope **envs = calloc(batch->n_envelopes ? batch->n_envelopes : 1, sizeof(*envs));
 	size_t n = 0, completions = 0;
 	char err[160];
@@ -629,14 +630,10 @@ static void on_batch(struct repl_session *s, struct session_conn *sc, uint64_t e
 		return;
 	}
 	for (size_t i = 0; i < batch->n_envelopes; i++) {
-		if (codec_envelope_decode(batch->envelopes[i].data, batch->envelopes[i].len, &e,
-					  err, sizeof(err)) < 0)
+		if (codec_batch_envelope_decode(env, i, &e, err, sizeof(err)) < 0)
 			goto bad;
 		if (e->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE) {
-			bool kept = on_region_update(s, sc, e->region_update);
-
-			codec_envelope_free(e);
-			if (!kept)
+			if (!on_region_update(s, sc, e->region_update))
 				goto out;
 			continue;
 		}
@@ -662,7 +659,7 @@ static void on_batch(struct repl_session *s, struct session_conn *sc, uint64_t e
 	if (completions) {
 		for (size_t i = 0; i < n; i++)
 			on_completion(s, envs[i]);
-	} else if (n && !refuse_stale(s, epoch, envs, n)) {
+	} else if (n && !refuse_stale(s, env->epoch, envs, n)) {
 		s->stats.requests_received += n;
 		s->cb.request(s, envs, n, s->cb_arg);
 	}
@@ -670,8 +667,6 @@ static void on_batch(struct repl_session *s, struct session_conn *sc, uint64_t e
 bad:
 	protocol_error(s, sc, err);
 out:
-	for (size_t i = 0; i < n; i++)
-		codec_envelope_free(envs[i]);
 	free(envs);
 }
 
@@ -718,7 +713,7 @@ static void on_receive(struct repl_conn *conn, const uint8_t *payload, size_t le
 		on_completion(s, env);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH:
-		on_batch(s, sc, env->epoch, env->batch);
+		on_batch(s, sc, env);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE:
 		on_region_update(s, sc, env->region_update);

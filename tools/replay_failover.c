@@ -213,10 +213,7 @@ void replay_partner_restarts(struct replay *rp, size_t i)
 	 * it died at. Where the node had applied the node's LSNs to is in the
 	 * node's numbering; its own LSNs go as recorded. */
 	recorded_epoch = env->hello->epoch;
-	if (trace_rewrite(rp->maps, &env->base) < 0) {
-		replay_diverge(rp, where, "out of memory", &env->base, NULL, "out of memory");
-		return;
-	}
+	trace_rewrite(rp->maps, &env->base);
 	if (!trace_maps_epoch(rp->maps, recorded_epoch))
 		env->hello->epoch = rp->partner_epoch;
 	lsn = trace_maps_node_lsn(rp->maps, env->hello->applied_lsn);

@@ -7,6 +7,7 @@
 
 #include "client.pb-c.h"
 #include "codec.h"
+#include "pb_arena.h"
 #include "pb_field.h"
 
 int trace_message_decode_envelope(const uint8_t *data, size_t len, ProtobufCMessage **ret,
@@ -35,11 +36,11 @@ int trace_message_decode(const struct trace_record *rec, ProtobufCMessage **ret,
 		return -EBADMSG;
 	}
 	if (rec->direction == TRACE_IN)
-		m = (ProtobufCMessage *)ftvm__client__client_request__unpack(NULL, rec->len,
-									     rec->payload);
+		m = pb_arena_unpack(&ftvm__client__client_request__descriptor, rec->len,
+				    rec->payload);
 	else
-		m = (ProtobufCMessage *)ftvm__client__client_reply__unpack(NULL, rec->len,
-									   rec->payload);
+		m = pb_arena_unpack(&ftvm__client__client_reply__descriptor, rec->len,
+				    rec->payload);
 	if (!m) {
 		snprintf(err, err_len, "%s does not parse (%zu bytes)",
 			 rec->direction == TRACE_IN ? "ClientRequest" : "ClientReply", rec->len);
@@ -49,10 +50,10 @@ int trace_message_decode(const struct trace_record *rec, ProtobufCMessage **ret,
 	return 0;
 }
 
+/* Envelopes come from codec_envelope_decode, whose memory is an arena too. */
 void trace_message_free(ProtobufCMessage *m)
 {
-	if (m)
-		protobuf_c_message_free_unpacked(m, NULL);
+	pb_arena_free(m);
 }
 
 const char *trace_message_type(const ProtobufCMessage *m)

@@ -623,10 +623,7 @@ static bool prepare(struct replay *rp, const char *where, Envelope *env)
 		}
 		env->answers = now;
 	}
-	if (trace_rewrite(rp->maps, &env->base) < 0) {
-		replay_diverge(rp, where, "out of memory", &env->base, NULL, "out of memory");
-		return false;
-	}
+	trace_rewrite(rp->maps, &env->base);
 	env->epoch = epoch;
 	return true;
 }
@@ -634,8 +631,9 @@ static bool prepare(struct replay *rp, const char *where, Envelope *env)
 static void play_partner_in(struct replay *rp, struct rec *r)
 {
 	Envelope *env = (Envelope *)r->msg;
+	Ftvm__Partner__Batch batch = FTVM__PARTNER__BATCH__INIT, *recorded;
+	ProtobufCBinaryData *items;
 	char where[40];
-	Ftvm__Partner__Batch *b;
 	size_t kept = 0;
 
 	replay_where_of(where, sizeof(where), r, 0, false);
@@ -646,26 +644,32 @@ static void play_partner_in(struct replay *rp, struct rec *r)
 			replay_send_partner(rp, env);
 		return;
 	}
-	/* A batch goes as a batch (its envelopes apply together), repacked. */
-	b = env->batch;
+	/* A batch goes as a batch (its envelopes apply together), repacked
+	 * into one of our own: the recorded one's bytes are in its arena. */
+	items = calloc(r->n_inner ? r->n_inner : 1, sizeof(*items));
+	if (!items)
+		return;
 	for (size_t i = 0; i < r->n_inner; i++) {
-		uint8_t *payload;
-		size_t len;
-
 		replay_where_of(where, sizeof(where), r, i, true);
 		if (!prepare(rp, where, r->inner[i]))
 			continue;
-		if (codec_payload_pack(&r->inner[i]->base, &payload, &len) < 0)
-			return;
-		free(b->envelopes[kept].data);
-		b->envelopes[kept++] = (ProtobufCBinaryData){ .len = len, .data = payload };
+		if (codec_payload_pack(&r->inner[i]->base, &items[kept].data, &items[kept].len) < 0)
+			goto out;
+		kept++;
 	}
-	for (size_t i = kept; i < b->n_envelopes; i++)
-		free(b->envelopes[i].data);
-	b->n_envelopes = kept;
+	batch.n_envelopes = kept;
+	batch.envelopes = items;
 	env->epoch = partner_epoch_now(rp, env->epoch);
-	if (kept && !rp->diverged)
+	if (kept && !rp->diverged) {
+		recorded = env->batch;
+		env->batch = &batch;
 		replay_send_partner(rp, env);
+		env->batch = recorded;
+	}
+out:
+	for (size_t i = 0; i < kept; i++)
+		free(items[i].data);
+	free(items);
 }
 
 static void play_partner_out(struct replay *rp, struct rec *r)
@@ -789,10 +793,7 @@ static void play_client_in(struct replay *rp, size_t i)
 	}
 	if (req->request_case == FTVM__CLIENT__CLIENT_REQUEST__REQUEST_RELEASE_POINTER)
 		snprintf(recorded_guid, sizeof(recorded_guid), "%s", req->release_pointer->guid);
-	if (trace_rewrite(rp->maps, r->msg) < 0) {
-		replay_diverge(rp, where, "out of memory", r->msg, NULL, "out of memory");
-		return;
-	}
+	trace_rewrite(rp->maps, r->msg);
 	client_pointer_call(rp, c, i, req, recorded_guid);
 	if (replay_send_frame(c->s.fd, r->msg) < 0)
 		replay_diverge(rp, where, "cannot send the request", r->msg, NULL, strerror(errno));

@@ -368,20 +368,15 @@ int trace_compare(struct trace_maps *maps, const ProtobufCMessage *recorded,
 	return -1;
 }
 
-static int rewrite_string(struct trace_maps *maps, enum rule rule, char **s)
+/* Points *s at the maps' string: the message's memory is an arena
+ * (common/pb_arena.h), which neither frees the recorded string nor would
+ * free a copy, and the maps outlive every message of the replay. */
+static void rewrite_string(struct trace_maps *maps, enum rule rule, char **s)
 {
 	const char *now = lookup(&maps->maps[rule - RULE_MAP_GUID], *s);
-	char *copy;
 
-	if (!now || strcmp(now, *s) == 0)
-		return 0;
-	copy = strdup(now);
-	if (!copy)
-		return -ENOMEM;
-	/* Unpacked with the default allocator: its strings are malloc'ed. */
-	free(*s);
-	*s = copy;
-	return 0;
+	if (now)
+		*s = (char *)now;
 }
 
 /* The pair shares one sequence of epochs, so a recorded epoch stands for
@@ -395,7 +390,7 @@ static void rewrite_epoch(const struct trace_maps *maps, uint64_t *epoch)
 		*epoch = now;
 }
 
-int trace_rewrite(struct trace_maps *maps, ProtobufCMessage *m)
+void trace_rewrite(struct trace_maps *maps, ProtobufCMessage *m)
 {
 	const ProtobufCMessageDescriptor *d = m->descriptor;
 
@@ -404,25 +399,20 @@ int trace_rewrite(struct trace_maps *maps, ProtobufCMessage *m)
 		enum rule rule = rule_of(m, f);
 		size_t n = pb_field_count(m, f);
 		char *base = (char *)m + f->offset;
-		int r = 0;
 
-		for (size_t j = 0; j < n && r == 0; j++) {
+		for (size_t j = 0; j < n; j++) {
 			bool repeated = f->label == PROTOBUF_C_LABEL_REPEATED;
 
 			if (f->type == PROTOBUF_C_TYPE_MESSAGE)
-				r = trace_rewrite(maps, repeated ? (*(ProtobufCMessage ***)base)[j]
-								 : *(ProtobufCMessage **)base);
+				trace_rewrite(maps, repeated ? (*(ProtobufCMessage ***)base)[j]
+							     : *(ProtobufCMessage **)base);
 			else if (f->type == PROTOBUF_C_TYPE_STRING &&
 				 (rule == RULE_MAP_GUID || rule == RULE_MAP_OWNER))
-				r = rewrite_string(maps, rule,
-						   repeated ? &(*(char ***)base)[j]
-							    : (char **)base);
+				rewrite_string(maps, rule,
+					       repeated ? &(*(char ***)base)[j] : (char **)base);
 			else if (f->type == PROTOBUF_C_TYPE_UINT64 && !repeated &&
 				 rule == RULE_MAP_EPOCH)
 				rewrite_epoch(maps, (uint64_t *)base);
 		}
-		if (r < 0)
-			return r;
 	}
-	return 0;
 }

@@ -22,8 +22,9 @@ int trace_compare(struct trace_maps *maps, const ProtobufCMessage *recorded,
 
 /* Rewrites, in place, the mapped fields of a message the replayer is about to
  * send (guids, owners, epochs) from their recorded values to the new run's.
- * Values not bound yet stay as recorded. -ENOMEM leaves m partly rewritten. */
-int trace_rewrite(struct trace_maps *maps, ProtobufCMessage *m);
+ * Values not bound yet stay as recorded. Rewritten strings point into maps,
+ * which must outlive m. */
+void trace_rewrite(struct trace_maps *maps, ProtobufCMessage *m);
 
 /* A sequence number the node used in the recording, as the new run numbered
  * the same request: 0 when it has not been seen. */
