@@ -79,10 +79,11 @@ static int write_pages(struct pagetable *pt, int n, void (*each)(struct pagetabl
 	static uint64_t version;
 
 	for (int i = 0; i < n; i++) {
+		uint64_t v = ++version;
 		struct pt_page p = { .guid = "w-1",
 				     .page = (uint64_t)i % PAGES,
-				     .version = ++version,
-				     .crc32c = (uint32_t)version,
+				     .version = v,
+				     .crc32c = (uint32_t)v,
 				     .dirty = true };
 		struct pt_origin o = { .node = "node-a",
 				       .lsn = pagetable_reserve_lsn(pt),
