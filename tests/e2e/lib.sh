@@ -121,6 +121,35 @@ wait_for() {
 	done
 }
 
+# frames_settled ID: every dirty page of ID destaged and every resident page
+# in its replacement queue, so that nothing holds a frame but the pages.
+frames_settled() {
+	ctl "$1" --json sense | jq -e '(.media[] | select(.type == "dram")) as $d |
+		.queues.destage == 0 and ($d.capacity - $d.free) / 4096 == .queues.replacement' >/dev/null
+}
+
+# hold_write_pointers ID GUID COUNT: ftvm-hold (PIDS[hold]) holds write
+# pointers on pages 0 to COUNT-1 of GUID through node ID, until
+# release_write_pointers.
+hold_write_pointers() {
+	mkfifo "$WORK/hold.in"
+	"$FTVM_HOLD" "$WORK/$1.sock" "$2" 0 write --count "$3" --release-after-stdin \
+		<"$WORK/hold.in" >"$WORK/hold.out" 2>"$WORK/hold.err" &
+	PIDS[hold]=$!
+	exec {HOLD_FD}>"$WORK/hold.in"
+	wait_for 10000 "$3 write pointers held on $1" grep -q "^holding" "$WORK/hold.out"
+}
+
+hold_gone() { ! kill -0 "${PIDS[hold]}" 2>/dev/null; }
+
+release_write_pointers() {
+	exec {HOLD_FD}>&-
+	wait_for 5000 "ftvm-hold to release its write pointers" hold_gone
+	wait "${PIDS[hold]}" || fail "ftvm-hold: $(cat "$WORK/hold.err")"
+	unset 'PIDS[hold]'
+	rm -f "$WORK/hold.in"
+}
+
 now_ms() {
 	date +%s%3N
 }

@@ -27,26 +27,12 @@ ok "a wrote page $((FRAMES + 1)) of $g (homed on b)"
 
 # Write pointers on every frame of b: nothing there can be evicted. The page
 # a wrote holds one until it is destaged.
-settled() {
-	ctl b --json sense | jq -e '(.media[] | select(.type == "dram")) as $d |
-		.queues.destage == 0 and ($d.capacity - $d.free) / 4096 == .queues.replacement' >/dev/null
-}
-wait_for 10000 "b destaged the page" settled
-mkfifo "$WORK/hold.in"
-"$FTVM_HOLD" "$WORK/b.sock" "$g" 0 write --count $FRAMES --release-after-stdin \
-	<"$WORK/hold.in" >"$WORK/hold.out" 2>"$WORK/hold.err" &
-PIDS[hold]=$!
-exec {hold_fd}>"$WORK/hold.in"
-holding() { grep -q "^holding" "$WORK/hold.out"; }
-wait_for 10000 "$FRAMES write pointers held on b" holding
+wait_for 10000 "b destaged the page" frames_settled b
+hold_write_pointers b "$g" $FRAMES
 
 expect_fail a "no space.*partner: no frame free on b" write "$g" $FRAMES --file /etc/hostname
 
-exec {hold_fd}>&-
-gone() { ! kill -0 "${PIDS[hold]}" 2>/dev/null; }
-wait_for 5000 "the pointers released" gone
-wait "${PIDS[hold]}" || fail "ftvm-hold: $(cat "$WORK/hold.err")"
-unset 'PIDS[hold]'
+release_write_pointers
 kill -TERM "${PIDS[b]}"
 wait "${PIDS[b]}" || fail "b did not stop cleanly"
 unset 'PIDS[b]'

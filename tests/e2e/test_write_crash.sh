@@ -72,24 +72,12 @@ same_on_both() {
 }
 
 # ================= refused at b's WritePage, a killed =================
-settled() {
-	ctl b --json sense | jq -e '(.media[] | select(.type == "dram")) as $d |
-		.queues.destage == 0 and ($d.capacity - $d.free) / 4096 == .queues.replacement' >/dev/null
-}
-wait_for 10000 "b settled" settled
-mkfifo "$WORK/hold.in"
-"$FTVM_HOLD" "$WORK/b.sock" "$g" 0 write --count $FRAMES --release-after-stdin \
-	<"$WORK/hold.in" >"$WORK/hold.out" 2>"$WORK/hold.err" &
-PIDS[hold]=$!
-exec {hold_fd}>"$WORK/hold.in"
-holding() { grep -q "^holding" "$WORK/hold.out"; }
-wait_for 10000 "$FRAMES write pointers held on b" holding
+wait_for 10000 "b settled" frames_settled b
+hold_write_pointers b "$g" $FRAMES
 
 full=$(resyncs full)
 crash_in_window $FRAMES
-exec {hold_fd}>&-
-wait_for 5000 "the pointers released" gone "${PIDS[hold]}"
-unset 'PIDS[hold]'
+release_write_pointers
 rejoin
 [ "$(resyncs full)" -gt "$full" ] ||
 	fail "b's resync of a after a write b refused was not full: $(grep 'a resynced' "$WORK/b.log" | tail -n 1)"
