@@ -82,6 +82,13 @@ ctl a free "$guid" >/dev/null || fail "free $guid: $(ctl a free "$guid" 2>&1)"
 shrunk_at_least() {
 	[ "$(status_field "$1" pool.shrunk)" -ge "$2" ]
 }
+# memory_fits_blocks ID: ID's shared memory fits in its blocks in use; sets
+# kib and in_use.
+memory_fits_blocks() {
+	in_use=$(status_field "$1" pool.blocks_in_use)
+	kib=$(shmem_kib "$1")
+	[ "$kib" -le $((in_use * 1024 + 512)) ]
+}
 for id in a b; do
 	# One block leaves per 500 ms tick. Over TCP down to two (hysteresis:
 	# the blocks that stay keep a block's worth of frames free); over RDMA
@@ -96,11 +103,11 @@ for id in a b; do
 	# A block not in use holds no memory: what is still resident fits in
 	# the blocks in use (and 512 KiB for anything else shared). Not "the
 	# peak less the blocks that left": a block that left may not have been
-	# all resident at the peak.
-	kib=$(shmem_kib "$id")
-	in_use=$(status_field "$id" pool.blocks_in_use)
-	[ "$kib" -le $((in_use * 1024 + 512)) ] && [ "$kib" -lt "${peak_kib[$id]}" ] ||
-		fail "$id's memory did not go back to the OS: ${peak_kib[$id]} KiB shared, now $kib with $in_use blocks in use"
+	# all resident at the peak. Blocks go on leaving meanwhile, so the
+	# count is read before the memory.
+	wait_for 5000 "$id's memory back to the OS" memory_fits_blocks "$id"
+	[ "$kib" -lt "${peak_kib[$id]}" ] ||
+		fail "$id's memory did not go back to the OS: ${peak_kib[$id]} KiB shared, now $kib"
 	ok "$id after the free: $(pool_line "$id"); shared memory ${peak_kib[$id]} -> $kib KiB"
 done
 
