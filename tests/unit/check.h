@@ -5,11 +5,13 @@
 #ifndef FTVM_TESTS_UNIT_CHECK_H
 #define FTVM_TESTS_UNIT_CHECK_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Checks that failed, and checks made by the CHECK macros (a test may count
  * more of its own). */
@@ -105,6 +107,35 @@ static inline void *xmalloc(size_t n)
 static inline void *xcalloc(size_t n)
 {
 	return memset(xmalloc(n), 0, n);
+}
+
+/* A new directory $TMPDIR/NAME-XXXXXX (or under /tmp) into dir. */
+static inline void scratch_dir_make(char *dir, size_t size, const char *name)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(dir, size, "%s/%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", name);
+	if (!mkdtemp(dir))
+		die("mkdtemp");
+}
+
+/* Removes dir and the files in it (no subdirectories). */
+static inline void scratch_dir_remove(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char path[4096];
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	rmdir(dir);
 }
 
 #endif

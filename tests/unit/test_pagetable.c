@@ -6,7 +6,6 @@
  * the order they were called, also after a kill between a commit and a fold.
  * Real files in a fresh directory; a second SQLite connection looks at them
  * from the outside. Ends with a group-commit figure (printed, not checked). */
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -1710,32 +1709,10 @@ static void bench(bool synchronous_full)
 
 /* ---- Setup ---------------------------------------------------------------- */
 
-static void remove_dir(void)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	char path[600];
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		unlink(path);
-	}
-	closedir(d);
-	rmdir(dir);
-}
-
 int main(void)
 {
-	const char *tmp = getenv("TMPDIR");
-
 	rng_seed(0x9a6e7ab1u);
-	snprintf(dir, sizeof(dir), "%s/ftvm-test-pagetable-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(dir))
-		die("mkdtemp");
+	scratch_dir_make(dir, sizeof(dir), "ftvm-test-pagetable");
 
 	test_round_trip();
 	test_uncommitted();
@@ -1762,7 +1739,7 @@ int main(void)
 	bench(false);
 	bench(true);
 
-	remove_dir();
+	scratch_dir_remove(dir);
 	if (failures) {
 		fprintf(stderr, "%d of %d check(s) failed\n", failures, checks);
 		return 1;

@@ -5,7 +5,6 @@
  * every 256 frames with synchronous NORMAL, close leaves no WAL, and the
  * counters status reports (pagetable_get_stats()) count what happened. Real
  * files in a fresh directory, with synchronous NORMAL and FULL. */
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -324,31 +323,9 @@ static void test_fold_counts(void)
 
 /* ---- Setup ---------------------------------------------------------------- */
 
-static void remove_dir(void)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	char path[600];
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		unlink(path);
-	}
-	closedir(d);
-	rmdir(dir);
-}
-
 int main(void)
 {
-	const char *tmp = getenv("TMPDIR");
-
-	snprintf(dir, sizeof(dir), "%s/ftvm-test-pagetable-wal-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(dir))
-		die("mkdtemp");
+	scratch_dir_make(dir, sizeof(dir), "ftvm-test-pagetable-wal");
 
 	test_no_automatic_checkpoint();
 	test_backstop(false);
@@ -358,7 +335,7 @@ int main(void)
 	test_close();
 	test_fold_counts();
 
-	remove_dir();
+	scratch_dir_remove(dir);
 	if (failures) {
 		fprintf(stderr, "%d of %d check(s) failed\n", failures, checks);
 		return 1;
