@@ -292,6 +292,7 @@ static void reply_status(struct node *n, struct client_call *call)
 	st.registrations_current = counts.registrations_current;
 	st.registrations_stale = counts.registrations_stale;
 	st.registrations_purged = counts.registrations_purged;
+	st.registrations_failed = counts.registrations_failed;
 	st.staging_slabs = counts.staging_slabs;
 	st.staging_allocated = counts.staging_allocated;
 	st.resync_pages_one_sided = counts.resync_pages_one_sided;

@@ -44,12 +44,13 @@ struct vmm_counts {
 	uint64_t landings_granted; /* runs granted to the partner since start */
 	/* The frame pool's registration blocks: the ceiling, in use, their
 	 * size, and how many came into use and left since start; and the RDMA
-	 * registrations (0 over TCP): current, stale, purged since start. */
+	 * registrations (0 over TCP): current, stale, purged and refused since
+	 * start. */
 	uint32_t pool_blocks, pool_blocks_in_use;
 	uint64_t pool_block_bytes;
 	uint64_t pool_grown, pool_shrunk;
 	uint32_t registrations_current, registrations_stale;
-	uint64_t registrations_purged;
+	uint64_t registrations_purged, registrations_failed;
 	/* Staging slabs (one-sided sources not in the pool): mapped now, and
 	 * since start. */
 	uint32_t staging_slabs;

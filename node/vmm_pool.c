@@ -124,6 +124,7 @@ void vmm_pool_counts(struct vmm *v, struct vmm_counts *ret)
 	ret->registrations_current = reg.current;
 	ret->registrations_stale = reg.stale;
 	ret->registrations_purged = reg.purged;
+	ret->registrations_failed = reg.failed;
 	ret->staging_slabs = reg.staging_slabs;
 	ret->staging_allocated = reg.staging_allocated;
 }

@@ -39,6 +39,7 @@ struct rdma_regtable {
 	const struct rdma_reg_ops *ops;
 	void *ctx;
 	uint64_t last_generation;
+	uint64_t failed; /* refused registrations */
 	uint32_t max_blocks;
 	struct slot slot[];
 };
@@ -247,10 +248,12 @@ int rdma_regtable_use(struct rdma_regtable *t, uint32_t block, struct rdma_block
 			return r;
 	}
 	r = t->ops->reg(t->ctx, s->addr, s->length, &keys);
-	if (r < 0)
+	if (r < 0) {
+		t->failed++;
 		return reason_fail(reason, reason_len, r,
 				   "registering block %" PRIu32 " (%" PRIu64 " bytes at %p): %s",
 				   block, s->length, (void *)s->addr, strerror(-r));
+	}
 	s->registered = true;
 	s->keys = keys;
 	s->generation = s->reg_generation = ++t->last_generation;
@@ -330,12 +333,12 @@ bool rdma_regtable_registered(const struct rdma_regtable *t, uint32_t block)
 	return block < t->max_blocks && t->slot[block].registered;
 }
 
-void rdma_regtable_count(const struct rdma_regtable *t, uint32_t *ret_current, uint32_t *ret_stale)
+void rdma_regtable_count(const struct rdma_regtable *t, struct rdma_regtable_counts *ret)
 {
-	*ret_current = *ret_stale = 0;
+	*ret = (struct rdma_regtable_counts){ .failed = t->failed };
 	for (uint32_t i = 0; i < t->max_blocks; i++) {
-		*ret_current += current(&t->slot[i]);
-		*ret_stale += stale(&t->slot[i]);
+		ret->current += current(&t->slot[i]);
+		ret->stale += stale(&t->slot[i]);
 	}
 }
 

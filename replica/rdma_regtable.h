@@ -123,8 +123,13 @@ int rdma_regtable_purge(struct rdma_regtable *t, char *reason, size_t reason_len
  * left the region may be released once it holds none. */
 bool rdma_regtable_registered(const struct rdma_regtable *t, uint32_t block);
 
-/* How many slots hold a current registration, and how many a stale one. */
-void rdma_regtable_count(const struct rdma_regtable *t, uint32_t *ret_current, uint32_t *ret_stale);
+struct rdma_regtable_counts {
+	uint32_t current; /* slots holding a current registration */
+	uint32_t stale;	  /* ... and a stale one */
+	uint64_t failed;  /* registrations the ops refused since the table was made */
+};
+
+void rdma_regtable_count(const struct rdma_regtable *t, struct rdma_regtable_counts *ret);
 
 /* Block as the partner is to see it now (for the handshake, and for the
  * update sent after it was registered, removed or invalidated). */

@@ -171,9 +171,9 @@ int rdma_staging_purge(struct rdma_staging *st, char *reason, size_t reason_len)
 	return r;
 }
 
-void rdma_staging_count(const struct rdma_staging *st, uint32_t *ret_current, uint32_t *ret_stale)
+void rdma_staging_count(const struct rdma_staging *st, struct rdma_regtable_counts *ret)
 {
-	rdma_regtable_count(st->table, ret_current, ret_stale);
+	rdma_regtable_count(st->table, ret);
 }
 
 void rdma_staging_get_stats(const struct rdma_staging *st, struct rdma_staging_stats *ret)

@@ -59,7 +59,7 @@ int rdma_staging_trim(struct rdma_staging *st);
  * error. */
 int rdma_staging_purge(struct rdma_staging *st, char *reason, size_t reason_len);
 
-/* Registrations of slabs: current, and stale (of slabs leaving). */
-void rdma_staging_count(const struct rdma_staging *st, uint32_t *ret_current, uint32_t *ret_stale);
+/* Registrations of slabs: current, stale (of slabs leaving) and refused. */
+void rdma_staging_count(const struct rdma_staging *st, struct rdma_regtable_counts *ret);
 
 void rdma_staging_get_stats(const struct rdma_staging *st, struct rdma_staging_stats *ret);

@@ -44,12 +44,14 @@ struct repl_remote_write {
 };
 
 /* The registrations of the pool and the staging slabs, for status:
- * registered now, stale ones waiting for a purge, and those purged since the
- * attach; the staging slabs mapped now and since the attach. */
+ * registered now, stale ones waiting for a purge, those purged and those the
+ * device refused since the attach; the staging slabs mapped now and since
+ * the attach. */
 struct repl_pool_stats {
 	uint32_t current;
 	uint32_t stale;
 	uint64_t purged;
+	uint64_t failed;
 	uint32_t staging_slabs;
 	uint64_t staging_allocated;
 };
@@ -129,9 +131,11 @@ struct repl_transport_ops {
 	 * the same queue pair: the partner gets the payload only after their
 	 * bytes. The writes are checked before anything goes: -ESTALE, -ENOENT
 	 * or -ERANGE when the partner's view does not hold that generation or
-	 * those bytes, -ENOENT/-ERANGE for a source outside the pool; then
-	 * nothing was sent. The src bytes must stay as they are until the
-	 * partner answered the payload. */
+	 * those bytes, -ENOENT/-ERANGE for a source outside the pool, the
+	 * registration's error for a source whose block the device refused to
+	 * register (-ENOMEM past RLIMIT_MEMLOCK, say), -ENOTCONN when c is
+	 * going down. Whatever the error, nothing was sent. The src bytes must
+	 * stay as they are until the partner answered the payload. */
 	int (*send_after_writes)(struct repl_conn *c, const struct repl_remote_write *w, size_t n,
 				 const void *payload, size_t len, char *reason, size_t reason_len);
 };

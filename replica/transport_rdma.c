@@ -510,19 +510,20 @@ static int rdma_pool_purge_op(struct repl_transport *base, char *reason, size_t 
 static void rdma_pool_stats_op(const struct repl_transport *base, struct repl_pool_stats *ret)
 {
 	const struct rdma_pool *p = &((const struct rdma_transport *)base)->pool;
+	struct rdma_regtable_counts pool, slabs;
 	struct rdma_staging_stats st;
-	uint32_t current, stale;
 
 	*ret = (struct repl_pool_stats){ .purged = p->purged };
 	if (!p->table)
 		return;
-	rdma_regtable_count(p->table, &ret->current, &ret->stale);
+	rdma_regtable_count(p->table, &pool);
 	rdma_staging_get_stats(p->staging, &st);
+	rdma_staging_count(p->staging, &slabs);
+	ret->current = pool.current + slabs.current;
+	ret->stale = pool.stale + slabs.stale;
+	ret->failed = pool.failed + slabs.failed;
 	ret->staging_slabs = st.slabs;
 	ret->staging_allocated = st.allocated;
-	rdma_staging_count(p->staging, &current, &stale);
-	ret->current += current;
-	ret->stale += stale;
 }
 
 static int rdma_staging_take_op(struct repl_transport *base, uint64_t length, void **ret_addr,

@@ -399,10 +399,12 @@ static void status_print_text(const struct ftvm_node_status *st)
 	       st->resync_pages_one_sided, st->resync_pages_inline, st->resync_pages_dropped);
 	printf("pool: %" PRIu32 " of %" PRIu32 " blocks of %" PRIu64 " bytes in use (%" PRIu64
 	       " grown, %" PRIu64 " shrunk); registrations: %" PRIu32 " current, %" PRIu32
-	       " stale, %" PRIu64 " purged; staging slabs: %" PRIu32 " (%" PRIu64 " since start)\n",
+	       " stale, %" PRIu64 " purged, %" PRIu64 " failed; staging slabs: %" PRIu32
+	       " (%" PRIu64 " since start)\n",
 	       st->pool_blocks_in_use, st->pool_blocks, st->pool_block_bytes, st->pool_grown,
 	       st->pool_shrunk, st->registrations_current, st->registrations_stale,
-	       st->registrations_purged, st->staging_slabs, st->staging_allocated);
+	       st->registrations_purged, st->registrations_failed, st->staging_slabs,
+	       st->staging_allocated);
 }
 
 static int status_print_json(const struct ftvm_node_status *st)
@@ -487,6 +489,7 @@ static int status_print_json(const struct ftvm_node_status *st)
 	add_uint64(registrations, "current", st->registrations_current);
 	add_uint64(registrations, "stale", st->registrations_stale);
 	add_uint64(registrations, "purged", st->registrations_purged);
+	add_uint64(registrations, "failed", st->registrations_failed);
 	json_object_object_add(o, "registrations", registrations);
 	add_uint64(staging, "slabs", st->staging_slabs);
 	add_uint64(staging, "allocated", st->staging_allocated);

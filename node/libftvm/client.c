@@ -559,6 +559,7 @@ static void status_from_reply(const Ftvm__Client__StatusReply *s, struct ftvm_no
 	ret->registrations_current = s->registrations_current;
 	ret->registrations_stale = s->registrations_stale;
 	ret->registrations_purged = s->registrations_purged;
+	ret->registrations_failed = s->registrations_failed;
 	ret->staging_slabs = s->staging_slabs;
 	ret->staging_allocated = s->staging_allocated;
 	ret->resync_pages_one_sided = s->resync_pages_one_sided;

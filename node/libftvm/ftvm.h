@@ -236,6 +236,7 @@ struct ftvm_node_status {
 	uint64_t pagetable_wal_frames;		  /**< WAL frames not in the database yet */
 	uint64_t pagetable_wal_frames_peak;	  /**< the most since start */
 	uint32_t pagetable_wal_checkpoint_frames; /**< the bound ([node] wal_checkpoint_frames) */
+	uint64_t registrations_failed; /**< RDMA registrations the device refused since start */
 };
 
 /**

@@ -299,9 +299,12 @@ static void test_slot_reuse(void)
 
 static void counts_are(struct rdma_regtable *t, uint32_t cur, uint32_t st, const char *when)
 {
+	struct rdma_regtable_counts n;
 	uint32_t c, s;
 
-	rdma_regtable_count(t, &c, &s);
+	rdma_regtable_count(t, &n);
+	c = n.current;
+	s = n.stale;
 	CHECK(c == cur && s == st, "%s: %u current and %u stale registrations, expected %u and %u",
 	      when, c, s, cur, st);
 }
@@ -418,6 +421,7 @@ static void test_registration_failures(void)
 {
 	struct fake f;
 	struct rdma_regtable *t = table_new(&f);
+	struct rdma_regtable_counts n;
 	struct rdma_remote_block rb;
 	struct rdma_block_key k;
 
@@ -427,8 +431,12 @@ static void test_registration_failures(void)
 		  rdma_regtable_use(t, 0, &k, reason, sizeof(reason)), "registering block 0");
 	rdma_regtable_describe(t, 0, &rb, reason, sizeof(reason));
 	CHECK_INT("a block whose registration failed is described with", 0, rb.length);
+	rdma_regtable_count(t, &n);
+	CHECK_INT("refused registrations counted", 1, n.failed);
 	k = use(t, 0);
 	CHECK(k.registered_now, "the retry does not say it registered");
+	rdma_regtable_count(t, &n);
+	CHECK_INT("refused registrations after a retry that worked", 1, n.failed);
 
 	/* A purge whose deregistration fails keeps the registration stale. */
 	use(t, 1);
