@@ -40,6 +40,8 @@
 
 #define DIAL_BACKOFF_MIN_MS 50u
 #define DIAL_BACKOFF_MAX_MS 2000u
+/* A registration the device refuses is warned of at most this often. */
+#define REFUSED_WARN_EVERY_MS 60000u
 
 enum conn_state {
 	CONN_HELLO,
@@ -97,6 +99,10 @@ struct repl_session {
 	uint64_t cut_until_ms; /* a drill's cut lasts until then (clock_now_ms) */
 
 	struct repl_session_stats stats;
+	/* Refused registrations: when the last warning went, and how many
+	 * came after it unwarned. */
+	uint64_t refused_warned_ms;
+	uint64_t refused_unwarned;
 };
 
 static void schedule_dial(struct repl_session *s);
@@ -251,6 +257,36 @@ static int pack_held(struct repl_session *s, uint8_t **ret, size_t *ret_len, boo
 	return codec_payload_pack(&env.base, ret, ret_len);
 }
 
+/* A block the device would not register (pinned memory short: RLIMIT_MEMLOCK,
+ * say) costs a one-sided transfer, not the operation: its data goes inline.
+ * An operator should hear of it, but not at every write. */
+static void warn_refused(struct repl_session *s, const char *reason)
+{
+	uint64_t now = clock_now_ms();
+	char more[64] = "";
+
+	if (s->refused_warned_ms && now - s->refused_warned_ms < REFUSED_WARN_EVERY_MS) {
+		s->refused_unwarned++;
+		return;
+	}
+	if (s->refused_unwarned)
+		snprintf(more, sizeof(more), "; %" PRIu64 " more since the last warning",
+			 s->refused_unwarned);
+	log_warning("page data goes inline, not one-sided: %s (pinned memory: see ulimit -l, "
+		    "LimitMEMLOCK; `ftvmctl status` counts failed registrations%s)",
+		    reason, more);
+	s->refused_warned_ms = now;
+	s->refused_unwarned = 0;
+}
+
+/* Whether a one-sided attempt failed for a reason of the moment (a view
+ * without that generation, a run across blocks, the link going down) rather
+ * than one the transport could not get past: a registration refused. */
+static bool one_sided_usual_failure(int r)
+{
+	return r == -ESTALE || r == -ENOENT || r == -ERANGE || r == -EOPNOTSUPP || r == -ENOTCONN;
+}
+
 /* Sends the held envelopes, after the RDMA WRITEs of writes (n_writes 0:
  * none, a plain send). */
 static int send_held(struct repl_session *s, const struct repl_remote_write *writes,
@@ -271,10 +307,14 @@ static int send_held(struct repl_session *s, const struct repl_remote_write *wri
 	} else if (!cut(s)) {
 		r = conn->transport->ops->send_after_writes(conn, writes, n_writes, payload, len,
 							    reason, sizeof(reason));
-		if (r < 0)
+		if (r < 0 && one_sided_usual_failure(r)) {
 			log_debug("page data not sent one-sided: %s", reason);
-		else if (s->cb.tap)
+		} else if (r < 0) {
+			warn_refused(s, reason);
+			r = -EOPNOTSUPP; /* nothing was sent: the caller goes inline */
+		} else if (s->cb.tap) {
 			tap(s, conn, true, payload, len);
+		}
 	}
 	if (owned)
 		free(payload);
@@ -1130,7 +1170,10 @@ int repl_session_landing_open(struct repl_session *s, uint64_t frame, uint32_t f
 			s->transport, pool + frame * s->config.page_size,
 			(uint64_t)frames * s->config.page_size, &key, reason, sizeof(reason));
 	if (r < 0) {
-		log_debug("no landing at frame %" PRIu64 ": %s", frame, reason);
+		if (one_sided_usual_failure(r))
+			log_debug("no landing at frame %" PRIu64 ": %s", frame, reason);
+		else
+			warn_refused(s, reason);
 		return r;
 	}
 	/* Before anything sent after this call names the generation. */

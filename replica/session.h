@@ -153,8 +153,9 @@ bool repl_session_one_sided(const struct repl_session *s);
 /* P: makes frames [frame, frame + frames) of this node's pool writable by the
  * partner and fills ret. Registers their block on its first use; the partner
  * is then told (RegionUpdate) before anything sent after this call.
- * -ERANGE when the run crosses a registration block; a registration failure
- * returns its error (the caller answers without a landing). */
+ * -ERANGE when the run crosses a registration block; a registration the
+ * device refuses returns its error (the caller answers without a landing),
+ * with a warning at most once a minute (shared with the next call's). */
 int repl_session_landing_open(struct repl_session *s, uint64_t frame, uint32_t frames,
 			      struct repl_landing *ret);
 
@@ -168,7 +169,10 @@ int repl_session_landing_check(const struct repl_session *s, const struct repl_l
  * by RDMA WRITE into the partner's landings; the partner gets the batch only
  * after their bytes arrived. -ESTALE, -ENOENT, -ERANGE or -EOPNOTSUPP when a
  * write cannot go one-sided (the partner's view does not hold that
- * generation, say): nothing was sent, and the caller sends inline instead. */
+ * generation, say): nothing was sent, and the caller sends inline instead.
+ * -EOPNOTSUPP also when the device refused to register a source's block
+ * (pinned memory short: RLIMIT_MEMLOCK), which is counted in the pool's
+ * stats (failed) and warned of at most once a minute. */
 int repl_session_request_batch_landed(struct repl_session *s, Envelope *const *envs, size_t n,
 				      uint32_t timeout_ms, pending_done_fn done, void *const *args,
 				      const struct repl_page_write *writes, size_t n_writes);

@@ -12,13 +12,18 @@
  * repl_session_request_batch_landed, and when the request reaches b the
  * bytes are in b's pool and repl_session_landing_check accepts the landing.
  * Then a stale generation: landing_check refuses it with the reason, and
- * request_batch_landed sends nothing. Exit 0 pass, 1 fail, 77 no usable
+ * request_batch_landed sends nothing. Then a source whose block the device
+ * refuses to register (PROT_NONE memory: pinning it fails, as it does past
+ * RLIMIT_MEMLOCK): -EOPNOTSUPP, so that the caller goes inline, nothing
+ * sent, the refusal counted; the next request goes as usual. Exit 0 pass, 1 fail, 77 no usable
  * RDMA device, 99 setup error. */
 #define _GNU_SOURCE /* memfd_create */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <event2/event.h>
 
@@ -298,6 +303,41 @@ static void test_stale(void)
 	printf("ok: request_batch_landed at a stale generation: -ESTALE, nothing sent\n");
 }
 
+static void test_refused(void)
+{
+	Ftvm__Partner__SpaceRequest req = FTVM__PARTNER__SPACE_REQUEST__INIT;
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT, *envs[1] = { &env };
+	void *args[1] = { NULL };
+	/* The pool's last block (two frames), never a source before. */
+	uint8_t *last = a.pool + (size_t)16 * BLOCK_FRAMES * PAGE;
+	struct repl_page_write w = { .src = last, .len = PAGE, .to = granted };
+	struct repl_session_stats before, after;
+	struct repl_pool_stats pool;
+
+	if (mprotect(last, 2 * PAGE, PROT_NONE) < 0)
+		die("mprotect");
+	req.bytes = 0; /* b looks for no landed bytes */
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+	env.space_request = &req;
+	repl_session_get_stats(a.s, &before);
+	CHECK_INT("request_batch_landed from a block the device will not register", -EOPNOTSUPP,
+		  repl_session_request_batch_landed(a.s, envs, 1, 1000, on_done, args, &w, 1));
+	repl_session_get_stats(a.s, &after);
+	CHECK(after.requests_sent == before.requests_sent, "a refused write sent a request");
+	repl_session_pool_stats(a.s, &pool);
+	CHECK_INT("registrations the device refused", 1, pool.failed);
+	if (mprotect(last, 2 * PAGE, PROT_READ | PROT_WRITE) < 0)
+		die("mprotect");
+	CHECK_INT("the request sent inline after it", 0,
+		  repl_session_request_batch(a.s, envs, 1, DEADLINE_MS, on_done, args));
+	answers_due = rounds_answered + 1;
+	CHECK(run_until(answered),
+	      "the inline request after a refused registration never answered");
+	printf("ok: a source block the device refused: -EOPNOTSUPP, nothing sent, %" PRIu64
+	       " failed registration counted; the next request answered\n",
+	       pool.failed);
+}
+
 int main(int argc, char **argv)
 {
 	char reason[192], probe[96];
@@ -329,6 +369,7 @@ int main(int argc, char **argv)
 	printf("ok: linked over rdma, one_sided on both\n");
 	test_rounds();
 	test_stale();
+	test_refused();
 
 	repl_session_free(a.s);
 	repl_session_free(b.s);
