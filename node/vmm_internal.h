@@ -218,6 +218,9 @@ void vmm_landing_close(struct vmm *v, const char *guid, uint64_t page, const cha
 void vmm_landings_close_alloc(struct vmm *v, const char *guid);
 /* vmm_pointer.c: the landings this node's write pointers hold are void. */
 void vmm_holdings_forget_landings(struct vmm *v);
+/* vmm_pointer.c: right behind a resync's snapshot, the partner learns the
+ * pointers this node's clients hold (node/HA.md, "Solo and rejoin"). */
+void vmm_holdings_mirror(struct vmm *v);
 /* vmm_landed.c: the start of a refusal's reason, "MESSAGE GUID page P
  * landed at RUN F (N frames, generation G): ", in reason; its length (0 when
  * it does not fit). */

@@ -959,6 +959,75 @@ void vmm_holdings_forget_landings(struct vmm *v)
 		h->has_landing = false;
 }
 
+/* A pointer mirrored again after a resync: the partner's answer may give a
+ * write pointer's release a landing, as the grant's did. */
+struct remirror_op {
+	struct vmm_op op;
+	char guid[128];
+	uint64_t page;
+	char owner[128];
+};
+
+static void remirror_finish(struct vmm_op *base)
+{
+	struct remirror_op *op = (struct remirror_op *)base;
+	struct vmm_holding *h = op->op.vmm->holdings;
+
+	while (h && (h->page != op->page || strcmp(h->guid, op->guid) != 0 ||
+		     strcmp(h->owner, op->owner) != 0))
+		h = h->next;
+	if (op->op.status != FTVM__PARTNER__STATUS__STATUS_OK) {
+		log_warning("%s page %llu: the resynced partner did not take the pointer %s holds: "
+			    "%s; its release will fail there",
+			    op->guid, (unsigned long long)op->page, op->owner, op->op.reason);
+	} else if (h && h->write && op->op.has_landing) {
+		h->landing = op->op.landing;
+		h->has_landing = true;
+	}
+	free(op);
+}
+
+/* The partner a resync just brought back knows none of our clients'
+ * pointers: they were granted while it was away, or went with its process.
+ * Each goes to it again as its grant did (AllocateRead or AllocateWrite with
+ * the holder), behind the snapshot on the same link, so a release finds the
+ * lock there; this node owns every allocation by then, so it never
+ * conflicts. */
+void vmm_holdings_mirror(struct vmm *v)
+{
+	unsigned n = 0;
+
+	for (struct vmm_holding *h = v->holdings; h; h = h->next) {
+		struct remirror_op *op = calloc(1, sizeof(*op));
+		struct vmm_msg msg;
+		Envelope *env;
+
+		if (!op) {
+			log_error("resync: out of memory mirroring the pointers held here");
+			return;
+		}
+		op->op.vmm = v;
+		op->op.finish = remirror_finish;
+		snprintf(op->guid, sizeof(op->guid), "%s", h->guid);
+		op->page = h->page;
+		snprintf(op->owner, sizeof(op->owner), "%s", h->owner);
+		h->has_landing = false; /* given on the old link */
+		env = vmm_msg_allocate(&msg, h->guid, h->page, h->owner, h->write);
+		if (vmm_op_send(&op->op, &env, 1) < 0) {
+			log_warning(
+				"resync: cannot mirror the pointer %s holds on %s page %llu: %s",
+				h->owner, h->guid, (unsigned long long)h->page,
+				op->op.reason[0] ? op->op.reason : "link down");
+			free(op);
+			return;
+		}
+		n++;
+	}
+	if (n)
+		log_info("resync: %u pointer(s) held by this node's clients mirrored to %s", n,
+			 vmm_partner_id(v));
+}
+
 void vmm_holdings_free(struct vmm *v)
 {
 	while (v->holdings) {

@@ -610,6 +610,8 @@ static void start(struct resync_send *rs)
 	/* From this turn on, every change goes to the partner after the
 	 * snapshot, on the same link, as any mirrored change does. */
 	v->mode = VMM_MODE_MIRRORED;
+	if (r == 0)
+		vmm_holdings_mirror(v);
 	if (r < 0 && rs->status == FTVM__PARTNER__STATUS__STATUS_OK) {
 		rs->status = FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE;
 		snprintf(rs->reason, sizeof(rs->reason), "cannot send the resync: %s",
