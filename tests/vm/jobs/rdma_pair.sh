@@ -12,7 +12,7 @@
 . "$FTVM_SRC/tests/vm/joblib.sh"
 
 ADDR=10.0.3.1
-E2E_TESTS=(pair data pointers paths partner_loss failover landing pool resync_order memlock)
+E2E_TESTS=(pair data pointers paths partner_loss failover landing pool resync_order memlock pointer_rejoin)
 # Under TCG a step takes 10-100x longer: tests that act "well inside
 # dead_after_ms" (a SIGSTOP of 0.1 s, refusals before a takeover) lose that
 # race at 300 ms over TCP as over RDMA, and a grant queued behind a holder

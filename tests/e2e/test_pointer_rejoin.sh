@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Pointers held on the survivor while its partner is resynced (node/HA.md,
+# "Solo and rejoin"): b is killed and comes back while clients of a hold
+# pointers granted before (mirrored to the old b) and while a served alone
+# (never mirrored). Once b is resynced each is released: a write pointer
+# modified, a read pointer, and one whose client dies holding it (released
+# for it as modified). Every release must succeed on both nodes: b reads
+# what the holders wrote and verify finds the mirror equal. Before the
+# survivor mirrored its holdings behind the snapshot, b refused such a
+# release ("WritePage ... which nobody has write-locked"), a kept the bytes
+# alone and the mirror differed.
+. "$(dirname "$0")/lib.sh"
+
+FTVM_HOLD=${FTVM_HOLD:?FTVM_HOLD must name the ftvm-hold binary}
+
+write_pair_configs
+start_node a
+start_node b
+wait_for 5000 "pair linked" pair_up
+guid=$(ctl a alloc --size 16K)
+for p in 0 1 2 3; do
+	head -c 4096 /dev/urandom >"$WORK/p$p"
+	ctl a write "$guid" "$p" --file "$WORK/p$p" >/dev/null
+done
+
+# hold NAME PAGE ARGS...: ftvm-hold on a, holding until release NAME; its
+# stdin's write end is HOLD_FDS[NAME]. No other process may keep that end
+# open, or the end of file that releases it never comes: each holder, and b
+# when it starts again, gets the others closed.
+declare -A HOLD_FDS=()
+hold() {
+	local name=$1 page=$2 fd others=${HOLD_FDS[*]}
+	shift 2
+	mkfifo "$WORK/$name.in"
+	(
+		for fd in $others; do eval "exec $fd>&-"; done
+		exec "$FTVM_HOLD" "$WORK/a.sock" "$guid" "$page" "$@" --release-after-stdin \
+			<"$WORK/$name.in" >"$WORK/$name.out" 2>"$WORK/$name.err"
+	) &
+	PIDS[$name]=$!
+	exec {fd}>"$WORK/$name.in"
+	HOLD_FDS[$name]=$fd
+	wait_for 10000 "$name holding page $page" grep -q "^held" "$WORK/$name.out"
+}
+
+# release NAME: its holder lets go and must say it released.
+release() {
+	local name=$1 rc=0
+	eval "exec ${HOLD_FDS[$name]}>&-"
+	unset "HOLD_FDS[$name]"
+	wait "${PIDS[$name]}" || rc=$?
+	unset "PIDS[$name]"
+	[ "$rc" = 0 ] && grep -q "^released" "$WORK/$name.out" ||
+		fail "$name's release failed (exit $rc): $(cat "$WORK/$name.err")"
+}
+
+hold before 0 write --modify 0x11
+hold reader 2 read
+ok "pointers held with b linked: write on page 0, read on page 2"
+
+kill -9 "${PIDS[b]}"
+wait "${PIDS[b]}" 2>/dev/null || true
+unset 'PIDS[b]'
+wait_for $((DEAD_AFTER_MS + 3000)) "a takes over" field_is a state solo
+hold alone 1 write --modify 0x22
+hold dies 3 write
+ok "a alone: write pointers granted on pages 1 and 3"
+
+# b must not inherit the holders' pipes: their end of file is the release.
+closes=
+for name in "${!HOLD_FDS[@]}"; do closes+=" ${HOLD_FDS[$name]}>&-"; done
+eval "start_node b $closes"
+wait_for 10000 "b resynced and the pair active" pair_up
+grep -q "pointer(s) held by this node's clients mirrored to b" "$WORK/a.log" ||
+	fail "a did not mirror its clients' pointers behind the snapshot"
+ok "b back: $(status_field a reason); $(grep -o 'resync: [0-9]* pointer(s) held.*' "$WORK/a.log")"
+
+release before
+release alone
+release reader
+kill -9 "${PIDS[dies]}"
+wait "${PIDS[dies]}" 2>/dev/null || true
+unset 'PIDS[dies]'
+released_for_gone() { grep -q "client gone: releasing its write pointer to $guid page 3" "$WORK/a.log"; }
+wait_for 5000 "a releases the dead client's pointer" released_for_gone
+# Its release is mirrored: b's copy of page 3 moves to a's version.
+page3_equal() { ctl a verify >/dev/null 2>&1; }
+wait_for 5000 "verify equal after the dead client's release" page3_equal
+! grep -q "released here only" "$WORK/a.log" ||
+	fail "a let a pointer go alone: $(grep 'released here only' "$WORK/a.log")"
+ok "released after the resync: write (granted linked), write (granted alone), read, and a dead client's write"
+
+for id in a b; do
+	ctl "$id" read "$guid" 0 | cmp -s - <(head -c 4096 /dev/zero | tr '\0' '\021') ||
+		fail "page 0 on $id is not the holder's 0x11 bytes"
+	ctl "$id" read "$guid" 1 | cmp -s - <(head -c 4096 /dev/zero | tr '\0' '\042') ||
+		fail "page 1 on $id is not the holder's 0x22 bytes"
+	ctl "$id" read "$guid" 2 | cmp -s - "$WORK/p2" || fail "page 2 on $id changed under a read pointer"
+	ctl "$id" read "$guid" 3 | cmp -s - "$WORK/p3" || fail "page 3 on $id is not as written"
+done
+ctl a verify >/dev/null || fail "verify: $(ctl a verify 2>&1)"
+ok "both nodes read what the holders wrote; verify: $(ctl a verify)"
