@@ -546,7 +546,9 @@ static int send_landings_request(struct resync_send *rs)
 }
 
 /* Everything, or what changed: the allocations touched since, whole, and
- * the blocks of every dirty page (a node that restarted lost those). */
+ * the blocks of every dirty page (a node that restarted lost those). 1:
+ * every block went inline, and ResyncEnd is the caller's to send; 0: it
+ * follows the landed blocks (send_rest). */
 static int send_snapshot(struct resync_send *rs)
 {
 	struct vmm *v = rs->vmm;
@@ -583,7 +585,7 @@ static int send_snapshot(struct resync_send *rs)
 		return 0;
 	/* Not sent: the staged blocks go inline now, as they would have. */
 	r = send_staged_inline(rs, 0, rs->n_staged);
-	return r < 0 ? r : send_end(rs);
+	return r < 0 ? r : 1;
 }
 
 static void start_when_settled(evutil_socket_t fd, short what, void *arg);
@@ -610,8 +612,12 @@ static void start(struct resync_send *rs)
 	/* From this turn on, every change goes to the partner after the
 	 * snapshot, on the same link, as any mirrored change does. */
 	v->mode = VMM_MODE_MIRRORED;
-	if (r == 0)
+	/* Ahead of ResyncEnd, after which the partner serves its clients: it
+	 * must know our clients' locks by then. */
+	if (r >= 0)
 		vmm_holdings_mirror(v);
+	if (r == 1)
+		r = send_end(rs);
 	if (r < 0 && rs->status == FTVM__PARTNER__STATUS__STATUS_OK) {
 		rs->status = FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE;
 		snprintf(rs->reason, sizeof(rs->reason), "cannot send the resync: %s",

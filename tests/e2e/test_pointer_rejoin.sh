@@ -4,11 +4,12 @@
 # pointers granted before (mirrored to the old b) and while a served alone
 # (never mirrored). Once b is resynced each is released: a write pointer
 # modified, a read pointer, and one whose client dies holding it (released
-# for it as modified). Every release must succeed on both nodes: b reads
-# what the holders wrote and verify finds the mirror equal. Before the
-# survivor mirrored its holdings behind the snapshot, b refused such a
-# release ("WritePage ... which nobody has write-locked"), a kept the bytes
-# alone and the mirror differed.
+# for it as modified). As soon as b serves, it refuses to read a page a's
+# client holds a write pointer to. Every release must succeed on both
+# nodes: b reads what the holders wrote and verify finds the mirror equal.
+# Before the survivor mirrored its holdings behind the snapshot, b read
+# those pages beside the writer, refused the releases ("WritePage ... which
+# nobody has write-locked"), a kept the bytes alone and the mirror differed.
 . "$(dirname "$0")/lib.sh"
 
 FTVM_HOLD=${FTVM_HOLD:?FTVM_HOLD must name the ftvm-hold binary}
@@ -74,6 +75,10 @@ wait_for 10000 "b resynced and the pair active" pair_up
 grep -q "pointer(s) held by this node's clients mirrored to b" "$WORK/a.log" ||
 	fail "a did not mirror its clients' pointers behind the snapshot"
 ok "b back: $(status_field a reason); $(grep -o 'resync: [0-9]* pointer(s) held.*' "$WORK/a.log")"
+# The locks reach b ahead of ResyncEnd, so b never serves a reader beside a
+# writer of a.
+expect_fail b "write-locked" read "$guid" 0
+expect_fail b "write-locked" read "$guid" 1
 
 release before
 release alone
