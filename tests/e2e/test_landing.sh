@@ -14,13 +14,15 @@ ANSWER_S=$((30 * E2E_TIME_SCALE))
 
 write_pair_configs
 start_node b
-coproc FAKE_PROC {
-	exec "$FAKE" "$E2E_ADDR:$PORT_A" "$E2E_ADDR:$PORT_B" "${FTVM_TRANSPORT:-tcp}" 4096 4096 \
-		2>"$WORK/fake.log"
-}
-# Plain copies: bash unsets FAKE_PROC as soon as the fake exits (the cut).
-FAKE_PID=$FAKE_PROC_PID FAKE_OUT=${FAKE_PROC[0]} FAKE_IN=${FAKE_PROC[1]}
+# The fake's input and output are fifos, not a coproc: bash closes a
+# coproc's descriptors as soon as it exits (the cut), maybe before its last
+# lines are read. Both ends open in the same order, in and then out.
+mkfifo "$WORK/fake.in" "$WORK/fake.out"
+"$FAKE" "$E2E_ADDR:$PORT_A" "$E2E_ADDR:$PORT_B" "${FTVM_TRANSPORT:-tcp}" 4096 4096 \
+	<"$WORK/fake.in" >"$WORK/fake.out" 2>"$WORK/fake.log" &
+FAKE_PID=$!
 PIDS["fake"]=$FAKE_PID
+exec {FAKE_IN}>"$WORK/fake.in" {FAKE_OUT}<"$WORK/fake.out"
 
 # fake_line: the fake's next line of output, into $line.
 fake_line() {
