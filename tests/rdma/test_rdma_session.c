@@ -270,13 +270,27 @@ static void test_rounds(void)
 	       rounds_landed, region_updates_corked);
 }
 
-static void test_stale(void)
+/* request_batch_landed of one SpaceRequest with w's block must fail with
+ * want and send nothing. */
+static void landed_refused(const char *what, int want, const struct repl_page_write *w)
 {
-	struct repl_landing stale = granted;
-	struct repl_session_stats before, after;
 	Ftvm__Partner__SpaceRequest req = FTVM__PARTNER__SPACE_REQUEST__INIT;
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT, *envs[1] = { &env };
 	void *args[1] = { NULL };
+	struct repl_session_stats before, after;
+
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+	env.space_request = &req;
+	repl_session_get_stats(a.s, &before);
+	CHECK_INT(what, want,
+		  repl_session_request_batch_landed(a.s, envs, 1, 1000, on_done, args, w, 1));
+	repl_session_get_stats(a.s, &after);
+	CHECK(after.requests_sent == before.requests_sent, "%s: a request was sent", what);
+}
+
+static void test_stale(void)
+{
+	struct repl_landing stale = granted;
 	struct repl_page_write w = { .src = a.pool, .len = PAGE };
 	char reason[192] = "";
 
@@ -292,14 +306,7 @@ static void test_stale(void)
 	stale = granted;
 	stale.generation++;
 	w.to = stale;
-	req.bytes = 1;
-	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
-	env.space_request = &req;
-	repl_session_get_stats(a.s, &before);
-	CHECK_INT("request_batch_landed at a stale generation", -ESTALE,
-		  repl_session_request_batch_landed(a.s, envs, 1, 1000, on_done, args, &w, 1));
-	repl_session_get_stats(a.s, &after);
-	CHECK(after.requests_sent == before.requests_sent, "a stale write sent a request");
+	landed_refused("request_batch_landed at a stale generation", -ESTALE, &w);
 	printf("ok: request_batch_landed at a stale generation: -ESTALE, nothing sent\n");
 }
 
@@ -311,23 +318,18 @@ static void test_refused(void)
 	/* The pool's last block (two frames), never a source before. */
 	uint8_t *last = a.pool + (size_t)16 * BLOCK_FRAMES * PAGE;
 	struct repl_page_write w = { .src = last, .len = PAGE, .to = granted };
-	struct repl_session_stats before, after;
 	struct repl_pool_stats pool;
 
 	if (mprotect(last, 2 * PAGE, PROT_NONE) < 0)
 		die("mprotect");
-	req.bytes = 0; /* b looks for no landed bytes */
-	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
-	env.space_request = &req;
-	repl_session_get_stats(a.s, &before);
-	CHECK_INT("request_batch_landed from a block the device will not register", -EOPNOTSUPP,
-		  repl_session_request_batch_landed(a.s, envs, 1, 1000, on_done, args, &w, 1));
-	repl_session_get_stats(a.s, &after);
-	CHECK(after.requests_sent == before.requests_sent, "a refused write sent a request");
+	landed_refused("request_batch_landed from a block the device will not register",
+		       -EOPNOTSUPP, &w);
 	repl_session_pool_stats(a.s, &pool);
 	CHECK_INT("registrations the device refused", 1, pool.failed);
 	if (mprotect(last, 2 * PAGE, PROT_READ | PROT_WRITE) < 0)
 		die("mprotect");
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+	env.space_request = &req; /* bytes 0: b looks for no landed bytes */
 	CHECK_INT("the request sent inline after it", 0,
 		  repl_session_request_batch(a.s, envs, 1, DEADLINE_MS, on_done, args));
 	answers_due = rounds_answered + 1;
