@@ -346,11 +346,6 @@ int vmm_op_send(struct vmm_op *op, Envelope *const *envs, size_t n)
 	return vmm_op_send_landed(op, envs, n, NULL, 0);
 }
 
-bool vmm_landed_falls_back(int r)
-{
-	return r == -ESTALE || r == -ENOENT || r == -ERANGE || r == -EOPNOTSUPP;
-}
-
 void vmm_reply_error(struct client_call *call, int status, const char *fmt, ...)
 {
 	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;

@@ -145,8 +145,6 @@ int vmm_op_send(struct vmm_op *op, Envelope *const *envs, size_t n);
  * -EOPNOTSUPP when they cannot go so (solo too); nothing was sent then. */
 int vmm_op_send_landed(struct vmm_op *op, Envelope *const *envs, size_t n,
 		       const struct repl_page_write *writes, size_t n_writes);
-/* Whether a vmm_op_send_landed() failure means: send the blocks inline. */
-bool vmm_landed_falls_back(int r);
 
 /* Answers a client: status with a reason (printf), no payload. */
 void vmm_reply_error(struct client_call *call, int status, const char *fmt, ...)

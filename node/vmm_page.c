@@ -440,7 +440,7 @@ static void send_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
 	}
 	if (r >= 0)
 		v->pages_one_sided++;
-	else if (vmm_landed_falls_back(r) && (r = send_batch(v, a, op, NULL)) >= 0)
+	else if (repl_session_inline_instead(r) && (r = send_batch(v, a, op, NULL)) >= 0)
 		v->pages_inline++;
 	if (r < 0) {
 		unprepare(v, a, op);

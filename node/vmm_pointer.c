@@ -845,7 +845,7 @@ static int send_release(struct vmm *v, struct release_op *op, struct vmm_alloc *
 		r = vmm_op_send_landed(&op->op, envs, n, &w, 1);
 		if (r == 0)
 			v->pages_one_sided++;
-		if (!vmm_landed_falls_back(r))
+		if (!repl_session_inline_instead(r))
 			return r;
 		log_debug("%s page %llu: block sent inline, not one-sided: %s", h->guid,
 			  (unsigned long long)h->page, strerror(-r));
@@ -971,19 +971,21 @@ struct remirror_op {
 static void remirror_finish(struct vmm_op *base)
 {
 	struct remirror_op *op = (struct remirror_op *)base;
-	struct vmm_holding *h = op->op.vmm->holdings;
+	struct vmm_holding *h;
 
-	while (h && (h->page != op->page || strcmp(h->guid, op->guid) != 0 ||
-		     strcmp(h->owner, op->owner) != 0))
-		h = h->next;
-	if (op->op.status != FTVM__PARTNER__STATUS__STATUS_OK) {
+	if (op->op.status != FTVM__PARTNER__STATUS__STATUS_OK)
 		log_warning("%s page %llu: the resynced partner did not take the pointer %s holds: "
 			    "%s; its release will fail there",
 			    op->guid, (unsigned long long)op->page, op->owner, op->op.reason);
-	} else if (h && h->write && op->op.has_landing) {
-		h->landing = op->op.landing;
-		h->has_landing = true;
-	}
+	else if (op->op.has_landing)
+		/* Still held (not released meanwhile): its release may use it. */
+		for (h = op->op.vmm->holdings; h; h = h->next)
+			if (h->write && h->page == op->page && strcmp(h->guid, op->guid) == 0 &&
+			    strcmp(h->owner, op->owner) == 0) {
+				h->landing = op->op.landing;
+				h->has_landing = true;
+				break;
+			}
 	free(op);
 }
 

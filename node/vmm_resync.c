@@ -465,7 +465,7 @@ static void send_rest(evutil_socket_t fd, short what, void *arg)
 		r = send_landed(rs);
 		if (r == 0)
 			inline_from += rs->n_landed;
-		else if (vmm_landed_falls_back(r))
+		else if (repl_session_inline_instead(r))
 			r = 0;
 	}
 	if (r == 0)

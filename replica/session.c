@@ -279,12 +279,17 @@ static void warn_refused(struct repl_session *s, const char *reason)
 	s->refused_unwarned = 0;
 }
 
+bool repl_session_inline_instead(int r)
+{
+	return r == -ESTALE || r == -ENOENT || r == -ERANGE || r == -EOPNOTSUPP;
+}
+
 /* Whether a one-sided attempt failed for a reason of the moment (a view
  * without that generation, a run across blocks, the link going down) rather
  * than one the transport could not get past: a registration refused. */
 static bool one_sided_usual_failure(int r)
 {
-	return r == -ESTALE || r == -ENOENT || r == -ERANGE || r == -EOPNOTSUPP || r == -ENOTCONN;
+	return repl_session_inline_instead(r) || r == -ENOTCONN;
 }
 
 /* Sends the held envelopes, after the RDMA WRITEs of writes (n_writes 0:

@@ -176,6 +176,9 @@ int repl_session_landing_check(const struct repl_session *s, const struct repl_l
 int repl_session_request_batch_landed(struct repl_session *s, Envelope *const *envs, size_t n,
 				      uint32_t timeout_ms, pending_done_fn done, void *const *args,
 				      const struct repl_page_write *writes, size_t n_writes);
+/* Whether a repl_session_request_batch_landed() failure means: nothing was
+ * sent, send the blocks inline. */
+bool repl_session_inline_instead(int r);
 
 /* ---- The pool's blocks come and go (replica/RDMA.md, "The pool grows and
  * shrinks"). Without a pool attached (TCP) they do nothing and return 0. */
