@@ -621,6 +621,10 @@ static bool refused_by_mode(struct vmm *v, struct client_call *call,
 		return true;
 	}
 	if (v->mode == VMM_MODE_FENCED) {
+		/* Its clients learn that their pointers were revoked (HA.md). */
+		if (req->request_case == FTVM__CLIENT__CLIENT_REQUEST__REQUEST_RELEASE_POINTER &&
+		    vmm_release_revoked(v, call, req->release_pointer))
+			return true;
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_FENCED,
 				"node %s is fenced (%s): its partner serves", vmm_node_id(v),
 				v->mode_reason);

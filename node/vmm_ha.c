@@ -54,6 +54,7 @@ void vmm_set_mode(struct vmm *v, enum vmm_mode mode, const char *reason)
 	if (mode == VMM_MODE_FENCED) {
 		vmm_space_waiters_fail(v);
 		vmm_page_waiters_fail(v);
+		vmm_holdings_revoke(v);
 	}
 }
 

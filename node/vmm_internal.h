@@ -166,6 +166,8 @@ void vmm_frames_give(struct vmm *v, uint64_t frame, uint32_t block_size);
 void vmm_page_attach(struct vmm *v, struct vmm_page *p, uint64_t frame);
 /* A resident page gives its frames back (nothing when it is not resident). */
 void vmm_page_detach(struct vmm *v, struct vmm_page *p);
+/* A resident page lets go of its frames, which are the caller's now. */
+uint64_t vmm_page_take_frames(struct vmm *v, struct vmm_page *p);
 /* A whole block for a's page from the partner (WritePage, a resync): into
  * its frames, taken first when it is not resident. -ENOSPC, with reason, when
  * there are none to take. */
@@ -219,6 +221,14 @@ void vmm_holdings_forget_landings(struct vmm *v);
 /* vmm_pointer.c: right behind a resync's snapshot, the partner learns the
  * pointers this node's clients hold (node/HA.md, "Solo and rejoin"). */
 void vmm_holdings_mirror(struct vmm *v);
+/* vmm_pointer.c: this node fenced itself, or is resynced: the pointers its
+ * clients hold are revoked, their frames kept from every page until each is
+ * released (node/HA.md, "Pointers of a fenced node are revoked"). */
+void vmm_holdings_revoke(struct vmm *v);
+/* vmm_pointer.c: true when req releases a revoked pointer of call's
+ * client, which is answered STALE_EPOCH (and let go) then. */
+bool vmm_release_revoked(struct vmm *v, struct client_call *call,
+			 const Ftvm__Client__ReleasePointerRequest *req);
 /* vmm_landed.c: the start of a refusal's reason, "MESSAGE GUID page P
  * landed at RUN F (N frames, generation G): ", in reason; its length (0 when
  * it does not fit). */

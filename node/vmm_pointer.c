@@ -36,6 +36,15 @@
 
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
 
+/* The frames of a page whose pointers were revoked (node/HA.md, "Pointers
+ * of a fenced node are revoked"): kept from the pool while a client may
+ * still write into them. */
+struct vmm_quarantine {
+	uint64_t frame;
+	uint32_t block_size;
+	unsigned pointers; /* revoked holdings pointing into it */
+};
+
 struct vmm_holding {
 	struct vmm_holding *next;
 	struct vmm *vmm;
@@ -52,6 +61,11 @@ struct vmm_holding {
 	 * tried again (retry) until deadline_ms. */
 	struct event *retry;
 	uint64_t deadline_ms;
+	/* Revoked at a fence: no lock any more, its page's old frames aside
+	 * (NULL when the page had none), and the epoch it was revoked at. */
+	bool revoked;
+	struct vmm_quarantine *quarantine;
+	uint64_t revoked_epoch;
 };
 
 /* A request waiting in the paging queue; req's guid and data point into it. */
@@ -897,16 +911,66 @@ static void release(struct vmm *v, struct client_call *call, struct vmm_holding 
 	}
 }
 
-void vmm_op_release_pointer(struct vmm *v, struct client_call *call,
-			    const Ftvm__Client__ReleasePointerRequest *req)
+/* The newest of call's client's pointers to guid's page. */
+static struct vmm_holding *find_holding(struct vmm *v, struct client_call *call, const char *guid,
+					uint64_t page)
 {
 	uint64_t client_id = client_call_client_id(call);
 	struct vmm_holding *h;
 
 	for (h = v->holdings; h; h = h->next)
-		if (h->client_id == client_id && h->page == req->page &&
-		    strcmp(h->guid, req->guid) == 0)
+		if (h->client_id == client_id && h->page == page && strcmp(h->guid, guid) == 0)
 			break;
+	return h;
+}
+
+/* h goes (out of the list already), and its quarantined frames with the
+ * last pointer into them. */
+static void holding_free(struct vmm *v, struct vmm_holding *h)
+{
+	struct vmm_quarantine *q = h->quarantine;
+
+	if (h->retry)
+		event_free(h->retry);
+	if (q && --q->pointers == 0) {
+		vmm_frames_give(v, q->frame, q->block_size);
+		free(q);
+	}
+	free(h);
+}
+
+static void reply_revoked(struct vmm *v, struct client_call *call, struct vmm_holding *h)
+{
+	vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_STALE_EPOCH,
+			"%s page %llu: pointer revoked: node %s was fenced at epoch %llu and its "
+			"partner took the page over; what was written through the pointer does "
+			"not count",
+			h->guid, (unsigned long long)h->page, vmm_node_id(v),
+			(unsigned long long)h->revoked_epoch);
+	unlink_holding(v, h);
+	holding_free(v, h);
+}
+
+bool vmm_release_revoked(struct vmm *v, struct client_call *call,
+			 const Ftvm__Client__ReleasePointerRequest *req)
+{
+	struct vmm_holding *h = find_holding(v, call, req->guid, req->page);
+
+	if (!h || !h->revoked)
+		return false;
+	reply_revoked(v, call, h);
+	return true;
+}
+
+void vmm_op_release_pointer(struct vmm *v, struct client_call *call,
+			    const Ftvm__Client__ReleasePointerRequest *req)
+{
+	struct vmm_holding *h = find_holding(v, call, req->guid, req->page);
+
+	if (h && h->revoked) {
+		reply_revoked(v, call, h);
+		return;
+	}
 	if (!h) {
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
 				"this client holds no pointer to %s page %llu", req->guid,
@@ -946,6 +1010,12 @@ void vmm_client_gone(struct vmm *v, uint64_t client_id)
 			continue;
 		}
 		*p = h->next;
+		if (h->revoked) {
+			log_info("client gone: its revoked %s pointer to %s page %llu dropped",
+				 h->write ? "write" : "read", h->guid, (unsigned long long)h->page);
+			holding_free(v, h);
+			continue;
+		}
 		log_info("client gone: releasing its %s pointer to %s page %llu",
 			 h->write ? "write" : "read", h->guid, (unsigned long long)h->page);
 		h->deadline_ms = clock_now_ms() + v->config->request_timeout_ms;
@@ -1000,10 +1070,13 @@ void vmm_holdings_mirror(struct vmm *v)
 	unsigned n = 0;
 
 	for (struct vmm_holding *h = v->holdings; h; h = h->next) {
-		struct remirror_op *op = calloc(1, sizeof(*op));
+		struct remirror_op *op;
 		struct vmm_msg msg;
 		Envelope *env;
 
+		if (h->revoked)
+			continue;
+		op = calloc(1, sizeof(*op));
 		if (!op) {
 			log_error("resync: out of memory mirroring the pointers held here");
 			return;
@@ -1030,15 +1103,85 @@ void vmm_holdings_mirror(struct vmm *v)
 			 vmm_partner_id(v));
 }
 
+/* Revokes every live pointer to first's page: its lock goes, here only,
+ * and the page's frames go aside for them. Returns how many. */
+static unsigned revoke_page(struct vmm *v, struct vmm_holding *first)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, first->guid);
+	struct vmm_page *p = a && first->page < a->pages ? &a->page[first->page] : NULL;
+	struct vmm_quarantine *q = NULL;
+	unsigned n = 0;
+
+	if (p && p->resident) {
+		uint64_t frame = vmm_page_take_frames(v, p);
+
+		/* Not noted, the frames are lost until a restart: still never
+		 * another page's under the pointer. */
+		q = calloc(1, sizeof(*q));
+		if (q)
+			*q = (struct vmm_quarantine){ .frame = frame, .block_size = a->block_size };
+		else
+			log_error(
+				"%s page %llu: out of memory: its frames are lost until a restart",
+				a->guid, (unsigned long long)first->page);
+		p->stale = p->dirty; /* its contents come with the resync */
+	}
+	for (struct vmm_holding *h = first; h; h = h->next) {
+		if (h->revoked || h->retry || h->page != first->page ||
+		    strcmp(h->guid, first->guid) != 0)
+			continue;
+		h->revoked = true;
+		h->revoked_epoch = v->epoch;
+		h->has_landing = false;
+		h->quarantine = q;
+		if (q)
+			q->pointers++;
+		if (p)
+			vmm_page_unlock(p, h->owner);
+		n++;
+	}
+	if (p)
+		vmm_replace_update(v, p);
+	return n;
+}
+
+void vmm_holdings_revoke(struct vmm *v)
+{
+	struct vmm_holding **hp = &v->holdings;
+	unsigned n = 0;
+
+	while (*hp) {
+		struct vmm_holding *h = *hp;
+		struct vmm_alloc *a;
+
+		if (h->retry) {
+			/* A gone client's release, to be tried again: the
+			 * survivor let its lock go at the takeover. */
+			*hp = h->next;
+			a = vmm_table_find(v->table, h->guid);
+			if (a && h->page < a->pages)
+				vmm_page_unlock(&a->page[h->page], h->owner);
+			holding_free(v, h);
+			continue;
+		}
+		if (!h->revoked)
+			n += revoke_page(v, h);
+		hp = &h->next;
+	}
+	if (n)
+		log_warning("%u pointer(s) held by this node's clients revoked at epoch %llu: the "
+			    "partner serves their pages; their frames stay aside until each is "
+			    "released",
+			    n, (unsigned long long)v->epoch);
+}
+
 void vmm_holdings_free(struct vmm *v)
 {
 	while (v->holdings) {
 		struct vmm_holding *h = v->holdings;
 
 		v->holdings = h->next;
-		if (h->retry)
-			event_free(h->retry);
-		free(h);
+		holding_free(v, h);
 	}
 }
 

@@ -106,6 +106,13 @@ void vmm_page_detach(struct vmm *v, struct vmm_page *p)
 	vmm_frames_give(v, p->frame, p->alloc->block_size);
 }
 
+uint64_t vmm_page_take_frames(struct vmm *v, struct vmm_page *p)
+{
+	assert(p->resident);
+	leave_frames(v, p);
+	return p->frame;
+}
+
 /* The page at the head of the replacement queue goes: its frames are the
  * caller's now. */
 static uint64_t evict(struct vmm *v, struct vmm_page *p)

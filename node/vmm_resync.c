@@ -728,7 +728,7 @@ static int on_begin(struct vmm *v, const Ftvm__Partner__ResyncBegin *m, const st
 	v->resync_error[0] = '\0';
 	vmm_space_waiters_fail(v);
 	vmm_page_waiters_fail(v);
-	vmm_holdings_free(v);
+	vmm_holdings_revoke(v); /* fenced already; a grant may have raced it */
 	if (!m->incremental)
 		r = drop_table(v, o);
 	for (size_t i = 0; r == 0 && i < m->n_freed; i++)

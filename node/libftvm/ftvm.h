@@ -98,6 +98,10 @@
  *    through an old write pointer and not released before the move are lost,
  *    as any unacknowledged write: take a pointer on the new node and write
  *    again. The next pointer call maps the new node's pool.
+ *  - A node that fences itself revokes its clients' pointers (any client,
+ *    ftvm_connect() ones too): their blocks are set aside, so what is written
+ *    through them reaches no page, and releasing one returns -ESTALE from
+ *    that node, fenced or resynced since, without a move.
  *  - A move happens inside a call, under the client's mutex: other threads'
  *    calls wait for it, then go to the new node.
  */
@@ -587,7 +591,11 @@ FTVM_EXPORT int ftvm_get_write_pointer(struct ftvm_client *c, const char *guid, 
  *         pointer is released as modified (also for a pointer taken before
  *         a move to the other node: the new node holds none); -EHOSTUNREACH
  *         when the partner is unavailable (the pointer is then still held:
- *         release it again).
+ *         release it again); -ESTALE when the pointer was revoked: the node
+ *         fenced itself and its partner took the page over (node/HA.md).
+ *         What was written through it since the grant does not count, and
+ *         the pointer is let go: take a new one. Until then its block stays
+ *         aside, written by nobody else.
  */
 FTVM_EXPORT int ftvm_release_pointer(struct ftvm_client *c, const char *guid, uint64_t page,
 				     bool modified, uint32_t *ret_crc32c);
