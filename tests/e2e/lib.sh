@@ -128,26 +128,85 @@ frames_settled() {
 		.queues.destage == 0 and ($d.capacity - $d.free) / 4096 == .queues.replacement' >/dev/null
 }
 
+# ---- ftvm-hold (tests/race/hold.c) in the background ----
+# hold_start NAME ID ARGS...: ftvm-hold on node ID's socket with ARGS and
+# --release-after-stdin, in the background (PIDS[NAME]), its lines in
+# $WORK/NAME.out and NAME.err, holding until hold_end NAME. Its stdin is a
+# fifo whose one writer is a sleep (PIDS[NAME.pipe]): the test's shell never
+# opens the fifo, so nothing else it starts (a node, another holder) can
+# keep the end of file that is the release from coming.
+hold_start() {
+	local name=$1 id=$2
+	shift 2
+	rm -f "$WORK/$name.in" "$WORK/$name.out" "$WORK/$name.err"
+	mkfifo "$WORK/$name.in"
+	"$FTVM_HOLD" "$WORK/$id.sock" "$@" --release-after-stdin \
+		<"$WORK/$name.in" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+	PIDS[$name]=$!
+	sleep infinity >"$WORK/$name.in" &
+	PIDS[$name.pipe]=$!
+}
+
+# hold_pointer NAME ID GUID PAGE ARGS...: hold_start, then waits until it
+# holds its pointer.
+hold_pointer() {
+	hold_start "$@"
+	wait_for 10000 "$1 holding page $4 of $3 on $2" hold_said "$1" held
+}
+
+# hold_said NAME WORD: NAME printed a line starting with WORD.
+hold_said() { grep -q "^$2" "$WORK/$1.out" 2>/dev/null; }
+
+pid_gone() { ! kill -0 "$1" 2>/dev/null; }
+
+hold_pipe_close() {
+	kill "${PIDS[$1.pipe]}" 2>/dev/null || true
+	wait "${PIDS[$1.pipe]}" 2>/dev/null || true
+	unset "PIDS[$1.pipe]"
+}
+
+# hold_end NAME: end of file for the holder, which releases and exits; its
+# exit status is ours.
+hold_end() {
+	local name=$1 pid=${PIDS[$1]} rc=0
+	hold_pipe_close "$name"
+	wait_for 5000 "$name to release and exit" pid_gone "$pid"
+	wait "$pid" || rc=$?
+	unset "PIDS[$name]"
+	return "$rc"
+}
+
+# hold_kill NAME: kill -9 the holder, as a client that dies.
+hold_kill() {
+	local name=$1 pid=${PIDS[$1]}
+	kill -9 "$pid"
+	wait "$pid" 2>/dev/null || true
+	unset "PIDS[$name]"
+	hold_pipe_close "$name"
+}
+
 # hold_write_pointers ID GUID COUNT: ftvm-hold (PIDS[hold]) holds write
 # pointers on pages 0 to COUNT-1 of GUID through node ID, until
 # release_write_pointers.
 hold_write_pointers() {
-	mkfifo "$WORK/hold.in"
-	"$FTVM_HOLD" "$WORK/$1.sock" "$2" 0 write --count "$3" --release-after-stdin \
-		<"$WORK/hold.in" >"$WORK/hold.out" 2>"$WORK/hold.err" &
-	PIDS[hold]=$!
-	exec {HOLD_FD}>"$WORK/hold.in"
-	wait_for 10000 "$3 write pointers held on $1" grep -q "^holding" "$WORK/hold.out"
+	hold_start hold "$1" "$2" 0 write --count "$3"
+	wait_for 10000 "$3 write pointers held on $1" hold_said hold holding
 }
 
-hold_gone() { ! kill -0 "${PIDS[hold]}" 2>/dev/null; }
-
 release_write_pointers() {
-	exec {HOLD_FD}>&-
-	wait_for 5000 "ftvm-hold to release its write pointers" hold_gone
-	wait "${PIDS[hold]}" || fail "ftvm-hold: $(cat "$WORK/hold.err")"
-	unset 'PIDS[hold]'
-	rm -f "$WORK/hold.in"
+	hold_end hold || fail "ftvm-hold: $(cat "$WORK/hold.err")"
+}
+
+# alloc_written ID PAGES: an allocation made on ID of PAGES 4 KiB pages, each
+# written with random bytes, which $WORK/pN keeps; prints its GUID.
+alloc_written() {
+	local guid p
+	guid=$(ctl "$1" alloc --size $(($2 * 4))K)
+	for ((p = 0; p < $2; p++)); do
+		head -c 4096 /dev/urandom >"$WORK/p$p"
+		ctl "$1" write "$guid" "$p" --file "$WORK/p$p" >/dev/null
+	done
+	echo "$guid"
 }
 
 now_ms() {

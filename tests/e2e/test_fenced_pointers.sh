@@ -19,39 +19,18 @@ write_pair_configs
 start_node a
 start_node b
 wait_for 5000 "pair linked" pair_up
-guid=$(ctl b alloc --size 16K)
-for p in 0 1 2 3; do
-	head -c 4096 /dev/urandom >"$WORK/p$p"
-	ctl b write "$guid" "$p" --file "$WORK/p$p" >/dev/null
-done
+guid=$(alloc_written b 4)
 
-# hold NAME PAGE ARGS...: ftvm-hold on b, holding until revoked NAME lets
-# it go. The end of file that does is its pipe's only writer, a sleep,
-# exiting: the test's shell never opens the pipe, so none of its other
-# children (the drill running in the background, say) keeps it open.
-hold() {
-	local name=$1 page=$2
-	shift 2
-	mkfifo "$WORK/$name.in"
-	"$FTVM_HOLD" "$WORK/b.sock" "$guid" "$page" "$@" --release-after-stdin \
-		<"$WORK/$name.in" >"$WORK/$name.out" 2>"$WORK/$name.err" &
-	PIDS[$name]=$!
-	sleep infinity >"$WORK/$name.in" &
-	PIDS[$name.pipe]=$!
-	wait_for 10000 "$name holding page $page" grep -q "^held" "$WORK/$name.out"
-}
+# hold NAME PAGE ARGS...: ftvm-hold takes a pointer on b and holds it.
+hold() { hold_pointer "$1" b "$guid" "${@:2}"; }
 
 # revoked NAME: its holder lets go, and b must answer that it was revoked.
 revoked() {
-	local name=$1 rc=0
-	kill "${PIDS[$name.pipe]}"
-	wait "${PIDS[$name.pipe]}" 2>/dev/null || true
-	unset "PIDS[$name.pipe]"
-	wait "${PIDS[$name]}" || rc=$?
-	unset "PIDS[$name]"
+	local rc=0
+	hold_end "$1" || rc=$?
 	[ "$rc" = 1 ] && grep -q "Stale file handle (.*pointer revoked: node b was fenced" \
-		"$WORK/$name.err" ||
-		fail "$name: not told its pointer was revoked (exit $rc): $(cat "$WORK/$name.err")"
+		"$WORK/$1.err" ||
+		fail "$1: not told its pointer was revoked (exit $rc): $(cat "$WORK/$1.err")"
 }
 
 hold writer 0 write --modify 0x5a
@@ -100,9 +79,7 @@ done
 ctl a verify >/dev/null || fail "verify: $(ctl a verify 2>&1)"
 ok "the revoked writers' bytes (0x33 while fenced, 0x5a after the resync) are on no page: $(ctl a verify)"
 
-kill -9 "${PIDS[dies]}"
-wait "${PIDS[dies]}" 2>/dev/null || true
-unset 'PIDS[dies]'
+hold_kill dies
 dropped() { grep -q "client gone: its revoked write pointer to $guid page 2 dropped" "$WORK/b.log"; }
 wait_for 5000 "b drops the dead client's revoked pointer" dropped
 ctl b read "$guid" 2 | cmp -s - "$WORK/q2" || fail "page 2 on b changed when its revoked holder died"

@@ -29,64 +29,11 @@ start_node a
 start_node b
 wait_for 5000 "pair linked" pair_up
 
-# ---- ftvm-hold in the background: holds its pointer until hold_end ----
-declare -A HOLD_FD=() # name -> our end of the holder's stdin
-# A child must not keep another holder's stdin open, or closing ours would
-# not reach that holder.
-close_hold_fds() {
-	local fd
-	for fd in "${HOLD_FD[@]}"; do
-		exec {fd}>&-
-	done
-}
-
-# hold_start NAME ID GUID PAGE read|write [OPTIONS...]: ftvm-hold on node ID,
-# holding until hold_end NAME; its lines in $WORK/NAME.out.
-hold_start() {
-	local name=$1 id=$2 fd
-	shift 2
-	rm -f "$WORK/$name.in" "$WORK/$name.out" "$WORK/$name.err"
-	mkfifo "$WORK/$name.in"
-	(
-		close_hold_fds
-		exec "$FTVM_HOLD" "$WORK/$id.sock" "$@" --release-after-stdin \
-			<"$WORK/$name.in" >"$WORK/$name.out" 2>"$WORK/$name.err"
-	) &
-	PIDS[$name]=$! # killed by the cleanup if a check fails first
-	exec {fd}>"$WORK/$name.in"
-	HOLD_FD[$name]=$fd
-}
-
-said() { grep -q "^$2 " "$WORK/$1.out" 2>/dev/null; }
-gone() { ! kill -0 "$1" 2>/dev/null; }
-
+# ---- ftvm-hold in the background (lib.sh's hold_start) ----
 # t_of NAME WORD: the monotonic time on NAME's line starting with WORD.
 t_of() { sed -n "/^$2 /s/.* t=\([0-9]*\)\$/\1/p" "$WORK/$1.out"; }
 
-# hold_end NAME: end of input for the holder, which releases and exits; its
-# exit status is ours.
-hold_end() {
-	local name=$1 fd=${HOLD_FD[$1]} pid=${PIDS[$1]} rc=0
-	exec {fd}>&-
-	unset "HOLD_FD[$name]"
-	wait_for 5000 "$name to release and exit" gone "$pid"
-	wait "$pid" || rc=$?
-	unset "PIDS[$name]"
-	return "$rc"
-}
-
-# hold_kill NAME: kill -9 the holder, as a client that dies.
-hold_kill() {
-	local name=$1 fd=${HOLD_FD[$1]} pid=${PIDS[$1]}
-	kill -9 "$pid"
-	wait_for 5000 "$name killed" gone "$pid"
-	wait "$pid" 2>/dev/null || true
-	unset "PIDS[$name]"
-	exec {fd}>&-
-	unset "HOLD_FD[$name]"
-}
-
-hold_held() { wait_for 5000 "$1 holding its pointer" said "$1" held; }
+hold_held() { wait_for 5000 "$1 holding its pointer" hold_said "$1" held; }
 
 # expect_hold_fail ID PATTERN ARGS...: ftvm-hold on node ID exits 1 saying PATTERN.
 expect_hold_fail() {
@@ -138,17 +85,13 @@ waiting_alloc() {
 	o=$(other "$n")
 	blocker=$(ctl "$n" alloc --size 12M)
 	before=$(waits_logged "$n")
-	(
-		close_hold_fds
-		exec "$FTVMCTL" --config "$WORK/$n.conf" alloc --size 8M \
-			>"$WORK/waiting.out" 2>&1 </dev/null
-	) &
+	"$FTVMCTL" --config "$WORK/$n.conf" alloc --size 8M >"$WORK/waiting.out" 2>&1 </dev/null &
 	PIDS[waiting]=$!
 	wait_for 5000 "the allocation on $n waiting for space" more_waits "$n" "$before"
-	gone "${PIDS[waiting]}" && fail "the waiting allocation on $n ended before space was freed"
+	pid_gone "${PIDS[waiting]}" && fail "the waiting allocation on $n ended before space was freed"
 	sense_is "$n" queues.paging 1 || fail "sense on $n does not count the waiting allocation"
 	ctl "$freer" free "$blocker"
-	wait_for 5000 "the waiting allocation on $n to complete" gone "${PIDS[waiting]}"
+	wait_for 5000 "the waiting allocation on $n to complete" pid_gone "${PIDS[waiting]}"
 	wait "${PIDS[waiting]}" || rc=$?
 	unset 'PIDS[waiting]'
 	w=$(cat "$WORK/waiting.out")
@@ -209,9 +152,9 @@ for home in a b; do
 				expect_hold_fail "$waiter" "page is locked.*write-locked" "$g" 0 read
 				said_r=$HOLD_SAID
 				hold_start w "$waiter" "$g" 0 "$wmode" --wait
-				wait_for 5000 "the waiter asking" said w asking
+				wait_for 5000 "the waiter asking" hold_said w asking
 				wait_for 5000 "the waiter queued on $waiter" sense_is "$waiter" queues.paging 1
-				said w held && fail "the waiter on $waiter was granted while $holder held the page"
+				hold_said w held && fail "the waiter on $waiter was granted while $holder held the page"
 				hold_end h || fail "the holder on $holder: $(cat "$WORK/h.err")"
 				hold_held w
 				t_asked=$(t_of w asking) t_rel=$(t_of h releasing) t_held=$(t_of w held)
@@ -240,7 +183,7 @@ for holder in a b; do
 		hold_start h "$holder" "$g" 1 write
 		hold_held h
 		hold_start w "$waiter" "$g" 1 write --wait
-		wait_for 5000 "the waiter asking" said w asking
+		wait_for 5000 "the waiter asking" hold_said w asking
 		hold_kill w
 		hold_end h || fail "the holder on $holder: $(cat "$WORK/h.err")"
 		for n in a b; do
@@ -284,9 +227,9 @@ for home in a b; do
 			expect_fail "$n" "page is locked.*locked" free "$g"
 		done
 		hold_start w "$wn" "$g" 1 write --wait
-		wait_for 5000 "the writer asking" said w asking
+		wait_for 5000 "the writer asking" hold_said w asking
 		hold_end ra || fail "reader on a: $(cat "$WORK/ra.err")"
-		said w held && fail "the writer on $wn was granted beside the reader on b"
+		hold_said w held && fail "the writer on $wn was granted beside the reader on b"
 		hold_end rb || fail "reader on b: $(cat "$WORK/rb.err")"
 		hold_held w
 		t_asked=$(t_of w asking) t_held=$(t_of w held)

@@ -18,41 +18,17 @@ write_pair_configs
 start_node a
 start_node b
 wait_for 5000 "pair linked" pair_up
-guid=$(ctl a alloc --size 16K)
-for p in 0 1 2 3; do
-	head -c 4096 /dev/urandom >"$WORK/p$p"
-	ctl a write "$guid" "$p" --file "$WORK/p$p" >/dev/null
-done
+guid=$(alloc_written a 4)
 
-# hold NAME PAGE ARGS...: ftvm-hold on a, holding until release NAME; its
-# stdin's write end is HOLD_FDS[NAME]. No other process may keep that end
-# open, or the end of file that releases it never comes: each holder, and b
-# when it starts again, gets the others closed.
-declare -A HOLD_FDS=()
-hold() {
-	local name=$1 page=$2 fd others=${HOLD_FDS[*]}
-	shift 2
-	mkfifo "$WORK/$name.in"
-	(
-		for fd in $others; do eval "exec $fd>&-"; done
-		exec "$FTVM_HOLD" "$WORK/a.sock" "$guid" "$page" "$@" --release-after-stdin \
-			<"$WORK/$name.in" >"$WORK/$name.out" 2>"$WORK/$name.err"
-	) &
-	PIDS[$name]=$!
-	exec {fd}>"$WORK/$name.in"
-	HOLD_FDS[$name]=$fd
-	wait_for 10000 "$name holding page $page" grep -q "^held" "$WORK/$name.out"
-}
+# hold NAME PAGE ARGS...: ftvm-hold takes a pointer on a and holds it.
+hold() { hold_pointer "$1" a "$guid" "${@:2}"; }
 
 # release NAME: its holder lets go and must say it released.
 release() {
-	local name=$1 rc=0
-	eval "exec ${HOLD_FDS[$name]}>&-"
-	unset "HOLD_FDS[$name]"
-	wait "${PIDS[$name]}" || rc=$?
-	unset "PIDS[$name]"
-	[ "$rc" = 0 ] && grep -q "^released" "$WORK/$name.out" ||
-		fail "$name's release failed (exit $rc): $(cat "$WORK/$name.err")"
+	local rc=0
+	hold_end "$1" || rc=$?
+	[ "$rc" = 0 ] && hold_said "$1" released ||
+		fail "$1's release failed (exit $rc): $(cat "$WORK/$1.err")"
 }
 
 hold before 0 write --modify 0x11
@@ -67,10 +43,7 @@ hold alone 1 write --modify 0x22
 hold dies 3 write
 ok "a alone: write pointers granted on pages 1 and 3"
 
-# b must not inherit the holders' pipes: their end of file is the release.
-closes=
-for name in "${!HOLD_FDS[@]}"; do closes+=" ${HOLD_FDS[$name]}>&-"; done
-eval "start_node b $closes"
+start_node b
 wait_for 10000 "b resynced and the pair active" pair_up
 grep -q "pointer(s) held by this node's clients mirrored to b" "$WORK/a.log" ||
 	fail "a did not mirror its clients' pointers behind the snapshot"
@@ -83,9 +56,7 @@ expect_fail b "write-locked" read "$guid" 1
 release before
 release alone
 release reader
-kill -9 "${PIDS[dies]}"
-wait "${PIDS[dies]}" 2>/dev/null || true
-unset 'PIDS[dies]'
+hold_kill dies
 released_for_gone() { grep -q "client gone: releasing its write pointer to $guid page 3" "$WORK/a.log"; }
 wait_for 5000 "a releases the dead client's pointer" released_for_gone
 # Its release is mirrored: b's copy of page 3 moves to a's version.

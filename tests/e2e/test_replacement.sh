@@ -144,39 +144,6 @@ ok "$gs: 32 blocks of 64K written from both nodes and read back on both beside 4
 ctl a free "$gs"
 
 # ============================ frames short ============================
-declare -A HOLD_FD=() # name -> our end of the holder's stdin
-# A child must not keep a holder's stdin open, or closing ours would not
-# reach that holder.
-close_hold_fds() {
-	local fd
-	for fd in "${HOLD_FD[@]}"; do exec {fd}>&-; done
-}
-# hold_start NAME ID ARGS...: ftvm-hold on node ID until hold_end NAME.
-hold_start() {
-	local name=$1 id=$2 fd
-	shift 2
-	rm -f "$WORK/$name.in"
-	mkfifo "$WORK/$name.in"
-	(
-		close_hold_fds
-		exec "$FTVM_HOLD" "$WORK/$id.sock" "$@" --release-after-stdin \
-			<"$WORK/$name.in" >"$WORK/$name.out" 2>"$WORK/$name.err"
-	) &
-	PIDS[$name]=$!
-	exec {fd}>"$WORK/$name.in"
-	HOLD_FD[$name]=$fd
-}
-said() { grep -q "^$2" "$WORK/$1.out" 2>/dev/null; }
-gone() { ! kill -0 "$1" 2>/dev/null; }
-hold_end() {
-	local name=$1 fd=${HOLD_FD[$1]} pid=${PIDS[$1]} rc=0
-	exec {fd}>&-
-	unset "HOLD_FD[$name]"
-	wait_for 5000 "$name to release and exit" gone "$pid"
-	wait "$pid" || rc=$?
-	unset "PIDS[$name]"
-	[ "$rc" -eq 0 ] || fail "$name: $(cat "$WORK/$name.err")"
-}
 stamp_of() { ctl "$1" read "$2" "$3" | head -c 64 | tr -d '\0' | cut -d' ' -f1; }
 # holds ID G P FILE: page P of G read on ID starts with FILE's bytes.
 holds() { ctl "$1" read "$2" "$3" | head -c "$(stat -c %s "$4")" | cmp -s - "$4"; }
@@ -186,15 +153,12 @@ sense_is() { [ "$(sense "$1" | jq -r ".$2")" = "$3" ]; }
 waiting_write() {
 	local name=$1 writer=$2
 	shift 2
-	(
-		close_hold_fds
-		exec "$FTVMCTL" --config "$WORK/$writer.conf" "$@" --wait >"$WORK/$name.out" 2>&1 </dev/null
-	) &
+	"$FTVMCTL" --config "$WORK/$writer.conf" "$@" --wait >"$WORK/$name.out" 2>&1 </dev/null &
 	PIDS[$name]=$!
 }
 waiting_done() {
 	local rc=0
-	wait_for 5000 "$1 to complete" gone "${PIDS[$1]}"
+	wait_for 5000 "$1 to complete" pid_gone "${PIDS[$1]}"
 	wait "${PIDS[$1]}" || rc=$?
 	unset "PIDS[$1]"
 	[ "$rc" -eq 0 ] || fail "$1: exit $rc: $(cat "$WORK/$1.out")"
@@ -207,8 +171,8 @@ for full in a b; do
 	# Write pointers to every frame of $full: FRAMES - 1 held by one client, one by another.
 	hold_start many "$full" "$gh" 0 write --count $((FRAMES - 1))
 	hold_start one "$full" "$gh" $((FRAMES - 1)) write
-	wait_for 10000 "$((FRAMES - 1)) write pointers held on $full" said many holding
-	wait_for 5000 "one more write pointer held on $full" said one held
+	wait_for 10000 "$((FRAMES - 1)) write pointers held on $full" hold_said many holding
+	wait_for 5000 "one more write pointer held on $full" hold_said one held
 	[ "$(residency "$full")" = "$FRAMES 0" ] ||
 		fail "$full holds $(residency "$full") (resident, evictable) pages"
 	ok "$FRAMES write pointers held on $full: every frame locked, nothing evictable"
@@ -230,12 +194,12 @@ for full in a b; do
 	wait_for 5000 "the write from $o waiting" sense_is "$o" queues.paging 1
 	wait_for 5000 "the write from $full waiting" sense_is "$full" queues.paging 1
 	sleep 0.2 # several retries, all still short
-	gone "${PIDS[wo]}" && fail "the write from $o ended while $full had no frame: $(cat "$WORK/wo.out")"
-	gone "${PIDS[wf]}" && fail "the write from $full ended while it had no frame: $(cat "$WORK/wf.out")"
-	hold_end one
+	pid_gone "${PIDS[wo]}" && fail "the write from $o ended while $full had no frame: $(cat "$WORK/wo.out")"
+	pid_gone "${PIDS[wf]}" && fail "the write from $full ended while it had no frame: $(cat "$WORK/wf.out")"
+	hold_end one || fail "one: $(cat "$WORK/one.err")"
 	waiting_done wo
 	waiting_done wf
-	hold_end many
+	hold_end many || fail "many: $(cat "$WORK/many.err")"
 	for n in a b; do
 		holds "$n" "${G[0]}" 20 "$WORK/io.sh" || fail "the waiting write from $o did not reach $n"
 		holds "$n" "${G[1]}" 21 "$WORK/io.sh" || fail "the waiting write from $full did not reach $n"
