@@ -11,8 +11,10 @@ for id in a b; do
 done
 sed -i 's/^log_level = debug$/log_level = debug\nsynchronous = full/' "$WORK/b.conf"
 # "b down" below checks what a refuses before it takes over: a window of
-# dead_after_ms, which 300 ms made too short for a loaded machine.
-sed -i 's/^dead_after_ms = .*/dead_after_ms = 3000/' "$WORK/a.conf" "$WORK/b.conf"
+# dead_after_ms, which 300 ms made too short for a loaded machine, and 3 s
+# for the RDMA guest's emulation (FTVM_E2E_TIME_SCALE there), where each
+# ftvmctl takes a second or so.
+sed -i "s/^dead_after_ms = .*/dead_after_ms = $((3000 * E2E_TIME_SCALE))/" "$WORK/a.conf" "$WORK/b.conf"
 start_node a
 start_node b
 wait_for 5000 "pair linked" pair_up
