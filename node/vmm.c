@@ -582,6 +582,7 @@ void vmm_get_counts(struct vmm *v, struct vmm_counts *ret)
 	ret->resync_pages_one_sided = v->resync_pages_one_sided;
 	ret->resync_pages_inline = v->resync_pages_inline;
 	ret->resync_pages_dropped = v->resync_pages_dropped;
+	vmm_holdings_revoked(v, &ret->pointers_revoked, &ret->frames_revoked);
 	pagetable_get_stats(v->pt, &ret->pagetable);
 }
 

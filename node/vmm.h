@@ -59,6 +59,9 @@ struct vmm_counts {
 	 * partner's resyncs dropped here as older than a change mirrored
 	 * ahead of them. */
 	uint64_t resync_pages_one_sided, resync_pages_inline, resync_pages_dropped;
+	/* Pointers revoked at a fence that their clients have not released
+	 * yet, and the frames set aside for them (node/HA.md). */
+	uint64_t pointers_revoked, frames_revoked;
 	/* The page table's folds and WAL checkpoints: "asked" ones are the
 	 * idle ones (node/vmm.c asks only when idle). */
 	struct pt_stats pagetable;

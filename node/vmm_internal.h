@@ -229,6 +229,9 @@ void vmm_holdings_revoke(struct vmm *v);
  * client, which is answered STALE_EPOCH (and let go) then. */
 bool vmm_release_revoked(struct vmm *v, struct client_call *call,
 			 const Ftvm__Client__ReleasePointerRequest *req);
+/* vmm_pointer.c: revoked pointers not released yet, and the frames set
+ * aside for them. */
+void vmm_holdings_revoked(const struct vmm *v, uint64_t *ret_pointers, uint64_t *ret_frames);
 /* vmm_landed.c: the start of a refusal's reason, "MESSAGE GUID page P
  * landed at RUN F (N frames, generation G): ", in reason; its length (0 when
  * it does not fit). */

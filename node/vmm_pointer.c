@@ -1175,6 +1175,28 @@ void vmm_holdings_revoke(struct vmm *v)
 			    n, (unsigned long long)v->epoch);
 }
 
+/* Whether h is the first of the list's holdings into its quarantine (a
+ * page's readers share one). */
+static bool first_into(const struct vmm_holding *list, const struct vmm_holding *h)
+{
+	for (const struct vmm_holding *e = list; e != h; e = e->next)
+		if (e->quarantine == h->quarantine)
+			return false;
+	return true;
+}
+
+void vmm_holdings_revoked(const struct vmm *v, uint64_t *ret_pointers, uint64_t *ret_frames)
+{
+	*ret_pointers = *ret_frames = 0;
+	for (const struct vmm_holding *h = v->holdings; h; h = h->next) {
+		if (!h->revoked)
+			continue;
+		(*ret_pointers)++;
+		if (h->quarantine && first_into(v->holdings, h))
+			*ret_frames += h->quarantine->block_size / frame_pool_page_size(v->pool);
+	}
+}
+
 void vmm_holdings_free(struct vmm *v)
 {
 	while (v->holdings) {

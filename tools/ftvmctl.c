@@ -378,6 +378,10 @@ static void status_print_text(const struct ftvm_node_status *st)
 		       st->resyncs, st->last_resync_pages, st->last_resync_ms);
 	printf("frames: %" PRIu64 " total, %" PRIu64 " free (page size %" PRIu32 ")\n",
 	       st->frames_total, st->frames_free, st->page_size);
+	if (st->pointers_revoked)
+		printf("revoked pointers: %" PRIu64 " not released yet by their clients, %" PRIu64
+		       " frames set aside for them\n",
+		       st->pointers_revoked, st->frames_revoked);
 	printf("allocations: %" PRIu64 " own, %" PRIu64 " partner\n", st->allocations_own,
 	       st->allocations_partner);
 	printf("journal: %" PRIu64 " rows\n", st->journal_rows);
@@ -467,6 +471,8 @@ static int status_print_json(const struct ftvm_node_status *st)
 
 	add_uint64(frames, "total", st->frames_total);
 	add_uint64(frames, "free", st->frames_free);
+	add_uint64(frames, "revoked", st->frames_revoked);
+	add_uint64(o, "pointers_revoked", st->pointers_revoked);
 	json_object_object_add(o, "frames", frames);
 
 	add_uint64(allocations, "own", st->allocations_own);

@@ -560,6 +560,8 @@ static void status_from_reply(const Ftvm__Client__StatusReply *s, struct ftvm_no
 	ret->registrations_stale = s->registrations_stale;
 	ret->registrations_purged = s->registrations_purged;
 	ret->registrations_failed = s->registrations_failed;
+	ret->pointers_revoked = s->pointers_revoked;
+	ret->frames_revoked = s->frames_revoked;
 	ret->staging_slabs = s->staging_slabs;
 	ret->staging_allocated = s->staging_allocated;
 	ret->resync_pages_one_sided = s->resync_pages_one_sided;

@@ -241,6 +241,8 @@ struct ftvm_node_status {
 	uint64_t pagetable_wal_frames_peak;	  /**< the most since start */
 	uint32_t pagetable_wal_checkpoint_frames; /**< the bound ([node] wal_checkpoint_frames) */
 	uint64_t registrations_failed; /**< RDMA registrations the device refused since start */
+	uint64_t pointers_revoked;     /**< revoked at a fence, not released yet (node/HA.md) */
+	uint64_t frames_revoked;       /**< frames set aside for them */
 };
 
 /**

@@ -24,6 +24,21 @@ guid=$(alloc_written b 4)
 # hold NAME PAGE ARGS...: ftvm-hold takes a pointer on b and holds it.
 hold() { hold_pointer "$1" b "$guid" "${@:2}"; }
 
+# revoked_count ID POINTERS FRAMES: status says so (pointers_revoked,
+# frames.revoked), and the text line too while there are any.
+revoked_count() {
+	local st
+	st=$(ctl "$1" --json status)
+	[ "$(jq -r '"\(.pointers_revoked) \(.frames.revoked)"' <<<"$st")" = "$2 $3" ] ||
+		fail "$1's status: $(jq -c '{pointers_revoked, frames}' <<<"$st"), wanted $2 pointers revoked and $3 frames"
+	if [ "$2" = 0 ]; then
+		! ctl "$1" status | grep -q "^revoked pointers" || fail "$1's status still lists revoked pointers"
+	else
+		ctl "$1" status | grep -q "^revoked pointers: $2 not released yet by their clients, $3 frames" ||
+			fail "$1's status text: $(ctl "$1" status | grep revoked)"
+	fi
+}
+
 # revoked NAME: its holder lets go, and b must answer that it was revoked.
 revoked() {
 	local rc=0
@@ -53,10 +68,12 @@ rc=0
 "$FTVM_HOLD" "$WORK/b.sock" "$guid" 3 read >/dev/null 2>"$WORK/fenced.err" || rc=$?
 [ "$rc" = 1 ] && grep -q "node b is fenced" "$WORK/fenced.err" ||
 	fail "a new pointer on the fenced b: exit $rc, $(cat "$WORK/fenced.err")"
+revoked_count b 5 4 # pages 0, 2, 3 and page 1's two readers' one
 revoked early
 revoked reader1
+revoked_count b 3 3
 field_is b state fenced || fail "b is no longer fenced: the revoked releases were not tested there"
-ok "b fenced: pointers revoked; releases answered 'revoked', other requests 'fenced'"
+ok "b fenced: pointers revoked and counted; releases answered 'revoked', other requests 'fenced'"
 wait_for 5000 "a serves alone" field_is a state solo
 for p in 0 1 2; do
 	head -c 4096 /dev/urandom >"$WORK/q$p"
@@ -69,6 +86,7 @@ wait "$drill" || rc=$?
 wait_for 5000 "a resyncs b, both active" pair_up
 revoked writer
 revoked reader2
+revoked_count b 1 1
 for id in a b; do
 	for p in 0 1 2; do
 		ctl "$id" read "$guid" "$p" | cmp -s - "$WORK/q$p" ||
@@ -84,7 +102,8 @@ dropped() { grep -q "client gone: its revoked write pointer to $guid page 2 drop
 wait_for 5000 "b drops the dead client's revoked pointer" dropped
 ctl b read "$guid" 2 | cmp -s - "$WORK/q2" || fail "page 2 on b changed when its revoked holder died"
 ctl a verify >/dev/null || fail "verify after the dead holder: $(ctl a verify 2>&1)"
-ok "a dead client's revoked pointer dropped, not released"
+revoked_count b 0 0
+ok "a dead client's revoked pointer dropped, not released; status counts none left"
 # Every frame set aside is back: only resident pages hold frames (over TCP:
 # over RDMA the landing runs b grants hold frames too).
 if [ "$E2E_TRANSPORT" = tcp ]; then
