@@ -216,20 +216,54 @@ int vmm_landing_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
 void vmm_landing_close(struct vmm *v, const char *guid, uint64_t page, const char *owner);
 /* guid goes: every run held for its pages goes back. */
 void vmm_landings_close_alloc(struct vmm *v, const char *guid);
-/* vmm_pointer.c: the landings this node's write pointers hold are void. */
+/* A pointer a client of this node holds (vmm_pointer.c grants and releases
+ * it; vmm_holdings.c carries it across failover). */
+struct vmm_quarantine;
+struct vmm_holding {
+	struct vmm_holding *next;
+	struct vmm *vmm;
+	uint64_t client_id;
+	char guid[128];
+	uint64_t page;
+	char owner[128];
+	bool write;
+	/* Where the partner takes the block by RDMA WRITE at a modified
+	 * release (it gave it with the lock); used once. */
+	struct repl_landing landing;
+	bool has_landing;
+	/* A gone client's release the partner refused for want of frames is
+	 * tried again (retry) until deadline_ms. */
+	struct event *retry;
+	uint64_t deadline_ms;
+	/* Revoked at a fence: no lock any more, its page's old frames aside
+	 * (NULL when the page had none), and the epoch it was revoked at. */
+	bool revoked;
+	struct vmm_quarantine *quarantine; /* vmm_holdings.c */
+	uint64_t revoked_epoch;
+};
+
+/* vmm_holdings.c: the newest of call's client's pointers to guid's page. */
+struct vmm_holding *vmm_holding_find(struct vmm *v, struct client_call *call, const char *guid,
+				     uint64_t page);
+/* vmm_pointer.c: h leaves v's list. */
+void vmm_holding_unlink(struct vmm *v, struct vmm_holding *h);
+/* vmm_holdings.c: h goes (out of the list already), and the frames set
+ * aside for it with the last revoked pointer into them. */
+void vmm_holding_free(struct vmm *v, struct vmm_holding *h);
+/* vmm_holdings.c: the landings this node's write pointers hold are void. */
 void vmm_holdings_forget_landings(struct vmm *v);
-/* vmm_pointer.c: right behind a resync's snapshot, the partner learns the
+/* vmm_holdings.c: right behind a resync's snapshot, the partner learns the
  * pointers this node's clients hold (node/HA.md, "Solo and rejoin"). */
 void vmm_holdings_mirror(struct vmm *v);
-/* vmm_pointer.c: this node fenced itself, or is resynced: the pointers its
+/* vmm_holdings.c: this node fenced itself, or is resynced: the pointers its
  * clients hold are revoked, their frames kept from every page until each is
  * released (node/HA.md, "Pointers of a fenced node are revoked"). */
 void vmm_holdings_revoke(struct vmm *v);
-/* vmm_pointer.c: true when req releases a revoked pointer of call's
+/* vmm_holdings.c: true when req releases a revoked pointer of call's
  * client, which is answered STALE_EPOCH (and let go) then. */
 bool vmm_release_revoked(struct vmm *v, struct client_call *call,
 			 const Ftvm__Client__ReleasePointerRequest *req);
-/* vmm_pointer.c: revoked pointers not released yet, and the frames set
+/* vmm_holdings.c: revoked pointers not released yet, and the frames set
  * aside for them. */
 void vmm_holdings_revoked(const struct vmm *v, uint64_t *ret_pointers, uint64_t *ret_frames);
 /* vmm_landed.c: the start of a refusal's reason, "MESSAGE GUID page P

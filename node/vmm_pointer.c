@@ -11,7 +11,8 @@
  * replacement queue. A pointer belongs to the client connection that got it;
  * when the connection goes, its pointers are released (a write pointer as
  * modified: whatever the client wrote into the frame is mirrored, so the two
- * copies stay equal).
+ * copies stay equal). What becomes of the pointers held across a failover
+ * (mirrored at a resync, revoked at a fence) is vmm_holdings.c's.
  *
  * The paging queue: a request waits for a lock (LOCK), for its page's
  * contents to arrive (CONTENTS: a page-in, or a whole-page write bringing
@@ -35,38 +36,6 @@
 #include "vmm_msg.h"
 
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
-
-/* The frames of a page whose pointers were revoked (node/HA.md, "Pointers
- * of a fenced node are revoked"): kept from the pool while a client may
- * still write into them. */
-struct vmm_quarantine {
-	uint64_t frame;
-	uint32_t block_size;
-	unsigned pointers; /* revoked holdings pointing into it */
-};
-
-struct vmm_holding {
-	struct vmm_holding *next;
-	struct vmm *vmm;
-	uint64_t client_id;
-	char guid[128];
-	uint64_t page;
-	char owner[128];
-	bool write;
-	/* Where the partner takes the block by RDMA WRITE at a modified
-	 * release (it gave it with the lock); used once. */
-	struct repl_landing landing;
-	bool has_landing;
-	/* A gone client's release the partner refused for want of frames is
-	 * tried again (retry) until deadline_ms. */
-	struct event *retry;
-	uint64_t deadline_ms;
-	/* Revoked at a fence: no lock any more, its page's old frames aside
-	 * (NULL when the page had none), and the epoch it was revoked at. */
-	bool revoked;
-	struct vmm_quarantine *quarantine;
-	uint64_t revoked_epoch;
-};
 
 /* A request waiting in the paging queue; req's guid and data point into it. */
 struct vmm_page_waiter {
@@ -751,7 +720,7 @@ static void release_replied(void *arg, int r)
 	free(op);
 }
 
-static void unlink_holding(struct vmm *v, struct vmm_holding *h)
+void vmm_holding_unlink(struct vmm *v, struct vmm_holding *h)
 {
 	struct vmm_holding **p = &v->holdings;
 
@@ -765,7 +734,7 @@ static void on_release_retry(evutil_socket_t fd, short what, void *arg)
 {
 	struct vmm_holding *h = arg;
 
-	unlink_holding(h->vmm, h);
+	vmm_holding_unlink(h->vmm, h);
 	event_free(h->retry);
 	h->retry = NULL;
 	release(h->vmm, NULL, h, h->write);
@@ -911,66 +880,14 @@ static void release(struct vmm *v, struct client_call *call, struct vmm_holding 
 	}
 }
 
-/* The newest of call's client's pointers to guid's page. */
-static struct vmm_holding *find_holding(struct vmm *v, struct client_call *call, const char *guid,
-					uint64_t page)
-{
-	uint64_t client_id = client_call_client_id(call);
-	struct vmm_holding *h;
-
-	for (h = v->holdings; h; h = h->next)
-		if (h->client_id == client_id && h->page == page && strcmp(h->guid, guid) == 0)
-			break;
-	return h;
-}
-
-/* h goes (out of the list already), and its quarantined frames with the
- * last pointer into them. */
-static void holding_free(struct vmm *v, struct vmm_holding *h)
-{
-	struct vmm_quarantine *q = h->quarantine;
-
-	if (h->retry)
-		event_free(h->retry);
-	if (q && --q->pointers == 0) {
-		vmm_frames_give(v, q->frame, q->block_size);
-		free(q);
-	}
-	free(h);
-}
-
-static void reply_revoked(struct vmm *v, struct client_call *call, struct vmm_holding *h)
-{
-	vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_STALE_EPOCH,
-			"%s page %llu: pointer revoked: node %s was fenced at epoch %llu and its "
-			"partner took the page over; what was written through the pointer does "
-			"not count",
-			h->guid, (unsigned long long)h->page, vmm_node_id(v),
-			(unsigned long long)h->revoked_epoch);
-	unlink_holding(v, h);
-	holding_free(v, h);
-}
-
-bool vmm_release_revoked(struct vmm *v, struct client_call *call,
-			 const Ftvm__Client__ReleasePointerRequest *req)
-{
-	struct vmm_holding *h = find_holding(v, call, req->guid, req->page);
-
-	if (!h || !h->revoked)
-		return false;
-	reply_revoked(v, call, h);
-	return true;
-}
-
 void vmm_op_release_pointer(struct vmm *v, struct client_call *call,
 			    const Ftvm__Client__ReleasePointerRequest *req)
 {
-	struct vmm_holding *h = find_holding(v, call, req->guid, req->page);
+	struct vmm_holding *h;
 
-	if (h && h->revoked) {
-		reply_revoked(v, call, h);
+	if (vmm_release_revoked(v, call, req))
 		return;
-	}
+	h = vmm_holding_find(v, call, req->guid, req->page);
 	if (!h) {
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
 				"this client holds no pointer to %s page %llu", req->guid,
@@ -983,7 +900,7 @@ void vmm_op_release_pointer(struct vmm *v, struct client_call *call,
 				req->guid, (unsigned long long)req->page);
 		return;
 	}
-	unlink_holding(v, h);
+	vmm_holding_unlink(v, h);
 	release(v, call, h, req->modified);
 }
 
@@ -1013,197 +930,13 @@ void vmm_client_gone(struct vmm *v, uint64_t client_id)
 		if (h->revoked) {
 			log_info("client gone: its revoked %s pointer to %s page %llu dropped",
 				 h->write ? "write" : "read", h->guid, (unsigned long long)h->page);
-			holding_free(v, h);
+			vmm_holding_free(v, h);
 			continue;
 		}
 		log_info("client gone: releasing its %s pointer to %s page %llu",
 			 h->write ? "write" : "read", h->guid, (unsigned long long)h->page);
 		h->deadline_ms = clock_now_ms() + v->config->request_timeout_ms;
 		release(v, NULL, h, h->write);
-	}
-}
-
-void vmm_holdings_forget_landings(struct vmm *v)
-{
-	for (struct vmm_holding *h = v->holdings; h; h = h->next)
-		h->has_landing = false;
-}
-
-/* A pointer mirrored again after a resync: the partner's answer may give a
- * write pointer's release a landing, as the grant's did. */
-struct remirror_op {
-	struct vmm_op op;
-	char guid[128];
-	uint64_t page;
-	char owner[128];
-};
-
-static void remirror_finish(struct vmm_op *base)
-{
-	struct remirror_op *op = (struct remirror_op *)base;
-	struct vmm_holding *h;
-
-	if (op->op.status != FTVM__PARTNER__STATUS__STATUS_OK)
-		log_warning("%s page %llu: the resynced partner did not take the pointer %s holds: "
-			    "%s; its release will fail there",
-			    op->guid, (unsigned long long)op->page, op->owner, op->op.reason);
-	else if (op->op.has_landing)
-		/* Still held (not released meanwhile): its release may use it. */
-		for (h = op->op.vmm->holdings; h; h = h->next)
-			if (h->write && h->page == op->page && strcmp(h->guid, op->guid) == 0 &&
-			    strcmp(h->owner, op->owner) == 0) {
-				h->landing = op->op.landing;
-				h->has_landing = true;
-				break;
-			}
-	free(op);
-}
-
-/* The partner a resync just brought back knows none of our clients'
- * pointers: they were granted while it was away, or went with its process.
- * Each goes to it again as its grant did (AllocateRead or AllocateWrite with
- * the holder), behind the snapshot on the same link, so a release finds the
- * lock there; this node owns every allocation by then, so it never
- * conflicts. */
-void vmm_holdings_mirror(struct vmm *v)
-{
-	unsigned n = 0;
-
-	for (struct vmm_holding *h = v->holdings; h; h = h->next) {
-		struct remirror_op *op;
-		struct vmm_msg msg;
-		Envelope *env;
-
-		if (h->revoked)
-			continue;
-		op = calloc(1, sizeof(*op));
-		if (!op) {
-			log_error("resync: out of memory mirroring the pointers held here");
-			return;
-		}
-		op->op.vmm = v;
-		op->op.finish = remirror_finish;
-		snprintf(op->guid, sizeof(op->guid), "%s", h->guid);
-		op->page = h->page;
-		snprintf(op->owner, sizeof(op->owner), "%s", h->owner);
-		h->has_landing = false; /* given on the old link */
-		env = vmm_msg_allocate(&msg, h->guid, h->page, h->owner, h->write);
-		if (vmm_op_send(&op->op, &env, 1) < 0) {
-			log_warning(
-				"resync: cannot mirror the pointer %s holds on %s page %llu: %s",
-				h->owner, h->guid, (unsigned long long)h->page,
-				op->op.reason[0] ? op->op.reason : "link down");
-			free(op);
-			return;
-		}
-		n++;
-	}
-	if (n)
-		log_info("resync: %u pointer(s) held by this node's clients mirrored to %s", n,
-			 vmm_partner_id(v));
-}
-
-/* Revokes every live pointer to first's page: its lock goes, here only,
- * and the page's frames go aside for them. Returns how many. */
-static unsigned revoke_page(struct vmm *v, struct vmm_holding *first)
-{
-	struct vmm_alloc *a = vmm_table_find(v->table, first->guid);
-	struct vmm_page *p = a && first->page < a->pages ? &a->page[first->page] : NULL;
-	struct vmm_quarantine *q = NULL;
-	unsigned n = 0;
-
-	if (p && p->resident) {
-		uint64_t frame = vmm_page_take_frames(v, p);
-
-		/* Not noted, the frames are lost until a restart: still never
-		 * another page's under the pointer. */
-		q = calloc(1, sizeof(*q));
-		if (q)
-			*q = (struct vmm_quarantine){ .frame = frame, .block_size = a->block_size };
-		else
-			log_error(
-				"%s page %llu: out of memory: its frames are lost until a restart",
-				a->guid, (unsigned long long)first->page);
-		p->stale = p->dirty; /* its contents come with the resync */
-	}
-	for (struct vmm_holding *h = first; h; h = h->next) {
-		if (h->revoked || h->retry || h->page != first->page ||
-		    strcmp(h->guid, first->guid) != 0)
-			continue;
-		h->revoked = true;
-		h->revoked_epoch = v->epoch;
-		h->has_landing = false;
-		h->quarantine = q;
-		if (q)
-			q->pointers++;
-		if (p)
-			vmm_page_unlock(p, h->owner);
-		n++;
-	}
-	if (p)
-		vmm_replace_update(v, p);
-	return n;
-}
-
-void vmm_holdings_revoke(struct vmm *v)
-{
-	struct vmm_holding **hp = &v->holdings;
-	unsigned n = 0;
-
-	while (*hp) {
-		struct vmm_holding *h = *hp;
-		struct vmm_alloc *a;
-
-		if (h->retry) {
-			/* A gone client's release, to be tried again: the
-			 * survivor let its lock go at the takeover. */
-			*hp = h->next;
-			a = vmm_table_find(v->table, h->guid);
-			if (a && h->page < a->pages)
-				vmm_page_unlock(&a->page[h->page], h->owner);
-			holding_free(v, h);
-			continue;
-		}
-		if (!h->revoked)
-			n += revoke_page(v, h);
-		hp = &h->next;
-	}
-	if (n)
-		log_warning("%u pointer(s) held by this node's clients revoked at epoch %llu: the "
-			    "partner serves their pages; their frames stay aside until each is "
-			    "released",
-			    n, (unsigned long long)v->epoch);
-}
-
-/* Whether h is the first of the list's holdings into its quarantine (a
- * page's readers share one). */
-static bool first_into(const struct vmm_holding *list, const struct vmm_holding *h)
-{
-	for (const struct vmm_holding *e = list; e != h; e = e->next)
-		if (e->quarantine == h->quarantine)
-			return false;
-	return true;
-}
-
-void vmm_holdings_revoked(const struct vmm *v, uint64_t *ret_pointers, uint64_t *ret_frames)
-{
-	*ret_pointers = *ret_frames = 0;
-	for (const struct vmm_holding *h = v->holdings; h; h = h->next) {
-		if (!h->revoked)
-			continue;
-		(*ret_pointers)++;
-		if (h->quarantine && first_into(v->holdings, h))
-			*ret_frames += h->quarantine->block_size / frame_pool_page_size(v->pool);
-	}
-}
-
-void vmm_holdings_free(struct vmm *v)
-{
-	while (v->holdings) {
-		struct vmm_holding *h = v->holdings;
-
-		v->holdings = h->next;
-		holding_free(v, h);
 	}
 }
 
