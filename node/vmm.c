@@ -622,9 +622,12 @@ static bool refused_by_mode(struct vmm *v, struct client_call *call,
 		return true;
 	}
 	if (v->mode == VMM_MODE_FENCED) {
+		const Ftvm__Client__ReleasePointerRequest *rel = req->release_pointer;
+
 		/* Its clients learn that their pointers were revoked (HA.md). */
 		if (req->request_case == FTVM__CLIENT__CLIENT_REQUEST__REQUEST_RELEASE_POINTER &&
-		    vmm_release_revoked(v, call, req->release_pointer))
+		    vmm_holding_revoked_reply(v, call,
+					      vmm_holding_find(v, call, rel->guid, rel->page)))
 			return true;
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_FENCED,
 				"node %s is fenced (%s): its partner serves", vmm_node_id(v),

@@ -375,7 +375,7 @@ static void on_page_in(int result, void *arg)
 	struct vmm_pagein *pi = arg;
 	struct vmm *v = pi->vmm;
 	struct vmm_alloc *a = vmm_table_find(v->table, pi->guid);
-	struct vmm_page *p = a && pi->page < a->pages ? &a->page[pi->page] : NULL;
+	struct vmm_page *p = vmm_alloc_page(a, pi->page);
 	uint32_t crc;
 
 	if (!p || p->pagein != pi) {
@@ -518,7 +518,7 @@ static void round_done(struct destage_round *rd)
 	clean = calloc(n_pages ? n_pages : 1, sizeof(*clean));
 	for (d = rd->pages; d; d = d->next) {
 		struct vmm_alloc *a = vmm_table_find(v->table, d->guid);
-		struct vmm_page *p = a && d->page < a->pages ? &a->page[d->page] : NULL;
+		struct vmm_page *p = vmm_alloc_page(a, d->page);
 		struct pt_origin o = { .node = vmm_node_id(v), .own = true };
 
 		if (!p)
@@ -583,7 +583,7 @@ static bool destageable(const struct vmm_page *p)
 static void post(struct vmm *v, struct destage_round *rd, struct vmm_destage *d)
 {
 	struct vmm_alloc *a = vmm_table_find(v->table, d->guid);
-	struct vmm_page *p = a && d->page < a->pages ? &a->page[d->page] : NULL;
+	struct vmm_page *p = vmm_alloc_page(a, d->page);
 
 	d->round = rd;
 	if (!p || !p->dirty || !destageable(p))
@@ -677,7 +677,7 @@ void vmm_destaged(struct vmm *v, const char *guid, uint64_t page, uint64_t versi
 	struct vmm_alloc *a = vmm_table_find(v->table, guid);
 	struct pt_origin o = { .node = vmm_partner_id(v), .lsn = 0, .own = false };
 
-	struct vmm_page *p = a && page < a->pages ? &a->page[page] : NULL;
+	struct vmm_page *p = vmm_alloc_page(a, page);
 
 	if (!p || p->version != version || !p->dirty)
 		return; /* gone, or changed since: nothing to mark */

@@ -65,11 +65,8 @@ static void reply_revoked(struct vmm *v, struct client_call *call, struct vmm_ho
 	vmm_holding_free(v, h);
 }
 
-bool vmm_release_revoked(struct vmm *v, struct client_call *call,
-			 const Ftvm__Client__ReleasePointerRequest *req)
+bool vmm_holding_revoked_reply(struct vmm *v, struct client_call *call, struct vmm_holding *h)
 {
-	struct vmm_holding *h = vmm_holding_find(v, call, req->guid, req->page);
-
 	if (!h || !h->revoked)
 		return false;
 	reply_revoked(v, call, h);
@@ -161,7 +158,7 @@ void vmm_holdings_mirror(struct vmm *v)
 static unsigned revoke_page(struct vmm *v, struct vmm_holding *first)
 {
 	struct vmm_alloc *a = vmm_table_find(v->table, first->guid);
-	struct vmm_page *p = a && first->page < a->pages ? &a->page[first->page] : NULL;
+	struct vmm_page *p = vmm_alloc_page(a, first->page);
 	struct vmm_quarantine *q = NULL;
 	unsigned n = 0;
 
@@ -205,15 +202,15 @@ void vmm_holdings_revoke(struct vmm *v)
 
 	while (*hp) {
 		struct vmm_holding *h = *hp;
-		struct vmm_alloc *a;
+		struct vmm_page *p;
 
 		if (h->retry) {
 			/* A gone client's release, to be tried again: the
 			 * survivor let its lock go at the takeover. */
 			*hp = h->next;
-			a = vmm_table_find(v->table, h->guid);
-			if (a && h->page < a->pages)
-				vmm_page_unlock(&a->page[h->page], h->owner);
+			p = vmm_alloc_page(vmm_table_find(v->table, h->guid), h->page);
+			if (p)
+				vmm_page_unlock(p, h->owner);
 			vmm_holding_free(v, h);
 			continue;
 		}

@@ -259,10 +259,9 @@ void vmm_holdings_mirror(struct vmm *v);
  * clients hold are revoked, their frames kept from every page until each is
  * released (node/HA.md, "Pointers of a fenced node are revoked"). */
 void vmm_holdings_revoke(struct vmm *v);
-/* vmm_holdings.c: true when req releases a revoked pointer of call's
- * client, which is answered STALE_EPOCH (and let go) then. */
-bool vmm_release_revoked(struct vmm *v, struct client_call *call,
-			 const Ftvm__Client__ReleasePointerRequest *req);
+/* vmm_holdings.c: true when h (call's client's, as vmm_holding_find() gave
+ * it, or NULL) was revoked; call is then answered STALE_EPOCH and h let go. */
+bool vmm_holding_revoked_reply(struct vmm *v, struct client_call *call, struct vmm_holding *h);
 /* vmm_holdings.c: revoked pointers not released yet, and the frames set
  * aside for them. */
 void vmm_holdings_revoked(const struct vmm *v, uint64_t *ret_pointers, uint64_t *ret_frames);

@@ -883,11 +883,10 @@ static void release(struct vmm *v, struct client_call *call, struct vmm_holding 
 void vmm_op_release_pointer(struct vmm *v, struct client_call *call,
 			    const Ftvm__Client__ReleasePointerRequest *req)
 {
-	struct vmm_holding *h;
+	struct vmm_holding *h = vmm_holding_find(v, call, req->guid, req->page);
 
-	if (vmm_release_revoked(v, call, req))
+	if (vmm_holding_revoked_reply(v, call, h))
 		return;
-	h = vmm_holding_find(v, call, req->guid, req->page);
 	if (!h) {
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
 				"this client holds no pointer to %s page %llu", req->guid,

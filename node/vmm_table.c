@@ -50,6 +50,11 @@ struct vmm_alloc *vmm_table_find(const struct vmm_table *t, const char *guid)
 	return a;
 }
 
+struct vmm_page *vmm_alloc_page(struct vmm_alloc *a, uint64_t page)
+{
+	return a && page < a->pages ? &a->page[page] : NULL;
+}
+
 struct vmm_alloc *vmm_alloc_new(const char *guid, const char *home, const char *owner,
 				const char *policy, uint64_t size, uint32_t block_size,
 				const uint8_t *header, size_t header_len)

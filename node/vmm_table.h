@@ -65,6 +65,9 @@ int vmm_table_new(struct vmm_table **ret);
 void vmm_table_free(struct vmm_table *t);
 
 struct vmm_alloc *vmm_table_find(const struct vmm_table *t, const char *guid);
+/* a's page; NULL when a is NULL (an allocation freed meanwhile) or the page
+ * is past its end. */
+struct vmm_page *vmm_alloc_page(struct vmm_alloc *a, uint64_t page);
 /* A new allocation whose pages are unlocked, not resident, at version 0 with
  * the checksum of a zeroed block; NULL on ENOMEM. */
 struct vmm_alloc *vmm_alloc_new(const char *guid, const char *home, const char *owner,
