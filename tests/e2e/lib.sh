@@ -82,6 +82,14 @@ write_pair_configs() {
 	done
 }
 
+# start_pair: both nodes from write_pair_configs, linked and active.
+start_pair() {
+	write_pair_configs
+	start_node a
+	start_node b
+	wait_for 5000 "pair linked" pair_up
+}
+
 start_node() {
 	local id=$1
 	"$FTVMD" --config "$WORK/$id.conf" >>"$WORK/$id.log" 2>&1 &

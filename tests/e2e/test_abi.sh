@@ -5,9 +5,6 @@
 . "$(dirname "$0")/lib.sh"
 
 FTVM_STATUS_SIZE=${FTVM_STATUS_SIZE:?FTVM_STATUS_SIZE must name the ftvm-status-size binary}
-write_pair_configs
-start_node a
-start_node b
-wait_for 5000 "pair linked" pair_up
+start_pair
 "$FTVM_STATUS_SIZE" "$WORK/a.sock" >"$WORK/abi.out" 2>&1 || fail "$(grep -v '^ok' "$WORK/abi.out")"
 ok "sized status and sense: $(grep -c '^ok' "$WORK/abi.out") checks"

@@ -17,10 +17,7 @@ FTVM_HOLD=${FTVM_HOLD:?FTVM_HOLD must name the ftvm-hold binary}
 COUNT=200
 BLOCKED=100 # the write of this seq waits for a page lock when a dies
 
-write_pair_configs
-start_node a
-start_node b
-wait_for 5000 "pair linked" pair_up
+start_pair
 
 # lines PATTERN: how many lines of the client's output match.
 lines() { grep -c -- "$1" "$WORK/client.out" || true; }

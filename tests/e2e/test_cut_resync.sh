@@ -10,10 +10,7 @@
 # and b must end with a's newest bytes.
 . "$(dirname "$0")/lib.sh"
 
-write_pair_configs
-start_node a
-start_node b
-wait_for 5000 "pair linked" pair_up
+start_pair
 
 guid=$(ctl a alloc --size 8192)
 echo before | ctl a write "$guid" 0 >/dev/null

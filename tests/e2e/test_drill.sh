@@ -4,10 +4,7 @@
 # JSON; bad drills are refused with a reason and change nothing.
 . "$(dirname "$0")/lib.sh"
 
-write_pair_configs
-start_node a
-start_node b
-wait_for 5000 "pair linked" pair_up
+start_pair
 
 # The drill starts the nodes it kills again itself; the cleanup must find them.
 adopt_pids() {

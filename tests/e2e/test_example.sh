@@ -6,10 +6,7 @@
 
 EXAMPLE=${FTVM_EXAMPLE:?FTVM_EXAMPLE must name the example binary}
 
-write_pair_configs
-start_node a
-start_node b
-wait_for 5000 "pair linked" pair_up
+start_pair
 
 # run_example ARGS...: the example on a's socket exits 0 and ends with
 # "example: ok"; its output is left in $OUT.

@@ -9,10 +9,7 @@
 FTVM_HOLD=${FTVM_HOLD:?FTVM_HOLD must name the ftvm-hold binary}
 MARGIN_MS=700
 
-write_pair_configs
-start_node a
-start_node b
-wait_for 5000 "pair linked" pair_up
+start_pair
 
 # write_page ID GUID PAGE: an acknowledged write of fresh random bytes,
 # remembered in $WORK/want.GUID.PAGE.

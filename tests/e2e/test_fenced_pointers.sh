@@ -15,10 +15,7 @@
 
 FTVM_HOLD=${FTVM_HOLD:?FTVM_HOLD must name the ftvm-hold binary}
 
-write_pair_configs
-start_node a
-start_node b
-wait_for 5000 "pair linked" pair_up
+start_pair
 guid=$(alloc_written b 4)
 
 # hold NAME PAGE ARGS...: ftvm-hold takes a pointer on b and holds it.

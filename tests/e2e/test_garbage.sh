@@ -3,10 +3,7 @@
 # reason; the daemon goes on serving and its partner link is untouched.
 . "$(dirname "$0")/lib.sh"
 
-write_pair_configs
-start_node a
-start_node b
-wait_for 5000 "pair linked" pair_up
+start_pair
 changes=$(status_field a partner.link_changes)
 
 # Random bytes on the partner port, several times.

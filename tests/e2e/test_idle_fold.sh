@@ -7,10 +7,7 @@
 # page row's.
 . "$(dirname "$0")/lib.sh"
 
-write_pair_configs
-start_node a
-start_node b
-wait_for 5000 "pair linked" pair_up
+start_pair
 
 guid=$(ctl a alloc --size 16K)
 for page in 0 1 2 3; do

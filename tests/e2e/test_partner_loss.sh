@@ -6,10 +6,7 @@
 
 MARGIN_MS=400
 
-write_pair_configs
-start_node a
-start_node b
-wait_for 5000 "pair linked" pair_up
+start_pair
 
 # kill -9: the kernel resets the connection, so a knows at once.
 t0=$(now_ms)

@@ -8,10 +8,7 @@
 
 FTVM_RACE=${FTVM_RACE:?FTVM_RACE must name the ftvm-race binary}
 
-write_pair_configs
-start_node a
-start_node b
-wait_for 5000 "pair linked" pair_up
+start_pair
 
 out=$("$FTVM_RACE" "$WORK/a.sock" "$WORK/b.sock" --clients 3 --pages 3 --seconds 3) ||
 	fail "ftvm-race: $out"

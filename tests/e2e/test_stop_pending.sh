@@ -8,10 +8,7 @@
 . "$(dirname "$0")/lib.sh"
 
 DEAD_AFTER_MS=5000
-write_pair_configs
-start_node a
-start_node b
-wait_for 5000 "pair linked" pair_up
+start_pair
 guid=$(ctl a alloc --size 4096)
 
 kill -STOP "${PIDS[b]}"

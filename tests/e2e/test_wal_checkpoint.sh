@@ -21,10 +21,7 @@ writes() {
 		fail "the client's $1 writes: $(tail -n 3 "$WORK/client.out")"
 }
 
-write_pair_configs
-start_node a
-start_node b
-wait_for 5000 "pair linked" pair_up
+start_pair
 
 writes 400
 # The checkpoint leaves the WAL empty; destage may add some clean rows after
