@@ -188,6 +188,7 @@ hold_end() {
 hold_kill() {
 	local name=$1 pid=${PIDS[$1]}
 	kill -9 "$pid"
+	wait_for 5000 "$name killed" pid_gone "$pid"
 	wait "$pid" 2>/dev/null || true
 	unset "PIDS[$name]"
 	hold_pipe_close "$name"

@@ -184,7 +184,11 @@ for holder in a b; do
 		hold_held h
 		hold_start w "$waiter" "$g" 1 write --wait
 		wait_for 5000 "the waiter asking" hold_said w asking
+		wait_for 5000 "the waiter queued on $waiter" sense_is "$waiter" queues.paging 1
 		hold_kill w
+		# Its node must see it go before the holder lets go, or the grant
+		# reaches a dead client and is released for it a round trip later.
+		wait_for 5000 "the dead waiter dropped on $waiter" sense_is "$waiter" queues.paging 0
 		hold_end h || fail "the holder on $holder: $(cat "$WORK/h.err")"
 		for n in a b; do
 			out=$("$FTVM_HOLD" "$WORK/$n.sock" "$g" 1 write 2>&1) ||
