@@ -46,6 +46,8 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -86,9 +88,8 @@ struct conn {
 	bool broken;
 	uint8_t *rbuf; /* received bytes not yet consumed */
 	size_t rlen, rcap;
-	int received_fd; /* a descriptor the node passed with a reply, -1 */
-	/* SO_SNDTIMEO and SO_RCVTIMEO as last set on fd (0: not yet). */
-	uint64_t sndtimeo_ms, rcvtimeo_ms;
+	int received_fd;      /* a descriptor the node passed with a reply, -1 */
+	uint64_t sndtimeo_ms; /* SO_SNDTIMEO as last set on fd (0: not yet) */
 };
 
 /* A frame pool of a node the client left: kept reserved, with no access. */
@@ -185,14 +186,14 @@ static void sleep_ms(uint64_t ms)
 	nanosleep(&ts, NULL); /* a signal only shortens a poll interval */
 }
 
-/* How far a socket timeout may stray from the time a call has left before
- * it is set again: each call would otherwise cost two setsockopt calls, for
- * a blocking send or receive that may now end this much past the deadline. */
+/* How far the send timeout may stray from the time a call has left before
+ * it is set again: each call would otherwise cost a setsockopt call, for a
+ * blocking send that may now end this much past the deadline. */
 #define TIMEOUT_SLACK_MS 100
 
-static int set_timeout(struct conn *conn, int opt, uint64_t ms)
+static int set_send_timeout(struct conn *conn, uint64_t ms)
 {
-	uint64_t *set = opt == SO_SNDTIMEO ? &conn->sndtimeo_ms : &conn->rcvtimeo_ms;
+	uint64_t *set = &conn->sndtimeo_ms;
 	struct timeval tv = { .tv_sec = (time_t)(ms / 1000),
 			      .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
 
@@ -200,7 +201,7 @@ static int set_timeout(struct conn *conn, int opt, uint64_t ms)
 		return 0;
 	if (ms == 0)
 		tv.tv_usec = 1000; /* 0 would mean "no timeout" */
-	if (setsockopt(conn->fd, SOL_SOCKET, opt, &tv, sizeof(tv)) < 0)
+	if (setsockopt(conn->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
 		return -errno;
 	*set = ms ? ms : 1;
 	return 0;
@@ -305,7 +306,7 @@ static int conn_open(struct conn *conn, const char *path, uint64_t timeout_ms)
 		return -errno;
 	/* connect() on a unix socket waits while the node's backlog is full
 	 * (a hung node), bounded by the send timeout. */
-	r = set_timeout(conn, SO_SNDTIMEO, timeout_ms);
+	r = set_send_timeout(conn, timeout_ms);
 	if (r < 0)
 		goto fail;
 	if (connect(conn->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
@@ -330,7 +331,7 @@ static int send_all(struct ftvm_client *c, struct conn *conn, const uint8_t *buf
 		now = now_ms();
 		if (now >= deadline)
 			goto timeout;
-		r = set_timeout(conn, SO_SNDTIMEO, deadline - now);
+		r = set_send_timeout(conn, deadline - now);
 		if (r < 0)
 			return fail(c, r, "cannot set a send timeout: %s", strerror(-r));
 		n = send(conn->fd, buf + off, len - off, MSG_NOSIGNAL);
@@ -370,7 +371,7 @@ static ssize_t recv_with_fd(struct conn *conn)
 			      .msg_iovlen = 1,
 			      .msg_control = control,
 			      .msg_controllen = sizeof(control) };
-	ssize_t n = recvmsg(conn->fd, &msg, MSG_CMSG_CLOEXEC);
+	ssize_t n = recvmsg(conn->fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 
 	for (struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL; cm;
 	     cm = CMSG_NXTHDR(&msg, cm)) {
@@ -381,6 +382,21 @@ static ssize_t recv_with_fd(struct conn *conn)
 		memcpy(&conn->received_fd, CMSG_DATA(cm), sizeof(int));
 	}
 	return n;
+}
+
+/* Waits until conn has bytes to read (or is closed) for at most ms.
+ * poll() rather than a blocking recvmsg(): the node's read of our request
+ * wakes whoever sleeps on the socket with "writable again", and a sleeper
+ * in recvmsg() wakes for that too, a context switch on the node's CPU
+ * before it has passed the request on; poll() sleeps for POLLIN only. */
+static int wait_readable(struct conn *conn, uint64_t ms)
+{
+	struct pollfd pfd = { .fd = conn->fd, .events = POLLIN };
+	int n = poll(&pfd, 1, ms > INT_MAX ? INT_MAX : (int)ms);
+
+	if (n < 0)
+		return -errno;
+	return n == 0 ? -ETIMEDOUT : 0;
 }
 
 /* Reads until rbuf starts with a whole, valid frame. Returns its length and
@@ -422,19 +438,21 @@ static int recv_frame(struct ftvm_client *c, struct conn *conn, uint64_t deadlin
 		now = now_ms();
 		if (now >= deadline)
 			goto timeout;
-		r = set_timeout(conn, SO_RCVTIMEO, deadline - now);
+		r = wait_readable(conn, deadline - now);
+		if (r == -EINTR)
+			continue;
+		if (r == -ETIMEDOUT)
+			goto timeout;
 		if (r < 0)
-			return fail(c, r, "cannot set a receive timeout: %s", strerror(-r));
+			return fail(c, r, "cannot wait for the node's reply: %s", strerror(-r));
 		n = recv_with_fd(conn);
 		if (n == 0) {
 			conn->broken = true;
 			return fail(c, -ECONNRESET, "the node closed the connection");
 		}
 		if (n < 0) {
-			if (errno == EINTR)
+			if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
 				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				goto timeout;
 			r = -errno;
 			conn->broken = true;
 			if (r == -ECONNRESET)
