@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -65,6 +66,7 @@ struct proc {
 struct row {
 	char name[48];
 	uint64_t p50, p99;
+	double sleeps; /* the times this process blocked per operation */
 	uint64_t floor_p50;
 	const char *note; /* printed instead of figures when set */
 };
@@ -79,6 +81,7 @@ struct bench {
 	char sock[2][PATH_MAX];
 	struct proc nodes[2];
 	uint64_t *samples;
+	long sleeps_before; /* this process's voluntary context switches */
 	struct row rows[24];
 	size_t n_rows;
 	uint64_t floor_4k, floor_64k, relay_4k, redis_p50;
@@ -343,9 +346,25 @@ __attribute__((format(printf, 2, 3))) static struct row *row_add(struct bench *b
 	return row;
 }
 
+static long voluntary_switches(void)
+{
+	struct rusage ru;
+
+	return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_nvcsw : 0;
+}
+
+/* Called before an operation's warm-up: row_set() then counts how often
+ * this process blocked per operation, which shows a wakeup that found
+ * nothing to do (a whole-page write blocks once, waiting for its reply). */
+static void sleeps_start(struct bench *b)
+{
+	b->sleeps_before = voluntary_switches();
+}
+
 static void row_set(struct bench *b, struct row *row, uint64_t floor_p50)
 {
 	bench_percentiles(b->samples, b->count, &row->p50, &row->p99);
+	row->sleeps = (double)(voluntary_switches() - b->sleeps_before) / (b->warmup + b->count);
 	row->floor_p50 = floor_p50;
 }
 
@@ -365,6 +384,7 @@ static int bench_floors(struct bench *b)
 		size_t bytes = block_sizes[k];
 
 		row = row_add(b, "bare TCP %s ping-pong (floor)", size_name(bytes));
+		sleeps_start(b);
 		r = bench_floor_run(BENCH_FLOOR_TCP, bytes, SMALL_REPLY, b->warmup, b->count,
 				    b->samples);
 		if (r < 0) {
@@ -378,6 +398,7 @@ static int bench_floors(struct bench *b)
 			b->floor_64k = row->p50;
 	}
 	row = row_add(b, "relay: unix + TCP 4 KiB (design floor)");
+	sleeps_start(b);
 	r = bench_floor_run(BENCH_FLOOR_RELAY, 4 * KIB, SMALL_REPLY, b->warmup, b->count,
 			    b->samples);
 	if (r < 0) {
@@ -549,6 +570,7 @@ static int redis_measure(struct bench *b, struct resp *primary)
 	memcpy(cmd, set_hdr, strlen(set_hdr));
 	memset(value, 'v', 4096);
 	memcpy(value + 4096, wait_cmd, strlen(wait_cmd));
+	sleeps_start(b);
 	for (unsigned i = 0; i < b->warmup + b->count; i++) {
 		uint64_t t0 = clock_now_us();
 
@@ -721,6 +743,7 @@ static int op_pointer_read(struct op *op, unsigned i)
 
 static int measure(struct bench *b, struct row *row, op_fn fn, struct op *op, uint64_t floor_p50)
 {
+	sleeps_start(b);
 	for (unsigned i = 0; i < b->warmup + b->count; i++) {
 		uint64_t t0 = clock_now_us();
 		int r = fn(op, i);
@@ -1020,7 +1043,8 @@ static void print_table(const struct bench *b)
 	const struct row *own4 = NULL, *partner4 = NULL, *pointer_own = NULL,
 			 *pointer_partner = NULL;
 
-	printf("\n%-38s %8s %8s   %s\n", "operation", "p50 us", "p99 us", "vs floor(p50)");
+	printf("\n%-38s %8s %8s %7s   %s\n", "operation", "p50 us", "p99 us", "sleeps",
+	       "vs floor(p50)");
 	for (size_t i = 0; i < b->n_rows; i++) {
 		const struct row *row = &b->rows[i];
 
@@ -1028,8 +1052,8 @@ static void print_table(const struct bench *b)
 			printf("%-38s %s\n", row->name, row->note);
 			continue;
 		}
-		printf("%-38s %8llu %8llu", row->name, (unsigned long long)row->p50,
-		       (unsigned long long)row->p99);
+		printf("%-38s %8llu %8llu %7.2f", row->name, (unsigned long long)row->p50,
+		       (unsigned long long)row->p99, row->sleeps);
 		if (row->floor_p50)
 			printf("   %6.2fx", (double)row->p50 / (double)row->floor_p50);
 		printf("\n");
@@ -1043,7 +1067,8 @@ static void print_table(const struct bench *b)
 			pointer_partner = row;
 	}
 	printf("(%u samples per operation after %u warm-up; client on node a; writes and reads\n"
-	       " compare with the floor of their own size, Redis with the 4 KiB floor)\n",
+	       " compare with the floor of their own size, Redis with the 4 KiB floor; sleeps:\n"
+	       " the times the client blocked per operation, a voluntary context switch)\n",
 	       b->count, b->warmup);
 
 	printf("\n%-10s %7s %8s %10s %10s\n", "throughput", "block", "clients", "MB/s", "writes/s");
