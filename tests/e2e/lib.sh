@@ -112,6 +112,10 @@ status_field() {
 	ctl "$1" --json status 2>/dev/null | jq -r ".$2"
 }
 
+# sense_is ID PATH VALUE: one field of `ftvmctl sense --json` on ID, e.g.
+# queues.paging, is VALUE.
+sense_is() { [ "$(ctl "$1" --json sense | jq -r ".$2")" = "$3" ]; }
+
 field_is() {
 	[ "$(status_field "$1" "$2" 2>/dev/null)" = "$3" ]
 }

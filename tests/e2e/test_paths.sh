@@ -52,8 +52,6 @@ fill() {
 	echo "$WORK/fill.$1"
 }
 
-sense_is() { [ "$(ctl "$1" --json sense | jq -r ".$2")" = "$3" ]; }
-
 verify_equal() {
 	ctl a verify >/dev/null || fail "verify after $1: $(ctl a verify 2>&1)"
 	ctl b verify >/dev/null || fail "verify on b after $1: $(ctl b verify 2>&1)"

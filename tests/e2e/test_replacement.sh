@@ -147,7 +147,6 @@ ctl a free "$gs"
 stamp_of() { ctl "$1" read "$2" "$3" | head -c 64 | tr -d '\0' | cut -d' ' -f1; }
 # holds ID G P FILE: page P of G read on ID starts with FILE's bytes.
 holds() { ctl "$1" read "$2" "$3" | head -c "$(stat -c %s "$4")" | cmp -s - "$4"; }
-sense_is() { [ "$(sense "$1" | jq -r ".$2")" = "$3" ]; }
 
 # waiting_write NAME WRITER ARGS...: ftvmctl ARGS --wait on WRITER in the background.
 waiting_write() {

@@ -3,7 +3,7 @@
  * lock rule across the pair") from the shell.
  *
  *   ftvm-hold SOCKET GUID PAGE read|write [--wait] [--release-after-stdin]
- *             [--modify BYTE] [--modified] [--count N]
+ *             [--modify BYTE] [--scribble BYTE] [--modified] [--count N]
  *   ftvm-hold SOCKET GUID PAGE release [--modified]
  *
  * read|write: connects, prints "asking ..." and asks for the pointer (with
@@ -13,7 +13,10 @@
  * once. With --modify BYTE (write only) it fills the block with BYTE first and
  * releases it as modified; --modified releases as modified without writing
  * (for a read pointer the node must refuse that: ftvm-hold then reports the
- * refusal, releases the pointer plainly and exits 1). It prints "releasing
+ * refusal, releases the pointer plainly and exits 1). With --scribble BYTE
+ * (write only) it fills the block with BYTE as soon as it holds it, before
+ * its "held" line, as a client half way through its write: the release is
+ * still plain unless --modified is given too. It prints "releasing
  * ..." just before the release and "released crc32c 0x..." after it. With
  * --count N it takes pointers to pages PAGE .. PAGE + N - 1 in turn (a "held"
  * line each, then "holding N pointers"), and releases them all the same way
@@ -75,7 +78,8 @@ static uint32_t crc32c(const uint8_t *p, size_t len)
 static int usage(void)
 {
 	fprintf(stderr, "usage: ftvm-hold SOCKET GUID PAGE read|write [--wait] "
-			"[--release-after-stdin] [--modify BYTE] [--modified] [--count N]\n"
+			"[--release-after-stdin] [--modify BYTE] [--scribble BYTE] [--modified]\n"
+			"                 [--count N]\n"
 			"       ftvm-hold SOCKET GUID PAGE release [--modified]\n");
 	return EXIT_USAGE;
 }
@@ -116,8 +120,8 @@ static bool parse_u64(const char *s, uint64_t *ret)
 
 struct holder {
 	const char *guid, *mode;
-	bool write, wait, modify, modified;
-	uint8_t byte;
+	bool write, wait, modify, modified, scribble;
+	uint8_t byte, scribble_byte;
 };
 
 struct block {
@@ -140,6 +144,8 @@ static int take(struct ftvm_client *c, const struct holder *h, uint64_t page, st
 		r = ftvm_get_read_pointer(c, h->guid, page, h->wait, (const void **)&b->p, &b->len);
 	if (r < 0)
 		return call_failed(c, what, r);
+	if (h->scribble)
+		memset(b->p, h->scribble_byte, b->len);
 	printf("held %s %s page %" PRIu64 ": %zu bytes, crc32c 0x%08x t=%" PRIu64 "\n", h->mode,
 	       h->guid, page, b->len, crc32c(b->p, b->len), now_ns());
 	fflush(stdout);
@@ -184,6 +190,7 @@ static int parse(int argc, char **argv, struct holder *h, const char **ret_sock,
 		{ "wait", no_argument, NULL, 'w' },
 		{ "release-after-stdin", no_argument, NULL, 's' },
 		{ "modify", required_argument, NULL, 'm' },
+		{ "scribble", required_argument, NULL, 'S' },
 		{ "modified", no_argument, NULL, 'M' },
 		{ "count", required_argument, NULL, 'c' },
 		{ 0 },
@@ -209,6 +216,17 @@ static int parse(int argc, char **argv, struct holder *h, const char **ret_sock,
 			}
 			h->byte = (uint8_t)byte;
 			h->modify = h->modified = true;
+			break;
+		case 'S':
+			if (!parse_u64(optarg, &byte) || byte > 255) {
+				fprintf(stderr,
+					"ftvm-hold: --scribble wants a byte, 0 to 255 "
+					"(got '%s')\n",
+					optarg);
+				return usage();
+			}
+			h->scribble_byte = (uint8_t)byte;
+			h->scribble = true;
 			break;
 		case 'M':
 			h->modified = true;
@@ -240,8 +258,9 @@ static int parse(int argc, char **argv, struct holder *h, const char **ret_sock,
 		return usage();
 	}
 	h->write = strcmp(h->mode, "write") == 0;
-	if (h->modify && !h->write) {
-		fprintf(stderr, "ftvm-hold: --modify writes through a write pointer only\n");
+	if ((h->modify || h->scribble) && !h->write) {
+		fprintf(stderr, "ftvm-hold: --modify and --scribble write through a write "
+				"pointer only\n");
 		return usage();
 	}
 	if (strcmp(h->mode, "release") == 0 && (h->wait || *ret_after_stdin || *ret_count > 1)) {
