@@ -542,6 +542,8 @@ void vmm_free(struct vmm *v)
 			 (unsigned long long)v->resident_pages);
 	vmm_space_waiters_fail(v);
 	vmm_page_waiters_fail(v);
+	if (v->mode == VMM_MODE_SOLO)
+		vmm_holdings_release_at_stop(v);
 	vmm_holdings_free(v);
 	vmm_landings_drop(v);
 	vmm_grants_drop(v);

@@ -704,6 +704,15 @@ static bool dirty_here(const struct vmm_page *p)
 	return p->dirty && p->resident;
 }
 
+/* Written by the last destage: dirty here and not write-locked. A write
+ * pointer still out (this node's client's, stopping mirrored; a solo node
+ * released its clients' first) may have written the block half way: its
+ * acknowledged contents are the partner's, which takes the page over. */
+static bool destage_at_stop(const struct vmm_page *p)
+{
+	return dirty_here(p) && !vmm_page_write_locked(p);
+}
+
 /* A clean shutdown: the round in flight finishes, then every dirty page this
  * node owns is written through the queue behind one barrier, and marked clean
  * (committed by the caller's last flush, after the barrier). */
@@ -711,15 +720,20 @@ static void destage_all(struct vmm *v)
 {
 	struct pt_origin o = { .node = vmm_node_id(v), .own = true };
 	struct store_page_record *rec = NULL;
-	size_t n = 0, dirty = 0, k = 0;
+	size_t n = 0, dirty = 0, locked = 0, k = 0;
 	struct vmm_alloc **all;
 	int r = 0;
 
 	store_queue_drain(v->store_queue);
 	all = vmm_table_sorted(v->table, &n);
 	for (size_t i = 0; all && i < n; i++)
-		for (uint64_t p = 0; vmm_is_owner(v, all[i]) && p < all[i]->pages; p++)
-			dirty += dirty_here(&all[i]->page[p]);
+		for (uint64_t p = 0; vmm_is_owner(v, all[i]) && p < all[i]->pages; p++) {
+			dirty += destage_at_stop(&all[i]->page[p]);
+			locked +=
+				dirty_here(&all[i]->page[p]) && !destage_at_stop(&all[i]->page[p]);
+		}
+	if (locked)
+		log_info("shutdown: %zu write-locked dirty pages left to the partner", locked);
 	if (!dirty)
 		goto out;
 	rec = calloc(dirty, sizeof(*rec));
@@ -731,7 +745,7 @@ static void destage_all(struct vmm *v)
 		struct vmm_alloc *a = all[i];
 
 		for (uint64_t p = 0; vmm_is_owner(v, a) && p < a->pages; p++) {
-			if (!dirty_here(&a->page[p]))
+			if (!destage_at_stop(&a->page[p]))
 				continue;
 			rec[k].version = htole64(a->page[p].version);
 			rec[k].crc32c = htole32(vmm_block_crc(v, a, p));
@@ -750,7 +764,7 @@ static void destage_all(struct vmm *v)
 	store_queue_drain(v->store_queue);
 	for (size_t i = 0; r == 0 && i < n; i++)
 		for (uint64_t p = 0; vmm_is_owner(v, all[i]) && p < all[i]->pages; p++)
-			if (dirty_here(&all[i]->page[p])) {
+			if (destage_at_stop(&all[i]->page[p])) {
 				all[i]->page[p].dirty = false;
 				o.lsn = pagetable_reserve_lsn(v->pt);
 				vmm_persist_page(v, all[i], p, &o);

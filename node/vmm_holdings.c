@@ -1,7 +1,8 @@
 /* Pointers held by this node's clients across failover (node/HA.md): mirrored
  * again to a partner a resync brought back (vmm_holdings_mirror), revoked
  * when this node fences itself, their frames set aside until each is
- * released (vmm_holdings_revoke), and counted for `ftvmctl status`. The
+ * released (vmm_holdings_revoke), released at a stop alone
+ * (vmm_holdings_release_at_stop), and counted for `ftvmctl status`. The
  * grants and releases themselves are vmm_pointer.c's. */
 #include "vmm_internal.h"
 
@@ -244,6 +245,31 @@ void vmm_holdings_revoked(const struct vmm *v, uint64_t *ret_pointers, uint64_t 
 		(*ret_pointers)++;
 		if (h->quarantine && first_into(v->holdings, h))
 			*ret_frames += h->quarantine->block_size / frame_pool_page_size(v->pool);
+	}
+}
+
+/* A node stopping alone: the write pointers its clients still hold are
+ * released as modified here, as their clients' going would release them.
+ * The page's last acknowledged contents were in that block alone, now
+ * written over by the client, and the partner does not have them; left
+ * out of the last destage the page could not be read again (node/HA.md, "A
+ * node stopped while its clients hold pointers"). */
+void vmm_holdings_release_at_stop(struct vmm *v)
+{
+	for (struct vmm_holding *h = v->holdings; h; h = h->next) {
+		struct vmm_alloc *a = vmm_table_find(v->table, h->guid);
+		struct pt_origin o = { .node = vmm_node_id(v), .own = true };
+		uint64_t version;
+
+		if (!a || !h->write || h->revoked || h->page >= a->pages)
+			continue;
+		version = a->page[h->page].version + 1;
+		o.lsn = pagetable_reserve_lsn(v->pt);
+		vmm_page_modified(v, a, h->page, version, vmm_block_crc(v, a, h->page), &o);
+		vmm_unlock(v, a, h->page, h->owner);
+		log_info("stopping alone: a client's write pointer to %s page %llu released as "
+			 "modified: the block as the client left it is version %llu",
+			 h->guid, (unsigned long long)h->page, (unsigned long long)version);
 	}
 }
 

@@ -473,6 +473,9 @@ void vmm_page_retry(struct vmm *v, const struct vmm_page_request *req);
  * on its way, or frames are short and req waits) or answered. */
 bool vmm_page_contents(struct vmm *v, const struct vmm_page_request *req, struct vmm_alloc *a);
 void vmm_page_waiters_fail(struct vmm *v);
+/* vmm_holdings.c: a node stopping solo releases its clients' write
+ * pointers as modified, here alone, before its last destage. */
+void vmm_holdings_release_at_stop(struct vmm *v);
 void vmm_holdings_free(struct vmm *v);
 
 /* The originating node's methods. */

@@ -98,6 +98,12 @@
  *    through an old write pointer and not released before the move are lost,
  *    as any unacknowledged write: take a pointer on the new node and write
  *    again. The next pointer call maps the new node's pool.
+ *  - A node stopped cleanly while a client holds a write pointer (any client,
+ *    ftvm_connect() ones too) treats it as the client's going would, when it
+ *    is serving alone: the block as the client left it is the page's new
+ *    version. With its partner linked, the partner takes the page over with
+ *    its last acknowledged contents, and what was written through the
+ *    pointer is lost, as any unacknowledged write (node/HA.md).
  *  - A node that fences itself revokes its clients' pointers (any client,
  *    ftvm_connect() ones too): their blocks are set aside, so what is written
  *    through them reaches no page, and releasing one returns -ESTALE from
