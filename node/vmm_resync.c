@@ -235,6 +235,17 @@ static int stage(struct resync_send *rs, const struct vmm_alloc *a, uint64_t pag
 	return 0;
 }
 
+/* A write pointer of this node's client has written into the page's block
+ * and not released it yet: the block is not the page's state. Its release
+ * brings the receiver the new block (the holding is mirrored behind the
+ * snapshot); until then a dirty page is stale there, a clean one comes from
+ * the store. */
+static bool written_unreleased(struct vmm *v, const struct vmm_alloc *a, uint64_t page)
+{
+	return vmm_page_write_locked(&a->page[page]) &&
+	       vmm_block_crc(v, a, page) != a->page[page].crc32c;
+}
+
 /* A resident page's block: a dirty one, which the store does not have, or a
  * clean one, which warms the receiver's frames. The receiver pages in the
  * others from the store (a stale page has nothing here to send). */
@@ -245,6 +256,12 @@ static int send_page(struct resync_send *rs, const struct vmm_alloc *a, uint64_t
 
 	if (!a->page[page].resident)
 		return 0;
+	if (written_unreleased(rs->vmm, a, page)) {
+		log_info("resync: %s page %llu: a write pointer has written into its block and "
+			 "not released it: sent without its block, which the release brings",
+			 a->guid, (unsigned long long)page);
+		return 0;
+	}
 	if (!rs->one_sided || stage(rs, a, page) < 0) {
 		page_state(a, page, &state);
 		r = send_inline(rs, a->guid, page, vmm_block_addr(rs->vmm, a, page), a->block_size,
