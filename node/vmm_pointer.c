@@ -880,6 +880,28 @@ static void release(struct vmm *v, struct client_call *call, struct vmm_holding 
 	}
 }
 
+/* A write pointer released as not modified whose block changed: the
+ * write is in place, so the page's acknowledged contents are gone here,
+ * and a plain release would leave this node serving bytes the page table
+ * and the partner know nothing of. Refused, the pointer still held: release
+ * it as modified (or write the old contents back first). */
+static bool block_changed(struct vmm *v, struct client_call *call, const struct vmm_holding *h)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, h->guid);
+	uint32_t crc;
+
+	if (!a || h->page >= a->pages || !a->page[h->page].resident)
+		return false;
+	crc = vmm_block_crc(v, a, h->page);
+	if (crc == a->page[h->page].crc32c)
+		return false;
+	vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+			"%s page %llu: write pointer released as not modified, but its block "
+			"changed (crc32c 0x%08x, the page's 0x%08x): release it as modified",
+			h->guid, (unsigned long long)h->page, crc, a->page[h->page].crc32c);
+	return true;
+}
+
 void vmm_op_release_pointer(struct vmm *v, struct client_call *call,
 			    const Ftvm__Client__ReleasePointerRequest *req)
 {
@@ -899,6 +921,8 @@ void vmm_op_release_pointer(struct vmm *v, struct client_call *call,
 				req->guid, (unsigned long long)req->page);
 		return;
 	}
+	if (!req->modified && h->write && block_changed(v, call, h))
+		return;
 	vmm_holding_unlink(v, h);
 	release(v, call, h, req->modified);
 }

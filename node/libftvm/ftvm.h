@@ -597,7 +597,10 @@ FTVM_EXPORT int ftvm_get_write_pointer(struct ftvm_client *c, const char *guid, 
  * @param[out] ret_crc32c the block's CRC-32C after the release (may be NULL).
  * @return 0; -EINVAL when this client holds no pointer to the page, or a read
  *         pointer is released as modified (also for a pointer taken before
- *         a move to the other node: the new node holds none); -EHOSTUNREACH
+ *         a move to the other node: the new node holds none), or a write
+ *         pointer whose block was written into is released as not modified
+ *         (the write is in place: the pointer is then still held, release
+ *         it as modified); -EHOSTUNREACH
  *         when the partner is unavailable (the pointer is then still held:
  *         release it again); -ESTALE when the pointer was revoked: the node
  *         fenced itself and its partner took the page over (node/HA.md).

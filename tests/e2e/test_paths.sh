@@ -334,6 +334,22 @@ done
 verify_equal "bad input"
 ok "bad input changed nothing: list, every page on both nodes, verify: $(ctl a verify)"
 
+# A write pointer written into, then released as not modified: refused, the
+# pointer still held (the write was in place: a plain release would leave
+# its node serving bytes its table and the partner know nothing of).
+# ftvm-hold then releases it as modified: both nodes read what it wrote.
+for n in a b; do
+	byte=$([ "$n" = a ] && echo 90 || echo 91)
+	expect_hold_fail "$n" "released as not modified, but its block changed" "${G[a]}" 2 write \
+		--scribble "$byte"
+	for m in a b; do
+		ctl "$m" read "${G[a]}" 2 | cmp -s - "$(fill "$byte")" ||
+			fail "page 2 on $m is not what the pointer from $n wrote"
+	done
+	verify_equal "a write pointer written into, released as modified after the refusal"
+	ok "write pointer written into, released as not modified on $n: $HOLD_SAID; as modified after, read back on both"
+done
+
 # ============ pools of different sizes, allocations larger ============
 # The frame pools differ (16M and 8M): an allocation larger than either pool
 # is made on either node, written from both, read back on both, and the pair

@@ -16,7 +16,9 @@
  * refusal, releases the pointer plainly and exits 1). With --scribble BYTE
  * (write only) it fills the block with BYTE as soon as it holds it, before
  * its "held" line, as a client half way through its write: the release is
- * still plain unless --modified is given too. It prints "releasing
+ * still plain unless --modified is given too (the node must refuse a plain
+ * one: ftvm-hold then reports the refusal, releases the pointer as
+ * modified and exits 1). It prints "releasing
  * ..." just before the release and "released crc32c 0x..." after it. With
  * --count N it takes pointers to pages PAGE .. PAGE + N - 1 in turn (a "held"
  * line each, then "holding N pointers"), and releases them all the same way
@@ -167,13 +169,17 @@ static int let_go(struct ftvm_client *c, const struct holder *h, uint64_t page, 
 	r = ftvm_release_pointer(c, h->guid, page, h->modified, &crc);
 	if (r < 0) {
 		rc = call_failed(c, what, r);
-		if (rc == EXIT_UNREACHABLE || !h->modified || h->write)
+		if (rc == EXIT_UNREACHABLE || r != -EINVAL || h->modified == h->write)
 			return rc;
-		/* A read pointer released as modified: the node refused and the
+		/* A read pointer released as modified, or a write pointer
+		 * written into released as not: the node refused and the
 		 * pointer is still held; let it go the right way. */
-		r = ftvm_release_pointer(c, h->guid, page, false, &crc);
+		r = ftvm_release_pointer(c, h->guid, page, !h->modified, &crc);
 		if (r < 0) {
-			call_failed(c, "plain release after the refusal", r);
+			call_failed(c,
+				    h->write ? "release as modified after the refusal"
+					     : "plain release after the refusal",
+				    r);
 			return EXIT_FAILED;
 		}
 	}
