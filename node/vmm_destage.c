@@ -729,8 +729,8 @@ static void destage_all(struct vmm *v)
 	for (size_t i = 0; all && i < n; i++)
 		for (uint64_t p = 0; vmm_is_owner(v, all[i]) && p < all[i]->pages; p++) {
 			dirty += destage_at_stop(&all[i]->page[p]);
-			locked +=
-				dirty_here(&all[i]->page[p]) && !destage_at_stop(&all[i]->page[p]);
+			locked += dirty_here(&all[i]->page[p]) &&
+				  vmm_page_write_locked(&all[i]->page[p]);
 		}
 	if (locked)
 		log_info("shutdown: %zu write-locked dirty pages left to the partner", locked);

@@ -261,7 +261,8 @@ void vmm_holdings_release_at_stop(struct vmm *v)
 		struct pt_origin o = { .node = vmm_node_id(v), .own = true };
 		uint64_t version;
 
-		if (!a || !h->write || h->revoked || h->page >= a->pages)
+		if (!a || !h->write || h->revoked || h->page >= a->pages ||
+		    !a->page[h->page].resident)
 			continue;
 		version = a->page[h->page].version + 1;
 		o.lsn = pagetable_reserve_lsn(v->pt);

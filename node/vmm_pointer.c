@@ -880,12 +880,13 @@ static void release(struct vmm *v, struct client_call *call, struct vmm_holding 
 	}
 }
 
-/* A write pointer released as not modified whose block changed: the
- * write is in place, so the page's acknowledged contents are gone here,
- * and a plain release would leave this node serving bytes the page table
- * and the partner know nothing of. Refused, the pointer still held: release
- * it as modified (or write the old contents back first). */
-static bool block_changed(struct vmm *v, struct client_call *call, const struct vmm_holding *h)
+/* A write pointer released as not modified whose block changed is refused
+ * (true): the write is in place, so the page's acknowledged contents are
+ * gone here, and a plain release would leave this node serving bytes the
+ * page table and the partner know nothing of. The pointer stays held:
+ * release it as modified (or write the old contents back first). */
+static bool changed_block_refused(struct vmm *v, struct client_call *call,
+				  const struct vmm_holding *h)
 {
 	struct vmm_alloc *a = vmm_table_find(v->table, h->guid);
 	uint32_t crc;
@@ -921,7 +922,7 @@ void vmm_op_release_pointer(struct vmm *v, struct client_call *call,
 				req->guid, (unsigned long long)req->page);
 		return;
 	}
-	if (!req->modified && h->write && block_changed(v, call, h))
+	if (!req->modified && h->write && changed_block_refused(v, call, h))
 		return;
 	vmm_holding_unlink(v, h);
 	release(v, call, h, req->modified);
