@@ -258,13 +258,13 @@ void vmm_holdings_release_at_stop(struct vmm *v)
 {
 	for (struct vmm_holding *h = v->holdings; h; h = h->next) {
 		struct vmm_alloc *a = vmm_table_find(v->table, h->guid);
+		struct vmm_page *p = vmm_alloc_page(a, h->page);
 		struct pt_origin o = { .node = vmm_node_id(v), .own = true };
 		uint64_t version;
 
-		if (!a || !h->write || h->revoked || h->page >= a->pages ||
-		    !a->page[h->page].resident)
+		if (!p || !p->resident || !h->write || h->revoked)
 			continue;
-		version = a->page[h->page].version + 1;
+		version = p->version + 1;
 		o.lsn = pagetable_reserve_lsn(v->pt);
 		vmm_page_modified(v, a, h->page, version, vmm_block_crc(v, a, h->page), &o);
 		vmm_unlock(v, a, h->page, h->owner);

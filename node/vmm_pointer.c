@@ -864,7 +864,9 @@ static void release(struct vmm *v, struct client_call *call, struct vmm_holding 
 	op->h = h;
 	op->modified = modified;
 	op->owned = vmm_is_owner(v, a);
-	op->crc = vmm_block_crc(v, a, h->page);
+	/* A plain release leaves the block as the page has it (for a write
+	 * pointer, vmm_op_release_pointer has checked): no checksum to take. */
+	op->crc = modified ? vmm_block_crc(v, a, h->page) : a->page[h->page].crc32c;
 	op->new_version = a->page[h->page].version + 1;
 	if (modified) {
 		op->op.lsn = pagetable_reserve_lsn(v->pt);
@@ -889,17 +891,18 @@ static bool changed_block_refused(struct vmm *v, struct client_call *call,
 				  const struct vmm_holding *h)
 {
 	struct vmm_alloc *a = vmm_table_find(v->table, h->guid);
+	struct vmm_page *p = vmm_alloc_page(a, h->page);
 	uint32_t crc;
 
-	if (!a || h->page >= a->pages || !a->page[h->page].resident)
+	if (!p || !p->resident)
 		return false;
 	crc = vmm_block_crc(v, a, h->page);
-	if (crc == a->page[h->page].crc32c)
+	if (crc == p->crc32c)
 		return false;
 	vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
 			"%s page %llu: write pointer released as not modified, but its block "
 			"changed (crc32c 0x%08x, the page's 0x%08x): release it as modified",
-			h->guid, (unsigned long long)h->page, crc, a->page[h->page].crc32c);
+			h->guid, (unsigned long long)h->page, crc, p->crc32c);
 	return true;
 }
 
