@@ -112,6 +112,13 @@ status_field() {
 	ctl "$1" --json status 2>/dev/null | jq -r ".$2"
 }
 
+# A block of 4096 bytes all BYTE (0..255), in $WORK/fill.BYTE.
+fill() {
+	[ -f "$WORK/fill.$1" ] ||
+		head -c 4096 /dev/zero | tr '\0' "\\$(printf '%03o' "$1")" >"$WORK/fill.$1"
+	echo "$WORK/fill.$1"
+}
+
 # sense_is ID PATH VALUE: one field of `ftvmctl sense --json` on ID, e.g.
 # queues.paging, is VALUE.
 sense_is() { [ "$(ctl "$1" --json sense | jq -r ".$2")" = "$3" ]; }

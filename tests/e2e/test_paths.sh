@@ -45,13 +45,6 @@ expect_hold_fail() {
 	HOLD_SAID=$(grep -m1 '^ftvm-hold:' <<<"$out")
 }
 
-# A block of 4096 bytes all BYTE (0..255), in $WORK/fill.BYTE.
-fill() {
-	[ -f "$WORK/fill.$1" ] ||
-		head -c 4096 /dev/zero | tr '\0' "\\$(printf '%03o' "$1")" >"$WORK/fill.$1"
-	echo "$WORK/fill.$1"
-}
-
 verify_equal() {
 	ctl a verify >/dev/null || fail "verify after $1: $(ctl a verify 2>&1)"
 	ctl b verify >/dev/null || fail "verify on b after $1: $(ctl b verify 2>&1)"

@@ -72,13 +72,13 @@ wait_for 5000 "verify equal after the dead client's release" page3_equal
 ok "released after the resync: write (granted linked), write (granted alone), read, and a dead client's write"
 
 for id in a b; do
-	ctl "$id" read "$guid" 0 | cmp -s - <(head -c 4096 /dev/zero | tr '\0' '\021') ||
+	ctl "$id" read "$guid" 0 | cmp -s - "$(fill 17)" ||
 		fail "page 0 on $id is not the holder's 0x11 bytes"
-	ctl "$id" read "$guid" 1 | cmp -s - <(head -c 4096 /dev/zero | tr '\0' '\042') ||
+	ctl "$id" read "$guid" 1 | cmp -s - "$(fill 34)" ||
 		fail "page 1 on $id is not the holder's 0x22 bytes"
 	ctl "$id" read "$guid" 2 | cmp -s - "$WORK/p2" || fail "page 2 on $id changed under a read pointer"
 	ctl "$id" read "$guid" 3 | cmp -s - "$WORK/p3" || fail "page 3 on $id is not as written"
-	ctl "$id" read "$g2" 0 | cmp -s - <(head -c 4096 /dev/zero | tr '\0' '\063') ||
+	ctl "$id" read "$g2" 0 | cmp -s - "$(fill 51)" ||
 		fail "the new allocation's page on $id is not the holder's 0x33 bytes"
 done
 ctl a verify >/dev/null || fail "verify: $(ctl a verify 2>&1)"

@@ -17,10 +17,8 @@ FTVM_HOLD=${FTVM_HOLD:?FTVM_HOLD must name the ftvm-hold binary}
 DEAD_AFTER_MS=2000
 MARGIN_MS=700
 
-# reads ID GUID CHAR: page 0 of GUID reads back on ID as 4096 CHARs.
-reads() {
-	ctl "$1" read "$2" 0 2>/dev/null | cmp -s - <(head -c 4096 /dev/zero | tr '\0' "$3")
-}
+# reads ID GUID BYTE: page 0 of GUID reads back on ID as 4096 BYTEs.
+reads() { ctl "$1" read "$2" 0 2>/dev/null | cmp -s - "$(fill "$3")"; }
 
 # acked_then_scribbled ID GUID: page 0 of GUID is written with 'C's through
 # a pointer released as modified (acknowledged), and in the same turn granted
@@ -54,13 +52,13 @@ stop_node a
 hold_kill second
 start_node a
 wait_for 5000 "a serves alone again" field_is a state solo
-reads a "$g1" S || fail "page 0 on a after the cold start: $(ctl a read "$g1" 0 2>&1 | head -c 200)"
+reads a "$g1" 83 || fail "page 0 on a after the cold start: $(ctl a read "$g1" 0 2>&1 | head -c 200)"
 grep -q "stopping alone: a client's write pointer to $g1 page 0 released as modified" "$WORK/a.log" ||
 	fail "a's log does not say it released the held write pointer"
 grep -q "shutdown: 1 dirty pages destaged" "$WORK/a.log" || fail "a did not destage the page at its stop"
 start_node b
 wait_for 10000 "pair linked again" pair_up
-reads b "$g1" S || fail "page 0 on b after its resync: $(ctl b read "$g1" 0 2>&1 | head -c 200)"
+reads b "$g1" 83 || fail "page 0 on b after its resync: $(ctl b read "$g1" 0 2>&1 | head -c 200)"
 ctl a verify >/dev/null || fail "not equal after the cold start: $(ctl a verify 2>&1)"
 ok "stopped alone with a write pointer held: the block as the client left it is the new version, read back on both after a cold start; verify equal"
 
@@ -70,12 +68,12 @@ acked_then_scribbled a "$g2"
 stop_node a
 hold_kill second
 wait_for $((DEAD_AFTER_MS + MARGIN_MS)) "b takes over" field_is b state solo
-reads b "$g2" C || fail "page 0 on b after the takeover: $(ctl b read "$g2" 0 2>&1 | head -c 200)"
+reads b "$g2" 67 || fail "page 0 on b after the takeover: $(ctl b read "$g2" 0 2>&1 | head -c 200)"
 grep -q "shutdown: 1 write-locked dirty pages left to the partner" "$WORK/a.log" ||
 	fail "a's log does not say it left the write-locked page to b"
 start_node a
 wait_for 10000 "pair linked again" pair_up
-reads a "$g2" C || fail "page 0 on a after its resync: $(ctl a read "$g2" 0 2>&1 | head -c 200)"
-reads a "$g1" S || fail "the first page on a changed"
+reads a "$g2" 67 || fail "page 0 on a after its resync: $(ctl a read "$g2" 0 2>&1 | head -c 200)"
+reads a "$g1" 83 || fail "the first page on a changed"
 ctl b verify >/dev/null || fail "not equal after the rejoin: $(ctl b verify 2>&1)"
 ok "stopped mirrored with a write pointer held: b took over with the acknowledged block, a read it back after its resync; verify equal"

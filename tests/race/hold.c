@@ -120,6 +120,19 @@ static bool parse_u64(const char *s, uint64_t *ret)
 	return errno == 0 && !*end;
 }
 
+/* A byte option's value (0 to 255); false, with a message, when it is not. */
+static bool parse_byte(const char *opt, const char *s, uint8_t *ret)
+{
+	uint64_t byte;
+
+	if (!parse_u64(s, &byte) || byte > 255) {
+		fprintf(stderr, "ftvm-hold: --%s wants a byte, 0 to 255 (got '%s')\n", opt, s);
+		return false;
+	}
+	*ret = (uint8_t)byte;
+	return true;
+}
+
 struct holder {
 	const char *guid, *mode;
 	bool write, wait, modify, modified, scribble;
@@ -201,7 +214,6 @@ static int parse(int argc, char **argv, struct holder *h, const char **ret_sock,
 		{ "count", required_argument, NULL, 'c' },
 		{ 0 },
 	};
-	uint64_t byte;
 	int opt;
 
 	while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -213,25 +225,13 @@ static int parse(int argc, char **argv, struct holder *h, const char **ret_sock,
 			*ret_after_stdin = true;
 			break;
 		case 'm':
-			if (!parse_u64(optarg, &byte) || byte > 255) {
-				fprintf(stderr,
-					"ftvm-hold: --modify wants a byte, 0 to 255 "
-					"(got '%s')\n",
-					optarg);
+			if (!parse_byte("modify", optarg, &h->byte))
 				return usage();
-			}
-			h->byte = (uint8_t)byte;
 			h->modify = h->modified = true;
 			break;
 		case 'S':
-			if (!parse_u64(optarg, &byte) || byte > 255) {
-				fprintf(stderr,
-					"ftvm-hold: --scribble wants a byte, 0 to 255 "
-					"(got '%s')\n",
-					optarg);
+			if (!parse_byte("scribble", optarg, &h->scribble_byte))
 				return usage();
-			}
-			h->scribble_byte = (uint8_t)byte;
 			h->scribble = true;
 			break;
 		case 'M':
