@@ -51,7 +51,7 @@ DEAD_AFTER_MS=${FTVM_E2E_DEAD_AFTER_MS:-300}
 E2E_TIME_SCALE=${FTVM_E2E_TIME_SCALE:-1}
 
 free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+	python3 "$FTVM_SRCDIR/tests/free_port.py"
 }
 
 # write_pair_configs [extra ini lines for both]: a.conf and b.conf in $WORK.

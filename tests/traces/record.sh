@@ -43,7 +43,7 @@ fail() {
 }
 
 free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+	python3 "$HERE/../free_port.py"
 }
 
 ctl() {
