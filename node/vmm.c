@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -145,7 +146,24 @@ static bool idle_work_due(struct vmm *v)
 	return st.fold_waiting > 0 || st.wal_frames >= IDLE_CHECKPOINT_FRAMES;
 }
 
-int vmm_flush(struct vmm *v)
+/* SQLite rolled the transaction back, but memory, the partner and the
+ * frames already hold its changes: what this node serves no longer matches
+ * its table on disk, and each later commit would widen the gap (an update of
+ * a row that was never inserted). So the node stops at once, as a crash
+ * would, answering nothing of that transaction: the partner takes over, and
+ * this node, restarted, loads what it committed and is resynced (node/VMM.md,
+ * "A page-table commit that fails"). */
+static _Noreturn void stop_on_failed_commit(struct vmm *v, int r)
+{
+	log_error_errno(r,
+			"page table commit failed: %s; stopping now, as a crash would: "
+			"this node's page table on disk no longer matches what it serves "
+			"(the partner takes over; restarted, this node is resynced from it)",
+			pagetable_last_error(v->pt));
+	_exit(EXIT_FAILURE);
+}
+
+void vmm_flush(struct vmm *v)
 {
 	struct vmm_after_commit *list = v->after, *next;
 	int r;
@@ -155,22 +173,20 @@ int vmm_flush(struct vmm *v)
 	v->after_tail = &v->after;
 	r = pagetable_commit(v->pt);
 	if (r < 0)
-		log_error_errno(r, "page table commit failed, answers withheld: %s",
-				pagetable_last_error(v->pt));
-	if (r >= 0 && idle_work_due(v)) {
+		stop_on_failed_commit(v, r);
+	if (idle_work_due(v)) {
 		struct timeval later = { 0, IDLE_MS * 1000 };
 
 		event_add(v->idle_event, &later);
 	}
 	/* Answers go out only for what is committed. */
 	if (v->session)
-		repl_session_uncork(v->session, r >= 0);
+		repl_session_uncork(v->session);
 	for (; list; list = next) {
 		next = list->next;
-		list->fn(list->arg, r);
+		list->fn(list->arg);
 		free(list);
 	}
-	return r;
 }
 
 void vmm_before_request(struct vmm *v)
@@ -206,8 +222,7 @@ static void on_idle(evutil_socket_t fd, short what, void *arg)
 		log_warning("idle fold of the page table: %s", pagetable_last_error(v->pt));
 		return;
 	}
-	if (vmm_flush(v) < 0)
-		return;
+	vmm_flush(v);
 	if (rows)
 		log_debug("idle: %llu page writes folded into the page table",
 			  (unsigned long long)rows);
@@ -233,12 +248,13 @@ void vmm_changed(struct vmm *v)
 	event_active(v->flush_event, EV_TIMEOUT, 0);
 }
 
-void vmm_after_commit(struct vmm *v, void (*fn)(void *arg, int r), void *arg)
+void vmm_after_commit(struct vmm *v, void (*fn)(void *arg), void *arg)
 {
 	struct vmm_after_commit *a = calloc(1, sizeof(*a));
 
-	if (!a) {
-		fn(arg, -ENOMEM);
+	if (!a) { /* no room to wait for the turn's commit: commit now */
+		vmm_flush(v);
+		fn(arg);
 		return;
 	}
 	a->fn = fn;

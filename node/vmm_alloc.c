@@ -53,24 +53,18 @@ static void alloc_op_free(struct alloc_op *op)
 	free(op);
 }
 
-static void alloc_replied(void *arg, int r)
+static void alloc_replied(void *arg)
 {
 	struct alloc_op *op = arg;
 	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	Ftvm__Client__AllocReply ar = FTVM__CLIENT__ALLOC_REPLY__INIT;
 
-	if (r < 0) {
-		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
-				"allocation %s made but not committed: %s", op->a->guid,
-				strerror(-r));
-	} else {
-		ar.guid = op->a->guid;
-		ar.pages = op->a->pages;
-		ar.block_size = op->a->block_size;
-		reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_ALLOC;
-		reply.alloc = &ar;
-		client_call_reply(op->op.call, &reply);
-	}
+	ar.guid = op->a->guid;
+	ar.pages = op->a->pages;
+	ar.block_size = op->a->block_size;
+	reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_ALLOC;
+	reply.alloc = &ar;
+	client_call_reply(op->op.call, &reply);
 	op->a = NULL; /* the table has it */
 	alloc_op_free(op);
 }
@@ -309,16 +303,12 @@ struct free_op {
 	char guid[128];
 };
 
-static void free_replied(void *arg, int r)
+static void free_replied(void *arg)
 {
 	struct free_op *op = arg;
 	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 
-	if (r < 0)
-		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
-				"%s released but not committed: %s", op->guid, strerror(-r));
-	else
-		client_call_reply(op->op.call, &reply);
+	client_call_reply(op->op.call, &reply);
 	free(op);
 }
 

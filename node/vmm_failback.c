@@ -31,16 +31,13 @@ struct failback_op {
 	char guid[128];
 };
 
-static void failback_replied(void *arg, int r)
+static void failback_replied(void *arg)
 {
 	struct failback *fb = arg;
 	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	Ftvm__Client__FailbackReply fr = FTVM__CLIENT__FAILBACK_REPLY__INIT;
 
-	if (r < 0) {
-		vmm_reply_error(fb->call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
-				"handed back but not committed: %s", strerror(-r));
-	} else if (fb->failed) {
+	if (fb->failed) {
 		vmm_reply_error(fb->call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
 				"%llu of %llu allocations not handed back: %s",
 				(unsigned long long)fb->failed,

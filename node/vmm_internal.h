@@ -24,7 +24,7 @@
 
 struct vmm_after_commit {
 	struct vmm_after_commit *next;
-	void (*fn)(void *arg, int r);
+	void (*fn)(void *arg);
 	void *arg;
 };
 
@@ -130,10 +130,11 @@ struct vmm_op {
 
 /* Everything changed in this turn is committed at its end; schedules that. */
 void vmm_changed(struct vmm *v);
-/* Runs fn(arg, r) once the open transaction committed (r < 0: it failed). */
-void vmm_after_commit(struct vmm *v, void (*fn)(void *arg, int r), void *arg);
+/* Runs fn(arg) once the open transaction committed (a node whose commit
+ * fails stops at once: vmm.c, stop_on_failed_commit). */
+void vmm_after_commit(struct vmm *v, void (*fn)(void *arg), void *arg);
 /* Commits now and sends the answers held for it. */
-int vmm_flush(struct vmm *v);
+void vmm_flush(struct vmm *v);
 /* Before a request to the partner: commits the open transaction only when
  * answers to the partner wait for it (they must go first). */
 void vmm_before_request(struct vmm *v);

@@ -56,23 +56,17 @@ struct write_op {
 	uint8_t block[];
 };
 
-static void write_replied(void *arg, int r)
+static void write_replied(void *arg)
 {
 	struct write_op *op = arg;
 	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	Ftvm__Client__WritePageReply wr = FTVM__CLIENT__WRITE_PAGE_REPLY__INIT;
 
-	if (r < 0) {
-		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
-				"%s page %llu written but not committed: %s", op->guid,
-				(unsigned long long)op->page, strerror(-r));
-	} else {
-		wr.crc32c = op->crc;
-		wr.version = op->new_version;
-		reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_WRITE_PAGE;
-		reply.write_page = &wr;
-		client_call_reply(op->op.call, &reply);
-	}
+	wr.crc32c = op->crc;
+	wr.version = op->new_version;
+	reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_WRITE_PAGE;
+	reply.write_page = &wr;
+	client_call_reply(op->op.call, &reply);
 	free(op);
 }
 
@@ -234,7 +228,7 @@ static void write_finish(struct vmm_op *base)
 		vmm_frames_give(v, op->frame, op->block_size);
 	release_grant(v, op, !partner_refused(op));
 	if (ok && a && committed) {
-		write_replied(op, 0); /* both nodes committed it */
+		write_replied(op); /* both nodes committed it */
 		return;
 	}
 	if (ok && a) {

@@ -700,16 +700,13 @@ void vmm_op_get_pointer(struct vmm *v, struct client_call *call,
 
 /* ---- release a pointer (Fig. 8) ---- */
 
-static void release_replied(void *arg, int r)
+static void release_replied(void *arg)
 {
 	struct release_op *op = arg;
 	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	Ftvm__Client__ReleasePointerReply rr = FTVM__CLIENT__RELEASE_POINTER_REPLY__INIT;
 
-	if (r < 0) {
-		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
-				"released but not committed: %s", strerror(-r));
-	} else if (op->op.call) {
+	if (op->op.call) {
 		rr.crc32c = op->crc;
 		rr.version = op->new_version;
 		reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_RELEASE_POINTER;
@@ -804,7 +801,7 @@ static void release_finish(struct vmm_op *base)
 	if (op->modified)
 		vmm_after_commit(v, release_replied, op);
 	else
-		release_replied(op, 0);
+		release_replied(op);
 }
 
 /* The release batch goes with the block written one-sided into the landing

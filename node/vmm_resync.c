@@ -877,10 +877,9 @@ static int on_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m, char *reas
 
 /* Our LandingGrant at link up went at the epoch we had and the survivor
  * refused it; offer again at the new one, once ResyncEnd's answer is out. */
-static void offer_grants(void *arg, int r)
+static void offer_grants(void *arg)
 {
-	if (r >= 0)
-		vmm_grants_offer(arg);
+	vmm_grants_offer(arg);
 }
 
 static int on_end(struct vmm *v, const Ftvm__Partner__ResyncEnd *m, char *reason, size_t len)

@@ -1070,12 +1070,12 @@ bool repl_session_corked(const struct repl_session *s)
 	return s->corked;
 }
 
-int repl_session_uncork(struct repl_session *s, bool send)
+int repl_session_uncork(struct repl_session *s)
 {
 	int r = 0;
 
 	s->corked = false;
-	if (send && s->n_held && s->active)
+	if (s->n_held && s->active)
 		r = send_held(s, NULL, 0);
 	drop_held(s);
 	return r;

@@ -97,13 +97,12 @@ int repl_session_request_batch(struct repl_session *s, Envelope *const *envs, si
 			       uint32_t timeout_ms, pending_done_fn done, void *const *args);
 
 /* While corked, what the session sends is held back and goes out as one
- * Batch frame at uncork (send = true), or is dropped (send = false: the
- * answers must not go out, e.g. when their commit failed). */
+ * Batch frame at uncork. */
 void repl_session_cork(struct repl_session *s);
 /* True while corked: answers are held back, and a request now would have to
  * wait for them (-EBUSY). */
 bool repl_session_corked(const struct repl_session *s);
-int repl_session_uncork(struct repl_session *s, bool send);
+int repl_session_uncork(struct repl_session *s);
 
 /* Answers the partner's request seq. -ENOTCONN when the link went down in
  * between (the partner has failed the request on its side already). */

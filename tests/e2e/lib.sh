@@ -26,6 +26,8 @@ cleanup() {
 		kill -9 "${PIDS[$id]}" 2>/dev/null || true
 	done
 	wait 2>/dev/null || true
+	# A test's own mounts, in its own mount namespace (test_table_full.sh).
+	[ -z "${FTVM_E2E_MOUNT_NS:-}" ] || umount "$WORK"/* 2>/dev/null || true
 	if [ "$FAILED" -ne 0 ] || [ -n "${E2E_KEEP_LOGS:-}" ]; then
 		for f in "$WORK"/*.log; do
 			[ -f "$f" ] && { echo "---- $f"; tail -n 40 "$f"; }

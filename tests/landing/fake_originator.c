@@ -130,7 +130,7 @@ static void on_request(struct repl_session *s, Envelope *const *envs, size_t n, 
 		repl_session_complete(s, envs[i]->seq, &cc);
 	}
 	if (n > 1)
-		repl_session_uncork(s, true);
+		repl_session_uncork(s);
 }
 
 static const struct repl_session_callbacks callbacks = {

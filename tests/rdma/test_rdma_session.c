@@ -131,7 +131,7 @@ static void on_request(struct repl_session *s, Envelope *const *envs, size_t n, 
 		cc.landing = &landing;
 	}
 	repl_session_complete(s, envs[0]->seq, &cc);
-	repl_session_uncork(s, true);
+	repl_session_uncork(s);
 }
 
 static void on_tap(struct repl_session *s, bool out, const char *peer, const uint8_t *payload,

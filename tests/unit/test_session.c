@@ -88,7 +88,7 @@ static void on_request(struct repl_session *s, Envelope *const *envs, size_t n, 
 			answer(s, envs[i]->seq, envs[i]->space_request->bytes * 2);
 	}
 	if (n > 1)
-		repl_session_uncork(s, true);
+		repl_session_uncork(s);
 }
 
 static void on_protocol_error(struct repl_session *s, const char *peer, const char *reason,
@@ -268,7 +268,7 @@ static void test_handshake_and_requests(void)
 		/* While corked, a request must wait for the held answers. */
 		repl_session_cork(a.s);
 		CHECK(send_space_request(&a, 1, 100, &res[0]) == -EBUSY, "request while corked");
-		repl_session_uncork(a.s, true);
+		repl_session_uncork(a.s);
 		b.hold_requests = true;
 	}
 
