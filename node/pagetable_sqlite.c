@@ -239,6 +239,8 @@ struct pagetable {
 	/* Transactions are numbered as they begin: the open (or last) one, the
 	 * last committed, the last that ended without a commit. */
 	uint64_t txn, txn_committed, txn_lost;
+	void (*commit_failed)(void *arg, int r);
+	void *commit_failed_arg;
 	char err[512];
 };
 
@@ -670,9 +672,24 @@ static int commit_leases(struct pagetable *pt, struct lease *force_lease)
 	return 0;
 }
 
+static int commit(struct pagetable *pt, struct lease *force_lease)
+{
+	int r = commit_leases(pt, force_lease);
+
+	if (r < 0 && pt->commit_failed)
+		pt->commit_failed(pt->commit_failed_arg, r);
+	return r;
+}
+
 int pagetable_commit(struct pagetable *pt)
 {
-	return commit_leases(pt, NULL);
+	return commit(pt, NULL);
+}
+
+void pagetable_on_commit_failed(struct pagetable *pt, void (*fn)(void *arg, int r), void *arg)
+{
+	pt->commit_failed = fn;
+	pt->commit_failed_arg = arg;
 }
 
 static int lease_take(struct pagetable *pt, struct lease *l, uint64_t *ret)
@@ -681,7 +698,7 @@ static int lease_take(struct pagetable *pt, struct lease *l, uint64_t *ret)
 
 	if (l->next >= l->durable) {
 		log_debug("%s: lease used up inside one transaction; committing it early", l->key);
-		r = commit_leases(pt, l);
+		r = commit(pt, l);
 		if (r < 0)
 			return r;
 	}

@@ -100,6 +100,13 @@ int pagetable_page_put(struct pagetable *pt, const struct pt_page *p, const stru
 /* Commits the open transaction; 0 and nothing done when none is open. */
 int pagetable_commit(struct pagetable *pt);
 
+/* fn(arg, r) runs when a commit fails, pagetable_commit()'s or one a lease
+ * forces (below), before the failure is returned: SQLite rolled the
+ * transaction back, so what the caller applied to memory meanwhile is no
+ * longer in the file. Without one (the default), the failure is only
+ * returned. */
+void pagetable_on_commit_failed(struct pagetable *pt, void (*fn)(void *arg, int r), void *arg);
+
 bool pagetable_in_transaction(const struct pagetable *pt);
 
 /* Right after a change: a mark of the transaction that holds it, for

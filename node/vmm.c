@@ -152,9 +152,12 @@ static bool idle_work_due(struct vmm *v)
  * a row that was never inserted). So the node stops at once, as a crash
  * would, answering nothing of that transaction: the partner takes over, and
  * this node, restarted, loads what it committed and is resynced (node/VMM.md,
- * "A page-table commit that fails"). */
-static _Noreturn void stop_on_failed_commit(struct vmm *v, int r)
+ * "A page-table commit that fails"). Every commit once the node started: the
+ * group commit's, and those of epochs, solo marks and leases. */
+static _Noreturn void stop_on_failed_commit(void *arg, int r)
 {
+	struct vmm *v = arg;
+
 	log_error_errno(r,
 			"page table commit failed: %s; stopping now, as a crash would: "
 			"this node's page table on disk no longer matches what it serves "
@@ -166,14 +169,11 @@ static _Noreturn void stop_on_failed_commit(struct vmm *v, int r)
 void vmm_flush(struct vmm *v)
 {
 	struct vmm_after_commit *list = v->after, *next;
-	int r;
 
 	v->flush_pending = false;
 	v->after = NULL;
 	v->after_tail = &v->after;
-	r = pagetable_commit(v->pt);
-	if (r < 0)
-		stop_on_failed_commit(v, r);
+	pagetable_commit(v->pt); /* or the node stops: stop_on_failed_commit */
 	if (idle_work_due(v)) {
 		struct timeval later = { 0, IDLE_MS * 1000 };
 
@@ -534,6 +534,8 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 
 		event_add(v->trim_event, &every);
 	}
+	/* From here a failed commit stops the node; before, it fails the start. */
+	pagetable_on_commit_failed(v->pt, stop_on_failed_commit, v);
 	*ret = v;
 	return 0;
 fail:
