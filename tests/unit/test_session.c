@@ -37,17 +37,37 @@ struct peer {
 	void *pool;	   /* offered for one-sided page data; NULL: none */
 };
 
+/* A loopback port free now, outside the kernel's ephemeral range (as
+ * tests/free_port.py): a peer dials its partner's port before the partner
+ * listens, and a port from that range may then be given to the dialling
+ * socket itself (a TCP self-connect), so that the partner cannot bind it. */
 static uint16_t free_port(void)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sin);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	unsigned low = 32768, high = 60999;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
 
-	bind(fd, (struct sockaddr *)&sin, sizeof(sin));
-	getsockname(fd, (struct sockaddr *)&sin, &len);
-	close(fd);
-	return ntohs(sin.sin_port);
+	if (f) {
+		if (fscanf(f, "%u %u", &low, &high) != 2)
+			low = 32768, high = 60999;
+		fclose(f);
+	}
+	for (int tries = 0; tries < 1000; tries++) {
+		uint16_t port = (uint16_t)(10000 + random() % (65536 - 10000));
+		struct sockaddr_in sin = { .sin_family = AF_INET,
+					   .sin_port = htons(port),
+					   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int fd, r;
+
+		if (port >= low && port <= high)
+			continue;
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		r = bind(fd, (struct sockaddr *)&sin, sizeof(sin));
+		close(fd);
+		if (r == 0)
+			return port;
+	}
+	fprintf(stderr, "no free port outside the ephemeral range %u-%u\n", low, high);
+	exit(1);
 }
 
 static void on_link(struct repl_session *s, bool up, const char *reason, void *arg)
@@ -799,6 +819,8 @@ static void test_bad_input(void)
 int main(void)
 {
 	struct event_config *cfg = event_config_new();
+
+	srandom((unsigned)getpid() ^ (unsigned)clock_now_ms());
 
 	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
 	base = event_base_new_with_config(cfg);
