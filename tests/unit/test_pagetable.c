@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -412,6 +414,66 @@ static void test_uncommitted(void)
 	compare("after closing with a transaction open", &want, &got);
 	CHECK_INT("journal rows", 1, pagetable_journal_count(pt));
 	CHECK_INT("partner_applied_lsn", 41, pagetable_partner_applied_lsn(pt));
+	pagetable_close(pt);
+}
+
+static int commit_failures, commit_failure_r;
+
+static void on_commit_failed(void *arg, int r)
+{
+	commit_failures++;
+	commit_failure_r = r;
+}
+
+/* A commit that cannot write its WAL fails, calls the hook set with
+ * pagetable_on_commit_failed() once, with the failure, and rolls the
+ * transaction back: reopened, the table has what was committed before. The
+ * file size limit stands in for a full disk (SQLite's write gets EFBIG
+ * where it would get ENOSPC). */
+static void test_commit_failed(void)
+{
+	char path[300], wal[310];
+	uint8_t header[4000];
+	struct pagetable *pt;
+	struct model want = { 0 }, scratch = { 0 }, got;
+	struct pt_origin o;
+	struct rlimit unlimited, limit;
+	struct stat st;
+	int r;
+
+	memset(header, 0x5a, sizeof(header));
+	path_in_dir(path, sizeof(path), "commit_failed.db");
+	snprintf(wal, sizeof(wal), "%s-wal", path);
+	pt = open_or_die(path);
+	pagetable_on_commit_failed(pt, on_commit_failed, NULL);
+	o = own(pt);
+	CHECK_OK("put x", model_put(pt, &want, "x", 8192, 4096, 2, header_a, 3, 7, &o));
+	CHECK_OK("commit x", pagetable_commit(pt));
+	CHECK_INT("no failure yet", 0, commit_failures);
+
+	o = own(pt);
+	CHECK_OK("put y",
+		 model_put(pt, &scratch, "y", 4096, 4096, 1, header, sizeof(header), 7, &o));
+	if (stat(wal, &st) < 0 || getrlimit(RLIMIT_FSIZE, &unlimited) < 0) {
+		FAIL("stat %s or getrlimit: %s", wal, strerror(errno));
+		pagetable_close(pt);
+		return;
+	}
+	limit = unlimited;
+	limit.rlim_cur = (rlim_t)st.st_size; /* the WAL may not grow */
+	signal(SIGXFSZ, SIG_IGN);
+	setrlimit(RLIMIT_FSIZE, &limit);
+	r = pagetable_commit(pt);
+	setrlimit(RLIMIT_FSIZE, &unlimited);
+	CHECK(r < 0, "the commit failed: %d", r);
+	CHECK_INT("the hook ran once", 1, commit_failures);
+	CHECK_INT("with the failure", r, commit_failure_r);
+	CHECK(!pagetable_in_transaction(pt), "the transaction was rolled back");
+	pagetable_close(pt);
+
+	pt = open_or_die(path);
+	load_model(pt, &got);
+	compare("reopened after the failed commit", &want, &got);
 	pagetable_close(pt);
 }
 
@@ -1716,6 +1778,7 @@ int main(void)
 
 	test_round_trip();
 	test_uncommitted();
+	test_commit_failed();
 	test_journal();
 	test_guids();
 	test_wal_and_cascade();
