@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* fallocate */
 #include "store.h"
 
 #include <endian.h>
@@ -12,6 +13,9 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "log.h"
+
+#define LOG_SUBSYSTEM "store"
 
 #define STORE_MAGIC "FTVMSTOR"
 #define STORE_VERSION 1u
@@ -112,6 +116,36 @@ static int claim(struct store_header_disk *h, const char *path, const char *node
 	return free_slot;
 }
 
+/* A new store file gets all its blocks now: a sparse one would find its
+ * file system full only at destage, with acknowledged pages held in memory
+ * alone (and lost at a stop, were the partner gone). Where the file system
+ * cannot reserve (no fallocate), it is sparse, as it was, with a warning.
+ * Refused, the file is left empty, as found. */
+static int reserve(int fd, const char *path, uint64_t size, char *err, size_t err_len)
+{
+	int r;
+
+	if (fallocate(fd, 0, 0, (off_t)size) == 0)
+		return 0;
+	if (errno == EOPNOTSUPP) {
+		log_warning("%s: the file system cannot reserve the store's %llu bytes: the "
+			    "file is sparse, and destage may find the disk full",
+			    path, (unsigned long long)size);
+		if (ftruncate(fd, (off_t)size) == 0)
+			return 0;
+	}
+	r = -errno;
+	snprintf(err, err_len, "%s: cannot reserve %llu bytes for the store: %s", path,
+		 (unsigned long long)size, strerror(errno));
+	if (ftruncate(fd, 0) < 0) {
+		size_t len = strlen(err);
+
+		snprintf(err + len, err_len - len, " (and cannot empty it again: %s)",
+			 strerror(errno));
+	}
+	return r;
+}
+
 int store_open(const char *path, uint64_t size, uint32_t page_size, const char *node_id,
 	       bool may_create, struct store **ret, char *err, size_t err_len)
 {
@@ -142,12 +176,9 @@ int store_open(const char *path, uint64_t size, uint32_t page_size, const char *
 	}
 	if (st.st_size == 0 && S_ISREG(st.st_mode)) {
 		header_init(&h, size, page_size);
-		if (ftruncate(fd, (off_t)size) < 0) {
-			r = -errno;
-			snprintf(err, err_len, "%s: cannot size the store to %llu bytes: %s", path,
-				 (unsigned long long)size, strerror(errno));
+		r = reserve(fd, path, size, err, err_len);
+		if (r < 0)
 			goto fail;
-		}
 		changed = true;
 	} else {
 		n = pread(fd, &h, sizeof(h), 0);

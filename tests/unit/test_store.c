@@ -1,9 +1,12 @@
 /* The backing store's header and partitions (node/store.c) on real files. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -105,6 +108,39 @@ static void test_refused(void)
 	CHECK(strstr(err, "/nonexistent/ftvm/store"), "reason: %s", err);
 }
 
+/* A new store has every block reserved, not a sparse file that finds its
+ * disk full at destage; with no room for it, the open is refused, naming
+ * the size, and the file is left empty. The file size limit stands in for a
+ * full disk (EFBIG where it would be ENOSPC). */
+static void test_reserved(void)
+{
+	const char *path = path_of("reserved");
+	struct store *s = NULL;
+	struct rlimit unlimited, limit;
+	struct stat st;
+	char err[512] = "";
+
+	if (getrlimit(RLIMIT_FSIZE, &unlimited) < 0)
+		die("getrlimit");
+	limit = unlimited;
+	limit.rlim_cur = SIZE / 2;
+	signal(SIGXFSZ, SIG_IGN);
+	setrlimit(RLIMIT_FSIZE, &limit);
+	CHECK_INT("no room: refused", -EFBIG,
+		  store_open(path, SIZE, 4096, "a", true, &s, err, sizeof(err)));
+	setrlimit(RLIMIT_FSIZE, &unlimited);
+	CHECK(strstr(err, "cannot reserve 67108864 bytes for the store"), "reason: %s", err);
+	CHECK(s == NULL, "nothing returned");
+	CHECK(stat(path, &st) == 0 && st.st_size == 0, "the file is left empty: %lld bytes",
+	      (long long)st.st_size);
+
+	CHECK_INT("with room", 0, store_open(path, SIZE, 4096, "a", true, &s, err, sizeof(err)));
+	CHECK(stat(path, &st) == 0 && (uint64_t)st.st_blocks * 512 >= SIZE,
+	      "every block reserved: %lld of %llu bytes", (long long)st.st_blocks * 512,
+	      (unsigned long long)SIZE);
+	store_close(s);
+}
+
 static void test_extent_layout(void)
 {
 	/* 3 pages of 64K: records rounded up to one 4K page, then the blocks. */
@@ -123,6 +159,7 @@ int main(void)
 		die("mkdtemp");
 	test_two_nodes_and_a_third();
 	test_refused();
+	test_reserved();
 	test_extent_layout();
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
