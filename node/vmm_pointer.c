@@ -864,7 +864,8 @@ static void release(struct vmm *v, struct client_call *call, struct vmm_holding 
 	/* A plain release leaves the block as the page has it (for a write
 	 * pointer, vmm_op_release_pointer has checked): no checksum to take. */
 	op->crc = modified ? vmm_block_crc(v, a, h->page) : a->page[h->page].crc32c;
-	op->new_version = a->page[h->page].version + 1;
+	/* Only a modified release makes a new version. */
+	op->new_version = a->page[h->page].version + modified;
 	if (modified) {
 		op->op.lsn = pagetable_reserve_lsn(v->pt);
 		n++; /* the WritePage, built by send_release */

@@ -21,6 +21,8 @@ head -c 4096 /dev/urandom >"$WORK/page"
 crc=$(ctl a --json write "$g" 1 --file "$WORK/page" | jq -r .crc32c)
 ctl b read "$g" 1 --file "$WORK/back" >/dev/null
 cmp -n 4096 "$WORK/page" "$WORK/back" || fail "page read back differs"
+"$FTVM_HOLD" "$WORK/a.sock" "$g" 1 read >/dev/null || fail "read pointer taken and released"
+"$FTVM_HOLD" "$WORK/a.sock" "$g" 1 write >/dev/null || fail "write pointer taken and released"
 out=$(ctl a trace stop)
 grep -Eq '^stopped: [0-9]+ records$' <<<"$out" || fail "trace stop said '$out'"
 n=$(grep -Eo '[0-9]+' <<<"$out")
@@ -52,6 +54,10 @@ grep -q "seq=[0-9]* lsn=[0-9]* AllocateWrite guid=$g page=1 owner=a/" <<<"$dump"
 grep -q "answers=[0-9]* CommandComplete lock={version=1}" <<<"$dump" ||
 	fail "dump lacks the ReleasePointer's answer with the lock status"
 grep -q "WritePageReply crc32c=$crc version=1" <<<"$dump" || fail "dump lacks the WritePageReply"
+# A plain release makes no new version: the page stays at the write's.
+n=$(grep -c "ReleasePointerReply crc32c=$crc version=1\$" <<<"$dump" || true)
+[ "$n" -eq 2 ] || fail "$n plain releases answered version=1, wanted 2: $(grep ReleasePointer <<<"$dump")"
+! grep -q "ReleasePointer .*version=2" <<<"$dump" || fail "a plain release proposed version 2"
 bdump=$("$FTVMCTL" trace dump "$WORK/b.trace")
 ! grep -q " client " <<<"$bdump" || fail "b records only the partner channel, yet dumps a client line"
 grep -Eq "AllocateMemory guid=$g size=8192 block_size=4096 policy=default home=a" <<<"$bdump" ||
