@@ -115,7 +115,8 @@ struct ftvm_client {
 	uint64_t next_id;
 	size_t max_payload;
 	/* The frame pool of the node conn goes to, mapped at the first pointer
-	 * call on this connection. */
+	 * call on this connection, twice side by side (map_pool()): writable at
+	 * pool, read-only at pool + pool_size. */
 	uint8_t *pool;
 	size_t pool_size;
 	uint64_t pool_generation;
@@ -683,11 +684,11 @@ static void pool_retire(struct ftvm_client *c)
 	p = realloc(c->retired, (c->n_retired + 1) * sizeof(*p));
 	if (p)
 		c->retired = p;
-	if (p && mmap(c->pool, c->pool_size, PROT_NONE,
+	if (p && mmap(c->pool, 2 * c->pool_size, PROT_NONE,
 		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) != MAP_FAILED)
-		c->retired[c->n_retired++] = (struct retired_pool){ c->pool, c->pool_size };
+		c->retired[c->n_retired++] = (struct retired_pool){ c->pool, 2 * c->pool_size };
 	else
-		munmap(c->pool, c->pool_size);
+		munmap(c->pool, 2 * c->pool_size);
 	c->pool = NULL;
 	c->pool_size = 0;
 }
@@ -961,7 +962,7 @@ static void client_free(struct ftvm_client *c)
 {
 	conn_close(&c->conn);
 	if (c->pool)
-		munmap(c->pool, c->pool_size);
+		munmap(c->pool, 2 * c->pool_size);
 	for (size_t i = 0; i < c->n_retired; i++)
 		munmap(c->retired[i].addr, c->retired[i].size);
 	free(c->retired);
@@ -1643,6 +1644,32 @@ out:
 
 /* ---- pointers into the node's frame pool ---- */
 
+/* Maps fd's size bytes twice, side by side: writable, then read-only. Read
+ * pointers point into the read-only view, so that a write through one faults
+ * at once (SIGSEGV), as an MMU would, instead of changing a block that other
+ * readers share, behind the lock and unknown to the partner's copy. */
+static uint8_t *map_pool(int fd, size_t size)
+{
+	uint8_t *base;
+	int e;
+
+	if (size > SIZE_MAX / 2) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	base = mmap(NULL, 2 * size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (base == MAP_FAILED)
+		return NULL;
+	if (mmap(base, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED ||
+	    mmap(base + size, size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+		e = errno;
+		munmap(base, 2 * size);
+		errno = e;
+		return NULL;
+	}
+	return base;
+}
+
 /* Maps the frame pool of the node the client talks to, once per connection:
  * the node passes its memfd with the reply to a MapRequest. With c->lock
  * held. */
@@ -1651,7 +1678,7 @@ static int map_locked(struct ftvm_client *c)
 	Ftvm__Client__MapRequest map = FTVM__CLIENT__MAP_REQUEST__INIT;
 	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
 	Reply *reply = NULL;
-	void *pool;
+	uint8_t *pool;
 	int r, fd;
 
 	if (c->pool && c->pool_generation == c->generation)
@@ -1667,9 +1694,9 @@ static int map_locked(struct ftvm_client *c)
 		r = fail(c, -EBADMSG, "the node sent no frame pool descriptor");
 		goto out;
 	}
-	pool = mmap(NULL, reply->map->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	pool = map_pool(fd, reply->map->size);
 	close(fd);
-	if (pool == MAP_FAILED) {
+	if (!pool) {
 		r = fail(c, -errno, "cannot map the node's frame pool (%" PRIu64 " bytes): %s",
 			 reply->map->size, strerror(errno));
 		goto out;
@@ -1729,7 +1756,7 @@ static int get_pointer(struct ftvm_client *c, const char *guid, uint64_t page, b
 		r = fail(c, -EBADMSG, "the node's pointer (%" PRIu64 " + %u) is outside its pool",
 			 reply->pointer->offset, reply->pointer->length);
 	} else {
-		*ret = c->pool + reply->pointer->offset;
+		*ret = c->pool + (write ? 0 : c->pool_size) + reply->pointer->offset;
 		if (ret_len)
 			*ret_len = reply->pointer->length;
 	}

@@ -565,7 +565,10 @@ FTVM_EXPORT void ftvm_verify_free(struct ftvm_verify *v);
  * The pointer points into the node's frame pool, which this client maps at
  * its first pointer call; it stays valid until ftvm_release_pointer(),
  * ftvm_disconnect(), or a move to the other node (see "Failover" above).
- * Do not write through it.
+ * It points into a read-only view of the pool: a write through it faults
+ * (SIGSEGV) at once, and the block stays as the locks and the partner know
+ * it. (The client maps the pool twice, a writable view for write pointers and
+ * a read-only one: address space of twice the pool, no more memory.)
  * @param wait when the page is write-locked, wait in the node's paging queue
  *        (up to the node's request_timeout_ms) instead of failing at once.
  * @param[out] ret the block's first byte.

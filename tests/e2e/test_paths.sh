@@ -343,6 +343,27 @@ for n in a b; do
 	ok "write pointer written into, released as not modified on $n: $HOLD_SAID; as modified after, read back on both"
 done
 
+# A write through a read pointer: libftvm's view of the pool under read
+# pointers is read-only, so the client faults at once (SIGSEGV) and changes
+# nothing; its node releases the read pointer with the connection.
+for n in a b; do
+	ctl "$n" read "${G[b]}" 1 >"$WORK/read_before"
+	rc=0
+	"$FTVM_HOLD" "$WORK/$n.sock" "${G[b]}" 1 read --scribble 92 >"$WORK/scribble.out" 2>&1 || rc=$?
+	# (Under AddressSanitizer its SEGV handler reports the fault and exits 1.)
+	[ "$rc" -eq $((128 + 11)) ] || { [ "$rc" -ne 0 ] && grep -q "AddressSanitizer: SEGV" "$WORK/scribble.out"; } ||
+		fail "a write through a read pointer on $n exited $rc, not by SIGSEGV: $(cat "$WORK/scribble.out")"
+	grep -q "^scribbling through the read pointer" "$WORK/scribble.out" || fail "ftvm-hold never held the read pointer on $n: $(cat "$WORK/scribble.out")"
+	for m in a b; do
+		ctl "$m" read "${G[b]}" 1 | cmp -s - "$WORK/read_before" ||
+			fail "page 1 on $m changed through a read pointer taken on $n"
+	done
+	wait_for 5000 "the faulted client's read pointer released on $n" \
+		"$FTVM_HOLD" "$WORK/$n.sock" "${G[b]}" 1 write >/dev/null 2>&1
+	verify_equal "a write through a read pointer"
+	ok "write through a read pointer on $n: the client got SIGSEGV, page unchanged on both, released"
+done
+
 # ============ pools of different sizes, allocations larger ============
 # The frame pools differ (16M and 8M): an allocation larger than either pool
 # is made on either node, written from both, read back on both, and the pair

@@ -18,7 +18,9 @@
  * its "held" line, as a client half way through its write: the release is
  * still plain unless --modified is given too (the node must refuse a plain
  * one: ftvm-hold then reports the refusal, releases the pointer as
- * modified and exits 1). It prints "releasing
+ * modified and exits 1). --scribble on a read pointer writes through it,
+ * which libftvm's read-only view of the pool must stop: ftvm-hold dies of
+ * SIGSEGV before its "held" line. It prints "releasing
  * ..." just before the release and "released crc32c 0x..." after it. With
  * --count N it takes pointers to pages PAGE .. PAGE + N - 1 in turn (a "held"
  * line each, then "holding N pointers"), and releases them all the same way
@@ -159,8 +161,13 @@ static int take(struct ftvm_client *c, const struct holder *h, uint64_t page, st
 		r = ftvm_get_read_pointer(c, h->guid, page, h->wait, (const void **)&b->p, &b->len);
 	if (r < 0)
 		return call_failed(c, what, r);
-	if (h->scribble)
+	if (h->scribble) {
+		if (!h->write) {
+			printf("scribbling through the read pointer t=%" PRIu64 "\n", now_ns());
+			fflush(stdout);
+		}
 		memset(b->p, h->scribble_byte, b->len);
+	}
 	printf("held %s %s page %" PRIu64 ": %zu bytes, crc32c 0x%08x t=%" PRIu64 "\n", h->mode,
 	       h->guid, page, b->len, crc32c(b->p, b->len), now_ns());
 	fflush(stdout);
@@ -264,9 +271,8 @@ static int parse(int argc, char **argv, struct holder *h, const char **ret_sock,
 		return usage();
 	}
 	h->write = strcmp(h->mode, "write") == 0;
-	if ((h->modify || h->scribble) && !h->write) {
-		fprintf(stderr, "ftvm-hold: --modify and --scribble write through a write "
-				"pointer only\n");
+	if (h->modify && !h->write) {
+		fprintf(stderr, "ftvm-hold: --modify writes through a write pointer only\n");
 		return usage();
 	}
 	if (strcmp(h->mode, "release") == 0 && (h->wait || *ret_after_stdin || *ret_count > 1)) {
