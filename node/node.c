@@ -295,6 +295,8 @@ static void reply_status(struct node *n, struct client_call *call)
 	st.registrations_failed = counts.registrations_failed;
 	st.pointers_revoked = counts.pointers_revoked;
 	st.frames_revoked = counts.frames_revoked;
+	st.loop_pauses = rs.loop_pauses;
+	st.loop_pause_max_ms = rs.loop_pause_max_ms;
 	st.staging_slabs = counts.staging_slabs;
 	st.staging_allocated = counts.staging_allocated;
 	st.resync_pages_one_sided = counts.resync_pages_one_sided;

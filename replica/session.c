@@ -21,7 +21,16 @@
  *
  * Going down fails every pending request with PARTNER_UNAVAILABLE. Heartbeats
  * go out every heartbeat_ms while the link is up; any frame from the partner
- * counts as a sign of life. */
+ * counts as a sign of life.
+ *
+ * A tick that comes more than heartbeat_ms late is a pause of this node's own
+ * event loop (a long commit or checkpoint, a stopped process, a starved CPU):
+ * while it lasted nothing was read or sent. It is counted and, from half of
+ * dead_after_ms, logged as a warning, since the partner takes a node silent
+ * for dead_after_ms for dead (as Corosync reports a process pause). What the
+ * partner sent meanwhile still waits unread, so the tick that ends a pause
+ * does not judge the partner silent: the next one does, after a read. Only
+ * one tick in a row defers, so a loop late at every tick still judges. */
 #include "session.h"
 
 #include <errno.h>
@@ -93,7 +102,9 @@ struct repl_session {
 	size_t n_held, held_cap;
 	int state; /* our NodeState, as advertised */
 
-	struct event *tick; /* every heartbeat_ms */
+	struct event *tick;    /* every heartbeat_ms */
+	uint64_t last_tick_ms; /* when it last ran, 0 before the first */
+	bool silence_deferred; /* the last tick ended a pause, and did not judge */
 	struct event *redial;
 	uint32_t backoff_ms;
 	uint64_t cut_until_ms; /* a drill's cut lasts until then (clock_now_ms) */
@@ -884,10 +895,31 @@ static void send_heartbeat(struct repl_session *s)
 	send_envelope(s, s->active, &env);
 }
 
+/* Whether this tick ends a pause of the event loop (see the top); counts it. */
+static bool loop_paused(struct repl_session *s, uint64_t now)
+{
+	uint64_t gap = s->last_tick_ms ? now - s->last_tick_ms : 0, pause;
+
+	s->last_tick_ms = now;
+	if (gap <= 2 * (uint64_t)s->config.heartbeat_ms)
+		return false;
+	pause = gap - s->config.heartbeat_ms;
+	s->stats.loop_pauses++;
+	if (pause > s->stats.loop_pause_max_ms)
+		s->stats.loop_pause_max_ms = pause;
+	if (2 * pause >= s->config.dead_after_ms)
+		log_warning("this node's event loop did not run for %" PRIu64
+			    " ms (dead_after_ms %u): a partner that hears nothing for "
+			    "dead_after_ms takes this node for silent",
+			    pause, s->config.dead_after_ms);
+	return true;
+}
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct repl_session *s = arg;
 	uint64_t now = clock_now_ms();
+	bool paused = loop_paused(s, now), judge;
 	struct session_conn *sc, *next;
 	char why[128];
 
@@ -904,7 +936,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	if (!s->active)
 		return;
 	close_retiring(s, now - s->config.dead_after_ms);
-	if (now - s->stats.last_rx_ms > s->config.dead_after_ms) {
+	judge = !paused || s->silence_deferred;
+	s->silence_deferred = !judge;
+	if (judge && now - s->stats.last_rx_ms > s->config.dead_after_ms) {
 		snprintf(why, sizeof(why),
 			 "partner '%s' silent for %" PRIu64 " ms (dead_after_ms %u)",
 			 s->stats.partner_id, now - s->stats.last_rx_ms, s->config.dead_after_ms);

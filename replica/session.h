@@ -70,6 +70,10 @@ struct repl_session_stats {
 	uint64_t requests_received;
 	unsigned connections;	/* open, in any state (1 when settled) */
 	uint64_t stale_refused; /* requests refused for an older epoch */
+	/* Pauses of this node's event loop longer than heartbeat_ms since start,
+	 * and the longest (session.c, at the top). */
+	uint64_t loop_pauses;
+	uint64_t loop_pause_max_ms;
 };
 
 int repl_session_new(struct event_base *base, const struct repl_session_config *config,

@@ -385,6 +385,10 @@ static void status_print_text(const struct ftvm_node_status *st)
 	printf("allocations: %" PRIu64 " own, %" PRIu64 " partner\n", st->allocations_own,
 	       st->allocations_partner);
 	printf("journal: %" PRIu64 " rows\n", st->journal_rows);
+	if (st->loop_pauses)
+		printf("event loop: %" PRIu64
+		       " pauses longer than heartbeat_ms, the longest %" PRIu64 " ms\n",
+		       st->loop_pauses, st->loop_pause_max_ms);
 	printf("page table: %" PRIu64 " page writes waiting for a fold (folds: %" PRIu64
 	       " idle, %" PRIu64 " backstop); WAL: %" PRIu64 " frames, %" PRIu64
 	       " at most, checkpoint by %" PRIu32 " (checkpoints: %" PRIu64 " idle, %" PRIu64
@@ -456,6 +460,8 @@ static int status_print_json(const struct ftvm_node_status *st)
 	add_uint64(o, "journal_rows", st->journal_rows);
 	add_uint64(o, "last_resync_pages", st->last_resync_pages);
 	add_uint64(o, "last_resync_ms", st->last_resync_ms);
+	add_uint64(o, "loop_pauses", st->loop_pauses);
+	add_uint64(o, "loop_pause_max_ms", st->loop_pause_max_ms);
 
 	json_object_object_add(partner, "id", json_object_new_string(st->partner_id));
 	json_object_object_add(partner, "link", json_object_new_string(st->partner_link));

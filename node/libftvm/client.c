@@ -581,6 +581,8 @@ static void status_from_reply(const Ftvm__Client__StatusReply *s, struct ftvm_no
 	ret->registrations_failed = s->registrations_failed;
 	ret->pointers_revoked = s->pointers_revoked;
 	ret->frames_revoked = s->frames_revoked;
+	ret->loop_pauses = s->loop_pauses;
+	ret->loop_pause_max_ms = s->loop_pause_max_ms;
 	ret->staging_slabs = s->staging_slabs;
 	ret->staging_allocated = s->staging_allocated;
 	ret->resync_pages_one_sided = s->resync_pages_one_sided;

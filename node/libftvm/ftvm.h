@@ -249,6 +249,8 @@ struct ftvm_node_status {
 	uint64_t registrations_failed; /**< RDMA registrations the device refused since start */
 	uint64_t pointers_revoked;     /**< revoked at a fence, not released yet (node/HA.md) */
 	uint64_t frames_revoked;       /**< frames set aside for them */
+	uint64_t loop_pauses;	       /**< the node's event loop paused over heartbeat_ms */
+	uint64_t loop_pause_max_ms;    /**< the longest such pause since start */
 };
 
 /**

@@ -38,6 +38,11 @@ ok "drill kill b: $J"
 drill_json hang a 1
 [ "$(jq -r .takeover_ms <<<"$J")" -gt 0 ] || fail "no takeover in drill hang a 1: $J"
 grep -q "fencing this node" "$WORK/a.log" || fail "the hung a did not fence itself"
+# The hang is a pause of a's event loop, which a tells once it runs again.
+grep -Eq "event loop did not run for [0-9]+ ms \(dead_after_ms $DEAD_AFTER_MS\)" "$WORK/a.log" ||
+	fail "a did not log its pause"
+[ "$(status_field a loop_pause_max_ms)" -ge 900 ] ||
+	fail "a's status shows no pause of the hang: $(ctl a --json status | jq -c '{loop_pauses, loop_pause_max_ms}')"
 ok "drill hang a 1: $J"
 
 drill_json cut 1

@@ -717,6 +717,40 @@ static void test_silent_partner(void)
 	peer_stop(&a);
 }
 
+/* A pause of the node's own loop past dead_after_ms (here both peers share
+ * the loop, so both pause, as a node stalled in a long fdatasync would): the
+ * tick that ends it takes nobody for silent, since what the other sent
+ * meanwhile is still unread; the link stays up and the pause is counted. */
+static void test_own_pause(void)
+{
+	uint16_t pa = free_port(), pb = free_port();
+	struct repl_session_stats st;
+	int downs_a, downs_b;
+	struct peer a, b;
+
+	peer_init(&a, "a", pa, pb);
+	peer_init(&b, "b", pb, pa);
+	CHECK(peer_start(&a) == 0, "start a");
+	CHECK(peer_start(&b) == 0, "start b");
+	CHECK(RUN_UNTIL(link_up(&a) && link_up(&b) && connections(&a) == 1 && connections(&b) == 1,
+			3000),
+	      "linked on one connection");
+	RUN_UNTIL(false, 100);
+	downs_a = a.link_downs;
+	downs_b = b.link_downs;
+	usleep(400 * 1000); /* dead_after_ms is 150 */
+	RUN_UNTIL(false, 300);
+	CHECK(link_up(&a) && link_up(&b) && a.link_downs == downs_a && b.link_downs == downs_b,
+	      "the link stayed up through the pause (downs a %d b %d: %s)", a.link_downs - downs_a,
+	      b.link_downs - downs_b, a.last_reason);
+	repl_session_get_stats(a.s, &st);
+	CHECK(st.loop_pauses >= 1 && st.loop_pause_max_ms >= 350,
+	      "the pause counted: %llu pauses, the longest %llu ms",
+	      (unsigned long long)st.loop_pauses, (unsigned long long)st.loop_pause_max_ms);
+	peer_stop(&a);
+	peer_stop(&b);
+}
+
 /* A RegionUpdate is no request: alone or in a Batch ahead of a request, it
  * never reaches the request callback (over TCP no view takes it) and drops
  * nothing. */
@@ -846,6 +880,7 @@ int main(void)
 	test_handshake_and_requests();
 	test_tcp_not_one_sided();
 	test_silent_partner();
+	test_own_pause();
 	test_switch_keeps_pending();
 	test_losing_dial_still_read();
 	test_region_update_not_a_request();
