@@ -20,6 +20,7 @@
 #include "bench_common.h"
 #include "clock.h"
 #include "frame.h"
+#include "free_port.h"
 #include "session.h"
 
 struct bench {
@@ -51,7 +52,7 @@ static void __attribute__((noreturn)) fail_run(struct bench *b, const char *what
 static uint16_t free_port(void)
 {
 	uint16_t port;
-	int r = bench_free_port(&port);
+	int r = free_port_pick(&port);
 
 	if (r < 0) {
 		fprintf(stderr, "free port: %s\n", strerror(-r));

@@ -15,24 +15,6 @@
 
 #include "clock.h"
 
-int bench_free_port(uint16_t *ret_port)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sin);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), r = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&sin, &len) < 0)
-		r = -errno;
-	close(fd);
-	if (r == 0)
-		*ret_port = ntohs(sin.sin_port);
-	return r;
-}
-
 int bench_full_io(int fd, void *buf, size_t len, bool writing)
 {
 	uint8_t *p = buf;

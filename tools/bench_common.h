@@ -6,10 +6,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A loopback TCP port that was free a moment ago (bound, read, closed).
- * Returns 0 with *ret_port set, or -errno. */
-int bench_free_port(uint16_t *ret_port);
-
 /* Reads or writes exactly len bytes, retrying on EINTR. Returns 0, or -EIO
  * when the peer closed, or -errno. */
 int bench_full_io(int fd, void *buf, size_t len, bool writing);

@@ -44,6 +44,7 @@
 
 #include "bench_common.h"
 #include "clock.h"
+#include "free_port.h"
 #include "ftvm.h"
 
 #define KIB 1024u
@@ -267,7 +268,7 @@ static int pair_start(struct bench *b)
 	int r;
 
 	for (int i = 0; i < 2; i++) {
-		r = bench_free_port(&port[i]);
+		r = free_port_pick(&port[i]);
 		if (r < 0) {
 			fprintf(stderr, "no free port: %s\n", strerror(-r));
 			return r;
@@ -615,7 +616,7 @@ static int bench_redis(struct bench *b)
 		return 0;
 	}
 	for (int i = 0; i < 2; i++) {
-		r = bench_free_port(&port[i]);
+		r = free_port_pick(&port[i]);
 		if (r < 0)
 			return r;
 		snprintf(port_s[i], sizeof(port_s[i]), "%u", port[i]);

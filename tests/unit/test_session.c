@@ -15,6 +15,7 @@
 #include "check.h"
 #include "clock.h"
 #include "frame.h"
+#include "free_port.h"
 #include "session.h"
 
 static struct event_base *base;
@@ -37,37 +38,17 @@ struct peer {
 	void *pool;	   /* offered for one-sided page data; NULL: none */
 };
 
-/* A loopback port free now, outside the kernel's ephemeral range (as
- * tests/free_port.py): a peer dials its partner's port before the partner
- * listens, and a port from that range may then be given to the dialling
- * socket itself (a TCP self-connect), so that the partner cannot bind it. */
+/* A peer dials its partner's port before the partner listens: see
+ * free_port.h for why the port comes from outside the ephemeral range. */
 static uint16_t free_port(void)
 {
-	unsigned low = 32768, high = 60999;
-	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	uint16_t port = 0;
 
-	if (f) {
-		if (fscanf(f, "%u %u", &low, &high) != 2)
-			low = 32768, high = 60999;
-		fclose(f);
+	if (free_port_pick(&port) < 0) {
+		fprintf(stderr, "no free port outside the ephemeral range\n");
+		exit(1);
 	}
-	for (int tries = 0; tries < 1000; tries++) {
-		uint16_t port = (uint16_t)(10000 + random() % (65536 - 10000));
-		struct sockaddr_in sin = { .sin_family = AF_INET,
-					   .sin_port = htons(port),
-					   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-		int fd, r;
-
-		if (port >= low && port <= high)
-			continue;
-		fd = socket(AF_INET, SOCK_STREAM, 0);
-		r = bind(fd, (struct sockaddr *)&sin, sizeof(sin));
-		close(fd);
-		if (r == 0)
-			return port;
-	}
-	fprintf(stderr, "no free port outside the ephemeral range %u-%u\n", low, high);
-	exit(1);
+	return port;
 }
 
 static void on_link(struct repl_session *s, bool up, const char *reason, void *arg)
@@ -871,8 +852,6 @@ static void test_bad_input(void)
 int main(void)
 {
 	struct event_config *cfg = event_config_new();
-
-	srandom((unsigned)getpid() ^ (unsigned)clock_now_ms());
 
 	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
 	base = event_base_new_with_config(cfg);
