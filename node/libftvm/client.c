@@ -116,9 +116,10 @@ struct ftvm_client {
 	size_t max_payload;
 	/* The frame pool of the node conn goes to, mapped at the first pointer
 	 * call on this connection, twice side by side (map_pool()): writable at
-	 * pool, read-only at pool + pool_size. */
+	 * pool, read-only at pool + pool_stride (pool_size rounded up to whole
+	 * pages of the machine). */
 	uint8_t *pool;
-	size_t pool_size;
+	size_t pool_size, pool_stride;
 	uint64_t pool_generation;
 	struct retired_pool *retired; /* until ftvm_disconnect() */
 	size_t n_retired;
@@ -686,13 +687,13 @@ static void pool_retire(struct ftvm_client *c)
 	p = realloc(c->retired, (c->n_retired + 1) * sizeof(*p));
 	if (p)
 		c->retired = p;
-	if (p && mmap(c->pool, 2 * c->pool_size, PROT_NONE,
+	if (p && mmap(c->pool, 2 * c->pool_stride, PROT_NONE,
 		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) != MAP_FAILED)
-		c->retired[c->n_retired++] = (struct retired_pool){ c->pool, 2 * c->pool_size };
+		c->retired[c->n_retired++] = (struct retired_pool){ c->pool, 2 * c->pool_stride };
 	else
-		munmap(c->pool, 2 * c->pool_size);
+		munmap(c->pool, 2 * c->pool_stride);
 	c->pool = NULL;
-	c->pool_size = 0;
+	c->pool_size = c->pool_stride = 0;
 }
 
 /* Closes the connection, and with it this client's pointers on the node. */
@@ -964,7 +965,7 @@ static void client_free(struct ftvm_client *c)
 {
 	conn_close(&c->conn);
 	if (c->pool)
-		munmap(c->pool, 2 * c->pool_size);
+		munmap(c->pool, 2 * c->pool_stride);
 	for (size_t i = 0; i < c->n_retired; i++)
 		munmap(c->retired[i].addr, c->retired[i].size);
 	free(c->retired);
@@ -1646,29 +1647,34 @@ out:
 
 /* ---- pointers into the node's frame pool ---- */
 
-/* Maps fd's size bytes twice, side by side: writable, then read-only. Read
- * pointers point into the read-only view, so that a write through one faults
- * at once (SIGSEGV), as an MMU would, instead of changing a block that other
- * readers share, behind the lock and unknown to the partner's copy. */
-static uint8_t *map_pool(int fd, size_t size)
+/* Maps fd's size bytes twice, stride bytes apart (size rounded up to whole
+ * pages, *ret_stride): writable, then read-only. Read pointers point into
+ * the read-only view, so that a write through one faults at once (SIGSEGV),
+ * as an MMU would, instead of changing a block that other readers share,
+ * behind the lock and unknown to the partner's copy. */
+static uint8_t *map_pool(int fd, size_t size, size_t *ret_stride)
 {
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), stride;
 	uint8_t *base;
 	int e;
 
-	if (size > SIZE_MAX / 2) {
+	if (size > SIZE_MAX / 4) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	base = mmap(NULL, 2 * size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	stride = (size + page - 1) / page * page;
+	base = mmap(NULL, 2 * stride, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+		    0);
 	if (base == MAP_FAILED)
 		return NULL;
 	if (mmap(base, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED ||
-	    mmap(base + size, size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+	    mmap(base + stride, size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
 		e = errno;
-		munmap(base, 2 * size);
+		munmap(base, 2 * stride);
 		errno = e;
 		return NULL;
 	}
+	*ret_stride = stride;
 	return base;
 }
 
@@ -1681,6 +1687,7 @@ static int map_locked(struct ftvm_client *c)
 	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
 	Reply *reply = NULL;
 	uint8_t *pool;
+	size_t stride = 0;
 	int r, fd;
 
 	if (c->pool && c->pool_generation == c->generation)
@@ -1696,7 +1703,7 @@ static int map_locked(struct ftvm_client *c)
 		r = fail(c, -EBADMSG, "the node sent no frame pool descriptor");
 		goto out;
 	}
-	pool = map_pool(fd, reply->map->size);
+	pool = map_pool(fd, reply->map->size, &stride);
 	close(fd);
 	if (!pool) {
 		r = fail(c, -errno, "cannot map the node's frame pool (%" PRIu64 " bytes): %s",
@@ -1706,6 +1713,7 @@ static int map_locked(struct ftvm_client *c)
 	pool_retire(c); /* a pool of an earlier connection: not expected here */
 	c->pool = pool;
 	c->pool_size = reply->map->size;
+	c->pool_stride = stride;
 	c->pool_generation = c->generation;
 out:
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
@@ -1758,7 +1766,7 @@ static int get_pointer(struct ftvm_client *c, const char *guid, uint64_t page, b
 		r = fail(c, -EBADMSG, "the node's pointer (%" PRIu64 " + %u) is outside its pool",
 			 reply->pointer->offset, reply->pointer->length);
 	} else {
-		*ret = c->pool + (write ? 0 : c->pool_size) + reply->pointer->offset;
+		*ret = c->pool + (write ? 0 : c->pool_stride) + reply->pointer->offset;
 		if (ret_len)
 			*ret_len = reply->pointer->length;
 	}
