@@ -3,8 +3,36 @@
  * Both nodes listen and both dial, so a pair may end up with two connections.
  * Each connection goes through:
  *
- *   (transport conn_up) --send Hello--> HELLO --partner's Hello ok--> ESTABLISHED
+ *   (transport conn_up) --send AuthChallenge--> CHALLENGE
+ *   CHALLENGE --peer's AuthChallenge ok--> PROOF (no key: --send Hello--> HELLO)
+ *   PROOF --peer's AuthProof ok--> --send Hello--> HELLO
+ *   HELLO --partner's Hello ok--> ESTABLISHED
  *        any state --bad frame / bad message / refused Hello / silence--> closed
+ *
+ * Authentication. A peer proves it holds the pair's shared key ([node]
+ * key_file) before it learns or changes anything. Messages, D being the node
+ * that dialled and A the one that accepted:
+ *
+ *   D -> A  AuthChallenge{id D, method, nonce_D}   (both at conn_up, at once)
+ *   A -> D  AuthChallenge{id A, method, nonce_A}
+ *   D -> A  AuthProof{HMAC(key, D, D, A, nonce_D, nonce_A)}  (on A's challenge)
+ *   A -> D  AuthProof{HMAC(key, A, A, D, nonce_A, nonce_D)}  (once D's checks)
+ *   A -> D  Hello ...                                        (right behind it)
+ *   D -> A  Hello ...                                        (once A's checks)
+ *
+ * (replica/auth.h: the role, the ids, then the prover's nonce before the
+ * verifier's.) The acceptor proves itself only to a peer that proved itself
+ * first, so a stranger that connects learns nothing but a challenge: no
+ * epoch, state, LSNs, pool regions or keys, and gets no MAC made over a
+ * nonce of its choice. A proof that does not match, a message out of turn
+ * or another method closes the connection; it is counted (auth_failures)
+ * and logged at most once a minute per address. Before any of this the
+ * transport closes a connection from an address the partner's endpoint does
+ * not resolve to (address_refused; peer_filter.h). At most
+ * UNPROVEN_INBOUND_MAX inbound connections may be unauthenticated at once,
+ * and each has dead_after_ms to reach ESTABLISHED. Without a key both sides
+ * say method NONE and go straight to Hello; a node with a key and one
+ * without refuse each other, naming why.
  *
  * The session's link is up while one ESTABLISHED connection is `active`. When a
  * second connection becomes ESTABLISHED (both dialled at once), the pair keeps
@@ -41,6 +69,7 @@
 
 #include <event2/event.h>
 
+#include "auth.h"
 #include "clock.h"
 #include "log.h"
 #include "reason.h"
@@ -51,9 +80,17 @@
 #define DIAL_BACKOFF_MAX_MS 2000u
 /* A registration the device refuses is warned of at most this often. */
 #define REFUSED_WARN_EVERY_MS 60000u
+/* A peer refused its link is logged at most this often per address, and so
+ * many addresses are remembered for that (the oldest forgotten first). */
+#define AUTH_WARN_EVERY_MS 60000u
+#define AUTH_WARN_ADDRS 16
+/* Inbound connections that have not proved the key yet, at most at once. */
+#define UNPROVEN_INBOUND_MAX 4
 
 enum conn_state {
-	CONN_HELLO,
+	CONN_CHALLENGE, /* waiting for the peer's AuthChallenge */
+	CONN_PROOF,	/* waiting for the peer's AuthProof */
+	CONN_HELLO,	/* authenticated; waiting for its Hello */
 	CONN_ESTABLISHED,
 };
 
@@ -63,7 +100,12 @@ struct session_conn {
 	struct repl_conn *conn;
 	enum conn_state state;
 	bool inbound;
-	bool connecting;   /* outbound, transport has not reported it up yet */
+	bool connecting; /* outbound, transport has not reported it up yet */
+	/* The handshake: our nonce, and the peer's id and nonce from its
+	 * AuthChallenge (the id is proved once the state reaches CONN_HELLO). */
+	uint8_t nonce[AUTH_NONCE_LEN];
+	uint8_t peer_nonce[AUTH_NONCE_LEN];
+	char peer_id[64];
 	uint64_t since_ms; /* when it came up (for the Hello deadline) */
 	/* Replaced as the link by a simultaneous connect: nothing more is sent
 	 * on it, but what the partner sent before it switched too (answers to
@@ -114,10 +156,18 @@ struct repl_session {
 	 * came after it unwarned. */
 	uint64_t refused_warned_ms;
 	uint64_t refused_unwarned;
+	/* Addresses refused a link lately: when each was last logged, and how
+	 * many refusals came after that unlogged. */
+	struct {
+		char addr[72];
+		uint64_t warned_ms;
+		uint64_t unwarned;
+	} auth_warned[AUTH_WARN_ADDRS];
 };
 
 static void schedule_dial(struct repl_session *s);
 static void drop_held(struct repl_session *s);
+static void on_hello(struct repl_session *s, struct session_conn *sc, const Envelope *env);
 
 static struct session_conn *find_conn(struct repl_session *s, struct repl_conn *conn)
 {
@@ -219,11 +269,82 @@ static void protocol_error(struct repl_session *s, struct session_conn *sc, cons
 	drop_conn(s, sc, reason);
 }
 
+/* peer ("host:port", "[v6]:port") without its port. */
+static void address_of(const char *peer, char *ret, size_t len)
+{
+	const char *colon = strrchr(peer, ':');
+	size_t n = colon ? (size_t)(colon - peer) : strlen(peer);
+
+	snprintf(ret, len, "%.*s", (int)n, peer);
+}
+
+/* Logs that peer was refused a link, at most once a minute per address. */
+static void warn_auth(struct repl_session *s, const char *peer, const char *reason)
+{
+	uint64_t now = clock_now_ms();
+	size_t i, oldest = 0;
+	char addr[72], more[160] = "";
+
+	address_of(peer, addr, sizeof(addr));
+	for (i = 0; i < AUTH_WARN_ADDRS; i++) {
+		if (strcmp(s->auth_warned[i].addr, addr) == 0)
+			break;
+		if (s->auth_warned[i].warned_ms < s->auth_warned[oldest].warned_ms)
+			oldest = i;
+	}
+	if (i == AUTH_WARN_ADDRS) {
+		i = oldest;
+		snprintf(s->auth_warned[i].addr, sizeof(s->auth_warned[i].addr), "%s", addr);
+		s->auth_warned[i].warned_ms = 0;
+		s->auth_warned[i].unwarned = 0;
+	}
+	if (s->auth_warned[i].warned_ms && now - s->auth_warned[i].warned_ms < AUTH_WARN_EVERY_MS) {
+		s->auth_warned[i].unwarned++;
+		return;
+	}
+	if (s->auth_warned[i].unwarned)
+		snprintf(more, sizeof(more),
+			 " (and %" PRIu64 " more from %s since the last warning)",
+			 s->auth_warned[i].unwarned, addr);
+	log_warning("partner channel: refused %s: %s%s", peer, reason, more);
+	s->auth_warned[i].warned_ms = now;
+	s->auth_warned[i].unwarned = 0;
+}
+
+/* sc did not prove the key: closed, counted, logged (rate-limited). */
+static void auth_failed(struct repl_session *s, struct session_conn *sc, const char *reason)
+{
+	s->stats.auth_failures++;
+	warn_auth(s, repl_conn_peer_name(sc->conn), reason);
+	drop_conn(s, sc, reason);
+}
+
+static void on_refused(const char *peer, const char *reason, void *arg)
+{
+	struct repl_session *s = arg;
+
+	s->stats.address_refused++;
+	warn_auth(s, peer, reason);
+}
+
+static int auth_method(const struct repl_session *s)
+{
+	return s->config.key ? FTVM__PARTNER__AUTH_METHOD__AUTH_METHOD_HMAC_SHA256
+			     : FTVM__PARTNER__AUTH_METHOD__AUTH_METHOD_NONE;
+}
+
+static bool is_auth(const Envelope *env)
+{
+	return env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_CHALLENGE ||
+	       env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_PROOF;
+}
+
 static void fill_header(struct repl_session *s, Envelope *env)
 {
 	env->version = FTVM__PARTNER__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
 	env->sender = (char *)s->config.node_id;
-	env->epoch = s->config.epoch;
+	/* A peer not yet proved learns no epoch. */
+	env->epoch = is_auth(env) ? 0 : s->config.epoch;
 }
 
 static void drop_held(struct repl_session *s)
@@ -539,15 +660,180 @@ static void send_hello(struct repl_session *s, struct session_conn *sc)
 	free(hello.regions);
 }
 
+/* ---- Authentication (see the top) ---- */
+
+static void send_challenge(struct repl_session *s, struct session_conn *sc)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__AuthChallenge ch = FTVM__PARTNER__AUTH_CHALLENGE__INIT;
+
+	ch.node_id = (char *)s->config.node_id;
+	ch.method = auth_method(s);
+	if (s->config.key) {
+		if (auth_nonce(sc->nonce) < 0) {
+			drop_conn(s, sc, "no random bytes for a nonce");
+			return;
+		}
+		ch.nonce = (ProtobufCBinaryData){ .len = AUTH_NONCE_LEN, .data = sc->nonce };
+	}
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_CHALLENGE;
+	env.auth_challenge = &ch;
+	sc->state = CONN_CHALLENGE;
+	send_envelope(s, sc, &env);
+}
+
+/* Our proof to sc's peer; false when sc was dropped instead. */
+static bool send_proof(struct repl_session *s, struct session_conn *sc)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__AuthProof proof = FTVM__PARTNER__AUTH_PROOF__INIT;
+	uint8_t mac[AUTH_MAC_LEN];
+
+	if (auth_proof(s->config.key, s->config.key_len, !sc->inbound, s->config.node_id,
+		       sc->peer_id, sc->nonce, sc->peer_nonce, mac) < 0) {
+		drop_conn(s, sc, "cannot compute the proof of the key (libcrypto failed)");
+		return false;
+	}
+	proof.mac = (ProtobufCBinaryData){ .len = sizeof(mac), .data = mac };
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_PROOF;
+	env.auth_proof = &proof;
+	send_envelope(s, sc, &env);
+	return true;
+}
+
+static const char *method_name(int method)
+{
+	switch (method) {
+	case FTVM__PARTNER__AUTH_METHOD__AUTH_METHOD_NONE:
+		return "no key";
+	case FTVM__PARTNER__AUTH_METHOD__AUTH_METHOD_HMAC_SHA256:
+		return "a key (HMAC-SHA256)";
+	default:
+		return "an unknown method";
+	}
+}
+
+static int check_challenge(struct repl_session *s, const Ftvm__Partner__AuthChallenge *ch,
+			   char *why, size_t why_len)
+{
+	if ((int)ch->method != auth_method(s))
+		return reason_fail(why, why_len, -EACCES,
+				   "peer authenticates with %s, this node with %s (set the same "
+				   "[node] key_file on both nodes)",
+				   method_name(ch->method), method_name(auth_method(s)));
+	if (!ch->node_id[0] || strlen(ch->node_id) >= sizeof(((struct session_conn *)0)->peer_id))
+		return reason_fail(why, why_len, -EACCES, "peer's id '%.40s' is not a node id",
+				   ch->node_id);
+	if (strcmp(ch->node_id, s->config.node_id) == 0)
+		return reason_fail(why, why_len, -EACCES,
+				   "peer has this node's own id '%s' (two nodes %s, or a node "
+				   "dialling itself?)",
+				   ch->node_id, ch->node_id);
+	if (s->config.key && ch->nonce.len != AUTH_NONCE_LEN)
+		return reason_fail(why, why_len, -EACCES, "peer's nonce has %zu bytes, not %u",
+				   ch->nonce.len, AUTH_NONCE_LEN);
+	return 0;
+}
+
+static void on_challenge(struct repl_session *s, struct session_conn *sc, const Envelope *env)
+{
+	const Ftvm__Partner__AuthChallenge *ch = env->auth_challenge;
+	char why[224];
+
+	if (check_challenge(s, ch, why, sizeof(why)) < 0) {
+		auth_failed(s, sc, why);
+		return;
+	}
+	snprintf(sc->peer_id, sizeof(sc->peer_id), "%s", ch->node_id);
+	if (!s->config.key) {
+		sc->state = CONN_HELLO;
+		send_hello(s, sc);
+		return;
+	}
+	memcpy(sc->peer_nonce, ch->nonce.data, AUTH_NONCE_LEN);
+	sc->state = CONN_PROOF;
+	if (!sc->inbound)
+		send_proof(s, sc); /* the dialler proves itself first */
+}
+
+static void on_proof(struct repl_session *s, struct session_conn *sc, const Envelope *env)
+{
+	const ProtobufCBinaryData *mac = &env->auth_proof->mac;
+	uint8_t expected[AUTH_MAC_LEN];
+	char why[160];
+
+	if (auth_proof(s->config.key, s->config.key_len, sc->inbound, sc->peer_id,
+		       s->config.node_id, sc->peer_nonce, sc->nonce, expected) < 0) {
+		drop_conn(s, sc, "cannot compute the proof of the key (libcrypto failed)");
+		return;
+	}
+	if (!auth_proof_matches(expected, mac->data, mac->len)) {
+		snprintf(why, sizeof(why),
+			 "peer '%.40s' did not prove the pair's key (another key_file, or a "
+			 "replayed handshake)",
+			 sc->peer_id);
+		auth_failed(s, sc, why);
+		return;
+	}
+	if (sc->inbound && !send_proof(s, sc))
+		return;
+	sc->state = CONN_HELLO;
+	send_hello(s, sc);
+}
+
+/* A message from sc's peer before its Hello: the handshake's next step, or
+ * a refusal. */
+static void on_handshake(struct repl_session *s, struct session_conn *sc, const Envelope *env)
+{
+	char why[192];
+
+	if (sc->state == CONN_CHALLENGE &&
+	    env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_CHALLENGE)
+		return on_challenge(s, sc, env);
+	if (sc->state == CONN_PROOF &&
+	    env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_PROOF)
+		return on_proof(s, sc, env);
+	if (sc->state == CONN_HELLO && env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO)
+		return on_hello(s, sc, env);
+	if (sc->state == CONN_HELLO) {
+		protocol_error(s, sc, "first message after authentication is not a Hello");
+		return;
+	}
+	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO)
+		snprintf(why, sizeof(why),
+			 "peer sent a Hello before authenticating (an ftvmd older than this "
+			 "one, or a stranger)");
+	else
+		snprintf(why, sizeof(why), "peer sent %s while this node waited for its %s",
+			 codec_message_name(env),
+			 sc->state == CONN_CHALLENGE ? "AuthChallenge" : "AuthProof");
+	auth_failed(s, sc, why);
+}
+
+static unsigned unproven_inbound(const struct repl_session *s)
+{
+	unsigned n = 0;
+
+	for (const struct session_conn *sc = s->conns; sc; sc = sc->next)
+		n += sc->inbound && sc->state < CONN_HELLO;
+	return n;
+}
+
 /* The node that dialled sc; simultaneous connects keep the smaller one's. */
 static const char *dialler_of(struct repl_session *s, struct session_conn *sc)
 {
 	return sc->inbound ? s->stats.partner_id : s->config.node_id;
 }
 
-static int check_hello(struct repl_session *s, const Ftvm__Partner__Hello *h, char *why,
-		       size_t why_len)
+static int check_hello(struct repl_session *s, const struct session_conn *sc,
+		       const Ftvm__Partner__Hello *h, char *why, size_t why_len)
 {
+	if (strcmp(h->node_id, sc->peer_id) != 0) {
+		snprintf(why, why_len,
+			 "Hello names node '%.40s', but the peer authenticated as '%s'", h->node_id,
+			 sc->peer_id);
+		return -EPROTO;
+	}
 	if (h->version != FTVM__PARTNER__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT) {
 		snprintf(why, why_len, "partner speaks protocol version %u, this node %u",
 			 h->version, FTVM__PARTNER__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT);
@@ -583,7 +869,7 @@ static void on_hello(struct repl_session *s, struct session_conn *sc, const Enve
 	struct session_conn *old = s->active;
 	char why[192];
 
-	if (check_hello(s, h, why, sizeof(why)) < 0 ||
+	if (check_hello(s, sc, h, why, sizeof(why)) < 0 ||
 	    take_hello_pool(s, sc, h, why, sizeof(why)) < 0) {
 		protocol_error(s, sc, why);
 		return;
@@ -741,11 +1027,8 @@ static void on_receive(struct repl_conn *conn, const uint8_t *payload, size_t le
 		protocol_error(s, sc, err);
 		return;
 	}
-	if (sc->state == CONN_HELLO) {
-		if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO)
-			on_hello(s, sc, env);
-		else
-			protocol_error(s, sc, "first message is not a Hello");
+	if (sc->state != CONN_ESTABLISHED) {
+		on_handshake(s, sc, env);
 		goto out;
 	}
 	if (sc != s->active && !sc->retiring)
@@ -798,6 +1081,13 @@ static void on_conn_up(struct repl_conn *conn, bool inbound, void *arg)
 		repl_conn_close(conn);
 		return;
 	}
+	if (inbound && unproven_inbound(s) >= UNPROVEN_INBOUND_MAX) {
+		s->stats.auth_failures++;
+		warn_auth(s, repl_conn_peer_name(conn),
+			  "too many connections have not authenticated yet");
+		repl_conn_close(conn);
+		return;
+	}
 	if (!sc) {
 		sc = calloc(1, sizeof(*sc));
 		if (!sc) {
@@ -813,7 +1103,7 @@ static void on_conn_up(struct repl_conn *conn, bool inbound, void *arg)
 	}
 	sc->connecting = false;
 	sc->since_ms = clock_now_ms();
-	send_hello(s, sc);
+	send_challenge(s, sc);
 }
 
 static void on_conn_down(struct repl_conn *conn, int error, const char *reason, void *arg)
@@ -926,12 +1216,16 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	/* A connection that never said Hello is a stranger or a hung partner. */
 	for (sc = s->conns; sc; sc = next) {
 		next = sc->next;
-		if (sc->state == CONN_HELLO && !sc->connecting &&
-		    now - sc->since_ms > s->config.dead_after_ms) {
-			snprintf(why, sizeof(why), "no Hello within %u ms",
-				 s->config.dead_after_ms);
+		if (sc->state == CONN_ESTABLISHED || sc->connecting ||
+		    now - sc->since_ms <= s->config.dead_after_ms)
+			continue;
+		snprintf(why, sizeof(why), "no %s within %u ms",
+			 sc->state == CONN_HELLO ? "Hello" : "authentication",
+			 s->config.dead_after_ms);
+		if (sc->state == CONN_HELLO)
 			protocol_error(s, sc, why);
-		}
+		else
+			auth_failed(s, sc, why);
 	}
 	if (!s->active)
 		return;
@@ -973,6 +1267,7 @@ int repl_session_new(struct event_base *base, const struct repl_session_config *
 		.conn_up = on_conn_up,
 		.receive = on_receive,
 		.conn_down = on_conn_down,
+		.refused = on_refused,
 	};
 	struct repl_session *s = calloc(1, sizeof(*s));
 	int r;
@@ -1010,9 +1305,16 @@ int repl_session_start(struct repl_session *s)
 		.tv_sec = s->config.heartbeat_ms / 1000,
 		.tv_usec = (s->config.heartbeat_ms % 1000) * 1000,
 	};
+	struct peer_filter allowed;
+	char reason[192];
 	int r;
 
-	r = s->transport->ops->listen(s->transport, s->config.listen);
+	r = peer_filter_init(&allowed, s->config.partner, reason, sizeof(reason));
+	if (r < 0) {
+		log_error("partner %s: %s", s->config.partner, reason);
+		return r;
+	}
+	r = s->transport->ops->listen(s->transport, s->config.listen, &allowed);
 	if (r < 0)
 		return r;
 	evtimer_add(s->tick, &tv);

@@ -31,6 +31,12 @@ struct repl_session_config {
 	 * blocks of pool_block_frames frames. NULL: none offered. */
 	void *pool_base;
 	uint64_t pool_block_frames;
+	/* The pair's shared key, which the partner must prove before anything
+	 * else (session.c, "Authentication"); NULL: no key, and the partner
+	 * must have none either (loopback only, checked by the config). Kept
+	 * by the caller for the session's life. */
+	const uint8_t *key;
+	size_t key_len;
 };
 
 struct repl_session_callbacks {
@@ -74,6 +80,11 @@ struct repl_session_stats {
 	 * and the longest (session.c, at the top). */
 	uint64_t loop_pauses;
 	uint64_t loop_pause_max_ms;
+	/* Connections closed before the link for not proving the key (a wrong
+	 * proof, a message out of turn, another method), and those closed at
+	 * once for coming from another address than the partner's. */
+	uint64_t auth_failures;
+	uint64_t address_refused;
 };
 
 int repl_session_new(struct event_base *base, const struct repl_session_config *config,

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "peer_filter.h"
 #include "rdma_regtable.h"
 
 struct event_base;
@@ -29,6 +30,9 @@ struct repl_transport_callbacks {
 	 * failed. reason says which. conn is freed when this returns. Not called
 	 * for a connection the owner closed with close(). */
 	void (*conn_down)(struct repl_conn *conn, int error, const char *reason, void *arg);
+	/* A connection from peer ("host:port") was refused by the listen
+	 * filter and closed before anything was read from it. Optional. */
+	void (*refused)(const char *peer, const char *reason, void *arg);
 };
 
 /* One block of page data placed by RDMA WRITE before a payload
@@ -62,8 +66,11 @@ struct repl_transport_ops {
 	 * refused both ways. */
 	int (*create)(struct event_base *base, const struct repl_transport_callbacks *cb, void *arg,
 		      size_t max_payload, struct repl_transport **ret);
-	/* Accept connections on "host:port". */
-	int (*listen)(struct repl_transport *t, const char *endpoint);
+	/* Accept connections on "host:port", only from the addresses allowed
+	 * lets in (the transport keeps a copy; NULL: anyone); any other is
+	 * closed at once and reported to refused(). */
+	int (*listen)(struct repl_transport *t, const char *endpoint,
+		      const struct peer_filter *allowed);
 	/* Start connecting to "host:port": conn_up or conn_down follows later. */
 	int (*connect)(struct repl_transport *t, const char *endpoint, struct repl_conn **ret);
 	/* Queue one payload. The caller keeps its buffer (it is copied before

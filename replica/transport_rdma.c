@@ -48,6 +48,7 @@ struct rdma_transport {
 	struct rdma_event_channel *channel;
 	struct event *channel_ev;
 	struct rdma_cm_id *listen_id;
+	struct peer_filter allowed;
 	struct rdma_conn *conns;
 	struct rdma_pool pool; /* the protection domain and the frame pool's blocks */
 };
@@ -177,6 +178,13 @@ static void on_connect_request(struct rdma_transport *t, struct rdma_cm_id *id, 
 	int r;
 
 	peer_name(id, peer, sizeof(peer));
+	if (!peer_filter_allows(&t->allowed, rdma_get_peer_addr(id))) {
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		if (t->cb.refused)
+			t->cb.refused(peer, "not the partner's address", t->cb_arg);
+		return;
+	}
 	if (rdma_params_decode(data, data_len, &theirs, &why) < 0) {
 		log_debug("%s: connection refused: %s", peer, why);
 		rdma_reject(id, NULL, 0);
@@ -358,12 +366,14 @@ fail:
 	return r;
 }
 
-static int rdma_listen_on(struct repl_transport *base, const char *endpoint)
+static int rdma_listen_on(struct repl_transport *base, const char *endpoint,
+			  const struct peer_filter *allowed)
 {
 	struct rdma_transport *t = (struct rdma_transport *)base;
 	struct addrinfo *ai;
 	int r;
 
+	t->allowed = allowed ? *allowed : (struct peer_filter){ 0 };
 	r = resolve(endpoint, true, &ai);
 	if (r < 0)
 		return r;

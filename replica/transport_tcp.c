@@ -46,6 +46,7 @@ struct tcp_transport {
 	void *cb_arg;
 	size_t max_payload;
 	struct evconnlistener *listener;
+	struct peer_filter allowed;
 	struct tcp_conn *conns;
 };
 
@@ -230,6 +231,12 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 		port = ntohs(sin6->sin6_port);
 		snprintf(peer, sizeof(peer), "[%s]:%u", addr, port);
 	}
+	if (!peer_filter_allows(&t->allowed, sa)) {
+		evutil_closesocket(fd);
+		if (t->cb.refused)
+			t->cb.refused(peer, "not the partner's address", t->cb_arg);
+		return;
+	}
 	set_nodelay(fd);
 	c = conn_new(t, fd, peer);
 	if (!c) {
@@ -264,12 +271,14 @@ static int tcp_create(struct event_base *base, const struct repl_transport_callb
 	return 0;
 }
 
-static int tcp_listen(struct repl_transport *base, const char *endpoint)
+static int tcp_listen(struct repl_transport *base, const char *endpoint,
+		      const struct peer_filter *allowed)
 {
 	struct tcp_transport *t = (struct tcp_transport *)base;
 	struct evutil_addrinfo *ai;
 	int r;
 
+	t->allowed = allowed ? *allowed : (struct peer_filter){ 0 };
 	r = resolve(endpoint, 1, &ai);
 	if (r < 0)
 		return r;

@@ -8,6 +8,8 @@ packages=(
 	# build: meson.build, proto/meson.build
 	meson ninja-build pkg-config gcc protobuf-c-compiler
 	libevent-dev libprotobuf-c-dev libsqlite3-dev libsystemd-dev libinih-dev libjson-c-dev
+	# the partner channel's authentication (HMAC-SHA256, nonces): OpenSSL's libcrypto
+	libssl-dev
 	# the RDMA transport (meson option rdma=auto builds it when these are found)
 	libibverbs-dev librdmacm-dev
 	# the ASan+UBSan build and the libFuzzer targets

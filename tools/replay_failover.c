@@ -159,7 +159,7 @@ static Envelope *recorded_hello(struct replay *rp, size_t i)
 		const struct rec *r = &rp->recs[i];
 		Envelope *env = (Envelope *)r->msg;
 
-		if (r->channel != TRACE_CHANNEL_PARTNER)
+		if (r->channel != TRACE_CHANNEL_PARTNER || replay_is_auth(env))
 			continue;
 		if (env->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO)
 			return NULL;

@@ -204,14 +204,18 @@ static int add_rec(struct replay *rp, const struct trace_record *tr)
 	return 0;
 }
 
-static bool is_hello(const struct rec *r)
+/* A message of a link's opening: the handshake (AuthChallenge, AuthProof)
+ * and the Hello. */
+static bool opens_link(const struct rec *r)
 {
 	return r->channel == TRACE_CHANNEL_PARTNER &&
-	       ((Envelope *)r->msg)->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO;
+	       (replay_is_auth((Envelope *)r->msg) ||
+		((Envelope *)r->msg)->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO);
 }
 
-/* A Hello after other partner messages opens a new link: the partner went
- * away after its last record before it (TRACE.md, "Failover and resync"). */
+/* A link's opening after other partner messages is a new link: the partner
+ * went away after its last record before it (TRACE.md, "Failover and
+ * resync"). */
 static void mark_new_links(struct replay *rp)
 {
 	struct rec *last = NULL;
@@ -221,7 +225,7 @@ static void mark_new_links(struct replay *rp)
 
 		if (r->channel != TRACE_CHANNEL_PARTNER)
 			continue;
-		if (is_hello(r) && last && !is_hello(last)) {
+		if (opens_link(r) && last && !opens_link(last)) {
 			last->partner_gone = true;
 			r->new_link = true;
 		}
@@ -260,6 +264,28 @@ static int load(struct replay *rp)
 
 /* ---- the fresh node ---- */
 
+bool replay_is_auth(const Envelope *env)
+{
+	return env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_CHALLENGE ||
+	       env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_PROOF;
+}
+
+/* The fresh node has no key (it listens on loopback): the handshake is one
+ * AuthChallenge each way, and the node's Hello follows ours. */
+static void send_challenge(struct replay *rp)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__AuthChallenge ch = FTVM__PARTNER__AUTH_CHALLENGE__INIT;
+
+	ch.node_id = rp->partner_id;
+	ch.method = FTVM__PARTNER__AUTH_METHOD__AUTH_METHOD_NONE;
+	env.version = FTVM__PARTNER__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT;
+	env.sender = rp->partner_id;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_CHALLENGE;
+	env.auth_challenge = &ch;
+	replay_send_partner(rp, &env);
+}
+
 /* The replayer is the partner: it dials the node. */
 int replay_dial_node(struct replay *rp)
 {
@@ -280,6 +306,7 @@ int replay_dial_node(struct replay *rp)
 		return r;
 	}
 	setsockopt(rp->partner.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	send_challenge(rp);
 	return 0;
 }
 
@@ -359,7 +386,7 @@ static void send_hello(struct replay *rp)
 static bool time_driven(const Envelope *env, bool from_node)
 {
 	return env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT ||
-	       env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO ||
+	       env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO || replay_is_auth(env) ||
 	       env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE ||
 	       (from_node && env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED);
 }

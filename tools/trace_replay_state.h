@@ -109,6 +109,9 @@ void replay_where_of(char *buf, size_t len, const struct rec *r, size_t inner, b
 int replay_pump(struct replay *rp, uint64_t deadline_ms);
 /* Dials the node's partner port as the partner. 0 or -errno, said. */
 int replay_dial_node(struct replay *rp);
+/* env is a step of the handshake (AuthChallenge, AuthProof): never played,
+ * never compared, like a Hello. */
+bool replay_is_auth(const Envelope *env);
 /* Sends an envelope of the partner's as it is. */
 void replay_send_partner(struct replay *rp, Envelope *env);
 void replay_send_heartbeat(struct replay *rp);

@@ -526,7 +526,7 @@ int main(int argc, char **argv)
 	if (r == 0)
 		r = repl_transport_rdma.create(base, &callbacks, &b, MAX_PAYLOAD, &b.t);
 	if (r == 0)
-		r = repl_transport_rdma.listen(a.t, listen);
+		r = repl_transport_rdma.listen(a.t, listen, NULL);
 	if (r < 0) {
 		fprintf(stderr, "ERROR setting up on %s: %s\n", listen, strerror(-r));
 		return 99;

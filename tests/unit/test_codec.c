@@ -149,6 +149,8 @@ static uint32_t page_crcs[] = { 0xe3069283u, 0x00000001u, 0x80000000u };
 static Envelope batch_inner[BATCH_N];
 
 struct sent {
+	Ftvm__Partner__AuthChallenge auth_challenge;
+	Ftvm__Partner__AuthProof auth_proof;
 	Ftvm__Partner__Hello hello;
 	Ftvm__Partner__PoolRegion region[2];
 	Ftvm__Partner__PoolRegion *region_ptrs[2];
@@ -200,6 +202,13 @@ static void sent_init(struct sent *s)
 {
 	for (size_t i = 0; i < sizeof(page_data); i++)
 		page_data[i] = (uint8_t)(i * 7 + 3);
+
+	s->auth_challenge = (Ftvm__Partner__AuthChallenge)FTVM__PARTNER__AUTH_CHALLENGE__INIT;
+	s->auth_challenge.node_id = "node-b";
+	s->auth_challenge.method = FTVM__PARTNER__AUTH_METHOD__AUTH_METHOD_HMAC_SHA256;
+	s->auth_challenge.nonce = (ProtobufCBinaryData){ .len = 32, .data = page_data + 64 };
+	s->auth_proof = (Ftvm__Partner__AuthProof)FTVM__PARTNER__AUTH_PROOF__INIT;
+	s->auth_proof.mac = (ProtobufCBinaryData){ .len = 32, .data = page_data + 96 };
 
 	s->hello = (Ftvm__Partner__Hello)FTVM__PARTNER__HELLO__INIT;
 	s->hello.node_id = "node-b";
@@ -598,6 +607,14 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 	if (e->message_case != g->message_case)
 		return;
 	switch (e->message_case) {
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_CHALLENGE:
+		EQ_S(auth_challenge->node_id);
+		EQ_U(auth_challenge->method);
+		EQ_B(auth_challenge->nonce);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_PROOF:
+		EQ_B(auth_proof->mac);
+		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO:
 		EQ_S(hello->node_id);
 		EQ_U(hello->version);
@@ -794,6 +811,8 @@ static const struct round_trip_case round_trip_cases[] = {
 	{ "CommandComplete{landing}", "CommandComplete",
 	  FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE,
 	  FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LANDING },
+	{ "AuthChallenge", "AuthChallenge", FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_CHALLENGE, 0 },
+	{ "AuthProof", "AuthProof", FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_PROOF, 0 },
 	{ "RegionUpdate", "RegionUpdate", FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE, 0 },
 	{ "LandingGrant", "LandingGrant", FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_GRANT, 0 },
 	{ "LandingRevoke", "LandingRevoke", FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_REVOKE, 0 },
@@ -822,6 +841,10 @@ static const struct round_trip_case round_trip_cases[] = {
 static void *case_message(struct sent *s, const struct round_trip_case *c)
 {
 	switch (c->which) {
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_CHALLENGE:
+		return &s->auth_challenge;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_PROOF:
+		return &s->auth_proof;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO:
 		return &s->hello;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT:

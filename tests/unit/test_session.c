@@ -36,6 +36,7 @@ struct peer {
 	bool hold_requests;
 	size_t last_batch; /* requests in the last delivery */
 	void *pool;	   /* offered for one-sided page data; NULL: none */
+	const char *key;   /* the shared key (a string here); NULL: none */
 };
 
 /* A peer dials its partner's port before the partner listens: see
@@ -141,6 +142,8 @@ static int peer_start(struct peer *p)
 		.max_payload = FRAME_MAX_PAYLOAD_DEFAULT,
 		.pool_base = p->pool,
 		.pool_block_frames = 64,
+		.key = (const uint8_t *)p->key,
+		.key_len = p->key ? strlen(p->key) : 0,
 	};
 	int r = repl_session_new(base, &c, &callbacks, p, &p->s);
 
@@ -168,6 +171,14 @@ static bool link_up(struct peer *p)
 
 	repl_session_get_stats(p->s, &st);
 	return st.link_up;
+}
+
+static uint64_t auth_failures(struct peer *p)
+{
+	struct repl_session_stats st;
+
+	repl_session_get_stats(p->s, &st);
+	return st.auth_failures;
 }
 
 static unsigned connections(struct peer *p)
@@ -463,10 +474,28 @@ static void raw_send(int fd, Envelope *env)
 	free(frame);
 }
 
+/* The first step of the handshake for a node without a key. */
+static void raw_challenge(int fd, const char *id)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__AuthChallenge ch = FTVM__PARTNER__AUTH_CHALLENGE__INIT;
+
+	ch.node_id = (char *)id;
+	ch.method = FTVM__PARTNER__AUTH_METHOD__AUTH_METHOD_NONE;
+	env.version = 1;
+	env.sender = (char *)id;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_CHALLENGE;
+	env.auth_challenge = &ch;
+	raw_send(fd, &env);
+}
+
+/* The handshake of a node without a key, then its Hello. */
 static void raw_hello(int fd, const char *id, uint32_t page_size)
 {
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 	Ftvm__Partner__Hello hello = FTVM__PARTNER__HELLO__INIT;
+
+	raw_challenge(fd, id);
 
 	hello.node_id = (char *)id;
 	hello.version = 1;
@@ -516,42 +545,55 @@ static int raw_listen(uint16_t port)
 	return fd;
 }
 
-/* The next envelope of message type want on fd (others skipped). */
-static Envelope *raw_expect(int fd, int want)
+/* The next envelope on fd, read into buf (cap bytes, *have of them used);
+ * NULL when the connection closed (*closed) or nothing came in 3 s. */
+static Envelope *raw_next(int fd, uint8_t *buf, size_t cap, size_t *have, bool *closed)
 {
-	static uint8_t buf[1 << 16];
-	static size_t have;
-	Envelope *env = NULL;
-
-	have = 0; /* one connection per call: nothing is left from another */
+	*closed = false;
 	for (;;) {
 		const uint8_t *payload;
 		size_t payload_len;
 		const char *why;
-		int n = frame_decode(buf, have, sizeof(buf), &payload, &payload_len, &why);
+		int n = frame_decode(buf, *have, cap, &payload, &payload_len, &why);
+		Envelope *env = NULL;
 		ssize_t got;
 
 		if (n > 0) {
 			CHECK(codec_envelope_decode(payload, payload_len, &env, NULL, 0) == 0,
 			      "raw decode");
-			memmove(buf, buf + n, have - (size_t)n);
-			have -= (size_t)n;
-			if (env && (int)env->message_case == want)
+			memmove(buf, buf + n, *have - (size_t)n);
+			*have -= (size_t)n;
+			if (env)
 				return env;
-			codec_envelope_free(env);
 			continue;
 		}
 		CHECK(n == 0, "raw frame: %s", why);
-		if (poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1, 3000) != 1) {
-			CHECK(false, "raw read: nothing came in 3 s");
+		if (n < 0 || poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1, 3000) != 1)
+			return NULL;
+		got = read(fd, buf + *have, cap - *have);
+		if (got <= 0) {
+			*closed = true;
 			return NULL;
 		}
-		got = read(fd, buf + have, sizeof(buf) - have);
-		CHECK(got > 0, "raw read");
-		if (got <= 0)
-			return NULL;
-		have += (size_t)got;
+		*have += (size_t)got;
 	}
+}
+
+/* The next envelope of message type want on fd (others skipped). */
+static Envelope *raw_expect(int fd, int want)
+{
+	static uint8_t buf[1 << 16];
+	size_t have = 0; /* one connection per call: nothing is left from another */
+	bool closed;
+	Envelope *env;
+
+	while ((env = raw_next(fd, buf, sizeof(buf), &have, &closed))) {
+		if ((int)env->message_case == want)
+			return env;
+		codec_envelope_free(env);
+	}
+	CHECK(false, "raw read: %s", closed ? "the connection closed" : "nothing came in 3 s");
+	return NULL;
 }
 
 static void raw_answer(int fd, uint64_t seq, uint64_t free_bytes)
@@ -799,6 +841,7 @@ static void test_bad_input(void)
 	struct peer a, b;
 	char garbage[4096];
 	struct result res;
+	uint64_t failed;
 	int fd;
 
 	peer_init(&a, "a", pa, pb);
@@ -826,17 +869,23 @@ static void test_bad_input(void)
 	      a.last_protocol_error);
 	close(fd);
 
-	/* A node claiming a's own id is refused. */
-	a.protocol_errors = 0;
+	/* A node claiming a's own id is refused at its challenge. */
+	failed = auth_failures(&a);
 	fd = raw_connect(pa);
 	raw_hello(fd, "a", 4096);
-	CHECK(RUN_UNTIL(a.protocol_errors > 0, 2000), "own id noticed");
-	CHECK(strstr(a.last_protocol_error, "own id") != NULL, "reason: %s", a.last_protocol_error);
+	CHECK(RUN_UNTIL(auth_failures(&a) > failed, 2000), "own id refused");
 	close(fd);
 
-	/* A connection that never says Hello is closed after dead_after_ms. */
+	/* A connection that never authenticates is closed after dead_after_ms. */
+	failed = auth_failures(&a);
+	fd = raw_connect(pa);
+	CHECK(RUN_UNTIL(auth_failures(&a) > failed, 2000), "mute connection closed");
+	close(fd);
+
+	/* A connection that never says Hello once authenticated, likewise. */
 	a.protocol_errors = 0;
 	fd = raw_connect(pa);
+	raw_challenge(fd, "b");
 	CHECK(RUN_UNTIL(a.protocol_errors > 0, 2000), "mute connection closed");
 	CHECK(strstr(a.last_protocol_error, "no Hello") != NULL, "reason: %s",
 	      a.last_protocol_error);
@@ -845,6 +894,127 @@ static void test_bad_input(void)
 	CHECK(link_up(&a) && a.link_downs == 0, "link to b never dropped (%d downs)", a.link_downs);
 	CHECK(send_space_request(&a, 8, 2000, &res) == 0, "request");
 	CHECK(RUN_UNTIL(res.done, 2000) && res.free_bytes == 16, "still served");
+	peer_stop(&a);
+	peer_stop(&b);
+}
+
+/* Every envelope fd gets until the other side closes it (or 3 s pass):
+ * how many, the first's type in *first and its epoch in *epoch; -1 when it
+ * stayed open. */
+static int raw_until_closed(int fd, int *first, uint64_t *epoch)
+{
+	static uint8_t buf[1 << 16];
+	size_t have = 0;
+	int n_env = 0;
+	bool closed;
+	Envelope *env;
+
+	while ((env = raw_next(fd, buf, sizeof(buf), &have, &closed))) {
+		if (!n_env++) {
+			*first = (int)env->message_case;
+			*epoch = env->epoch;
+		}
+		codec_envelope_free(env);
+	}
+	return closed ? n_env : -1;
+}
+
+/* A stranger on a's port, sending what send() sends after the connect. */
+static void check_stranger(struct peer *a, uint16_t port, const char *what, void (*send)(int fd))
+{
+	uint64_t failed = auth_failures(a), epoch = 99;
+	int fd = raw_connect(port), first = 0, n;
+
+	send(fd);
+	CHECK(RUN_UNTIL(auth_failures(a) > failed, 2000), "%s: refused", what);
+	n = raw_until_closed(fd, &first, &epoch);
+	CHECK(n == 1 && first == FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_CHALLENGE && epoch == 0,
+	      "%s: learnt %d messages, the first a %d at epoch %llu (want one AuthChallenge at "
+	      "epoch 0)",
+	      what, n, first, (unsigned long long)epoch);
+	close(fd);
+}
+
+static void send_hello_only(int fd)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__Hello hello = FTVM__PARTNER__HELLO__INIT;
+
+	hello.node_id = "b";
+	hello.version = 1;
+	hello.page_size = 4096;
+	env.version = 1;
+	env.sender = "b";
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO;
+	env.hello = &hello;
+	raw_send(fd, &env);
+}
+
+/* The challenge of a node with a key, then a proof made up. */
+static void send_guessed_proof(int fd)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__AuthChallenge ch = FTVM__PARTNER__AUTH_CHALLENGE__INIT;
+	Ftvm__Partner__AuthProof proof = FTVM__PARTNER__AUTH_PROOF__INIT;
+	uint8_t nonce[32] = { 1 }, mac[32] = { 2 };
+
+	ch.node_id = "b";
+	ch.method = FTVM__PARTNER__AUTH_METHOD__AUTH_METHOD_HMAC_SHA256;
+	ch.nonce = (ProtobufCBinaryData){ .len = sizeof(nonce), .data = nonce };
+	env.version = 1;
+	env.sender = "b";
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_CHALLENGE;
+	env.auth_challenge = &ch;
+	raw_send(fd, &env);
+	proof.mac = (ProtobufCBinaryData){ .len = sizeof(mac), .data = mac };
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_PROOF;
+	env.auth_proof = &proof;
+	raw_send(fd, &env);
+}
+
+static void send_no_key(int fd)
+{
+	raw_challenge(fd, "b");
+}
+
+/* Two peers link only when both hold the same key (or both none); a
+ * stranger learns nothing but a's challenge, and the link stays up. */
+static void test_auth(void)
+{
+	static const char key[] = "0123456789abcdef0123456789abcdef-one";
+	static const char other[] = "0123456789abcdef0123456789abcdef-two";
+	uint16_t pa = free_port(), pb = free_port();
+	struct peer a, b;
+	struct result res;
+
+	peer_init(&a, "a", pa, pb);
+	peer_init(&b, "b", pb, pa);
+	a.key = key;
+	b.key = key;
+	CHECK(peer_start(&a) == 0 && peer_start(&b) == 0, "start");
+	CHECK(RUN_UNTIL(link_up(&a) && link_up(&b), 3000), "linked with the same key");
+	CHECK(send_space_request(&a, 5, 2000, &res) == 0 && RUN_UNTIL(res.done, 2000) &&
+		      res.free_bytes == 10,
+	      "a request over the authenticated link");
+	check_stranger(&a, pa, "a Hello without a challenge", send_hello_only);
+	check_stranger(&a, pa, "a proof made up", send_guessed_proof);
+	check_stranger(&a, pa, "no key", send_no_key);
+	CHECK(link_up(&a) && a.link_downs == 0, "link to b never dropped (%d downs)", a.link_downs);
+	peer_stop(&b);
+
+	/* Another key: no link, and both count the failures. */
+	peer_init(&b, "b", pb, pa);
+	b.key = other;
+	CHECK(peer_start(&b) == 0, "start b with another key");
+	CHECK(RUN_UNTIL(auth_failures(&b) > 0, 3000), "b refused a's proof");
+	CHECK(!link_up(&b), "b linked with another key");
+	peer_stop(&b);
+
+	/* No key beside a key: refused both ways. */
+	peer_init(&b, "b", pb, pa);
+	CHECK(peer_start(&b) == 0, "start b without a key");
+	CHECK(RUN_UNTIL(auth_failures(&b) > 0, 3000), "b refused a's method");
+	CHECK(!link_up(&b), "b linked without a key");
 	peer_stop(&a);
 	peer_stop(&b);
 }
@@ -864,6 +1034,7 @@ int main(void)
 	test_losing_dial_still_read();
 	test_region_update_not_a_request();
 	test_bad_input();
+	test_auth();
 	event_base_free(base);
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
