@@ -17,6 +17,7 @@
  * The first problem found stops the reading; it is the one reported. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -31,6 +32,7 @@
 
 #include <ini.h>
 
+#include "keyfile.h"
 #include "log.h"
 
 #define READ_MAX 4096	    /* longest physical line read_line() takes in */
@@ -64,6 +66,7 @@ enum key_index {
 	KEY_LOG_LEVEL,
 	KEY_SYNCHRONOUS,
 	KEY_WAL_CHECKPOINT_FRAMES,
+	KEY_KEY_FILE,
 	KEY_SIZE,
 	KEY_PAGE_SIZE,
 	KEY_POOL_BLOCK_SIZE,
@@ -387,6 +390,11 @@ static int set_state_dir(struct parser *p, const char *v)
 	return replace_string(p, &p->c->state_dir, path_join(p->c->dir, v));
 }
 
+static int set_key_file(struct parser *p, const char *v)
+{
+	return replace_string(p, &p->c->key_file, path_join(p->c->dir, v));
+}
+
 static int set_synchronous(struct parser *p, const char *v)
 {
 	if (strcmp(v, "normal") != 0 && strcmp(v, "full") != 0)
@@ -544,6 +552,7 @@ static const struct key keys[N_KEYS] = {
 	[KEY_SYNCHRONOUS] = { SECTION_NODE, "synchronous", set_synchronous },
 	[KEY_WAL_CHECKPOINT_FRAMES] = { SECTION_NODE, "wal_checkpoint_frames",
 					set_wal_checkpoint_frames },
+	[KEY_KEY_FILE] = { SECTION_NODE, "key_file", set_key_file },
 	[KEY_SIZE] = { SECTION_MEMORY, "size", set_size },
 	[KEY_PAGE_SIZE] = { SECTION_MEMORY, "page_size", set_page_size },
 	[KEY_POOL_BLOCK_SIZE] = { SECTION_MEMORY, "pool_block_size", set_pool_block_size },
@@ -831,6 +840,56 @@ static int check_failover(struct parser *p)
 		    c->dead_after_ms);
 }
 
+/* host (of an endpoint) names this machine's loopback: 127.0.0.0/8, ::1 or
+ * localhost. A name that must be resolved is not taken for one. */
+static bool is_loopback_host(const char *host)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+
+	if (strcmp(host, "localhost") == 0)
+		return true;
+	if (inet_pton(AF_INET, host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
+static bool is_loopback_endpoint(const char *endpoint)
+{
+	char host[HOST_MAX];
+	uint16_t port;
+
+	return !endpoint_problem(endpoint, host, sizeof(host), &port) && is_loopback_host(host);
+}
+
+/* The partner channel needs a key unless it never leaves this machine; a
+ * key given must be one (keyfile.h). */
+static int check_key(struct parser *p)
+{
+	struct ftvm_config *c = p->c;
+	unsigned line = p->line_of[KEY_KEY_FILE];
+	char why[512];
+	int r;
+
+	if (!c->key_file) {
+		if (is_loopback_endpoint(c->listen) && is_loopback_endpoint(c->partner))
+			return 0;
+		return fail(p, 0, "node", "key_file",
+			    "missing, and the partner channel is not on loopback (listen %s, "
+			    "partner %s): anyone who reaches it could act as the partner. Make a "
+			    "key with `ftvmctl keygen FILE`, copy it to both nodes, and set "
+			    "key_file = FILE on both",
+			    c->listen, c->partner);
+	}
+	c->key = malloc(KEYFILE_MAX);
+	if (!c->key)
+		return fail_oom(p);
+	r = keyfile_load(c->key_file, c->key, &c->key_len, why, sizeof(why));
+	if (r < 0)
+		return fail(p, line, "node", "key_file", "%s", why);
+	return 0;
+}
+
 static int check_policy(struct parser *p, size_t i)
 {
 	const struct ftvm_config *c = p->c;
@@ -892,6 +951,9 @@ static int validate(struct parser *p)
 	if (r < 0)
 		return r;
 	r = check_failover(p);
+	if (r < 0)
+		return r;
+	r = check_key(p);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < p->c->n_policies; i++) {
@@ -1005,6 +1067,10 @@ void config_free(struct ftvm_config *c)
 	free(c->state_dir);
 	free(c->store_path);
 	free(c->trace_path);
+	free(c->key_file);
+	if (c->key)
+		explicit_bzero(c->key, KEYFILE_MAX);
+	free(c->key);
 	free(c);
 }
 

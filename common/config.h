@@ -53,6 +53,12 @@ struct ftvm_config {
 	 * frames (node/VMM.md, "WAL checkpoints"); 0 until set: the page
 	 * table's default, 4096. */
 	uint32_t wal_checkpoint_frames;
+	/* The pair's shared key for the partner channel (key_file, absolute),
+	 * read and checked at load (keyfile.h); NULL: none, allowed only when
+	 * listen and partner are both loopback. */
+	char *key_file;
+	uint8_t *key;
+	size_t key_len;
 
 	/* [memory] */
 	uint64_t memory_size;

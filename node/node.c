@@ -259,6 +259,9 @@ static void reply_status(struct node *n, struct client_call *call)
 									    : SBD_STATE_EMPTY);
 	partner.store_epoch = hs.store.partner.epoch;
 	partner.store_silent_ms = clock_now_ms() - hs.store.partner_changed_ms;
+	partner.auth = n->config->key ? "key" : "none";
+	partner.auth_failures = rs.auth_failures;
+	partner.address_refused = rs.address_refused;
 
 	st.node = (char *)n->config->id;
 	st.state = (char *)state_name(n);
@@ -421,6 +424,8 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 		.heartbeat_ms = config->heartbeat_ms,
 		.dead_after_ms = config->dead_after_ms,
 		.max_payload = FRAME_MAX_PAYLOAD_DEFAULT,
+		.key = config->key,
+		.key_len = config->key_len,
 	};
 	static const struct repl_session_callbacks session_cb = {
 		.link_changed = on_link_changed,
@@ -488,6 +493,10 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 		if (r < 0)
 			goto fail;
 	}
+	if (!config->key)
+		log_warning("partner channel: no [node] key_file, so any process on this machine "
+			    "may connect as the partner (allowed only because listen and partner "
+			    "are loopback addresses; `ftvmctl keygen FILE` makes a key)");
 	r = repl_session_start(n->session);
 	if (r < 0) {
 		log_error_errno(r, "partner channel: cannot listen on %s", config->listen);

@@ -46,6 +46,7 @@
 #include "clock.h"
 #include "free_port.h"
 #include "ftvm.h"
+#include "keyfile.h"
 
 #define KIB 1024u
 #define SMALL_REPLY 64u		/* bytes: about a write's answer on the wire */
@@ -213,6 +214,7 @@ static int write_config(struct bench *b, int i, uint16_t port, uint16_t partner)
 		"id = %c\n"
 		"listen = %s:%u\n"
 		"partner = %s:%u\n"
+		"key_file = pair.key\n"
 		"%s%s%s"
 		"socket = %c.sock\n"
 		"state_dir = %c\n"
@@ -263,6 +265,7 @@ static int pair_start(struct bench *b)
 {
 	struct ftvm_client *c[2] = { NULL, NULL };
 	struct ftvm_node_status st[2];
+	char key[PATH_MAX + 16], why[PATH_MAX + 128];
 	uint16_t port[2];
 	uint64_t deadline;
 	int r;
@@ -273,6 +276,13 @@ static int pair_start(struct bench *b)
 			fprintf(stderr, "no free port: %s\n", strerror(-r));
 			return r;
 		}
+	}
+	/* The pair proves its key, as a deployed pair must. */
+	snprintf(key, sizeof(key), "%s/pair.key", b->dir);
+	r = keyfile_generate(key, why, sizeof(why));
+	if (r < 0) {
+		fprintf(stderr, "%s\n", why);
+		return r;
 	}
 	for (int i = 0; i < 2; i++) {
 		char conf[PATH_MAX + 16];

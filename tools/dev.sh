@@ -29,6 +29,7 @@ demo() {
 	mkdir -p "$run"
 	cp systemd/example/a.conf systemd/example/b.conf "$run/"
 	local ctl="$bin/tools/ftvmctl"
+	"$ctl" keygen "$run/pair.key" # the pair's key (key_file in both configs)
 	declare -gA pid=() # global: the EXIT trap runs outside this function
 	start() {
 		"$bin/node/ftvmd" --config "$run/$1.conf" >>"$run/$1.log" 2>&1 &

@@ -551,6 +551,9 @@ static void status_from_reply(const Ftvm__Client__StatusReply *s, struct ftvm_no
 			 p->store_state);
 		ret->partner_store_epoch = p->store_epoch;
 		ret->partner_store_silent_ms = p->store_silent_ms;
+		copy_str(ret->partner_auth, sizeof(ret->partner_auth), p->auth);
+		ret->partner_auth_failures = p->auth_failures;
+		ret->partner_address_refused = p->address_refused;
 	}
 	ret->frames_total = s->frames_total;
 	ret->frames_free = s->frames_free;

@@ -246,11 +246,14 @@ struct ftvm_node_status {
 	uint64_t pagetable_wal_frames;		  /**< WAL frames not in the database yet */
 	uint64_t pagetable_wal_frames_peak;	  /**< the most since start */
 	uint32_t pagetable_wal_checkpoint_frames; /**< the bound ([node] wal_checkpoint_frames) */
-	uint64_t registrations_failed; /**< RDMA registrations the device refused since start */
-	uint64_t pointers_revoked;     /**< revoked at a fence, not released yet (node/HA.md) */
-	uint64_t frames_revoked;       /**< frames set aside for them */
-	uint64_t loop_pauses;	       /**< the node's event loop paused over heartbeat_ms */
-	uint64_t loop_pause_max_ms;    /**< the longest such pause since start */
+	uint64_t registrations_failed;	  /**< RDMA registrations the device refused since start */
+	uint64_t pointers_revoked;	  /**< revoked at a fence, not released yet (node/HA.md) */
+	uint64_t frames_revoked;	  /**< frames set aside for them */
+	uint64_t loop_pauses;		  /**< the node's event loop paused over heartbeat_ms */
+	uint64_t loop_pause_max_ms;	  /**< the longest such pause since start */
+	char partner_auth[8];		  /**< "key" ([node] key_file) or "none" (loopback only) */
+	uint64_t partner_auth_failures;	  /**< connections that did not prove the key */
+	uint64_t partner_address_refused; /**< connections from another address than the partner */
 };
 
 /**

@@ -56,12 +56,14 @@ free_port() {
 	python3 "$FTVM_SRCDIR/tests/free_port.py"
 }
 
-# write_pair_configs [extra ini lines for both]: a.conf and b.conf in $WORK.
+# write_pair_configs [extra ini lines for both]: a.conf and b.conf in $WORK,
+# whose partner channel proves the key $WORK/pair.key (made here once).
 write_pair_configs() {
 	PORT_A=$(free_port)
 	PORT_B=$(free_port)
 	local id port partner transport=
 	[ -n "${FTVM_TRANSPORT:-}" ] && transport="transport = $FTVM_TRANSPORT"
+	[ -f "$WORK/pair.key" ] || "$FTVMCTL" keygen "$WORK/pair.key" >/dev/null
 	for id in a b; do
 		if [ "$id" = a ]; then port=$PORT_A; partner=$PORT_B; else port=$PORT_B; partner=$PORT_A; fi
 		cat >"$WORK/$id.conf" <<-CONF
@@ -69,6 +71,7 @@ write_pair_configs() {
 		id = $id
 		listen = $E2E_ADDR:$port
 		partner = $E2E_ADDR:$partner
+		key_file = pair.key
 		$transport
 		socket = $id.sock
 		state_dir = $id

@@ -18,7 +18,7 @@ start_node b
 # coproc's descriptors as soon as it exits (the cut), maybe before its last
 # lines are read. Both ends open in the same order, in and then out.
 mkfifo "$WORK/fake.in" "$WORK/fake.out"
-"$FAKE" "$E2E_ADDR:$PORT_A" "$E2E_ADDR:$PORT_B" "${FTVM_TRANSPORT:-tcp}" 4096 4096 \
+FTVM_KEY_FILE="$WORK/pair.key" "$FAKE" "$E2E_ADDR:$PORT_A" "$E2E_ADDR:$PORT_B" "${FTVM_TRANSPORT:-tcp}" 4096 4096 \
 	<"$WORK/fake.in" >"$WORK/fake.out" 2>"$WORK/fake.log" &
 FAKE_PID=$!
 PIDS["fake"]=$FAKE_PID

@@ -16,7 +16,7 @@ write_pair_configs
 start_node b
 free0=$(status_field b frames.free)
 coproc FAKE_PROC {
-	exec "$FAKE" "$E2E_ADDR:$PORT_A" "$E2E_ADDR:$PORT_B" "${FTVM_TRANSPORT:-tcp}" 4096 4096 2 \
+	FTVM_KEY_FILE="$WORK/pair.key" exec "$FAKE" "$E2E_ADDR:$PORT_A" "$E2E_ADDR:$PORT_B" "${FTVM_TRANSPORT:-tcp}" 4096 4096 2 \
 		2>"$WORK/fake.log"
 }
 FAKE_PID=$FAKE_PROC_PID FAKE_OUT=${FAKE_PROC[0]} FAKE_IN=${FAKE_PROC[1]}

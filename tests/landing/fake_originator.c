@@ -52,6 +52,7 @@
 
 #include "clock.h"
 #include "crc32c.h"
+#include "keyfile.h"
 #include "session.h"
 
 #define ANSWER_TIMEOUT_MS 30000u
@@ -520,6 +521,7 @@ static int run_resync(char *guid, uint8_t *pool, uint32_t page_size)
 int main(int argc, char **argv)
 {
 	struct repl_session_config cfg = { 0 };
+	static uint8_t key[KEYFILE_MAX];
 	struct event *stdin_ev;
 	char reason[256], *line = NULL;
 	size_t cap = 0;
@@ -544,6 +546,15 @@ int main(int argc, char **argv)
 	cfg.heartbeat_ms = 50;
 	cfg.dead_after_ms = 60000;
 	cfg.max_payload = 8u << 20;
+	/* The pair's key, when the node under test has one. */
+	if (getenv("FTVM_KEY_FILE")) {
+		if (keyfile_load(getenv("FTVM_KEY_FILE"), key, &cfg.key_len, reason,
+				 sizeof(reason)) < 0) {
+			fprintf(stderr, "ftvm-fake-originator: %s\n", reason);
+			return 2;
+		}
+		cfg.key = key;
+	}
 	if (!cfg.transport || !cfg.page_size || !cfg.frame_count) {
 		fprintf(stderr, "ftvm-fake-originator: %s\n",
 			cfg.transport ? "bad PAGE_SIZE or FRAMES" : reason);

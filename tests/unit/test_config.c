@@ -49,6 +49,18 @@ static const char *write_conf(const char *name, const char *text)
 	return path;
 }
 
+/* tmpdir/name holding len bytes 'k', with mode. */
+static void write_key(const char *name, size_t len, mode_t mode)
+{
+	const char *path = tmp_path(name);
+	FILE *f = fopen(path, "w");
+
+	for (size_t i = 0; f && i < len; i++)
+		fputc('k', f);
+	if (!f || fclose(f) != 0 || chmod(path, mode) < 0)
+		die(path);
+}
+
 /* ---- files that load ---- */
 
 static struct ftvm_config *load_ok(const char *what, const char *name, const char *text)
@@ -81,6 +93,7 @@ static void test_full(void)
 				   "log_level = debug\n"
 				   "synchronous = full\n"
 				   "wal_checkpoint_frames = 100000\n"
+				   "key_file = pair.key\n"
 				   "\n"
 				   "[memory]\n"
 				   "size = 64M\n"
@@ -104,8 +117,11 @@ static void test_full(void)
 				   "block_size = 64K\n"
 				   "[policy big_1]\n"
 				   "block_size = 4194304\n";
-	struct ftvm_config *c = load_ok("full", "full.conf", text);
+	struct ftvm_config *c;
 
+	write_key("pair.key", 40, 0600);
+	c = load_ok("full", "full.conf", text);
+	unlink(tmp_path("pair.key"));
 	if (!c)
 		return;
 	CHECK_STR("path", tmp_path("full.conf"), c->path);
@@ -119,6 +135,9 @@ static void test_full(void)
 	CHECK_INT("log_level", LOG_LEVEL_DEBUG, c->log_level);
 	CHECK_INT("synchronous", true, c->synchronous_full);
 	CHECK_INT("wal_checkpoint_frames", 100000, c->wal_checkpoint_frames);
+	CHECK_STR("key_file (relative)", under_dir("pair.key"), c->key_file);
+	CHECK_INT("key_len", 40, c->key_len);
+	CHECK_INT("key bytes", 1, c->key && c->key[0] == 'k' && c->key[39] == 'k');
 	CHECK_INT("memory_size", 64ull << 20, c->memory_size);
 	CHECK_INT("page_size", 8192, c->page_size);
 	CHECK_INT("pool_block_size", 2ull << 20, c->pool_block_size);
@@ -581,6 +600,41 @@ static void test_exact_messages(void)
 	}
 }
 
+/* [node] key_file: required off loopback, and then a secret of a key. */
+static void test_key_file(void)
+{
+	struct ftvm_config *c;
+
+	check_bad("no key off loopback", NODE "listen = 192.0.2.1:7101\n", 0, "[node] key_file",
+		  "missing, and the partner channel is not on loopback (listen 192.0.2.1:7101");
+	check_bad("no key, partner off loopback", NODE "partner = partner.example:7102\n", 0,
+		  "[node] key_file", "`ftvmctl keygen FILE`");
+	c = load_ok("no key on loopback", "lo.conf",
+		    NODE "listen = [::1]:7101\npartner = localhost:7102\n");
+	CHECK_INT("no key on loopback: none", 1, c && !c->key && !c->key_file);
+	config_free(c);
+
+	write_key("short.key", 31, 0600);
+	check_bad("short key", NODE "key_file = short.key\n", 3, "[node] key_file",
+		  "has 31 bytes; a key needs at least 32 (make one with `ftvmctl keygen");
+	unlink(tmp_path("short.key"));
+	write_key("open.key", 64, 0640);
+	check_bad("key readable by the group", NODE "key_file = open.key\n", 3, "[node] key_file",
+		  "has mode 0640: group or others may read it, so it is no secret (chmod 600");
+	unlink(tmp_path("open.key"));
+	write_key("huge.key", 5000, 0600);
+	check_bad("key too long", NODE "key_file = huge.key\n", 3, "[node] key_file",
+		  "has 5000 bytes, more than a key (4096)");
+	unlink(tmp_path("huge.key"));
+	check_bad("no such key", NODE "key_file = gone.key\n", 3, "[node] key_file", "cannot read");
+	write_key("ok.key", 32, 0600);
+	c = load_ok("a key of 32 bytes", "ok.conf",
+		    NODE "key_file = ok.key\nlisten = 192.0.2.1:7101\n");
+	CHECK_INT("a key of 32 bytes: read", 32, c ? c->key_len : 0);
+	config_free(c);
+	unlink(tmp_path("ok.key"));
+}
+
 static void test_too_many_policies(void)
 {
 	char text[8192];
@@ -776,6 +830,7 @@ int main(void)
 	test_bad();
 	test_exact_messages();
 	test_too_many_policies();
+	test_key_file();
 	test_unreadable();
 	test_err_buffer();
 	test_parse_size();

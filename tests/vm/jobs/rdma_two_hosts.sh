@@ -78,11 +78,20 @@ wait_for "$SLOW" "guest $other reachable at $peer" reachable
 ok "rxe0 on $nic ($addr), $peer answers"
 
 mkdir -p /etc/ftvm /var/lib/ftvm
+# Off loopback the pair needs its shared key: a makes it, both copy it.
+if [ "$me" = a ]; then
+	"$ctl" keygen "$shared/pair.key" >/dev/null || fail "ftvmctl keygen"
+	flag key
+else
+	wait_flag key
+fi
+install -m 0600 "$shared/pair.key" /etc/ftvm/pair.key
 cat >"$conf" <<CONF
 [node]
 id = $me
 listen = $addr:7101
 partner = $peer:7101
+key_file = /etc/ftvm/pair.key
 transport = rdma
 socket = /run/ftvm-$me.sock
 state_dir = /var/lib/ftvm/$me

@@ -34,6 +34,7 @@ install -D -m 0640 -t /etc/ftvm "$FTVM_SRC/systemd/example/etc-ftvm/a.conf" \
 	"$FTVM_SRC/systemd/example/etc-ftvm/b.conf"
 ctl=$bindir/ftvmctl
 "$ctl" --version >/dev/null || fail "$ctl does not run here (ldd: $(ldd "$ctl" | grep 'not found'))"
+"$ctl" keygen /etc/ftvm/pair.key >/dev/null || fail "ftvmctl keygen /etc/ftvm/pair.key"
 ok "$bindir/ftvmd and ftvmctl ($("$ctl" --version)), /etc/systemd/system/ftvmd@.service, /etc/ftvm/{a,b}.conf"
 
 step "systemctl start ftvmd@a ftvmd@b"
