@@ -11,12 +11,9 @@
 . "$(dirname "$0")/lib.sh"
 STRANGER=${FTVM_STRANGER:?FTVM_STRANGER must name ftvm-stranger}
 
-# Over RDMA (the vm suite) the stranger still speaks TCP: it needs a TCP
-# listener, which only the TCP transport has.
-[ "$E2E_TRANSPORT" = tcp ] || {
-	echo "skip: the stranger speaks TCP, the pair $E2E_TRANSPORT"
-	exit 77
-}
+# ftvm-stranger speaks TCP; over RDMA (the vm suite) the strangers are
+# ftvmd processes with the same transport (stranger_node), which the TCP run
+# plays too.
 
 # stranger NODE ARGS...: ftvm-stranger on NODE's partner port; its lines.
 stranger() {
@@ -37,6 +34,46 @@ refused_after_challenge() {
 	ok "$what: refused after the node's challenge, learning nothing else"
 }
 
+# stranger_node NAME KEY PARTNER: an ftvmd that says it is b, with key KEY,
+# dialling PARTNER, with a store and state of its own; waits until it serves.
+stranger_node() {
+	local name=$1 key=$2 partner=$3
+	cat >"$WORK/$name.conf" <<-CONF
+	[node]
+	id = b
+	listen = $E2E_ADDR:$(free_port)
+	partner = $partner
+	key_file = $key
+	${FTVM_TRANSPORT:+transport = $FTVM_TRANSPORT}
+	socket = $name.sock
+	state_dir = $name
+	log_level = debug
+	[memory]
+	size = 16M
+	[store]
+	path = $name-store/store
+	[failover]
+	heartbeat_ms = 50
+	dead_after_ms = $DEAD_AFTER_MS
+	CONF
+	start_node "$name"
+}
+
+# learned_nothing NAME: the stranger node never saw a Hello.
+learned_nothing() {
+	field_is "$1" partner.link down && [ -z "$(status_field "$1" partner.id)" ] ||
+		fail "stranger $1 learned something: $(ctl "$1" status)"
+}
+
+# at_least ID FIELD N: status field FIELD of ID is N or more.
+at_least() { [ "$(status_field "$1" "$2")" -ge "$3" ]; }
+
+stop_node() {
+	kill -9 "${PIDS[$1]}"
+	wait "${PIDS[$1]}" 2>/dev/null || true
+	unset "PIDS[$1]"
+}
+
 write_pair_configs
 # b records its partner channel from its start: a's handshake, to replay.
 # b starts first, so that a dials it (a stranger replays a dialler's).
@@ -52,6 +89,30 @@ changes_a=$(status_field a partner.link_changes)
 changes_b=$(status_field b partner.link_changes)
 
 "$FTVMCTL" keygen "$WORK/wrong.key" >/dev/null
+
+# An ftvmd with a wrong key dials a; then one with the right key dials x,
+# a node whose partner is at another address. Both are refused, learning
+# nothing; a counts the failure and x the address.
+stranger_node s1 wrong.key "$E2E_ADDR:$PORT_A"
+wait_for 10000 "a refusing ftvmd s1's proof" at_least a partner.auth_failures 1
+learned_nothing s1
+stop_node s1
+ok "an ftvmd with another key: refused by a, never linked"
+other_addr=127.0.0.2
+[ "$E2E_ADDR" = 127.0.0.1 ] || other_addr=${E2E_ADDR%.*}.254
+port_x=$(free_port)
+sed -e "s/^listen = .*/listen = $E2E_ADDR:$port_x/" -e "s/^partner = .*/partner = $other_addr:$PORT_B/" \
+	-e 's/^socket = .*/socket = x.sock/' -e 's/^state_dir = .*/state_dir = x/' \
+	-e 's|^path = .*|path = x-store/store|' -e '/^\[trace\]/,$d' "$WORK/a.conf" >"$WORK/x.conf"
+start_node x
+stranger_node s2 pair.key "$E2E_ADDR:$port_x"
+wait_for 10000 "x refusing s2's address" at_least x partner.address_refused 1
+learned_nothing s2
+stop_node s2
+stop_node x
+ok "the right key from $E2E_ADDR to a node whose partner is $other_addr: refused unread"
+
+if [ "$E2E_TRANSPORT" = tcp ]; then
 refused_after_challenge "a wrong key" a --key "$WORK/wrong.key"
 refused_after_challenge "no key" a --no-key
 refused_after_challenge "a Hello without a handshake" a --hello-first
@@ -73,6 +134,7 @@ logged=$(grep -c "partner channel: refused 127.0.0.1:" "$WORK/a.log" || true)
 grep -q "partner channel: refused 127.0.0.2:.*not the partner's address" "$WORK/a.log" ||
 	fail "a did not log the refused address"
 ok "a counted $failures auth failures and 1 refused address; logged once per address"
+fi
 
 # Nothing changed: same epoch, the link never dropped, both serve.
 pair_up || fail "the pair is not linked and active after the strangers"
@@ -86,9 +148,8 @@ ctl a --json verify | jq -e .equal >/dev/null || fail "verify differs after the 
 ok "same epoch, link never dropped, both nodes serve, verify equal"
 
 # A node running solo resyncs no stranger.
-kill -9 "${PIDS[b]}"
-wait "${PIDS[b]}" 2>/dev/null || true
-unset "PIDS[b]"
+if [ "$E2E_TRANSPORT" = tcp ]; then
+stop_node b
 wait_for 10000 "a solo" field_is a state solo
 ctl a write "$g" 0 --file "$(fill 9)" >/dev/null
 resyncs=$(status_field a resyncs)
@@ -106,6 +167,7 @@ wait_for 10000 "b back and resynced" pair_up
 [ "$(status_field a resyncs)" -gt "$resyncs" ] || fail "a did not resync b"
 ctl b read "$g" 0 | cmp -s - "$(fill 9)" || fail "b lacks a's solo write after the resync"
 ok "the real partner, with the key, rejoined and was resynced"
+fi
 
 # Start-up: no key off loopback, and a key others may read.
 sed -e "s/^listen = .*/listen = 192.0.2.1:$PORT_A/" -e '/^key_file/d' "$WORK/a.conf" \

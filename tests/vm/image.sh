@@ -30,7 +30,7 @@ IMAGE_SIZE=4G
 PACKAGES=(
 	linux-image-amd64 systemd-sysv systemd udev kmod iproute2 procps iputils-ping
 	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest libibverbs1 librdmacm1
-	libevent-2.1-7 libprotobuf-c1 libsqlite3-0 libsystemd0 libinih1 libjson-c5
+	libevent-2.1-7 libprotobuf-c1 libsqlite3-0 libsystemd0 libinih1 libjson-c5 libssl3
 	jq python3
 )
 

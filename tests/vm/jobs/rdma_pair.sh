@@ -5,14 +5,16 @@
 # the transport's channel test over verbs (tests/rdma/test_rdma_channel.c);
 # the session's one-sided page data (tests/rdma/test_rdma_session.c);
 # the e2e tests with transport = rdma, both nodes on ADDR (`ftvmctl status`
-# says rdma: test_pair checks it; dead_after_ms widened for the emulation);
+# says rdma: test_pair checks it; dead_after_ms widened for the emulation),
+# test_partner_auth among them: strangers refused over RDMA;
 # auto picking rdma on ADDR and tcp on loopback; transport = rdma on
 # loopback refused at start.
 # shellcheck source=tests/vm/joblib.sh
 . "$FTVM_SRC/tests/vm/joblib.sh"
 
 ADDR=10.0.3.1
-E2E_TESTS=(pair data pointers paths partner_loss failover landing pool resync_order memlock pointer_rejoin)
+E2E_TESTS=(pair data pointers paths partner_loss failover landing pool resync_order memlock pointer_rejoin
+	partner_auth)
 # Under TCG a step takes 10-100x longer: tests that act "well inside
 # dead_after_ms" (a SIGSTOP of 0.1 s, refusals before a takeover) lose that
 # race at 300 ms over TCP as over RDMA, and a grant queued behind a holder
@@ -46,6 +48,7 @@ export FTVM_HOLD=$FTVM_BUILD/tests/race/ftvm-hold FTVM_RACE=$FTVM_BUILD/tests/ra
 export FTVM_EXAMPLE=$FTVM_BUILD/tests/example/ftvm-example
 export FTVM_FAILOVER_CLIENT=$FTVM_BUILD/tests/failover_client/ftvm-failover-client
 export FTVM_FAKE_ORIGINATOR=$FTVM_BUILD/tests/landing/ftvm-fake-originator
+export FTVM_STRANGER=$FTVM_BUILD/tests/stranger/ftvm-stranger
 
 # e2e NAME [VAR=VALUE...]: tests/e2e/test_NAME.sh with that environment; its
 # ok lines on success, its whole output on failure, which is counted and the
