@@ -193,6 +193,7 @@ void rdma_conn_flush(struct rdma_conn *c)
 		if (r < 0)
 			return post_failed(c, r, "send");
 		m->off += piece;
+		c->out_bytes -= piece;
 		if (m->off == m->len) {
 			c->out_head = m->next;
 			if (!c->out_head)
@@ -261,6 +262,7 @@ int rdma_conn_send_behind(struct rdma_conn *c, const void *payload, size_t len,
 	frame_seal(m->frame, len);
 	*c->out_tail = m;
 	c->out_tail = &m->next;
+	c->out_bytes += total;
 	rdma_conn_flush(c);
 	return 0;
 }

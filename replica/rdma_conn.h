@@ -96,6 +96,7 @@ struct rdma_conn {
 	struct rdma_credits credits;
 	uint32_t peer_buf_size;
 	struct rdma_out_msg *out_head, **out_tail;
+	size_t out_bytes; /* of the frames queued there, not yet posted */
 	/* A frame arriving in pieces: its whole length and what came so far. */
 	uint8_t *reasm;
 	size_t reasm_len, reasm_have;

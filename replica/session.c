@@ -47,6 +47,10 @@
  *   link down --dial (backoff 50 ms .. 2 s)--> dialling --Hello--> link up
  *   link up --conn lost | partner silent dead_after_ms--> link down
  *
+ * A partner that reads nothing cannot grow this node's memory: once more than
+ * max_backlog bytes wait unsent on a connection nothing more is queued on
+ * it, and the next tick drops it (the link goes down, and is dialled again).
+ *
  * Going down fails every pending request with PARTNER_UNAVAILABLE. Heartbeats
  * go out every heartbeat_ms while the link is up; any frame from the partner
  * counts as a sign of life.
@@ -193,11 +197,19 @@ static void tap(struct repl_session *s, struct repl_conn *conn, bool out, const 
 		  s->cb_arg);
 }
 
+/* A partner that reads nothing: what waits for it is past the bound. */
+static bool backlogged(const struct repl_session *s, const struct repl_conn *conn)
+{
+	return conn->transport->ops->backlog(conn) > s->config.max_backlog;
+}
+
 static int wire_send(struct repl_session *s, struct repl_conn *conn, const void *payload,
 		     size_t len)
 {
 	if (cut(s))
 		return 0;
+	if (backlogged(s, conn))
+		return -ENOBUFS; /* the next tick drops the link */
 	if (s->cb.tap)
 		tap(s, conn, true, payload, len);
 	return repl_conn_send(conn, payload, len);
@@ -1211,7 +1223,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	uint64_t now = clock_now_ms();
 	bool paused = loop_paused(s, now), judge;
 	struct session_conn *sc, *next;
-	char why[128];
+	char why[224];
 
 	/* A connection that never said Hello is a stranger or a hung partner. */
 	for (sc = s->conns; sc; sc = next) {
@@ -1226,6 +1238,18 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 			protocol_error(s, sc, why);
 		else
 			auth_failed(s, sc, why);
+	}
+	/* One a tick: dropping the link closes other connections too. */
+	for (sc = s->conns; sc; sc = sc->next) {
+		if (!backlogged(s, sc->conn))
+			continue;
+		snprintf(why, sizeof(why),
+			 "partner '%s' reads nothing: %zu bytes wait for it, past the bound of %zu",
+			 sc->peer_id, sc->conn->transport->ops->backlog(sc->conn),
+			 s->config.max_backlog);
+		log_warning("%s; the link is dropped and dialled again", why);
+		drop_conn(s, sc, why);
+		break;
 	}
 	if (!s->active)
 		return;
@@ -1276,6 +1300,8 @@ int repl_session_new(struct event_base *base, const struct repl_session_config *
 		return -ENOMEM;
 	s->base = base;
 	s->config = *config;
+	if (!s->config.max_backlog)
+		s->config.max_backlog = REPL_BACKLOG_DEFAULT;
 	s->cb = *cb;
 	s->cb_arg = arg;
 	s->state = FTVM__PARTNER__NODE_STATE__NODE_STATE_STARTING;

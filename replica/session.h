@@ -37,7 +37,13 @@ struct repl_session_config {
 	 * by the caller for the session's life. */
 	const uint8_t *key;
 	size_t key_len;
+	/* What may wait unsent for a partner that does not read (bytes; 0:
+	 * REPL_BACKLOG_DEFAULT). Past it nothing more is queued, and the next
+	 * tick takes the link for dead and dials again. */
+	size_t max_backlog;
 };
+
+#define REPL_BACKLOG_DEFAULT ((size_t)256 << 20)
 
 struct repl_session_callbacks {
 	/* The link came up (Hello exchanged) or went down, with why. */

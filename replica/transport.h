@@ -79,6 +79,9 @@ struct repl_transport_ops {
 	int (*send)(struct repl_conn *c, const void *payload, size_t len);
 	/* Close and free conn now; no conn_down follows. */
 	void (*close)(struct repl_conn *c);
+	/* Bytes given to send() on c and not yet handed to the kernel or the
+	 * device: waiting for socket room or for send credits. */
+	size_t (*backlog)(const struct repl_conn *c);
 	/* Text naming the peer ("127.0.0.1:7102"), for logs. */
 	const char *(*peer_name)(const struct repl_conn *c);
 	/* Close everything; NULL is fine. */

@@ -439,6 +439,11 @@ static void rdma_close(struct repl_conn *base)
 		rdma_conn_free(c);
 }
 
+static size_t rdma_backlog(const struct repl_conn *base)
+{
+	return ((const struct rdma_conn *)base)->out_bytes;
+}
+
 static const char *rdma_peer_name(const struct repl_conn *base)
 {
 	return ((const struct rdma_conn *)base)->peer;
@@ -567,6 +572,7 @@ const struct repl_transport_ops repl_transport_rdma = {
 	.connect = rdma_connect_to,
 	.send = rdma_send,
 	.close = rdma_close,
+	.backlog = rdma_backlog,
 	.peer_name = rdma_peer_name,
 	.destroy = rdma_destroy,
 	.pool_attach = rdma_pool_attach_op,

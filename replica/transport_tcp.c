@@ -366,6 +366,11 @@ static void tcp_close(struct repl_conn *base)
 		conn_free(c);
 }
 
+static size_t tcp_backlog(const struct repl_conn *base)
+{
+	return evbuffer_get_length(bufferevent_get_output(((const struct tcp_conn *)base)->bev));
+}
+
 static const char *tcp_peer_name(const struct repl_conn *base)
 {
 	return ((const struct tcp_conn *)base)->peer;
@@ -391,6 +396,7 @@ const struct repl_transport_ops repl_transport_tcp = {
 	.connect = tcp_connect,
 	.send = tcp_send,
 	.close = tcp_close,
+	.backlog = tcp_backlog,
 	.peer_name = tcp_peer_name,
 	.destroy = tcp_destroy,
 };

@@ -34,9 +34,10 @@ struct peer {
 	uint64_t held_seq[16];
 	int n_held;
 	bool hold_requests;
-	size_t last_batch; /* requests in the last delivery */
-	void *pool;	   /* offered for one-sided page data; NULL: none */
-	const char *key;   /* the shared key (a string here); NULL: none */
+	size_t last_batch;  /* requests in the last delivery */
+	void *pool;	    /* offered for one-sided page data; NULL: none */
+	const char *key;    /* the shared key (a string here); NULL: none */
+	size_t max_backlog; /* 0: the session's default */
 };
 
 /* A peer dials its partner's port before the partner listens: see
@@ -144,6 +145,7 @@ static int peer_start(struct peer *p)
 		.pool_block_frames = 64,
 		.key = (const uint8_t *)p->key,
 		.key_len = p->key ? strlen(p->key) : 0,
+		.max_backlog = p->max_backlog,
 	};
 	int r = repl_session_new(base, &c, &callbacks, p, &p->s);
 
@@ -1019,6 +1021,39 @@ static void test_auth(void)
 	peer_stop(&b);
 }
 
+/* A partner that says Hello and heartbeats but reads nothing: what waits
+ * for it stops at the bound, and the link is dropped for it, not for
+ * silence. */
+static void test_backlog_bounded(void)
+{
+	static uint8_t block[64 << 10];
+	Ftvm__Partner__WritePage wp = FTVM__PARTNER__WRITE_PAGE__INIT;
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	uint16_t pa = free_port(), pb = free_port();
+	struct result res;
+	struct peer a;
+	int fd, refused = 0;
+
+	peer_init(&a, "a", pa, pb);
+	a.max_backlog = 1 << 20;
+	CHECK(peer_start(&a) == 0, "start a");
+	fd = raw_connect(pa);
+	raw_hello(fd, "b", 4096);
+	CHECK(RUN_UNTIL(link_up(&a), 2000), "linked to the raw partner");
+	wp.data = (ProtobufCBinaryData){ .len = sizeof(block), .data = block };
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE;
+	env.write_page = &wp;
+	/* 32 MiB: more than loopback's socket buffers and the bound. */
+	for (int i = 0; i < 512; i++)
+		refused += repl_session_request(a.s, &env, 60000, on_done, &res) < 0;
+	CHECK(refused > 0, "every one of 512 requests of 64 KiB was queued");
+	raw_heartbeat(fd);
+	CHECK(RUN_UNTIL(!link_up(&a), 1000), "link dropped for the backlog");
+	CHECK(strstr(a.last_reason, "reads nothing") != NULL, "reason: %s", a.last_reason);
+	close(fd);
+	peer_stop(&a);
+}
+
 int main(void)
 {
 	struct event_config *cfg = event_config_new();
@@ -1035,6 +1070,7 @@ int main(void)
 	test_region_update_not_a_request();
 	test_bad_input();
 	test_auth();
+	test_backlog_bounded();
 	event_base_free(base);
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
