@@ -434,23 +434,27 @@ static int parse_size_value(struct parser *p, const char *v, uint64_t *ret)
 
 /* A size of at least one byte ([memory] size, pool_block_size): whether it
  * holds whole pages is checked once page_size is known. */
-static int parse_nonzero_size(struct parser *p, const char *v, uint64_t *ret)
+/* A size from 1 to max bytes: the bounds keep every sum and product made of
+ * it (4 x [memory] size for the store, frame counts, offsets) in range. */
+static int parse_bounded_size(struct parser *p, const char *v, uint64_t max, uint64_t *ret)
 {
 	int r = parse_size_value(p, v, ret);
 
 	if (r == 0 && *ret == 0)
 		return fail_key(p, "'%s' is too small (want at least one page)", v);
+	if (r == 0 && *ret > max)
+		return fail_key(p, "'%s' is too large (at most %" PRIu64 "G)", v, max >> 30);
 	return r;
 }
 
 static int set_size(struct parser *p, const char *v)
 {
-	return parse_nonzero_size(p, v, &p->c->memory_size);
+	return parse_bounded_size(p, v, CONFIG_MEMORY_MAX, &p->c->memory_size);
 }
 
 static int set_pool_block_size(struct parser *p, const char *v)
 {
-	return parse_nonzero_size(p, v, &p->c->pool_block_size);
+	return parse_bounded_size(p, v, CONFIG_MEMORY_MAX, &p->c->pool_block_size);
 }
 
 static int set_page_size(struct parser *p, const char *v)
@@ -474,7 +478,7 @@ static int set_store_path(struct parser *p, const char *v)
 
 static int set_store_size(struct parser *p, const char *v)
 {
-	return parse_size_value(p, v, &p->c->store_size);
+	return parse_bounded_size(p, v, CONFIG_STORE_MAX, &p->c->store_size);
 }
 
 static int parse_ms(struct parser *p, const char *v, uint32_t max, uint32_t *ret)

@@ -13,6 +13,9 @@
 #define CONFIG_POLICIES_MAX 64
 /* What a store keeps before the nodes' partitions (node/store.c). */
 #define STORE_HEADER_SPACE 65536u
+/* The largest [memory] size (and pool_block_size) and [store] size. */
+#define CONFIG_MEMORY_MAX (UINT64_C(1) << 40)
+#define CONFIG_STORE_MAX (UINT64_C(1) << 50)
 #define WAL_CHECKPOINT_FRAMES_MIN 16u
 #define WAL_CHECKPOINT_FRAMES_MAX 1048576u
 

@@ -42,6 +42,7 @@ struct store {
 	int fd;
 	unsigned index; /* of this node's partition in the header */
 	uint64_t start, length;
+	uint64_t partner_start, partner_length; /* the other partition */
 	uint64_t id[2];
 };
 
@@ -215,6 +216,8 @@ int store_open(const char *path, uint64_t size, uint32_t page_size, const char *
 	s->index = (unsigned)slot;
 	s->start = le64toh(h.partition[slot].start);
 	s->length = le64toh(h.partition[slot].length);
+	s->partner_start = le64toh(h.partition[1 - slot].start);
+	s->partner_length = le64toh(h.partition[1 - slot].length);
 	*ret = s;
 	return 0;
 fail:
@@ -249,6 +252,14 @@ uint64_t store_partition_start(const struct store *s)
 uint64_t store_partition_length(const struct store *s)
 {
 	return s->length;
+}
+
+bool store_extent_fits(const struct store *s, bool partner, uint64_t offset, uint64_t length)
+{
+	uint64_t start = partner ? s->partner_start : s->start;
+	uint64_t size = partner ? s->partner_length : s->length;
+
+	return offset >= start && length <= size && offset - start <= size - length;
 }
 
 static uint64_t records_size(uint32_t page_size, uint64_t pages)

@@ -44,6 +44,10 @@ void store_id(const struct store *s, uint64_t ret_id[2]);
 /* This node's partition: [start, start + length). */
 uint64_t store_partition_start(const struct store *s);
 uint64_t store_partition_length(const struct store *s);
+/* Whether [offset, offset + length) lies in this node's partition, or in
+ * its partner's (the other one; its place is fixed when the store is made,
+ * claimed or not). */
+bool store_extent_fits(const struct store *s, bool partner, uint64_t offset, uint64_t length);
 /* 0 or 1: which partition (and so which fence slot) is this node's. */
 unsigned store_partition_index(const struct store *s);
 

@@ -377,3 +377,18 @@ void vmm_op_free(struct vmm *v, struct client_call *call, const char *guid)
 		free(op);
 	}
 }
+
+/* The allocation's extent lies in its home's partition of the store: a
+ * size or offset from the wire is never taken as given. */
+bool vmm_extent_fits(struct vmm *v, const Ftvm__Partner__AllocateMemory *m)
+{
+	uint32_t page_size = frame_pool_page_size(v->pool);
+	bool partner = strcmp(m->home, vmm_node_id(v)) != 0;
+	uint64_t pages;
+
+	if (!store_extent_fits(v->store, partner, m->store_offset, m->size))
+		return false; /* larger than the partition: no arithmetic on it */
+	pages = (m->size - 1) / m->block_size + 1;
+	return store_extent_fits(v->store, partner, m->store_offset,
+				 store_extent_size(page_size, pages, m->block_size));
+}

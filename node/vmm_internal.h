@@ -346,6 +346,9 @@ bool vmm_granted_revoke(struct vmm *v, const Ftvm__Partner__LandingRevoke *m, ui
 /* Link down: every granted run is void. */
 void vmm_granted_forget(struct vmm *v);
 
+/* The partner's allocation m (AllocateMemory, ResyncAllocation): its size
+ * and extent fit in its home's partition of the store. */
+bool vmm_extent_fits(struct vmm *v, const Ftvm__Partner__AllocateMemory *m);
 /* Room in this node's store partition was given back: waiting allocations
  * may go on. */
 void vmm_space_freed(struct vmm *v);

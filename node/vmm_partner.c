@@ -97,6 +97,14 @@ static void on_allocate_memory(struct vmm *v, const Ftvm__Partner__AllocateMemor
 		       m->header.len);
 		return;
 	}
+	if (!vmm_extent_fits(v, m)) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+		       "allocation %s: %llu bytes at store offset %llu do not fit in %s's "
+		       "partition of the store",
+		       m->guid, (unsigned long long)m->size, (unsigned long long)m->store_offset,
+		       m->home);
+		return;
+	}
 	a = vmm_alloc_new(m->guid, m->home, m->home, m->policy, m->size, m->block_size,
 			  m->header.data, m->header.len);
 	if (!a) {

@@ -360,7 +360,11 @@ void vmm_ticket_queue(struct vmm *v, const Ftvm__Partner__LockRequest *m)
 		.page = m->page,
 		.write = m->mode == FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE,
 		.wait = true,
-		.deadline_ms = now + (m->wait_ms ? m->wait_ms : v->config->request_timeout_ms),
+		/* The partner's wait, at most request_timeout_ms: a ticket from the
+		 * wire never holds a place in the queue longer. */
+		.deadline_ms = now + (m->wait_ms && m->wait_ms < v->config->request_timeout_ms
+					      ? m->wait_ms
+					      : v->config->request_timeout_ms),
 		.ticket = m->ticket,
 	};
 

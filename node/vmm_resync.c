@@ -771,7 +771,8 @@ static int on_allocation(struct vmm *v, const Ftvm__Partner__ResyncAllocation *m
 	if (am && am->guid[0] && drop_allocation(v, am->guid, o) < 0)
 		return refuse(v, reason, len, "page table: %s", pagetable_last_error(v->pt));
 	if (!am || !am->guid[0] || !m->owner[0] || am->block_size == 0 ||
-	    am->block_size % v->config->page_size || am->header.len > VMM_HEADER_MAX)
+	    am->block_size % v->config->page_size || am->header.len > VMM_HEADER_MAX || !am->size ||
+	    !vmm_extent_fits(v, am))
 		return refuse(v, reason, len, "a resync allocation that cannot be: %s",
 			      am ? am->guid : "(none)");
 	a = vmm_alloc_new(am->guid, am->home, m->owner, am->policy, am->size, am->block_size,

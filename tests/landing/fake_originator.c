@@ -38,6 +38,19 @@
  * the snapshot's blocks, into the landings when b gave them, inline
  * otherwise ("page0: STATUS", "page1: STATUS"), and ResyncEnd ("end:
  * STATUS"). b must keep page 0's newer bytes and adopt page 1's.
+ * Wire values b must not take as given (tests/e2e/test_wire_values.sh):
+ *
+ *   alloc GUID SIZE OFFSET
+ *
+ * mirrors a's allocation GUID of SIZE bytes in pages of PAGE_SIZE at store
+ * OFFSET ("alloc: STATUS reason"): b refuses one that does not fit in a's
+ * partition of the store.
+ *
+ *   wait GUID PAGE WAIT_MS
+ *
+ * asks b for the write lock on GUID's PAGE with a ticket, to wait WAIT_MS in
+ * b's paging queue ("wait: STATUS reason"): b keeps it there at most
+ * request_timeout_ms.
  * Exit 0 at end of input, 1 when the link is lost or an answer does not
  * come, 2 usage. */
 #include <errno.h>
@@ -518,6 +531,48 @@ static int run_resync(char *guid, uint8_t *pool, uint32_t page_size)
 	return 0;
 }
 
+static int run_alloc(char *guid, uint64_t size, uint64_t offset, uint32_t page_size)
+{
+	Ftvm__Partner__AllocateMemory am = FTVM__PARTNER__ALLOCATE_MEMORY__INIT;
+	struct answer ans = { 0 };
+	Envelope env;
+
+	am.guid = guid;
+	am.size = size;
+	am.block_size = page_size;
+	am.policy = "default";
+	am.home = "a";
+	am.store_offset = offset;
+	envelope_init(&env);
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_MEMORY;
+	env.allocate_memory = &am;
+	if (!request(&env, &ans))
+		return -EIO;
+	print_answer("alloc", &ans);
+	return 0;
+}
+
+static int run_wait(char *guid, uint64_t page, uint32_t wait_ms)
+{
+	Ftvm__Partner__LockRequest lr = FTVM__PARTNER__LOCK_REQUEST__INIT;
+	struct answer ans = { 0 };
+	Envelope env;
+
+	lr.guid = guid;
+	lr.page = page;
+	lr.mode = FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE;
+	lr.ticket = 77;
+	lr.wait_ms = wait_ms;
+	envelope_init(&env);
+	env.lsn = 0; /* a question, not a change */
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_LOCK_REQUEST;
+	env.lock_request = &lr;
+	if (!request(&env, &ans))
+		return -EIO;
+	print_answer("wait", &ans);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct repl_session_config cfg = { 0 };
@@ -588,7 +643,9 @@ int main(int argc, char **argv)
 	event_add(stdin_ev, NULL);
 	for (;;) {
 		char guid[80], how[16];
-		uint64_t page;
+		uint64_t page, size, offset;
+		uint32_t wait_ms;
+		int r;
 
 		stdin_ready = false;
 		while (!stdin_ready && !link_lost)
@@ -605,11 +662,17 @@ int main(int argc, char **argv)
 			fflush(stdout);
 			continue;
 		}
-		if (sscanf(line, "write %79s %" SCNu64 " %15s", guid, &page, how) != 3) {
+		if (sscanf(line, "alloc %79s %" SCNu64 " %" SCNu64, guid, &size, &offset) == 3)
+			r = run_alloc(guid, size, offset, cfg.page_size);
+		else if (sscanf(line, "wait %79s %" SCNu64 " %" SCNu32, guid, &page, &wait_ms) == 3)
+			r = run_wait(guid, page, wait_ms);
+		else if (sscanf(line, "write %79s %" SCNu64 " %15s", guid, &page, how) == 3)
+			r = run_write(guid, page, how, pool, cfg.page_size);
+		else {
 			fprintf(stderr, "ftvm-fake-originator: bad command: %s", line);
 			return 2;
 		}
-		if (run_write(guid, page, how, pool, cfg.page_size) < 0) {
+		if (r < 0) {
 			fprintf(stderr, "ftvm-fake-originator: no answer from b\n");
 			return 1;
 		}

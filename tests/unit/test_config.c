@@ -558,6 +558,17 @@ static void check_bad(const char *label, const char *text, unsigned line, const 
 	unlink(path);
 }
 
+/* Sizes whose sums and products would wrap are refused where they are set. */
+static void test_size_bounds(void)
+{
+	check_bad("memory of 2^60", NODE "[memory]\nsize = 1073741824G\n", 4, "[memory] size",
+		  "is too large (at most 1024G)");
+	check_bad("pool block of 2T", NODE "[memory]\npool_block_size = 2048G\n", 4,
+		  "[memory] pool_block_size", "is too large (at most 1024G)");
+	check_bad("store of 2^60", NODE "[store]\nsize = 1073741824G\n", 4, "[store] size",
+		  "is too large (at most 1048576G)");
+}
+
 static void test_bad(void)
 {
 	char label[32];
@@ -831,6 +842,7 @@ int main(void)
 	test_exact_messages();
 	test_too_many_policies();
 	test_key_file();
+	test_size_bounds();
 	test_unreadable();
 	test_err_buffer();
 	test_parse_size();
