@@ -76,6 +76,7 @@ enum key_index {
 	KEY_DEAD_AFTER_MS,
 	KEY_REQUEST_TIMEOUT_MS,
 	KEY_SOLO,
+	KEY_JOURNAL_LIMIT,
 	KEY_TRACE_PATH,
 	KEY_TRACE_CHANNELS,
 	KEY_BLOCK_SIZE, /* one per policy: its line lives with the policy */
@@ -515,6 +516,17 @@ static int set_solo(struct parser *p, const char *v)
 	return 0;
 }
 
+static int set_journal_limit(struct parser *p, const char *v)
+{
+	uint64_t n;
+
+	if (parse_decimal(v, JOURNAL_LIMIT_MAX, &n) < 0 || n < JOURNAL_LIMIT_MIN)
+		return fail_key(p, "'%s' is not a number of journal rows from %u to %" PRIu64, v,
+				JOURNAL_LIMIT_MIN, JOURNAL_LIMIT_MAX);
+	p->c->journal_limit = n;
+	return 0;
+}
+
 static int set_trace_path(struct parser *p, const char *v)
 {
 	return replace_string(p, &p->c->trace_path, path_join(p->c->dir, v));
@@ -567,6 +579,7 @@ static const struct key keys[N_KEYS] = {
 	[KEY_REQUEST_TIMEOUT_MS] = { SECTION_FAILOVER, "request_timeout_ms",
 				     set_request_timeout_ms },
 	[KEY_SOLO] = { SECTION_FAILOVER, "solo", set_solo },
+	[KEY_JOURNAL_LIMIT] = { SECTION_FAILOVER, "journal_limit", set_journal_limit },
 	[KEY_TRACE_PATH] = { SECTION_TRACE, "path", set_trace_path },
 	[KEY_TRACE_CHANNELS] = { SECTION_TRACE, "channels", set_trace_channels },
 	[KEY_BLOCK_SIZE] = { SECTION_POLICY, "block_size", set_block_size },
@@ -1007,6 +1020,7 @@ static int config_new(struct parser *p, struct ftvm_config **ret)
 	c->heartbeat_ms = 100;
 	c->dead_after_ms = 500;
 	c->request_timeout_ms = 5000;
+	c->journal_limit = JOURNAL_LIMIT_DEFAULT;
 	c->trace_channels = CONFIG_TRACE_ALL;
 
 	r = dir_of(p, &c->dir);

@@ -16,6 +16,10 @@
 /* The largest [memory] size (and pool_block_size) and [store] size. */
 #define CONFIG_MEMORY_MAX (UINT64_C(1) << 40)
 #define CONFIG_STORE_MAX (UINT64_C(1) << 50)
+/* [failover] journal_limit: rows kept for a partner that is away. */
+#define JOURNAL_LIMIT_MIN 100u
+#define JOURNAL_LIMIT_MAX (UINT64_C(1) << 32)
+#define JOURNAL_LIMIT_DEFAULT (UINT64_C(1) << 20)
 #define WAL_CHECKPOINT_FRAMES_MIN 16u
 #define WAL_CHECKPOINT_FRAMES_MAX 1048576u
 
@@ -79,6 +83,9 @@ struct ftvm_config {
 	uint32_t dead_after_ms;
 	uint32_t request_timeout_ms;
 	bool solo_refuse; /* solo = refuse: alone, serve reads only (node/HA.md) */
+	/* Journal rows kept for a partner that is away; past them it is given a
+	 * full resync instead (node/HA.md, "Solo and rejoin"). */
+	uint64_t journal_limit;
 
 	/* [trace] (common/TRACE.md): recorded from start when path is set */
 	char *trace_path; /* absolute, NULL: no trace */

@@ -282,6 +282,8 @@ static void reply_status(struct node *n, struct client_call *call)
 	st.allocations_own = counts.allocations_own;
 	st.allocations_partner = counts.allocations_partner;
 	st.journal_rows = counts.journal_rows;
+	st.journal_limit = n->config->journal_limit;
+	st.journal_given_up = counts.journal_given_up;
 	st.pages_one_sided = counts.pages_one_sided;
 	st.pages_inline = counts.pages_inline;
 	st.landings_adopted = counts.landings_adopted;

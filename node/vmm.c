@@ -425,14 +425,43 @@ void vmm_release_stray_lock(struct vmm *v, const char *guid, uint64_t page, cons
 
 /* ---- the journal ---- */
 
+/* While the partner is away the journal keeps what it missed, up to
+ * [failover] journal_limit rows (DRBD's bounded bitmap): past that this node
+ * lets those rows go by moving the partner's applied mark to its own last
+ * LSN. The partner's Hello then says it applied less than the mark, and the
+ * resync it gets is full (vmm_resync.c, make_plan). */
+static void journal_limit(struct vmm *v)
+{
+	uint64_t rows, last;
+
+	if (v->mode != VMM_MODE_SOLO && v->mode != VMM_MODE_SOLO_READ)
+		return;
+	rows = pagetable_journal_count(v->pt);
+	if (rows <= v->config->journal_limit)
+		return;
+	last = pagetable_last_own_lsn(v->pt, vmm_node_id(v));
+	if (last == UINT64_MAX)
+		return;
+	pagetable_set_applied_by_partner_lsn(v->pt, last);
+	if (!v->journal_given_up)
+		log_warning(
+			"journal: %llu rows kept for the partner, past journal_limit (%llu): no "
+			"more are kept, and the partner gets a full resync when it returns",
+			(unsigned long long)rows, (unsigned long long)v->config->journal_limit);
+	v->journal_given_up = true;
+}
+
 /* Rows both nodes applied go, a bounded number at a time: this node's up to
  * what the partner said it applied (frozen while the partner is away, so a
- * resync finds what it missed), and the partner's. */
+ * resync finds what it missed, up to journal_limit), and the partner's. */
 static void on_trim(evutil_socket_t fd, short what, void *arg)
 {
 	struct vmm *v = arg;
-	int r = pagetable_journal_trim(v->pt, vmm_node_id(v),
-				       pagetable_applied_by_partner_lsn(v->pt), JOURNAL_TRIM_ROWS);
+	int r;
+
+	journal_limit(v);
+	r = pagetable_journal_trim(v->pt, vmm_node_id(v), pagetable_applied_by_partner_lsn(v->pt),
+				   JOURNAL_TRIM_ROWS);
 
 	if (r < 0)
 		log_warning("journal trim: %s", pagetable_last_error(v->pt));
@@ -593,6 +622,7 @@ void vmm_get_counts(struct vmm *v, struct vmm_counts *ret)
 	ret->allocations_own = vmm_table_count(v->table, vmm_node_id(v), true);
 	ret->allocations_partner = vmm_table_count(v->table, vmm_node_id(v), false);
 	ret->journal_rows = pagetable_journal_count(v->pt);
+	ret->journal_given_up = v->journal_given_up;
 	ret->pages_one_sided = v->pages_one_sided;
 	ret->pages_inline = v->pages_inline;
 	ret->landings_adopted = v->landings_adopted;

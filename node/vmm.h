@@ -37,6 +37,7 @@ struct vmm_counts {
 	uint64_t allocations_own;
 	uint64_t allocations_partner;
 	uint64_t journal_rows; /* kept for a resync (trimmed below what both applied) */
+	bool journal_given_up; /* past journal_limit: the partner's next resync is full */
 	/* Page blocks sent to the partner by RDMA WRITE into its landings, and
 	 * inline in WritePage; landings of the partner's adopted and refused. */
 	uint64_t pages_one_sided, pages_inline;

@@ -41,6 +41,8 @@ void vmm_set_mode(struct vmm *v, enum vmm_mode mode, const char *reason)
 			 reason);
 	v->mode = mode;
 	snprintf(v->mode_reason, sizeof(v->mode_reason), "%s", reason);
+	if (mode == VMM_MODE_MIRRORED)
+		v->journal_given_up = false; /* the partner has it all again */
 	/* Offline and fenced keep what was recorded: it tells a restart. */
 	if (mode != VMM_MODE_FENCED && mode != VMM_MODE_OFFLINE && solo != was_solo) {
 		int r = pagetable_set_solo(v->pt, solo);

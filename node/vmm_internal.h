@@ -36,6 +36,9 @@ struct vmm {
 	struct resync_send *resync_send; /* vmm_resync.c, sending */
 	bool resync_receiving, resync_failed;
 	char resync_error[256];
+	/* The journal passed [failover] journal_limit while the partner was
+	 * away: its rows were let go, and it gets a full resync. */
+	bool journal_given_up;
 	vmm_resync_observer_fn resync_observer;
 	void *resync_arg;
 	struct event_base *base;

@@ -393,7 +393,10 @@ static void status_print_text(const struct ftvm_node_status *st)
 		       st->pointers_revoked, st->frames_revoked);
 	printf("allocations: %" PRIu64 " own, %" PRIu64 " partner\n", st->allocations_own,
 	       st->allocations_partner);
-	printf("journal: %" PRIu64 " rows\n", st->journal_rows);
+	printf("journal: %" PRIu64 " rows (limit %" PRIu64 ")%s\n", st->journal_rows,
+	       st->journal_limit,
+	       st->journal_given_up ? "; passed while the partner was away: its next resync is full"
+				    : "");
 	if (st->loop_pauses)
 		printf("event loop: %" PRIu64
 		       " pauses longer than heartbeat_ms, the longest %" PRIu64 " ms\n",
@@ -467,6 +470,9 @@ static int status_print_json(const struct ftvm_node_status *st)
 	json_object_object_add(o, "store_error", json_object_new_string(st->store_error));
 	add_uint64(o, "resyncs", st->resyncs);
 	add_uint64(o, "journal_rows", st->journal_rows);
+	add_uint64(o, "journal_limit", st->journal_limit);
+	json_object_object_add(o, "journal_given_up",
+			       json_object_new_boolean(st->journal_given_up));
 	add_uint64(o, "last_resync_pages", st->last_resync_pages);
 	add_uint64(o, "last_resync_ms", st->last_resync_ms);
 	add_uint64(o, "loop_pauses", st->loop_pauses);

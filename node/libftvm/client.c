@@ -569,6 +569,8 @@ static void status_from_reply(const Ftvm__Client__StatusReply *s, struct ftvm_no
 	ret->last_resync_pages = s->last_resync_pages;
 	ret->last_resync_ms = s->last_resync_ms;
 	ret->journal_rows = s->journal_rows;
+	ret->journal_limit = s->journal_limit;
+	ret->journal_given_up = s->journal_given_up;
 	ret->pages_one_sided = s->pages_one_sided;
 	ret->pages_inline = s->pages_inline;
 	ret->landings_adopted = s->landings_adopted;

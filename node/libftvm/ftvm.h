@@ -254,6 +254,8 @@ struct ftvm_node_status {
 	char partner_auth[8];		  /**< "key" ([node] key_file) or "none" (loopback only) */
 	uint64_t partner_auth_failures;	  /**< connections that did not prove the key */
 	uint64_t partner_address_refused; /**< connections from another address than the partner */
+	uint64_t journal_limit; /**< [failover] journal_limit: rows kept for a partner away */
+	bool journal_given_up;	/**< past it: the partner's next resync is full */
 };
 
 /**

@@ -108,6 +108,7 @@ static void test_full(void)
 				   "dead_after_ms = 250\n"
 				   "request_timeout_ms = 1500\n"
 				   "solo = refuse\n"
+				   "journal_limit = 5000\n"
 				   "\n"
 				   "[trace]\n"
 				   "path = traces/n7.trace\n"
@@ -146,6 +147,7 @@ static void test_full(void)
 	CHECK_INT("dead_after_ms", 250, c->dead_after_ms);
 	CHECK_INT("request_timeout_ms", 1500, c->request_timeout_ms);
 	CHECK_INT("solo refuse", true, c->solo_refuse);
+	CHECK_INT("journal_limit", 5000, c->journal_limit);
 	CHECK_STR("trace path (relative)", under_dir("traces/n7.trace"), c->trace_path);
 	CHECK_INT("trace channels", CONFIG_TRACE_PARTNER, c->trace_channels);
 	CHECK_INT("n_policies", 2, c->n_policies);
@@ -565,6 +567,8 @@ static void test_size_bounds(void)
 		  "is too large (at most 1024G)");
 	check_bad("pool block of 2T", NODE "[memory]\npool_block_size = 2048G\n", 4,
 		  "[memory] pool_block_size", "is too large (at most 1024G)");
+	check_bad("journal_limit below 100", NODE "[failover]\njournal_limit = 99\n", 4,
+		  "[failover] journal_limit", "from 100 to 4294967296");
 	check_bad("store of 2^60", NODE "[store]\nsize = 1073741824G\n", 4, "[store] size",
 		  "is too large (at most 1048576G)");
 }
