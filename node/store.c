@@ -38,6 +38,10 @@ struct store_header_disk {
 	uint32_t crc32c; /* of everything before it */
 };
 
+_Static_assert(sizeof(struct store_header_disk) == STORE_HEADER_SIZE, "store.h has the size");
+_Static_assert(offsetof(struct store_header_disk, crc32c) == STORE_HEADER_CRC_OFFSET,
+	       "store.h has the checksum's place");
+
 struct store {
 	int fd;
 	unsigned index; /* of this node's partition in the header */
@@ -116,6 +120,24 @@ static int claim(struct store_header_disk *h, const char *path, const char *node
 	return free_slot;
 }
 
+int store_header_decode(void *header, const char *path, uint32_t page_size, const char *node_id,
+			struct store_partition *ret, bool *ret_changed, char *err, size_t err_len)
+{
+	struct store_header_disk *h = header;
+	int r, slot;
+
+	r = header_check(h, path, page_size, err, err_len);
+	if (r < 0)
+		return r;
+	slot = claim(h, path, node_id, ret_changed, err, err_len);
+	if (slot < 0)
+		return slot;
+	ret->index = (unsigned)slot;
+	ret->start = le64toh(h->partition[slot].start);
+	ret->length = le64toh(h->partition[slot].length);
+	return 0;
+}
+
 /* A new store file gets all its blocks now: a sparse one would find its
  * file system full only at destage, with acknowledged pages held in memory
  * alone (and lost at a stop, were the partner gone). Where the file system
@@ -150,11 +172,12 @@ int store_open(const char *path, uint64_t size, uint32_t page_size, const char *
 	       bool may_create, struct store **ret, char *err, size_t err_len)
 {
 	struct store_header_disk h;
+	struct store_partition part;
 	struct store *s = NULL;
 	bool changed = false;
 	struct stat st;
 	ssize_t n;
-	int fd, r, slot;
+	int fd, r;
 
 	fd = open(path, O_RDWR | O_CLOEXEC | (may_create ? O_CREAT : 0), 0640);
 	if (fd < 0) {
@@ -188,15 +211,11 @@ int store_open(const char *path, uint64_t size, uint32_t page_size, const char *
 				 n < 0 ? ": " : " (too short)", n < 0 ? strerror(errno) : "");
 			goto fail;
 		}
-		r = header_check(&h, path, page_size, err, err_len);
-		if (r < 0)
-			goto fail;
 	}
-	slot = claim(&h, path, node_id, &changed, err, err_len);
-	if (slot < 0) {
-		r = slot;
+	/* A new header passes its checks, and gets this node's partition. */
+	r = store_header_decode(&h, path, page_size, node_id, &part, &changed, err, err_len);
+	if (r < 0)
 		goto fail;
-	}
 	if (changed && (pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) || fdatasync(fd) < 0)) {
 		r = -errno;
 		snprintf(err, err_len, "%s: cannot write the store header: %s", path,
@@ -212,9 +231,9 @@ int store_open(const char *path, uint64_t size, uint32_t page_size, const char *
 	}
 	s->fd = fd;
 	memcpy(s->id, h.store_id, sizeof(s->id));
-	s->index = (unsigned)slot;
-	s->start = le64toh(h.partition[slot].start);
-	s->length = le64toh(h.partition[slot].length);
+	s->index = part.index;
+	s->start = part.start;
+	s->length = part.length;
 	*ret = s;
 	return 0;
 fail:
