@@ -73,6 +73,35 @@ static void header_init(struct store_header_disk *h, uint64_t size, uint32_t pag
 	h->crc32c = htole32(header_crc(h));
 }
 
+/* The partitions a header gives out must lie after its space, inside the
+ * store and apart: a node destages into its own, and one reaching over the
+ * header or the other's would overwrite them. The checksum only says the
+ * header is as written, not that whoever wrote it got this right. */
+static int partitions_check(const struct store_header_disk *h, const char *path, char *err,
+			    size_t err_len)
+{
+	uint64_t size = le64toh(h->size), start[2], length[2];
+
+	for (int i = 0; i < 2; i++) {
+		start[i] = le64toh(h->partition[i].start);
+		length[i] = le64toh(h->partition[i].length);
+		if (start[i] < STORE_HEADER_SPACE || length[i] > size ||
+		    start[i] > size - length[i]) {
+			snprintf(err, err_len,
+				 "%s: the store header's partition %d (%llu bytes at %llu) is not "
+				 "inside the store's %llu bytes after the header",
+				 path, i, (unsigned long long)length[i],
+				 (unsigned long long)start[i], (unsigned long long)size);
+			return -EBADMSG;
+		}
+	}
+	if (start[0] < start[1] + length[1] && start[1] < start[0] + length[0]) {
+		snprintf(err, err_len, "%s: the store header's two partitions overlap", path);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
 static int header_check(const struct store_header_disk *h, const char *path, uint32_t page_size,
 			char *err, size_t err_len)
 {
@@ -94,7 +123,7 @@ static int header_check(const struct store_header_disk *h, const char *path, uin
 			 le32toh(h->page_size), page_size);
 		return -EINVAL;
 	}
-	return 0;
+	return partitions_check(h, path, err, err_len);
 }
 
 /* Finds node_id's partition, or claims a free one for it. */
