@@ -73,9 +73,9 @@ static void header_init(struct store_header_disk *h, uint64_t size, uint32_t pag
 	h->crc32c = htole32(header_crc(h));
 }
 
-/* The partitions a header gives out must lie after its space, inside the
- * store and apart: a node destages into its own, and one reaching over the
- * header or the other's would overwrite them. The checksum only says the
+/* The partitions a header gives out must name their node in a string that
+ * ends, and lie after the header's space, inside the store and apart: a node destages into its own,
+ * and one reaching over the header or the other's would overwrite them. The checksum only says the
  * header is as written, not that whoever wrote it got this right. */
 static int partitions_check(const struct store_header_disk *h, const char *path, char *err,
 			    size_t err_len)
@@ -83,6 +83,13 @@ static int partitions_check(const struct store_header_disk *h, const char *path,
 	uint64_t size = le64toh(h->size), start[2], length[2];
 
 	for (int i = 0; i < 2; i++) {
+		/* claim() compares and prints the names. */
+		if (!memchr(h->partition[i].node, '\0', sizeof(h->partition[i].node))) {
+			snprintf(err, err_len,
+				 "%s: the store header's partition %d has a node name with no end",
+				 path, i);
+			return -EBADMSG;
+		}
 		start[i] = le64toh(h->partition[i].start);
 		length[i] = le64toh(h->partition[i].length);
 		if (start[i] < STORE_HEADER_SPACE || length[i] > size ||
