@@ -37,6 +37,8 @@ struct sbd_disk {
 };
 
 _Static_assert(sizeof(struct sbd_disk) <= STORE_SECTOR, "a slot fits a sector");
+_Static_assert(offsetof(struct sbd_disk, crc32c) == SBD_CRC_OFFSET,
+	       "sbd.h has the checksum's place");
 
 static const char slot_magic[8] = "FTVMSLOT", mailbox_magic[8] = "FTVMMAIL";
 

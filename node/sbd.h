@@ -44,6 +44,8 @@ struct sbd_mailbox {
 /* The on-disk sectors (STORE_SECTOR bytes, little-endian, CRC-32C). Decoding
  * returns -ENOENT for a sector never written (all zeroes) and -EBADMSG for
  * one that is not a valid slot or mailbox. */
+/* Where the CRC-32C of the bytes before it sits in a slot or mailbox sector. */
+#define SBD_CRC_OFFSET 72u
 void sbd_slot_encode(const struct sbd_slot *s, uint8_t *sector);
 int sbd_slot_decode(const uint8_t *sector, struct sbd_slot *ret);
 void sbd_mailbox_encode(const struct sbd_mailbox *m, uint8_t *sector);

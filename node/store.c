@@ -38,6 +38,10 @@ struct store_header_disk {
 	uint32_t crc32c; /* of everything before it */
 };
 
+_Static_assert(sizeof(struct store_header_disk) == STORE_HEADER_SIZE, "store.h has the size");
+_Static_assert(offsetof(struct store_header_disk, crc32c) == STORE_HEADER_CRC_OFFSET,
+	       "store.h has the checksum's place");
+
 struct store {
 	int fd;
 	unsigned index; /* of this node's partition in the header */
@@ -70,6 +74,42 @@ static void header_init(struct store_header_disk *h, uint64_t size, uint32_t pag
 	h->crc32c = htole32(header_crc(h));
 }
 
+/* The partitions a header gives out must name their node in a string that
+ * ends, and lie after the header's space, inside the store and apart: a node destages into its own,
+ * and one reaching over the header or the other's would overwrite them. The checksum only says the
+ * header is as written, not that whoever wrote it got this right. */
+static int partitions_check(const struct store_header_disk *h, const char *path, char *err,
+			    size_t err_len)
+{
+	uint64_t size = le64toh(h->size), start[2], length[2];
+
+	for (int i = 0; i < 2; i++) {
+		/* claim() compares and prints the names. */
+		if (!memchr(h->partition[i].node, '\0', sizeof(h->partition[i].node))) {
+			snprintf(err, err_len,
+				 "%s: the store header's partition %d has a node name with no end",
+				 path, i);
+			return -EBADMSG;
+		}
+		start[i] = le64toh(h->partition[i].start);
+		length[i] = le64toh(h->partition[i].length);
+		if (start[i] < STORE_HEADER_SPACE || length[i] > size ||
+		    start[i] > size - length[i]) {
+			snprintf(err, err_len,
+				 "%s: the store header's partition %d (%llu bytes at %llu) is not "
+				 "inside the store's %llu bytes after the header",
+				 path, i, (unsigned long long)length[i],
+				 (unsigned long long)start[i], (unsigned long long)size);
+			return -EBADMSG;
+		}
+	}
+	if (start[0] < start[1] + length[1] && start[1] < start[0] + length[0]) {
+		snprintf(err, err_len, "%s: the store header's two partitions overlap", path);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
 static int header_check(const struct store_header_disk *h, const char *path, uint32_t page_size,
 			char *err, size_t err_len)
 {
@@ -91,7 +131,7 @@ static int header_check(const struct store_header_disk *h, const char *path, uin
 			 le32toh(h->page_size), page_size);
 		return -EINVAL;
 	}
-	return 0;
+	return partitions_check(h, path, err, err_len);
 }
 
 /* Finds node_id's partition, or claims a free one for it. */
@@ -115,6 +155,24 @@ static int claim(struct store_header_disk *h, const char *path, const char *node
 	h->crc32c = htole32(header_crc(h));
 	*ret_changed = true;
 	return free_slot;
+}
+
+int store_header_decode(void *header, const char *path, uint32_t page_size, const char *node_id,
+			struct store_partition *ret, bool *ret_changed, char *err, size_t err_len)
+{
+	struct store_header_disk *h = header;
+	int r, slot;
+
+	r = header_check(h, path, page_size, err, err_len);
+	if (r < 0)
+		return r;
+	slot = claim(h, path, node_id, ret_changed, err, err_len);
+	if (slot < 0)
+		return slot;
+	ret->index = (unsigned)slot;
+	ret->start = le64toh(h->partition[slot].start);
+	ret->length = le64toh(h->partition[slot].length);
+	return 0;
 }
 
 /* A new store file gets all its blocks now: a sparse one would find its
@@ -151,11 +209,12 @@ int store_open(const char *path, uint64_t size, uint32_t page_size, const char *
 	       bool may_create, struct store **ret, char *err, size_t err_len)
 {
 	struct store_header_disk h;
+	struct store_partition part;
 	struct store *s = NULL;
 	bool changed = false;
 	struct stat st;
 	ssize_t n;
-	int fd, r, slot;
+	int fd, r;
 
 	fd = open(path, O_RDWR | O_CLOEXEC | (may_create ? O_CREAT : 0), 0640);
 	if (fd < 0) {
@@ -189,15 +248,11 @@ int store_open(const char *path, uint64_t size, uint32_t page_size, const char *
 				 n < 0 ? ": " : " (too short)", n < 0 ? strerror(errno) : "");
 			goto fail;
 		}
-		r = header_check(&h, path, page_size, err, err_len);
-		if (r < 0)
-			goto fail;
 	}
-	slot = claim(&h, path, node_id, &changed, err, err_len);
-	if (slot < 0) {
-		r = slot;
+	/* A new header passes its checks, and gets this node's partition. */
+	r = store_header_decode(&h, path, page_size, node_id, &part, &changed, err, err_len);
+	if (r < 0)
 		goto fail;
-	}
 	if (changed && (pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) || fdatasync(fd) < 0)) {
 		r = -errno;
 		snprintf(err, err_len, "%s: cannot write the store header: %s", path,
@@ -213,11 +268,11 @@ int store_open(const char *path, uint64_t size, uint32_t page_size, const char *
 	}
 	s->fd = fd;
 	memcpy(s->id, h.store_id, sizeof(s->id));
-	s->index = (unsigned)slot;
-	s->start = le64toh(h.partition[slot].start);
-	s->length = le64toh(h.partition[slot].length);
-	s->partner_start = le64toh(h.partition[1 - slot].start);
-	s->partner_length = le64toh(h.partition[1 - slot].length);
+	s->index = part.index;
+	s->start = part.start;
+	s->length = part.length;
+	s->partner_start = le64toh(h.partition[1 - part.index].start);
+	s->partner_length = le64toh(h.partition[1 - part.index].length);
 	*ret = s;
 	return 0;
 fail:

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -29,6 +30,24 @@ struct store_page_record {
 	uint32_t crc32c;
 	uint32_t reserved;
 };
+
+/* The header's bytes at offset 0, and where its CRC-32C (of the bytes
+ * before it, little-endian) sits in them. */
+#define STORE_HEADER_SIZE 160u
+#define STORE_HEADER_CRC_OFFSET 152u
+
+struct store_partition {
+	unsigned index; /* 0 or 1 */
+	uint64_t start, length;
+};
+
+/* store_open()'s reading of a header (STORE_HEADER_SIZE bytes, 8-byte
+ * aligned): checks it is a store header for page_size and finds node_id's
+ * partition, or claims a free one for it, updating header (which the caller
+ * then writes back) and setting *ret_changed. Errors name path and what is
+ * wrong in err. Exposed on its own for tests/fuzz/fuzz_store_header.c. */
+int store_header_decode(void *header, const char *path, uint32_t page_size, const char *node_id,
+			struct store_partition *ret, bool *ret_changed, char *err, size_t err_len);
 
 /* Opens the store at path (creating and initialising it when new, if
  * may_create), checks that it is this pair's (page size, and a partition

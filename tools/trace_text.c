@@ -285,6 +285,31 @@ static int parse_line(struct parse *p, char *s)
 	return bad(p, "not a header, record or bytes line");
 }
 
+/* The text's checks are the form's; what the header's keys and values may
+ * be is the reader's (trace_file.c) alone. So the file made is read back
+ * whole with the reader, and refused when it would not open in ftvmctl
+ * trace dump or replay. */
+static int read_back(struct parse *p)
+{
+	struct trace_reader *r;
+	struct trace_record rec;
+	char err[512];
+	int e;
+
+	e = trace_reader_open(p->out, &r, err, sizeof(err));
+	if (e == 0) {
+		while ((e = trace_reader_next(r, &rec, err, sizeof(err))) == 1)
+			;
+		trace_reader_free(r);
+	}
+	if (e < 0) {
+		fprintf(stderr, "ftvmctl: %s: the trace made from it would not read back: %s\n",
+			p->path, err);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int trace_binary_run(const char *text_path, const char *out_path)
 {
 	struct parse p = { .path = text_path, .out = out_path };
@@ -315,6 +340,8 @@ int trace_binary_run(const char *text_path, const char *out_path)
 	e = trace_writer_close(p.w);
 	if (r == 0 && e < 0)
 		r = bad(&p, "cannot write %s: %s", out_path, strerror(-e));
+	if (r == 0)
+		r = read_back(&p);
 	if (r < 0 && made)
 		unlink(out_path);
 	free(p.buf);

@@ -16,6 +16,7 @@
 
 #include "codec.h"
 #include "frame.h"
+#include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -38,10 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char err[256];
 	int r;
 
-	/* libFuzzer passes a valid pointer even for size 0; other drivers need not,
-	 * and data + 0 on NULL is undefined. */
-	if (!data)
-		data = (const uint8_t *)"";
+	data = fuzz_data(data);
 	for (;;) {
 		const uint8_t *payload = NULL;
 		size_t payload_len = 0;

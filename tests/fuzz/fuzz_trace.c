@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "crc32c.h"
+#include "fuzz_util.h"
 #include "trace_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -20,8 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char err[512];
 	int rc;
 
-	if (!data)
-		data = (const uint8_t *)"";
+	data = fuzz_data(data);
 	err[0] = '\0';
 	rc = trace_reader_open_mem("fuzz.trace", data, size, &r, err, sizeof(err));
 	if (rc < 0) {
