@@ -7,7 +7,7 @@ files are committed; run this again only to change them:
 
 Each seed is named for what it is. The layouts follow the code they feed
 (node/store.c, node/sbd.c, common/frame.h, proto/client.proto,
-replica/rdma_credits.c); where a target takes a control byte first, its
+proto/partner.proto, replica/rdma_credits.c); where a target takes a control byte first, its
 comment at the top says what the bits mean."""
 import os
 import struct
@@ -248,6 +248,52 @@ def client():
     write(t, "length-past-end", b"\1\xff\x00" + status)
 
 
+# ---- the partner port (replica/session.c), after a control byte ----
+
+def envelope(num, body, sender=b"b", epoch=2, seq=0, answers=0):
+    env = field(1, 1) + field(2, sender) + (field(3, epoch) if epoch else b"")
+    env += (field(4, seq) if seq else b"") + (field(5, answers) if answers else b"")
+    return env + field(num, body)
+
+
+def challenge(node=b"b", method=1, nonce=b""):
+    return envelope(41, field(1, node) + field(2, method) + (field(3, nonce) if nonce else b""),
+                    sender=node, epoch=0)
+
+
+def hello(node=b"b", page_size=4096, epoch=2):
+    return envelope(10, field(1, node) + field(2, 1) + field(3, epoch) + field(4, page_size) +
+                    field(5, 1024) + field(6, 1) + field(7, 2), sender=node, epoch=epoch)
+
+
+def session():
+    t = "session"
+    space = lambda seq, n: envelope(20, field(1, n), seq=seq)
+    heartbeat = envelope(11, field(1, 12345) + field(2, 2))
+    done = envelope(12, field(1, 0) + field(2, b"late"), answers=99)
+    batch = envelope(30, field(1, space(3, 10)) + field(1, space(4, 20)))
+    mixed = envelope(30, field(1, space(5, 10)) + field(1, done))
+    region = envelope(37, field(1, field(1, 0) + field(2, 1) + field(3, 4096) + field(4, 0)))
+    lock = envelope(23, field(1, b"a-1") + field(2, 0) + field(3, 2) + field(4, 7) +
+                    field(5, 4000000000), seq=6)
+    # control: bit 0 set, 16-bit length + payload each; bit 1 set, the session has a key
+    write(t, "linked-traffic", payloads(challenge(), hello(), heartbeat, space(1, 5), batch,
+                                        region, done, lock))
+    write(t, "stale-epoch", payloads(challenge(), hello(epoch=1),
+                                     envelope(20, field(1, 5), seq=1, epoch=1)))
+    write(t, "batch-mixed", payloads(challenge(), hello(), mixed))
+    write(t, "hello-first", payloads(hello()))
+    write(t, "own-id", payloads(challenge(node=b"a")))
+    write(t, "page-size-8192", payloads(challenge(), hello(page_size=8192)))
+    write(t, "no-hello", payloads(challenge(), heartbeat))
+    write(t, "hello-other-id", payloads(challenge(), hello(node=b"c")))
+    write(t, "keyed-guess", b"\3" + payloads(challenge(method=2, nonce=bytes(32)),
+                                             envelope(42, field(1, bytes(32)), epoch=0))[1:])
+    write(t, "keyed-no-key", b"\3" + payloads(challenge())[1:])
+    write(t, "raw-frames", b"\0" + frame(challenge()) + frame(hello()))
+    write(t, "raw-garbage", b"\0" + bytes(range(256)))
+
+
 # ---- RDMA connection parameters (replica/rdma_credits.c) ----
 
 def params(credits=32, buf_size=64 << 10, magic=b"FR", version=1):
@@ -282,7 +328,7 @@ def rdma():
 
 
 TARGETS = {"config": config, "trace_text": trace_text, "store_header": store,
-           "sbd": sbd, "client_request": client, "rdma_params": rdma}
+           "sbd": sbd, "client_request": client, "rdma_params": rdma, "session": session}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or TARGETS:
