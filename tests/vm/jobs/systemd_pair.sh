@@ -30,11 +30,16 @@ install -D -m 0755 -t /usr/local/lib "$lib"
 ln -sf "$(basename "$lib")" /usr/local/lib/libftvm.so.0
 ldconfig
 install -D -m 0644 -t /etc/systemd/system "$unit_file"
-install -D -m 0640 -t /etc/ftvm "$FTVM_SRC/systemd/example/etc-ftvm/a.conf" \
+# The README's steps: the user the unit runs as, the configs readable by its
+# group, the pair's key its own.
+install -D -m 0644 "$FTVM_SRC/systemd/ftvm.sysusers.conf" /etc/sysusers.d/ftvm.conf
+systemd-sysusers /etc/sysusers.d/ftvm.conf || fail "systemd-sysusers made no user ftvm"
+install -D -m 0640 -g ftvm -t /etc/ftvm "$FTVM_SRC/systemd/example/etc-ftvm/a.conf" \
 	"$FTVM_SRC/systemd/example/etc-ftvm/b.conf"
 ctl=$bindir/ftvmctl
 "$ctl" --version >/dev/null || fail "$ctl does not run here (ldd: $(ldd "$ctl" | grep 'not found'))"
 "$ctl" keygen /etc/ftvm/pair.key >/dev/null || fail "ftvmctl keygen /etc/ftvm/pair.key"
+chown ftvm:ftvm /etc/ftvm/pair.key
 ok "$bindir/ftvmd and ftvmctl ($("$ctl" --version)), /etc/systemd/system/ftvmd@.service, /etc/ftvm/{a,b}.conf"
 
 step "systemctl start ftvmd@a ftvmd@b"
@@ -68,6 +73,32 @@ for id in a b; do
 		fail "ftvmd@$id: systemctl status shows no Status: \"active...\" line"
 done
 ok "Type=notify, NotifyAccess=main, WatchdogUSec=5s, active (READY came), StatusText follows the node state"
+
+step "the sandbox: user ftvm, CAP_IPC_LOCK alone, systemd-analyze security"
+for id in a b; do
+	pid=$(unit_prop "ftvmd@$id" MainPID)
+	user=$(ps -o user= -p "$pid")
+	[ "$user" = ftvm ] || fail "ftvmd@$id runs as $user, not ftvm"
+	caps=$(grep -E '^Cap(Eff|Prm|Bnd):' "/proc/$pid/status" | tr '\n' ' ')
+	# CAP_IPC_LOCK is bit 14: 0x4000.
+	for set in CapEff CapPrm CapBnd; do
+		grep -q "$set:	0000000000004000" <<<"$caps" || fail "ftvmd@$id capabilities: $caps"
+	done
+	ok "ftvmd@$id (pid $pid) runs as ftvm with CAP_IPC_LOCK alone ($caps)"
+done
+# Node a may not write node b's state_dir: in ftvmd@a's mount namespace it
+# is on a read-only mount, a's own is not.
+pid_a=$(unit_prop ftvmd@a MainPID)
+out=$(nsenter -t "$pid_a" -m touch /var/lib/ftvm/b/probe 2>&1) &&
+	fail "inside ftvmd@a's sandbox /var/lib/ftvm/b is writable"
+grep -q "Read-only file system" <<<"$out" || fail "touching b's state_dir from a's sandbox: $out"
+nsenter -t "$pid_a" -m touch /var/lib/ftvm/a/probe || fail "a cannot write its own state_dir"
+rm -f /var/lib/ftvm/a/probe
+ok "inside ftvmd@a's sandbox /var/lib/ftvm/b is read-only ($out), /var/lib/ftvm/a writable"
+security=$(systemd-analyze security ftvmd@a.service --no-pager 2>&1) || true
+indent "  " <<<"$(grep -E '^  [✗✓] |Overall exposure' <<<"$security" | grep -Ev '✓' | head -40)"
+exposure=$(sed -n 's/.*Overall exposure level for ftvmd@a.service: \([0-9.]*\).*/\1/p' <<<"$security")
+ok "systemd-analyze security ftvmd@a: overall exposure ${exposure:-unknown} (aim: 2.5 or less)"
 
 step "data on both nodes"
 ga=$("$ctl" --config "$conf_a" alloc --size 64K) || fail "alloc on a"
