@@ -1021,6 +1021,30 @@ static void test_auth(void)
 	peer_stop(&b);
 }
 
+/* Four connections that have not authenticated may wait at once; a fifth is
+ * closed at once, before a byte is sent to it. */
+static void test_unproven_bounded(void)
+{
+	uint16_t pa = free_port(), pb = free_port();
+	int fds[5], first = 0, n;
+	uint64_t failed, epoch = 0;
+	struct peer a;
+
+	peer_init(&a, "a", pa, pb);
+	CHECK(peer_start(&a) == 0, "start a");
+	for (int i = 0; i < 4; i++)
+		fds[i] = raw_connect(pa);
+	RUN_UNTIL(false, 50);
+	failed = auth_failures(&a);
+	fds[4] = raw_connect(pa);
+	CHECK(RUN_UNTIL(auth_failures(&a) > failed, 1000), "a fifth unproven connection refused");
+	n = raw_until_closed(fds[4], &first, &epoch);
+	CHECK(n == 0, "the fifth connection got %d messages before its close, want none", n);
+	for (int i = 0; i < 5; i++)
+		close(fds[i]);
+	peer_stop(&a);
+}
+
 /* A partner that says Hello and heartbeats but reads nothing: what waits
  * for it stops at the bound, and the link is dropped for it, not for
  * silence. */
@@ -1071,6 +1095,7 @@ int main(void)
 	test_bad_input();
 	test_auth();
 	test_backlog_bounded();
+	test_unproven_bounded();
 	event_base_free(base);
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
