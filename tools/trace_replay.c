@@ -39,6 +39,7 @@
 #include "client.pb-c.h"
 #include "clock.h"
 #include "codec.h"
+#include "config.h"
 #include "replay_failover.h"
 #include "replay_nodes.h"
 #include "replay_stream.h"
@@ -625,6 +626,25 @@ static uint64_t partner_epoch_now(struct replay *rp, uint64_t recorded)
 	return now ? now : rp->partner_epoch;
 }
 
+/* An allocation's extent in this run's store. The node checks it lies in
+ * its home's partition; which partition a node has depends on which made
+ * the store (TRACE.md). Here the node under test made it and has the first:
+ * the partner has the second. The recorded extent keeps its place in its
+ * partition. */
+static void place_extent(const struct replay *rp, Ftvm__Partner__AllocateMemory *am)
+{
+	uint64_t size = rp->store_size ? rp->store_size : 4 * rp->memory_size + STORE_HEADER_SPACE;
+	uint64_t half = (size - STORE_HEADER_SPACE) / 2 / rp->page_size * rp->page_size;
+	uint64_t second = STORE_HEADER_SPACE + half, in_partition;
+
+	if (!am || am->store_offset < STORE_HEADER_SPACE)
+		return; /* not an extent: the node says so */
+	in_partition =
+		am->store_offset - (am->store_offset >= second ? second : STORE_HEADER_SPACE);
+	am->store_offset =
+		(strcmp(am->home, rp->node_id) == 0 ? STORE_HEADER_SPACE : second) + in_partition;
+}
+
 /* An envelope of the partner's, about to be sent: mapped values put in, an
  * answer to the node's request given the node's new seq. false: leave it
  * out (it answers a request that is not replayed). */
@@ -652,6 +672,10 @@ static bool prepare(struct replay *rp, const char *where, Envelope *env)
 	}
 	trace_rewrite(rp->maps, &env->base);
 	env->epoch = epoch;
+	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_MEMORY)
+		place_extent(rp, env->allocate_memory);
+	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_ALLOCATION)
+		place_extent(rp, env->resync_allocation->allocation);
 	return true;
 }
 

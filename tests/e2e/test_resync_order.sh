@@ -36,7 +36,8 @@ esac
 [ "$E2E_TRANSPORT" = rdma ] && [ "$landings_want" = 0 ] && fail "not one-sided over rdma"
 ok "the fake survivor linked to b at epoch 2: $line"
 
-echo "resync a-9" >&"$FAKE_IN"
+# b made the store: a's partition is its second half (16M pool: 64M + 64K).
+echo "resync a-9 $((65536 + (32 << 20)))" >&"$FAKE_IN"
 said=
 while fake_line; do
 	said+="$line"$'\n'

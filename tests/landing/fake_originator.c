@@ -28,10 +28,11 @@
  * Each answer is printed as "NAME: STATUS reason"; a refused write is
  * followed by a plain release ("release: ..."). And:
  *
- *   resync GUID
+ *   resync GUID OFFSET
  *
  * resyncs b as a survivor would (node/HA.md, replica/RDMA.md "Resync") with
- * a's allocation GUID of two one-page blocks, both dirty at version 1: the
+ * a's allocation GUID of two one-page blocks at store OFFSET (in a's
+ * partition, which b checks), both dirty at version 1: the
  * block of page 0 is 0x01 bytes, page 1's 0x02. It asks b for landings
  * ("landings: N"); then, as a change mirrored after the snapshot, writes
  * page 0 again (0x03 bytes, version 2: "mirrored: STATUS"); only then sends
@@ -453,7 +454,7 @@ static int resync_page(char *guid, uint64_t page, const uint8_t *block, size_t l
 	return 0;
 }
 
-static int run_resync(char *guid, uint8_t *pool, uint32_t page_size)
+static int run_resync(char *guid, uint64_t offset, uint8_t *pool, uint32_t page_size)
 {
 	Ftvm__Partner__ResyncBegin begin = FTVM__PARTNER__RESYNC_BEGIN__INIT;
 	Ftvm__Partner__ResyncAllocation ra = FTVM__PARTNER__RESYNC_ALLOCATION__INIT;
@@ -482,7 +483,7 @@ static int run_resync(char *guid, uint8_t *pool, uint32_t page_size)
 	am.block_size = page_size;
 	am.policy = "default";
 	am.home = "a";
-	am.store_offset = 65536;
+	am.store_offset = offset;
 	for (int i = 0; i < 2; i++) {
 		ftvm__partner__page_state__init(&states[i]);
 		states[i].version = 1;
@@ -654,8 +655,8 @@ int main(int argc, char **argv)
 			return 1;
 		if (getline(&line, &cap, stdin) < 0)
 			break;
-		if (sscanf(line, "resync %79s", guid) == 1) {
-			if (run_resync(guid, pool, cfg.page_size) < 0) {
+		if (sscanf(line, "resync %79s %" SCNu64, guid, &offset) == 2) {
+			if (run_resync(guid, offset, pool, cfg.page_size) < 0) {
 				fprintf(stderr, "ftvm-fake-originator: no answer from b\n");
 				return 1;
 			}
