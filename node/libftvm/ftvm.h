@@ -412,9 +412,12 @@ FTVM_EXPORT int ftvm_read_page_try(struct ftvm_client *c, const char *guid, uint
 
 /** An allocation's header (seed 002's read-header message). Strings are NUL terminated. */
 struct ftvm_header {
-	char guid[FTVM_GUID_MAX];	 /**< its GUID, never truncated */
-	uint64_t size;			 /**< bytes asked for */
-	uint32_t block_size;		 /**< bytes per page */
+	char guid[FTVM_GUID_MAX]; /**< its GUID, never truncated */
+	uint64_t size;		  /**< bytes asked for */
+	uint32_t block_size;	  /**< bytes per page */
+	/** the client uid it belongs to (its maker's); in what was padding, so
+	 *  programs built before it keep the struct's size */
+	uint32_t uid;
 	uint64_t pages;			 /**< blocks in it */
 	char policy[40];		 /**< the policy it was made with */
 	char home[40];			 /**< the node it was made on */
