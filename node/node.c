@@ -506,6 +506,12 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 		goto fail;
 	}
 	r = client_server_new(base, &cs, on_client_request, on_client_gone, n, &n->clients);
+	if (r == -EPERM && config->socket_group.name) {
+		log_error("client socket %s: cannot give it to group %s ([client] socket_group): "
+			  "ftvmd's user is not in that group",
+			  config->socket_path, config->socket_group.name);
+		goto fail;
+	}
 	if (r < 0) {
 		log_error_errno(r, "client socket %s", config->socket_path);
 		goto fail;

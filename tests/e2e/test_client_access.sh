@@ -24,16 +24,16 @@ POINTER_GID=$(getent group staff | cut -d: -f3)
 
 write_pair_configs
 for id in a b; do
-	printf '[client]\nsocket_mode = 0666\nadmin_group = adm\npointer_group = staff\n' \
+	printf '[client]\nsocket_mode = 0666\nsocket_group = staff\nadmin_group = adm\npointer_group = staff\n' \
 		>>"$WORK/$id.conf"
 done
 chmod 0711 "$WORK" # nobody reaches the sockets, and nothing else in it
 start_node a
 start_node b
 wait_for 5000 "pair linked" pair_up
-mode=$(stat -c %a "$WORK/a.sock")
-[ "$mode" = 666 ] || fail "a.sock has mode $mode, wanted 666 ([client] socket_mode)"
-ok "a.sock has mode $mode"
+mode=$(stat -c %a:%G "$WORK/a.sock")
+[ "$mode" = 666:staff ] || fail "a.sock has mode:group $mode, wanted 666:staff ([client] socket_mode, socket_group)"
+ok "a.sock has mode and group $mode"
 
 # as GROUPS COMMAND...: COMMAND as nobody, in the supplementary groups GROUPS
 # ("-": none).
