@@ -480,21 +480,20 @@ static bool peer_in_group(int fd, const struct ucred *cred, gid_t gid)
 	gid_t *groups = NULL;
 	socklen_t len = 0;
 	bool in = false;
-	int n = 0;
+	int n = 0, err;
 
 	if (gid == (gid_t)-1)
 		return false;
 	if (cred->gid == gid)
 		return true;
-	/* The first call says how much room the list needs: none, when the
-	 * peer has no supplementary groups. */
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, NULL, &len) == 0) {
-		n = 0;
-	} else if (errno == ERANGE) {
+	/* The first call says how much room the list needs; it succeeds when
+	 * the peer has no supplementary groups. */
+	err = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, NULL, &len) < 0 ? errno : 0;
+	if (err == ERANGE) {
 		groups = malloc(len);
 		if (groups && getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) == 0)
 			n = (int)(len / sizeof(gid_t));
-	} else {
+	} else if (err != 0) {
 		struct passwd pw, *found = NULL;
 		char buf[4096];
 
