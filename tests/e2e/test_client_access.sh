@@ -146,9 +146,14 @@ wait_for 5000 "b takes over" field_is b state solo
 nobody_refused b "$owner read it" read "$guid" 1
 nctl b read "$nguid" 0 | cmp -s - "$(fill 5)" || fail "nobody cannot read its own page on b"
 ok "after the takeover b keeps both owners"
+bguid=$(nctl b alloc --size 4K) # a hears of it only in its resync
 start_node a
 wait_for 10000 "pair linked after a's restart" pair_up
 [ "$(ctl a --json header "$nguid" | jq .uid)" = 65534 ] || fail "a lost $nguid's uid in the rejoin"
+[ "$(ctl a --json header "$bguid" | jq .uid)" = 65534 ] || fail "a's resync did not carry $bguid's uid"
+expect_refused "allocation $bguid belongs to uid 65534; uid 65533 may not read it" \
+	"uid 65533's read of nobody's $bguid on a" \
+	setpriv --reuid=65533 --regid=65533 --clear-groups "$FTVMCTL" --socket "$WORK/a.sock" read "$bguid" 0
 nobody_refused a "$owner free it" free "$guid"
 nctl a free "$nguid" >/dev/null || fail "nobody cannot free its own allocation"
-ok "after a's rejoin the owners stand; nobody freed its own"
+ok "after a's rejoin the owners stand, $bguid's through the resync; nobody freed its own"
