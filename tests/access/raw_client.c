@@ -147,8 +147,11 @@ static int do_truncate(int fd)
 	reply = read_reply(fd, &pool);
 	if (!reply || reply->status != FTVM__PARTNER__STATUS__STATUS_OK || pool < 0) {
 		printf("refused: %s\n", reply && reply->reason[0] ? reply->reason : "no memfd");
+		if (reply)
+			ftvm__client__client_reply__free_unpacked(reply, NULL);
 		return 1;
 	}
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	if (fstat(pool, &st) < 0)
 		return 1;
 	printf("memfd of %lld bytes\n", (long long)st.st_size);
@@ -157,7 +160,6 @@ static int do_truncate(int fd)
 		try_resize(pool, "ftruncate larger", ftruncate(pool, st.st_size * 2), st.st_size);
 	changed |= try_resize(pool, "fallocate past the end",
 			      fallocate(pool, 0, st.st_size, 1 << 20), st.st_size);
-	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	return changed ? 4 : 0;
 }
 
