@@ -379,7 +379,7 @@ void vmm_reply_error(struct client_call *call, int status, const char *fmt, ...)
 	client_call_reply(call, &reply);
 }
 
-/* "[client] admin_group (ops)" or "... (not set)". */
+/* A group's name for a refusal, or "not set". */
 static const char *group_named(const struct config_group *g)
 {
 	return g->name ? g->name : "not set";
