@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
@@ -43,6 +44,7 @@
 #define PAGE_SIZE_MAX (1u << 20)
 #define HEARTBEAT_MS_MAX 60000u
 #define TIMEOUT_MS_MAX 600000u
+#define MAX_CLIENTS_MAX 1048576u
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -53,6 +55,7 @@ enum section {
 	SECTION_STORE,
 	SECTION_FAILOVER,
 	SECTION_TRACE,
+	SECTION_CLIENT,
 	SECTION_POLICY,
 };
 
@@ -79,6 +82,12 @@ enum key_index {
 	KEY_JOURNAL_LIMIT,
 	KEY_TRACE_PATH,
 	KEY_TRACE_CHANNELS,
+	KEY_SOCKET_MODE,
+	KEY_SOCKET_GROUP,
+	KEY_ADMIN_GROUP,
+	KEY_POINTER_GROUP,
+	KEY_MAX_CLIENTS,
+	KEY_OUTPUT_LIMIT,
 	KEY_BLOCK_SIZE, /* one per policy: its line lives with the policy */
 	N_KEYS,
 };
@@ -543,6 +552,66 @@ static int set_trace_channels(struct parser *p, const char *v)
 	return 0;
 }
 
+/* Octal permission bits only: no setuid, setgid or sticky bit on a socket. */
+static int set_socket_mode(struct parser *p, const char *v)
+{
+	uint64_t mode = 0;
+	const char *s = v;
+
+	for (; *s >= '0' && *s <= '7'; s++)
+		if ((mode = mode * 8 + (uint64_t)(*s - '0')) > 0777)
+			break;
+	if (s == v || *s || mode > 0777)
+		return fail_key(p, "'%s' is not a mode (want octal permission bits, 0 to 0777)", v);
+	p->c->socket_mode = (uint32_t)mode;
+	return 0;
+}
+
+static int set_group(struct parser *p, struct config_group *g, const char *v)
+{
+	char buf[4096];
+	struct group gr, *found = NULL;
+	int r = getgrnam_r(v, &gr, buf, sizeof(buf), &found);
+
+	if (r != 0)
+		return fail_key(p, "cannot look up group '%s': %s", v, strerror(r));
+	if (!found)
+		return fail_key(p, "no group '%s' on this system", v);
+	g->gid = found->gr_gid;
+	return replace_string(p, &g->name, strdup(v));
+}
+
+static int set_socket_group(struct parser *p, const char *v)
+{
+	return set_group(p, &p->c->socket_group, v);
+}
+
+static int set_admin_group(struct parser *p, const char *v)
+{
+	return set_group(p, &p->c->admin_group, v);
+}
+
+static int set_pointer_group(struct parser *p, const char *v)
+{
+	return set_group(p, &p->c->pointer_group, v);
+}
+
+static int set_max_clients(struct parser *p, const char *v)
+{
+	uint64_t n;
+
+	if (parse_decimal(v, MAX_CLIENTS_MAX, &n) < 0 || n == 0)
+		return fail_key(p, "'%s' is not a number of clients from 1 to %u", v,
+				MAX_CLIENTS_MAX);
+	p->c->max_clients = (uint32_t)n;
+	return 0;
+}
+
+static int set_output_limit(struct parser *p, const char *v)
+{
+	return parse_bounded_size(p, v, CONFIG_MEMORY_MAX, &p->c->output_limit);
+}
+
 static int set_block_size(struct parser *p, const char *v)
 {
 	uint64_t n;
@@ -582,6 +651,12 @@ static const struct key keys[N_KEYS] = {
 	[KEY_JOURNAL_LIMIT] = { SECTION_FAILOVER, "journal_limit", set_journal_limit },
 	[KEY_TRACE_PATH] = { SECTION_TRACE, "path", set_trace_path },
 	[KEY_TRACE_CHANNELS] = { SECTION_TRACE, "channels", set_trace_channels },
+	[KEY_SOCKET_MODE] = { SECTION_CLIENT, "socket_mode", set_socket_mode },
+	[KEY_SOCKET_GROUP] = { SECTION_CLIENT, "socket_group", set_socket_group },
+	[KEY_ADMIN_GROUP] = { SECTION_CLIENT, "admin_group", set_admin_group },
+	[KEY_POINTER_GROUP] = { SECTION_CLIENT, "pointer_group", set_pointer_group },
+	[KEY_MAX_CLIENTS] = { SECTION_CLIENT, "max_clients", set_max_clients },
+	[KEY_OUTPUT_LIMIT] = { SECTION_CLIENT, "output_limit", set_output_limit },
 	[KEY_BLOCK_SIZE] = { SECTION_POLICY, "block_size", set_block_size },
 };
 
@@ -602,7 +677,7 @@ static int set_key(struct parser *p, const char *name, const char *value)
 	if (p->section == SECTION_NONE)
 		return fail(p, p->line, NULL, name,
 			    "not in a section (want it under [node], [memory], [store], "
-			    "[failover], [trace] or [policy NAME])");
+			    "[failover], [trace], [client] or [policy NAME])");
 	if (!*name)
 		return fail(p, p->line, p->section_name, NULL, "a value with no key");
 	for (k = 0; k < N_KEYS; k++)
@@ -655,7 +730,7 @@ static int begin_section(struct parser *p, const char *name)
 	} fixed[] = {
 		{ "node", SECTION_NODE },   { "memory", SECTION_MEMORY },
 		{ "store", SECTION_STORE }, { "failover", SECTION_FAILOVER },
-		{ "trace", SECTION_TRACE },
+		{ "trace", SECTION_TRACE }, { "client", SECTION_CLIENT },
 	};
 
 	snprintf(p->section_name, sizeof(p->section_name), "%s", name);
@@ -1022,6 +1097,9 @@ static int config_new(struct parser *p, struct ftvm_config **ret)
 	c->request_timeout_ms = 5000;
 	c->journal_limit = JOURNAL_LIMIT_DEFAULT;
 	c->trace_channels = CONFIG_TRACE_ALL;
+	c->socket_mode = 0660;
+	c->max_clients = 1024;
+	c->output_limit = UINT64_C(64) << 20;
 
 	r = dir_of(p, &c->dir);
 	if (r < 0)
@@ -1089,6 +1167,9 @@ void config_free(struct ftvm_config *c)
 	if (c->key)
 		explicit_bzero(c->key, KEYFILE_MAX);
 	free(c->key);
+	free(c->socket_group.name);
+	free(c->admin_group.name);
+	free(c->pointer_group.name);
 	free(c);
 }
 

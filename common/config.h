@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define CONFIG_ID_MAX 32
 #define CONFIG_POLICY_NAME_MAX 32
@@ -34,6 +35,12 @@ enum {
 	CONFIG_TRACE_PARTNER = 1,
 	CONFIG_TRACE_CLIENT = 2,
 	CONFIG_TRACE_ALL = 3,
+};
+
+/* A group named in the file, resolved when it is read: name NULL, none. */
+struct config_group {
+	char *name;
+	gid_t gid;
 };
 
 struct config_policy {
@@ -91,6 +98,16 @@ struct ftvm_config {
 	char *trace_path; /* absolute, NULL: no trace */
 	int trace_channels;
 
+	/* [client] (node/VMM.md, "Who may do what"): the socket file's mode and
+	 * group; who may act on others' allocations and on the pair, who may map
+	 * the pool; how many clients at once, and the replies one may leave
+	 * unread before it is dropped. */
+	uint32_t socket_mode;
+	struct config_group socket_group;
+	struct config_group admin_group;
+	struct config_group pointer_group;
+	uint32_t max_clients;
+	uint64_t output_limit;
 	/* [policy NAME], in file order */
 	size_t n_policies;
 	struct config_policy policies[CONFIG_POLICIES_MAX];

@@ -16,7 +16,13 @@
  * shut down their sending side and then wait, still get their answers.
  *
  * A client with CLIENT_CALLS_MAX calls unanswered is not read from until some
- * are answered, which bounds the memory one client can pin in the node.
+ * are answered, and one that leaves output_limit bytes of replies unread is
+ * dropped: together they bound the memory one client can pin in the node.
+ * Past max_clients, a new connection gets one reply saying so (id 0, which
+ * no request has) and is closed.
+ *
+ * What a client may do is decided once, at accept, from its credentials
+ * (SO_PEERCRED, SO_PEERGROUPS): VMM.md, "Who may do what".
  *
  * The bufferevent writes; a frame_reader (frame_read.h) reads for it and runs
  * its read and event callbacks. */
@@ -26,7 +32,10 @@
 #include "client_server.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <pwd.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -64,7 +73,8 @@ struct client_conn {
 	bool paused;	/* reading stopped at CLIENT_CALLS_MAX */
 	pid_t pid;
 	uid_t uid;
-	uint64_t id; /* for the owner's bookkeeping, never reused */
+	unsigned rights; /* CLIENT_RIGHT_*, from its credentials at accept */
+	uint64_t id;	 /* for the owner's bookkeeping, never reused */
 };
 
 struct client_call {
@@ -80,7 +90,9 @@ struct client_server {
 	char *path;
 	dev_t dev; /* the socket file we made, so free unlinks only that */
 	ino_t ino;
-	size_t max_payload;
+	struct client_server_config config;
+	unsigned n_conns; /* open connections */
+	bool full_logged; /* a refusal at max_clients was logged since the last close */
 	client_request_fn fn;
 	client_gone_fn gone;
 	void *arg;
@@ -115,6 +127,8 @@ static void conn_close(struct client_conn *conn)
 		conn->next->prev = conn->prev;
 	conn->prev = conn->next = NULL;
 	conn->server = NULL;
+	s->n_conns--;
+	s->full_logged = false;
 	if (s->gone && !s->closing)
 		s->gone(conn->id, s->arg);
 	conn_unref(conn);
@@ -152,11 +166,21 @@ static void send_reply(struct client_conn *conn, Ftvm__Client__ClientReply *repl
 	struct evbuffer *out = bufferevent_get_output(conn->bev);
 	uint8_t *frame;
 
-	if (len > conn->server->max_payload) {
+	if (evbuffer_get_length(out) >= conn->server->config.output_limit) {
+		/* It asks and does not read: queueing more would let it grow
+		 * the node without bound. */
+		log_warning("client pid %d uid %u: %zu bytes of replies unread, at [client] "
+			    "output_limit (%zu), dropping it",
+			    (int)conn->pid, (unsigned)conn->uid, evbuffer_get_length(out),
+			    conn->server->config.output_limit);
+		conn_close(conn);
+		return;
+	}
+	if (len > conn->server->config.max_payload) {
 		/* The client would refuse the frame and drop the connection; say
 		 * what happened instead. */
 		log_debug("client pid %d: reply to request %" PRIu64 " is %zu bytes, above %zu",
-			  (int)conn->pid, reply->id, len, conn->server->max_payload);
+			  (int)conn->pid, reply->id, len, conn->server->config.max_payload);
 		too_big.id = reply->id;
 		too_big.status = FTVM__PARTNER__STATUS__STATUS_INTERNAL;
 		too_big.reason = (char *)"reply too large for a frame";
@@ -231,6 +255,16 @@ pid_t client_call_peer_pid(const struct client_call *call)
 	return call->pid;
 }
 
+uid_t client_call_peer_uid(const struct client_call *call)
+{
+	return call->conn->uid;
+}
+
+bool client_call_may(const struct client_call *call, unsigned right)
+{
+	return (call->conn->rights & right) == right;
+}
+
 uint64_t client_call_client_id(const struct client_call *call)
 {
 	return call->conn->id;
@@ -258,7 +292,7 @@ void client_call_reply_fd(struct client_call *call, Ftvm__Client__ClientReply *r
 	reply->id = call->id;
 	len = ftvm__client__client_reply__get_packed_size(reply);
 	if (!conn->bev || evbuffer_get_length(bufferevent_get_output(conn->bev)) > 0 ||
-	    len > conn->server->max_payload || !(frame = malloc(FRAME_HEADER_SIZE + len))) {
+	    len > conn->server->config.max_payload || !(frame = malloc(FRAME_HEADER_SIZE + len))) {
 		Ftvm__Client__ClientReply busy = FTVM__CLIENT__CLIENT_REPLY__INIT;
 
 		busy.status = FTVM__PARTNER__STATUS__STATUS_INTERNAL;
@@ -333,7 +367,7 @@ static int read_one(struct client_conn *conn)
 {
 	struct evbuffer *in = bufferevent_get_input(conn->bev);
 	size_t avail = evbuffer_get_length(in), total, payload_len;
-	size_t max_payload = conn->server->max_payload;
+	size_t max_payload = conn->server->config.max_payload;
 	Ftvm__Client__ClientRequest *req;
 	const uint8_t *payload;
 	const char *why;
@@ -437,27 +471,116 @@ static void event_cb(struct bufferevent *bev, short what, void *ctx)
 	}
 }
 
+/* Whether the peer on fd, with credentials cred, is in group gid: its
+ * primary group or one of the supplementary groups it had when it connected
+ * (SO_PEERGROUPS), or where the kernel cannot say, those of its uid's
+ * passwd entry. */
+static bool peer_in_group(int fd, const struct ucred *cred, gid_t gid)
+{
+	gid_t *groups = NULL;
+	socklen_t len = 0;
+	bool in = false;
+	int n = 0, err;
+
+	if (gid == (gid_t)-1)
+		return false;
+	if (cred->gid == gid)
+		return true;
+	/* The first call says how much room the list needs; it succeeds when
+	 * the peer has no supplementary groups. */
+	err = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, NULL, &len) < 0 ? errno : 0;
+	if (err == ERANGE) {
+		groups = malloc(len);
+		if (groups && getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) == 0)
+			n = (int)(len / sizeof(gid_t));
+	} else if (err != 0) {
+		struct passwd pw, *found = NULL;
+		char buf[4096];
+
+		n = NGROUPS_MAX + 1;
+		groups = malloc((size_t)n * sizeof(gid_t));
+		if (!groups || getpwuid_r(cred->uid, &pw, buf, sizeof(buf), &found) != 0 ||
+		    !found || getgrouplist(found->pw_name, found->pw_gid, groups, &n) < 0)
+			n = 0;
+	}
+	for (int i = 0; i < n && !in; i++)
+		in = groups[i] == gid;
+	free(groups);
+	return in;
+}
+
+static unsigned peer_rights(const struct client_server *s, int fd, const struct ucred *cred)
+{
+	unsigned rights = 0;
+
+	if (cred->uid == 0 || cred->uid == geteuid())
+		return CLIENT_RIGHT_ADMIN | CLIENT_RIGHT_POINTERS;
+	if (peer_in_group(fd, cred, s->config.admin_gid))
+		rights |= CLIENT_RIGHT_ADMIN;
+	if (peer_in_group(fd, cred, s->config.pointer_gid))
+		rights |= CLIENT_RIGHT_POINTERS;
+	return rights;
+}
+
+/* Tells a client past max_clients why, in a reply it can print (id 0: no
+ * request has it), and closes. The reply is small enough for an empty
+ * socket buffer; if it does not go, the close alone says it. */
+static void refuse_full(struct client_server *s, int fd, const struct ucred *cred)
+{
+	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+	uint8_t frame[FRAME_HEADER_SIZE + 256];
+	char reason[160];
+	size_t len;
+
+	snprintf(reason, sizeof(reason),
+		 "the node serves at most %u clients at once ([client] max_clients); try again "
+		 "later",
+		 s->config.max_clients);
+	reply.status = FTVM__PARTNER__STATUS__STATUS_DENIED;
+	reply.reason = reason;
+	len = ftvm__client__client_reply__get_packed_size(&reply);
+	ftvm__client__client_reply__pack(&reply, frame + FRAME_HEADER_SIZE);
+	frame_seal(frame, len);
+	if (send(fd, frame, FRAME_HEADER_SIZE + len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		log_debug("client pid %d: cannot say why it is refused: %s", (int)cred->pid,
+			  strerror(errno));
+	/* Once per crowd: a client retrying in a loop must not flood the log. */
+	if (!s->full_logged)
+		log_warning("client pid %d uid %u refused: %u clients connected, [client] "
+			    "max_clients is %u",
+			    (int)cred->pid, (unsigned)cred->uid, s->n_conns, s->config.max_clients);
+	s->full_logged = true;
+	evutil_closesocket(fd);
+}
+
 static void accept_cb(struct evconnlistener *listener, evutil_socket_t fd, struct sockaddr *addr,
 		      int socklen, void *ctx)
 {
 	struct client_server *s = ctx;
-	struct ucred cred = { 0 };
+	struct ucred cred = { .uid = (uid_t)-1, .gid = (gid_t)-1 };
 	socklen_t len = sizeof(cred);
 	struct client_conn *conn;
 
+	/* Without credentials the client is nobody in particular: it gets no
+	 * rights and owns nothing but what uid -1 made. */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		log_debug("no credentials for a new client: %s", strerror(errno));
+	if (s->n_conns >= s->config.max_clients) {
+		refuse_full(s, fd, &cred);
+		return;
+	}
 	conn = calloc(1, sizeof(*conn));
 	if (!conn)
 		goto fail;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-		conn->pid = cred.pid;
-		conn->uid = cred.uid;
-	}
+	conn->pid = cred.pid;
+	conn->uid = cred.uid;
+	conn->rights = peer_rights(s, fd, &cred);
 	conn->bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (!conn->bev)
 		goto fail;
 	bufferevent_setcb(conn->bev, read_cb, write_cb, event_cb, conn);
 	if (bufferevent_enable(conn->bev, EV_WRITE) < 0 ||
-	    frame_reader_new(conn->bev, s->max_payload, &conn->reader) < 0) {
+	    frame_reader_new(conn->bev, s->config.max_payload, &conn->reader) < 0) {
 		bufferevent_free(conn->bev); /* closes fd */
 		free(conn);
 		log_debug("cannot watch a new client connection");
@@ -470,7 +593,9 @@ static void accept_cb(struct evconnlistener *listener, evutil_socket_t fd, struc
 	if (s->conns)
 		s->conns->prev = conn;
 	s->conns = conn;
-	log_debug("client pid %d uid %u connected", (int)conn->pid, (unsigned)conn->uid);
+	s->n_conns++;
+	log_debug("client pid %d uid %u connected (rights 0x%x)", (int)conn->pid,
+		  (unsigned)conn->uid, conn->rights);
 	return;
 fail:
 	log_debug("out of memory for a new client connection");
@@ -526,17 +651,19 @@ static int claim_path(const struct sockaddr_un *sa)
 	return 0;
 }
 
-int client_server_new(struct event_base *base, const char *path, size_t max_payload,
+int client_server_new(struct event_base *base, const struct client_server_config *config,
 		      client_request_fn fn, client_gone_fn gone, void *arg,
 		      struct client_server **ret)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	const char *path = config ? config->path : NULL;
 	struct client_server *s;
 	struct stat st;
 	bool bound = false;
 	int fd = -1, r;
 
-	if (!base || !path || !fn || !ret || max_payload == 0)
+	if (!base || !path || !fn || !ret || config->max_payload == 0 || config->max_clients == 0 ||
+	    config->output_limit == 0)
 		return -EINVAL;
 	if (path[0] == '\0' || strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
@@ -546,7 +673,7 @@ int client_server_new(struct event_base *base, const char *path, size_t max_payl
 	if (!s)
 		return -ENOMEM;
 	s->base = base;
-	s->max_payload = max_payload;
+	s->config = *config;
 	s->fn = fn;
 	s->gone = gone;
 	s->arg = arg;
@@ -555,6 +682,7 @@ int client_server_new(struct event_base *base, const char *path, size_t max_payl
 		r = -ENOMEM;
 		goto fail;
 	}
+	s->config.path = s->path;
 
 	r = claim_path(&sa);
 	if (r < 0)
@@ -571,7 +699,8 @@ int client_server_new(struct event_base *base, const char *path, size_t max_payl
 	bound = true;
 	/* Before listen(): nobody can connect yet, so nobody slips in under the
 	 * umask's mode. */
-	if (chmod(path, 0660) < 0 || lstat(path, &st) < 0) {
+	if ((config->group != (gid_t)-1 && chown(path, (uid_t)-1, config->group) < 0) ||
+	    chmod(path, config->mode) < 0 || lstat(path, &st) < 0) {
 		r = -errno;
 		goto fail;
 	}

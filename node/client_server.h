@@ -40,11 +40,33 @@ typedef void (*client_tap_fn)(uint64_t client_id, pid_t pid, bool out,
 			      const Ftvm__Client__ClientRequest *req, const uint8_t *payload,
 			      size_t len, void *arg);
 
-/* Listens on the unix socket path (mode 0660). A stale socket file left by a
- * dead process is replaced; -EADDRINUSE when a live process answers on path,
- * -EEXIST when path is something other than a socket. Frames above
- * max_payload are refused both ways. */
-int client_server_new(struct event_base *base, const char *path, size_t max_payload,
+/* What a client may do besides the data operations on its own allocations
+ * (VMM.md, "Who may do what"). */
+enum {
+	/* Others' allocations and the pair (cut, failback, trace): root, the
+	 * daemon's uid, admin_group. */
+	CLIENT_RIGHT_ADMIN = 1,
+	/* Map the frame pool and hold pointers: root, the daemon's uid,
+	 * pointer_group. */
+	CLIENT_RIGHT_POINTERS = 2,
+};
+
+struct client_server_config {
+	const char *path;
+	mode_t mode;	   /* of the socket file */
+	gid_t group;	   /* of the socket file; (gid_t)-1: the daemon's */
+	gid_t admin_gid;   /* (gid_t)-1: none */
+	gid_t pointer_gid; /* (gid_t)-1: none */
+	unsigned max_clients;
+	size_t output_limit; /* replies left unread past this drop the client */
+	size_t max_payload;  /* frames above it are refused both ways */
+};
+
+/* Listens on the unix socket config->path (copied). A stale socket file left
+ * by a dead process is replaced; -EADDRINUSE when a live process answers on
+ * path, -EEXIST when path is something other than a socket; -EPERM when the
+ * socket cannot be given config->group. */
+int client_server_new(struct event_base *base, const struct client_server_config *config,
 		      client_request_fn fn, client_gone_fn gone, void *arg,
 		      struct client_server **ret);
 
@@ -64,6 +86,12 @@ void client_call_reply(struct client_call *call, Ftvm__Client__ClientReply *repl
 /* The pid of the process that sent the request (SO_PEERCRED at accept), for
  * lock owners; 0 when the kernel did not say. */
 pid_t client_call_peer_pid(const struct client_call *call);
+
+/* The uid of the process that made the connection (SO_PEERCRED). */
+uid_t client_call_peer_uid(const struct client_call *call);
+
+/* Whether the client has right (CLIENT_RIGHT_*). */
+bool client_call_may(const struct client_call *call, unsigned right);
 
 /* The connection the call came on: the same for every call of one client. */
 uint64_t client_call_client_id(const struct client_call *call);

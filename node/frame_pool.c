@@ -85,12 +85,17 @@ int frame_pool_new(uint64_t size, uint32_t page_size, uint64_t block_frames,
 	for (uint32_t b = 0; b < p->n_blocks; b++)
 		p->block[b].n_free = block_len(p, b);
 	p->block[0].in_use = true;
-	p->fd = memfd_create("ftvm-frames", MFD_CLOEXEC);
+	p->fd = memfd_create("ftvm-frames", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (p->fd < 0) {
 		r = -errno;
 		goto fail;
 	}
-	if (ftruncate(p->fd, (off_t)size) < 0) {
+	/* Clients are passed this fd (to map the pool): sealed, none of them
+	 * can change its size, which would take the node down with SIGBUS, nor
+	 * add seals of its own. Punching holes (frame_pool_shrink) changes no
+	 * size and stays allowed. */
+	if (ftruncate(p->fd, (off_t)size) < 0 ||
+	    fcntl(p->fd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0) {
 		r = -errno;
 		goto fail;
 	}

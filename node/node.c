@@ -341,10 +341,28 @@ static void reply_cut_link(struct node *n, struct client_call *call, uint32_t ms
 	client_call_reply(call, &reply);
 }
 
+/* What a pair operation does, for its refusal; NULL for any other request. */
+static const char *pair_operation(const ClientRequest *req)
+{
+	switch (req->request_case) {
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_CUT_LINK:
+		return "cut the partner link";
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_TRACE:
+		return req->trace->stop ? "stop a trace" : "start a trace";
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FAILBACK:
+		return "fail back";
+	default:
+		return NULL;
+	}
+}
+
 static void on_client_request(struct client_call *call, const ClientRequest *req, void *arg)
 {
 	struct node *n = arg;
+	const char *pair_op = pair_operation(req);
 
+	if (pair_op && !vmm_client_may(n->vmm, call, CLIENT_RIGHT_ADMIN, pair_op))
+		return;
 	switch (req->request_case) {
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_STATUS:
 		reply_status(n, call);
@@ -429,6 +447,16 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 		.key = config->key,
 		.key_len = config->key_len,
 	};
+	struct client_server_config cs = {
+		.path = config->socket_path,
+		.mode = config->socket_mode,
+		.group = config->socket_group.name ? config->socket_group.gid : (gid_t)-1,
+		.admin_gid = config->admin_group.name ? config->admin_group.gid : (gid_t)-1,
+		.pointer_gid = config->pointer_group.name ? config->pointer_group.gid : (gid_t)-1,
+		.max_clients = config->max_clients,
+		.output_limit = config->output_limit,
+		.max_payload = FRAME_MAX_PAYLOAD_DEFAULT,
+	};
 	static const struct repl_session_callbacks session_cb = {
 		.link_changed = on_link_changed,
 		.request = on_partner_request,
@@ -484,8 +512,13 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 		log_error_errno(r, "fence slots in the store %s", config->store_path);
 		goto fail;
 	}
-	r = client_server_new(base, config->socket_path, FRAME_MAX_PAYLOAD_DEFAULT,
-			      on_client_request, on_client_gone, n, &n->clients);
+	r = client_server_new(base, &cs, on_client_request, on_client_gone, n, &n->clients);
+	if (r == -EPERM && config->socket_group.name) {
+		log_error("client socket %s: cannot give it to group %s ([client] socket_group): "
+			  "ftvmd's user is not in that group",
+			  config->socket_path, config->socket_group.name);
+		goto fail;
+	}
 	if (r < 0) {
 		log_error_errno(r, "client socket %s", config->socket_path);
 		goto fail;

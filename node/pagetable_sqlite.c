@@ -107,6 +107,10 @@ static const struct migration {
 	/* Nothing to change: the step keeps an older ftvm, whose fold skips
 	 * "undo" rows, from opening a table that may hold them. */
 	{ "journal op 'undo' (a clean page put back)", "" },
+	/* Allocations made before uids were recorded become root's: admin_group
+	 * and root may still act on them, nobody else could tell them apart. */
+	{ "record the client uid each allocation belongs to",
+	  "ALTER TABLE allocations ADD COLUMN uid INTEGER NOT NULL DEFAULT 0;" },
 };
 
 #define SCHEMA_VERSION ((int64_t)ARRAY_SIZE(migrations))
@@ -150,8 +154,8 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_META_SET] = "INSERT INTO meta(key, value) VALUES (?1, ?2)"
 			" ON CONFLICT(key) DO UPDATE SET value = excluded.value",
 	[ST_ALLOC_INSERT] = "INSERT INTO allocations(guid, home, owner, size, block_size, pages,"
-			    " policy, header, store_offset)"
-			    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+			    " policy, header, store_offset, uid)"
+			    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
 	[ST_PAGE_INSERT] = "INSERT INTO pages(guid, page, version, crc32c, dirty)"
 			   " VALUES (?1, ?2, 0, ?3, 0)",
 	[ST_ALLOC_DELETE] = "DELETE FROM allocations WHERE guid = ?1",
@@ -183,7 +187,7 @@ static const char *const stmt_sql[ST__MAX] = {
 			    " WHERE (origin = ?1 AND lsn <= ?2) OR origin != ?1"
 			    " ORDER BY lsn LIMIT ?3)",
 	[ST_ALLOC_SELECT] = "SELECT guid, home, owner, size, block_size, pages, policy, header,"
-			    " store_offset FROM allocations ORDER BY guid",
+			    " store_offset, uid FROM allocations ORDER BY guid",
 	[ST_PAGE_SELECT] = "SELECT page, version, crc32c, dirty FROM pages WHERE guid = ?1"
 			   " ORDER BY page",
 };
@@ -888,6 +892,7 @@ int pagetable_alloc_put(struct pagetable *pt, const struct pt_alloc *a, uint32_t
 							     SQLITE_STATIC)
 				       : sqlite3_bind_zeroblob(st, 8, 0));
 	rc = rc ?: bind_u64(st, 9, a->store_offset);
+	rc = rc ?: sqlite3_bind_int64(st, 10, a->uid);
 	r = run_change(pt, st, rc, "insert allocation", a->guid);
 
 	st = pt->stmt[ST_PAGE_INSERT];
@@ -1210,6 +1215,7 @@ int pagetable_load(struct pagetable *pt, int (*alloc_cb)(const struct pt_alloc *
 			.store_offset = (uint64_t)sqlite3_column_int64(st, 8),
 		};
 		int64_t block_size = sqlite3_column_int64(st, 4);
+		int64_t uid = sqlite3_column_int64(st, 9);
 
 		if (!a.guid || !a.home || !a.owner || !a.policy) {
 			r = fail(pt, -EBADMSG, "allocation %s: a text column is NULL",
@@ -1222,6 +1228,12 @@ int pagetable_load(struct pagetable *pt, int (*alloc_cb)(const struct pt_alloc *
 			break;
 		}
 		a.block_size = (uint32_t)block_size;
+		if (uid < 0 || uid > UINT32_MAX) {
+			r = fail(pt, -EBADMSG, "allocation %s: uid %" PRId64 " out of range",
+				 a.guid, uid);
+			break;
+		}
+		a.uid = (uint32_t)uid;
 		if (!a.header)
 			a.header = (const uint8_t *)"";
 		if (alloc_cb) {

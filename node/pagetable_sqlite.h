@@ -35,6 +35,7 @@ struct pt_alloc {
 	const uint8_t *header; /* may be NULL when header_len is 0 */
 	size_t header_len;
 	uint64_t store_offset; /* its extent in the backing store (node/store.h) */
+	uint32_t uid;	       /* the client uid it belongs to */
 };
 
 struct pt_page {

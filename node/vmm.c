@@ -75,6 +75,7 @@ int vmm_persist_alloc(struct vmm *v, const struct vmm_alloc *a, const struct pt_
 		.header = a->header,
 		.header_len = a->header_len,
 		.store_offset = a->store_offset,
+		.uid = a->uid,
 	};
 	int r = pagetable_alloc_put(v->pt, &pa, vmm_zero_crc(a->block_size), o);
 
@@ -378,8 +379,42 @@ void vmm_reply_error(struct client_call *call, int status, const char *fmt, ...)
 	client_call_reply(call, &reply);
 }
 
+/* A group's name for a refusal, or "not set". */
+static const char *group_named(const struct config_group *g)
+{
+	return g->name ? g->name : "not set";
+}
+
+bool vmm_client_may(struct vmm *v, struct client_call *call, unsigned right, const char *what)
+{
+	bool admin = right == CLIENT_RIGHT_ADMIN;
+
+	if (!call || client_call_may(call, right))
+		return true;
+	vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_DENIED,
+			"uid %u may not %s: only root, ftvmd's uid %u and [client] %s (%s) may",
+			(unsigned)client_call_peer_uid(call), what, (unsigned)geteuid(),
+			admin ? "admin_group" : "pointer_group",
+			group_named(admin ? &v->config->admin_group : &v->config->pointer_group));
+	return false;
+}
+
+bool vmm_client_owns(struct vmm *v, struct client_call *call, const struct vmm_alloc *a,
+		     const char *verb)
+{
+	if (!call || client_call_peer_uid(call) == a->uid ||
+	    client_call_may(call, CLIENT_RIGHT_ADMIN))
+		return true;
+	vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_DENIED,
+			"allocation %s belongs to uid %u; uid %u may not %s it (only its owner, "
+			"root, ftvmd's uid %u and [client] admin_group (%s) may)",
+			a->guid, (unsigned)a->uid, (unsigned)client_call_peer_uid(call), verb,
+			(unsigned)geteuid(), group_named(&v->config->admin_group));
+	return false;
+}
+
 struct vmm_alloc *vmm_client_page(struct vmm *v, struct client_call *call, const char *guid,
-				  uint64_t page)
+				  uint64_t page, const char *verb)
 {
 	struct vmm_alloc *a = vmm_table_find(v->table, guid);
 
@@ -388,6 +423,8 @@ struct vmm_alloc *vmm_client_page(struct vmm *v, struct client_call *call, const
 				guid);
 		return NULL;
 	}
+	if (!vmm_client_owns(v, call, a, verb))
+		return NULL;
 	if (page >= a->pages) {
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
 				"%s has pages 0..%llu, not %llu", guid,
@@ -479,6 +516,7 @@ static int load_alloc(const struct pt_alloc *pa, void *arg)
 	if (!a)
 		return -ENOMEM;
 	a->store_offset = pa->store_offset;
+	a->uid = pa->uid;
 	vmm_table_insert(v->table, a);
 	return 0;
 }

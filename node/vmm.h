@@ -77,6 +77,10 @@ int vmm_set_session(struct vmm *v, struct repl_session *session);
 /* Commits what is open; NULL is fine. */
 void vmm_free(struct vmm *v);
 
+/* Whether the client of call has right (CLIENT_RIGHT_*) to what; if not,
+ * answers it DENIED naming who may. A NULL call (no client) may. */
+bool vmm_client_may(struct vmm *v, struct client_call *call, unsigned right, const char *what);
+
 /* A data request from a local client (alloc, write, read, header, free,
  * list, sense, verify); answered through call, now or later. */
 void vmm_client_request(struct vmm *v, struct client_call *call,

@@ -279,6 +279,7 @@ void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__A
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
+	op->a->uid = client_call_peer_uid(call);
 	op->op.vmm = v;
 	op->op.call = call;
 	op->deadline_ms = clock_now_ms() + v->config->request_timeout_ms;
@@ -349,6 +350,8 @@ void vmm_op_free(struct vmm *v, struct client_call *call, const char *guid)
 				guid);
 		return;
 	}
+	if (!vmm_client_owns(v, call, a, "free"))
+		return;
 	if (a->freeing || (vmm_is_owner(v, a) && vmm_alloc_locked(a))) {
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_LOCKED, "%s %s", guid,
 				a->freeing ? "is being freed" : "has pages locked");

@@ -405,9 +405,16 @@ bool vmm_is_owner(const struct vmm *v, const struct vmm_alloc *a);
  * node serves alone (solo). */
 bool vmm_can_complete(const struct vmm *v);
 
-/* Looks up guid/page for a client request; answers the client when it cannot. */
+/* Looks up guid/page for a client request that would verb it ("read",
+ * "write", ...); answers the client when it cannot, or may not
+ * (vmm_client_owns). */
 struct vmm_alloc *vmm_client_page(struct vmm *v, struct client_call *call, const char *guid,
-				  uint64_t page);
+				  uint64_t page, const char *verb);
+/* Whether the client of call may verb a: it is a's uid's, or an admin's
+ * (VMM.md, "Who may do what"). If not, answers it DENIED naming the owner.
+ * A NULL call (no client) may. */
+bool vmm_client_owns(struct vmm *v, struct client_call *call, const struct vmm_alloc *a,
+		     const char *verb);
 /* A new lock owner name for a request: "<node>/<client pid>/<op n>". */
 void vmm_lock_owner(struct vmm *v, struct client_call *call, char *buf, size_t len);
 /* A batch failed after the partner recorded owner's lock: release it there. */

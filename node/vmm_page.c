@@ -476,7 +476,7 @@ static bool lock_free(struct vmm *v, const struct vmm_page_request *req, struct 
 
 static void page_write(struct vmm *v, const struct vmm_page_request *req)
 {
-	struct vmm_alloc *a = vmm_client_page(v, req->call, req->guid, req->page);
+	struct vmm_alloc *a = vmm_client_page(v, req->call, req->guid, req->page, "write");
 	struct vmm_page *p;
 	struct write_op *op;
 
@@ -539,7 +539,7 @@ static void page_read(struct vmm *v, const struct vmm_page_request *req)
 {
 	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	Ftvm__Client__ReadPageReply rr = FTVM__CLIENT__READ_PAGE_REPLY__INIT;
-	struct vmm_alloc *a = vmm_client_page(v, req->call, req->guid, req->page);
+	struct vmm_alloc *a = vmm_client_page(v, req->call, req->guid, req->page, "read");
 
 	if (!a)
 		return;

@@ -112,6 +112,7 @@ static void on_allocate_memory(struct vmm *v, const Ftvm__Partner__AllocateMemor
 		return;
 	}
 	a->store_offset = m->store_offset;
+	a->uid = m->uid;
 	vmm_table_insert(v->table, a);
 	if (vmm_persist_alloc(v, a, o) < 0)
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "page table write failed");

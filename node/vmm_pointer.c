@@ -621,7 +621,9 @@ static void grant(struct vmm *v, const struct vmm_page_request *req)
 {
 	struct vmm_msg msgs[2];
 	Envelope *envs[2];
-	struct vmm_alloc *a = vmm_client_page(v, req->call, req->guid, req->page);
+	struct vmm_alloc *a = vmm_client_page(v, req->call, req->guid, req->page,
+					      req->write ? "take a write pointer into"
+							 : "take a read pointer into");
 	struct pointer_op *op;
 	const char *conflict;
 	char queued[64];
@@ -699,7 +701,8 @@ void vmm_op_get_pointer(struct vmm *v, struct client_call *call,
 		.wait = req->wait,
 	};
 
-	grant(v, &r);
+	if (vmm_client_may(v, call, CLIENT_RIGHT_POINTERS, "hold pointers"))
+		grant(v, &r);
 }
 
 /* ---- release a pointer (Fig. 8) ---- */
@@ -974,6 +977,8 @@ void vmm_op_map(struct vmm *v, struct client_call *call)
 	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	Ftvm__Client__MapReply mr = FTVM__CLIENT__MAP_REPLY__INIT;
 
+	if (!vmm_client_may(v, call, CLIENT_RIGHT_POINTERS, "map the frame pool"))
+		return;
 	mr.size = frame_pool_total(v->pool) * frame_pool_page_size(v->pool);
 	mr.page_size = frame_pool_page_size(v->pool);
 	reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_MAP;

@@ -785,6 +785,7 @@ static int on_allocation(struct vmm *v, const Ftvm__Partner__ResyncAllocation *m
 			      m->n_pages, (unsigned long long)a->pages);
 	}
 	a->store_offset = am->store_offset;
+	a->uid = am->uid;
 	vmm_table_insert(v->table, a);
 	if (vmm_persist_alloc(v, a, o) < 0)
 		return refuse(v, reason, len, "page table: %s", pagetable_last_error(v->pt));

@@ -245,6 +245,7 @@ void vmm_alloc_header(const struct vmm_alloc *a, Ftvm__Partner__Header *h)
 	h->policy = a->policy;
 	h->home = a->home;
 	h->owner = a->owner;
+	h->uid = a->uid;
 	h->header.data = a->header;
 	h->header.len = a->header_len;
 }

@@ -55,6 +55,7 @@ struct vmm_alloc {
 	bool freeing;	       /* a release memory is in flight: no new locks */
 	bool moving;	       /* being handed to its home node: no new locks */
 	uint64_t store_offset; /* its extent in the backing store */
+	uint32_t uid;	       /* the client uid it belongs to */
 	struct vmm_page *page;
 };
 

@@ -284,6 +284,9 @@ static int start_fault(struct drill *d, int64_t pid)
 		r = signal_node(v, pid, SIGTERM);
 		break;
 	}
+	if (r < 0 && d->o->kind == DRILL_CUT) /* the node said why (not an admin...) */
+		return failed("cannot cut %s: %s (%s)", v->cfg->id, strerror(-r),
+			      ftvm_last_error(d->survivor.c));
 	if (r < 0)
 		return failed("cannot %s %s: %s", kind_names[d->o->kind], v->cfg->id, strerror(-r));
 	if (v->c && d->o->kind != DRILL_CUT) {

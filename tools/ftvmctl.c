@@ -962,6 +962,7 @@ static int cmd_header(struct ctl *ctl, int argc, char **argv)
 			json_object_object_add(o, "policy", json_object_new_string(h->policy));
 			json_object_object_add(o, "home", json_object_new_string(h->home));
 			json_object_object_add(o, "owner", json_object_new_string(h->owner));
+			add_uint64(o, "uid", h->uid);
 			json_object_object_add(o, "header_hex", json_object_new_string(hex));
 		}
 		r = print_json_put(o);
@@ -973,6 +974,7 @@ static int cmd_header(struct ctl *ctl, int argc, char **argv)
 		printf("policy: %s\n", h->policy);
 		printf("home: %s\n", h->home);
 		printf("owner: %s\n", h->owner);
+		printf("uid: %" PRIu32 "\n", h->uid);
 		printf("header: %zu bytes%s%s\n", h->header_len, h->header_len ? " " : "", hex);
 		r = EXIT_DONE;
 	}
@@ -1030,6 +1032,7 @@ static int list_print_json(const struct ftvm_header *hs, size_t n)
 		json_object_object_add(o, "policy", json_object_new_string(hs[i].policy));
 		json_object_object_add(o, "home", json_object_new_string(hs[i].home));
 		json_object_object_add(o, "owner", json_object_new_string(hs[i].owner));
+		add_uint64(o, "uid", hs[i].uid);
 	}
 	return print_json_put(a);
 }
@@ -1045,12 +1048,13 @@ static void list_print_text(const struct ftvm_header *hs, size_t n)
 	for (size_t i = 0; i < n; i++)
 		if ((int)strlen(hs[i].guid) > w)
 			w = (int)strlen(hs[i].guid);
-	printf("%-*s %14s %10s %10s %-12s %-10s %s\n", w, "GUID", "SIZE", "BLOCK", "PAGES",
-	       "POLICY", "HOME", "OWNER");
+	printf("%-*s %14s %10s %10s %-12s %-10s %-10s %s\n", w, "GUID", "SIZE", "BLOCK", "PAGES",
+	       "POLICY", "HOME", "OWNER", "UID");
 	for (size_t i = 0; i < n; i++)
-		printf("%-*s %14" PRIu64 " %10" PRIu32 " %10" PRIu64 " %-12s %-10s %s\n", w,
-		       hs[i].guid, hs[i].size, hs[i].block_size, hs[i].pages, hs[i].policy,
-		       hs[i].home, hs[i].owner);
+		printf("%-*s %14" PRIu64 " %10" PRIu32 " %10" PRIu64 " %-12s %-10s %-10s %" PRIu32
+		       "\n",
+		       w, hs[i].guid, hs[i].size, hs[i].block_size, hs[i].pages, hs[i].policy,
+		       hs[i].home, hs[i].owner, hs[i].uid);
 }
 
 static int cmd_list(struct ctl *ctl, int argc, char **argv)

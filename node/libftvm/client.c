@@ -76,6 +76,9 @@ typedef Ftvm__Client__ClientReply Reply;
  * search while the other node is taking over). */
 #define POLL_MS 20
 #define PROBE_TIMEOUT_MS 1000
+/* How long a connection the node closed is read for the reason it sent
+ * first (read_notice()). */
+#define NOTICE_WAIT_MS 100
 /* Moves a call may make before it gives up: from a node to its partner and
  * back once (a partner that fenced itself meanwhile). */
 #define MOVES_MAX 2
@@ -477,8 +480,35 @@ static void consume(struct conn *conn, size_t len)
 	conn->rlen -= len;
 }
 
+/* The node closed conn on us: a reply with id 0 that it sent first says why
+ * (a client past [client] max_clients). 0 with it, or -errno when there is
+ * none; conn is broken either way. */
+static int read_notice(struct ftvm_client *c, struct conn *conn, Reply **ret_reply)
+{
+	const uint8_t *payload;
+	size_t len;
+	Reply *reply;
+	int r;
+
+	conn->broken = true;
+	/* Already in the socket if it was sent: only a moment's wait. */
+	r = recv_frame(c, conn, now_ms() + NOTICE_WAIT_MS, &payload, &len);
+	if (r < 0)
+		return r;
+	reply = ftvm__client__client_reply__unpack(NULL, len, payload);
+	consume(conn, (size_t)r);
+	if (reply && reply->id == 0) {
+		*ret_reply = reply;
+		return 0;
+	}
+	if (reply)
+		ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return -EBADMSG;
+}
+
 /* Sends req on conn (its id is set here) and reads until the reply with the
- * same id, whatever its status. *ret_sent says whether the whole request
+ * same id, whatever its status, or a reply with id 0: the node's reason for
+ * closing the connection, which ends it. *ret_sent says whether the whole request
  * left: until it did, the node cannot have acted on it (it decodes whole
  * frames only). */
 static int exchange(struct ftvm_client *c, struct conn *conn, Request *req, uint64_t deadline,
@@ -503,6 +533,11 @@ static int exchange(struct ftvm_client *c, struct conn *conn, Request *req, uint
 	frame_seal(frame, len);
 	r = send_all(c, conn, frame, FRAME_HEADER_SIZE + len, deadline);
 	free(frame);
+	if (r == -ECONNRESET) {
+		if (read_notice(c, conn, ret_reply) == 0)
+			return 0;
+		return fail(c, r, "the node closed the connection");
+	}
 	if (r < 0)
 		return r;
 	*ret_sent = true;
@@ -518,6 +553,10 @@ static int exchange(struct ftvm_client *c, struct conn *conn, Request *req, uint
 				    payload_len);
 		if (reply->id == req->id)
 			break;
+		if (reply->id == 0) {
+			conn->broken = true;
+			break;
+		}
 		/* The answer to an earlier call that timed out here. */
 		ftvm__client__client_reply__free_unpacked(reply, NULL);
 	}
@@ -1228,6 +1267,7 @@ static int header_from_reply(struct ftvm_client *c, const Ftvm__Partner__Header 
 		return r;
 	ret->size = h->size;
 	ret->block_size = h->block_size;
+	ret->uid = h->uid;
 	ret->pages = h->pages;
 	copy_str(ret->policy, sizeof(ret->policy), h->policy);
 	copy_str(ret->home, sizeof(ret->home), h->home);

@@ -16,6 +16,14 @@
  *    request), -EINVAL (bad request), -ECANCELED (not applied because an
  *    earlier step failed), -EIO (anything else). -EBADMSG means the node's
  *    answer could not be read or failed its checks.
+ *  - Access (node/VMM.md, "Who may do what"): an allocation belongs to the uid
+ *    that made it. Free, write, read and pointers on another uid's are
+ *    refused -EACCES, naming the owner, unless the caller is root, ftvmd's
+ *    uid or in the node's [client] admin_group. Pointers (the pool mapped
+ *    into this process) need root, ftvmd's uid or [client] pointer_group;
+ *    other callers use ftvm_write_page() and ftvm_read_page(), and get
+ *    -EACCES from the pointer calls. A node with [client] max_clients
+ *    connections refuses one more: its first call returns -EACCES saying so.
  *  - Arguments are checked before anything is sent: a bad one (NULL or empty
  *    GUID, a header above FTVM_HEADER_MAX...) returns -EINVAL at once.
  *  - After a failure, ftvm_last_error() says why, in the node's words when the
@@ -417,9 +425,12 @@ FTVM_EXPORT int ftvm_read_page_try(struct ftvm_client *c, const char *guid, uint
 
 /** An allocation's header (seed 002's read-header message). Strings are NUL terminated. */
 struct ftvm_header {
-	char guid[FTVM_GUID_MAX];	 /**< its GUID, never truncated */
-	uint64_t size;			 /**< bytes asked for */
-	uint32_t block_size;		 /**< bytes per page */
+	char guid[FTVM_GUID_MAX]; /**< its GUID, never truncated */
+	uint64_t size;		  /**< bytes asked for */
+	uint32_t block_size;	  /**< bytes per page */
+	/** the client uid it belongs to (its maker's); in what was padding, so
+	 *  programs built before it keep the struct's size */
+	uint32_t uid;
 	uint64_t pages;			 /**< blocks in it */
 	char policy[40];		 /**< the policy it was made with */
 	char home[40];			 /**< the node it was made on */

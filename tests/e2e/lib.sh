@@ -268,10 +268,18 @@ other() { if [ "$1" = a ]; then echo b; else echo a; fi; }
 
 # expect_fail ID PATTERN ARGS...: ftvmctl exits 1 saying PATTERN.
 expect_fail() {
-	local id=$1 pattern=$2 out rc=0
+	local id=$1 pattern=$2
 	shift 2
-	out=$(ctl "$id" "$@" 2>&1 </dev/null) || rc=$?
-	[ "$rc" -eq 1 ] || fail "ftvmctl $* on $id exited $rc, wanted 1: $out"
-	grep -q -- "$pattern" <<<"$out" || fail "ftvmctl $* on $id said '$out', wanted '$pattern'"
-	ok "refused: ftvmctl $* on $id: $out"
+	expect_refused "$pattern" "ftvmctl $* on $id" ctl "$id" "$@"
+}
+
+# expect_refused PATTERN WHAT COMMAND...: COMMAND exits 1 saying PATTERN
+# (on stdout or stderr); WHAT names it in the messages.
+expect_refused() {
+	local pattern=$1 what=$2 out rc=0
+	shift 2
+	out=$("$@" 2>&1 </dev/null) || rc=$?
+	[ "$rc" -eq 1 ] || fail "$what exited $rc, wanted 1: $out"
+	grep -q -- "$pattern" <<<"$out" || fail "$what said '$out', wanted '$pattern'"
+	ok "refused: $what: $out"
 }

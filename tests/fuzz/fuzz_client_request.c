@@ -114,11 +114,21 @@ static void answer_held(void)
 
 static void setup(void)
 {
+	struct client_server_config c = {
+		.mode = 0600,
+		.group = (gid_t)-1,
+		.admin_gid = (gid_t)-1,
+		.pointer_gid = (gid_t)-1,
+		.max_clients = 16,
+		.output_limit = 64u << 20,
+		.max_payload = FRAME_MAX_PAYLOAD_DEFAULT,
+	};
+
 	log_set_max_level(LOG_LEVEL_ERROR);
 	sock_path = fuzz_tmp_path("client.sock");
+	c.path = sock_path;
 	base = event_base_new();
-	if (!base || client_server_new(base, sock_path, FRAME_MAX_PAYLOAD_DEFAULT, on_request,
-				       on_gone, NULL, &server) < 0)
+	if (!base || client_server_new(base, &c, on_request, on_gone, NULL, &server) < 0)
 		abort();
 	client_server_set_tap(server, on_tap, NULL);
 }

@@ -280,6 +280,7 @@ static void sent_init(struct sent *s)
 	s->header.policy = "mirrored";
 	s->header.home = "node-a";
 	s->header.owner = "node-b";
+	s->header.uid = 0xfffffffeu;
 	s->header.header = (ProtobufCBinaryData){ sizeof(blob), (uint8_t *)blob };
 
 	for (int i = 0; i < 2; i++) {
@@ -329,6 +330,7 @@ static void sent_init(struct sent *s)
 	s->allocate_memory.home = "node-a";
 	s->allocate_memory.header = (ProtobufCBinaryData){ sizeof(blob), (uint8_t *)blob };
 	s->allocate_memory.store_offset = 0x0000010000000000ull;
+	s->allocate_memory.uid = 65534;
 
 	s->release_memory = (Ftvm__Partner__ReleaseMemory)FTVM__PARTNER__RELEASE_MEMORY__INIT;
 	s->release_memory.guid = "a2";
@@ -504,6 +506,7 @@ static void cmp_command_complete(const char *ctx, const CommandComplete *e,
 		EQ_S(header->policy);
 		EQ_S(header->home);
 		EQ_S(header->owner);
+		EQ_U(header->uid);
 		EQ_B(header->header);
 		break;
 	case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SENSE:
@@ -526,6 +529,7 @@ static void cmp_command_complete(const char *ctx, const CommandComplete *e,
 			EQ_S(sense->allocations[i]->header->policy);
 			EQ_S(sense->allocations[i]->header->home);
 			EQ_S(sense->allocations[i]->header->owner);
+			EQ_U(sense->allocations[i]->header->uid);
 			EQ_B(sense->allocations[i]->header->header);
 			EQ_U(sense->allocations[i]->n_page_version);
 			for (size_t k = 0; k < e->sense->allocations[i]->n_page_version &&
@@ -664,6 +668,7 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_S(allocate_memory->home);
 		EQ_B(allocate_memory->header);
 		EQ_U(allocate_memory->store_offset);
+		EQ_U(allocate_memory->uid);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_MEMORY:
 		EQ_S(release_memory->guid);
@@ -741,6 +746,7 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_S(resync_allocation->allocation->home);
 		EQ_B(resync_allocation->allocation->header);
 		EQ_U(resync_allocation->allocation->store_offset);
+		EQ_U(resync_allocation->allocation->uid);
 		EQ_S(resync_allocation->owner);
 		EQ_U(resync_allocation->n_pages);
 		for (size_t i = 0;

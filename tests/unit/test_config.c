@@ -114,6 +114,14 @@ static void test_full(void)
 				   "path = traces/n7.trace\n"
 				   "channels = partner\n"
 				   "\n"
+				   "[client]\n"
+				   "socket_mode = 0666\n"
+				   "socket_group = root\n"
+				   "admin_group = daemon\n"
+				   "pointer_group = nogroup\n"
+				   "max_clients = 2\n"
+				   "output_limit = 1M\n"
+				   "\n"
 				   "[policy stripe]\n"
 				   "block_size = 64K\n"
 				   "[policy big_1]\n"
@@ -150,6 +158,15 @@ static void test_full(void)
 	CHECK_INT("journal_limit", 5000, c->journal_limit);
 	CHECK_STR("trace path (relative)", under_dir("traces/n7.trace"), c->trace_path);
 	CHECK_INT("trace channels", CONFIG_TRACE_PARTNER, c->trace_channels);
+	CHECK_INT("socket_mode", 0666, c->socket_mode);
+	CHECK_STR("socket_group", "root", c->socket_group.name);
+	CHECK_INT("socket_group gid", 0, c->socket_group.gid);
+	CHECK_STR("admin_group", "daemon", c->admin_group.name);
+	CHECK_INT("admin_group gid", 1, c->admin_group.gid);
+	CHECK_STR("pointer_group", "nogroup", c->pointer_group.name);
+	CHECK_INT("pointer_group gid", 65534, c->pointer_group.gid);
+	CHECK_INT("max_clients", 2, c->max_clients);
+	CHECK_INT("output_limit", 1 << 20, c->output_limit);
 	CHECK_INT("n_policies", 2, c->n_policies);
 	if (c->n_policies == 2) {
 		CHECK_STR("policy 0 name", "stripe", c->policies[0].name);
@@ -200,6 +217,12 @@ static void test_defaults(void)
 	CHECK_INT("solo (serve)", false, c->solo_refuse);
 	CHECK(c->trace_path == NULL, "no trace by default");
 	CHECK_INT("trace channels", CONFIG_TRACE_ALL, c->trace_channels);
+	CHECK_INT("socket_mode", 0660, c->socket_mode);
+	CHECK(c->socket_group.name == NULL, "no socket_group by default");
+	CHECK(c->admin_group.name == NULL, "no admin_group by default");
+	CHECK(c->pointer_group.name == NULL, "no pointer_group by default");
+	CHECK_INT("max_clients", 1024, c->max_clients);
+	CHECK_INT("output_limit", 64ull << 20, c->output_limit);
 	CHECK_INT("n_policies", 0, c->n_policies);
 	config_free(c);
 }
@@ -471,6 +494,29 @@ static const struct bad bad_cases[] = {
 	  "[failover] heartbeat_ms", "must be less than dead_after_ms" },
 	{ NODE "[failover]\nheartbeat_ms = 300\ndead_after_ms = 200\n", 5,
 	  "[failover] dead_after_ms", "must be greater than heartbeat_ms (300)" },
+	/* [client] */
+	{ NODE "[client]\nsocket_mode = 0668\n", 4, "[client] socket_mode",
+	  "'0668' is not a mode (want octal permission bits, 0 to 0777)" },
+	{ NODE "[client]\nsocket_mode = 4777\n", 4, "[client] socket_mode", "is not a mode" },
+	{ NODE "[client]\nsocket_mode = 0o660\n", 4, "[client] socket_mode", "is not a mode" },
+	{ NODE "[client]\nsocket_mode = -1\n", 4, "[client] socket_mode", "is not a mode" },
+	{ NODE "[client]\nsocket_group = no-such-group-here\n", 4, "[client] socket_group",
+	  "no group 'no-such-group-here' on this system" },
+	{ NODE "[client]\nadmin_group = no-such-group-here\n", 4, "[client] admin_group",
+	  "no group 'no-such-group-here'" },
+	{ NODE "[client]\npointer_group = no-such-group-here\n", 4, "[client] pointer_group",
+	  "no group 'no-such-group-here'" },
+	{ NODE "[client]\nmax_clients = 0\n", 4, "[client] max_clients",
+	  "'0' is not a number of clients from 1 to 1048576" },
+	{ NODE "[client]\nmax_clients = 1048577\n", 4, "[client] max_clients",
+	  "not a number of clients" },
+	{ NODE "[client]\nmax_clients = 10k\n", 4, "[client] max_clients",
+	  "not a number of clients" },
+	{ NODE "[client]\noutput_limit = 0\n", 4, "[client] output_limit", "too small" },
+	{ NODE "[client]\noutput_limit = 1T\n", 4, "[client] output_limit", "is not a size" },
+	{ NODE "[client]\nmax_client = 3\n", 4, "[client] max_client", "unknown key" },
+	{ NODE "[client]\nmax_clients = 3\nmax_clients = 4\n", 5, "[client] max_clients",
+	  "duplicate key (first set on line 4)" },
 	/* [policy NAME] */
 	{ NODE "[policy a]\nblock_size = 8M\n", 4, "[policy a] block_size", "out of range" },
 	{ NODE "[policy a]\nblock_size = 0\n", 4, "[policy a] block_size", "out of range" },

@@ -2,12 +2,17 @@
  * that never cross a block, growth (the lowest block not in use comes in when
  * no run is free) before -ENOSPC, and shrinking with hysteresis (a wholly
  * free block leaves only when the others keep a block's worth free), its
- * memory given back to the OS and zeroes when it comes back. */
+ * memory given back to the OS and zeroes when it comes back (with the memfd
+ * sealed against any change of size, which clients that map it cannot
+ * undo). */
+#define _GNU_SOURCE /* F_GET_SEALS */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "frame_pool.h"
@@ -181,12 +186,38 @@ static void test_short_last_block(void)
 	frame_pool_free(p);
 }
 
+/* What a client holding the fd could try: each is refused, the pool keeps
+ * its size and its bytes. */
+static void test_sealed(void)
+{
+	struct frame_pool *p = pool(8, 4);
+	int fd = frame_pool_fd(p), seals = fcntl(fd, F_GET_SEALS);
+	struct stat st;
+
+	CHECK_INT("sealed against grow, shrink and more seals",
+		  F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL,
+		  seals & (F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL));
+	memset(frame_pool_addr(p, 7), 0x77, PAGE);
+	CHECK_INT("ftruncate to 0", -1, ftruncate(fd, 0));
+	CHECK_INT("... EPERM", EPERM, errno);
+	CHECK_INT("ftruncate larger", -1, ftruncate(fd, 16 * PAGE));
+	CHECK_INT("... EPERM", EPERM, errno);
+	CHECK_INT("add a write seal", -1, fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE));
+	CHECK_INT("... EPERM", EPERM, errno);
+	if (fstat(fd, &st) < 0)
+		die("fstat");
+	CHECK_INT("size kept", 8 * PAGE, st.st_size);
+	CHECK_INT("last frame still readable", 0x77, *(uint8_t *)frame_pool_addr(p, 7));
+	frame_pool_free(p);
+}
+
 int main(void)
 {
 	test_take();
 	test_grow();
 	test_shrink();
 	test_short_last_block();
+	test_sealed();
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
 		return 1;

@@ -78,7 +78,7 @@ static struct pt_origin mirrored(uint64_t partner_lsn)
 struct model_alloc {
 	char guid[64], home[32], owner[32], policy[32];
 	uint64_t size, pages, store_offset;
-	uint32_t block_size;
+	uint32_t block_size, uid;
 	uint8_t header[64];
 	size_t header_len;
 	uint64_t version[MAX_PAGES];
@@ -111,6 +111,7 @@ static int load_alloc(const struct pt_alloc *a, void *arg)
 	x->pages = a->pages;
 	x->block_size = a->block_size;
 	x->store_offset = a->store_offset;
+	x->uid = a->uid;
 	if (a->header_len > sizeof(x->header) || (a->header_len && !a->header)) {
 		FAIL("load %s: header of %zu bytes at %p", a->guid, a->header_len,
 		     (const void *)a->header);
@@ -166,6 +167,7 @@ static void compare(const char *ctx, const struct model *e, const struct model *
 			     y->policy);
 		CHECK_INT("size", x->size, y->size);
 		CHECK_INT("store_offset", x->store_offset, y->store_offset);
+		CHECK_INT("uid", x->uid, y->uid);
 		CHECK_INT("block_size", x->block_size, y->block_size);
 		CHECK_INT("pages", x->pages, y->pages);
 		CHECK_INT("pages loaded", x->pages, y->pages_seen);
@@ -199,7 +201,8 @@ static int model_put(struct pagetable *pt, struct model *m, const char *guid, ui
 		.pages = pages,
 		.header = header,
 		.header_len = header_len,
-		.store_offset = 65536 + size * 3, /* any value, distinct per allocation */
+		.store_offset = 65536 + size * 3,   /* any value, distinct per allocation */
+		.uid = (uint32_t)(size * 7) + 1000, /* any value, distinct per allocation */
 	};
 	struct model_alloc *x;
 	size_t at = 0;
@@ -220,6 +223,7 @@ static int model_put(struct pagetable *pt, struct model *m, const char *guid, ui
 	snprintf(x->policy, sizeof(x->policy), "%s", a.policy);
 	x->size = size;
 	x->store_offset = a.store_offset;
+	x->uid = a.uid;
 	x->block_size = block_size;
 	x->pages = x->pages_seen = pages;
 	if (header_len)
@@ -668,7 +672,7 @@ static void test_wal_and_cascade(void)
 	raw_query(db, "SELECT count(*) FROM pages WHERE guid = 'c'", buf, sizeof(buf));
 	CHECK_STR("page rows of c", "4", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version", "4", buf);
+	CHECK_STR("schema_version", "5", buf);
 	sqlite3_close(db);
 
 	pt = open_or_die(path);
@@ -1029,12 +1033,13 @@ static void test_migration_from_v1(void)
 	if (got.n == 1) {
 		CHECK_STR("guid", "a-1", got.a[0].guid);
 		CHECK_INT("store_offset of an old allocation", 0, got.a[0].store_offset);
+		CHECK_INT("uid of an old allocation (root's)", 0, got.a[0].uid);
 		CHECK_INT("page version kept", 3, got.a[0].version[0]);
 	}
 	pagetable_close(pt);
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version after the migration", "4", buf);
+	CHECK_STR("schema_version after the migration", "5", buf);
 	sqlite3_close(db);
 }
 
@@ -1101,7 +1106,7 @@ static void test_migration_from_v2(void)
 
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version after the migration", "4", buf);
+	CHECK_STR("schema_version after the migration", "5", buf);
 	raw_query(db, "SELECT count(*) FROM journal WHERE seq IS NULL", buf, sizeof(buf));
 	CHECK_STR("old rows without a seq", "5", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'folded_seq'", buf, sizeof(buf));
@@ -1130,18 +1135,18 @@ static void test_refused_files(void)
 	pt = open_or_die(path);
 	pagetable_close(pt);
 	db = raw_open(path);
-	raw_exec(db, "UPDATE meta SET value = 5 WHERE key = 'schema_version'");
+	raw_exec(db, "UPDATE meta SET value = 6 WHERE key = 'schema_version'");
 	sqlite3_close(db);
 	pt = (struct pagetable *)&pt; /* must come back NULL */
 	r = pagetable_open(path, false, &pt);
 	CHECK_INT("open a newer schema", -EPROTONOSUPPORT, r);
 	CHECK(pt == NULL, "no table comes back with an error");
-	CHECK(strstr(pagetable_last_error(NULL), "schema version is 5") &&
-		      strstr(pagetable_last_error(NULL), "up to 4"),
+	CHECK(strstr(pagetable_last_error(NULL), "schema version is 6") &&
+		      strstr(pagetable_last_error(NULL), "up to 5"),
 	      "the reason names both versions: \"%s\"", pagetable_last_error(NULL));
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version left as it was", "5", buf);
+	CHECK_STR("schema_version left as it was", "6", buf);
 	sqlite3_close(db);
 
 	/* Not SQLite at all. */
