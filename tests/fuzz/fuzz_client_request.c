@@ -37,6 +37,7 @@
 #include "client.pb-c.h"
 #include "client_server.h"
 #include "frame.h"
+#include "fuzz_stream.h"
 #include "fuzz_util.h"
 #include "log.h"
 
@@ -133,34 +134,6 @@ static void setup(void)
 	client_server_set_tap(server, on_tap, NULL);
 }
 
-/* What the client sends: the input as it is, or its payloads framed. */
-static uint8_t *make_stream(const uint8_t *data, size_t size, size_t *ret_len)
-{
-	uint8_t *out = malloc(size ? size / 2 * (FRAME_HEADER_SIZE + 2) + size : 1);
-	size_t len = 0, off = 1;
-
-	if (!out)
-		abort();
-	if (!(data[0] & 1)) {
-		memcpy(out, data + 1, size - 1);
-		*ret_len = size - 1;
-		return out;
-	}
-	while (off + 2 <= size) {
-		size_t n = (size_t)data[off] | (size_t)data[off + 1] << 8;
-
-		off += 2;
-		if (n > size - off)
-			n = size - off;
-		memcpy(out + len + FRAME_HEADER_SIZE, data + off, n);
-		frame_seal(out + len, n);
-		len += FRAME_HEADER_SIZE + n;
-		off += n;
-	}
-	*ret_len = len;
-	return out;
-}
-
 /* Checks the reply frames at the front of buf; returns the bytes used. */
 static size_t take_replies(const uint8_t *buf, size_t len, unsigned *ret_n)
 {
@@ -206,7 +179,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!server)
 		setup();
 	memset(&st, 0, sizeof(st));
-	stream = make_stream(data, size, &len);
+	stream = fuzz_stream(data, size, &len);
 
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock_path);

@@ -8,10 +8,7 @@
  * to its close.
  *
  * The input's first byte chooses:
- *   bit 0 clear  the bytes as they are, frame headers and all;
- *   bit 0 set    payloads, each a 16-bit little-endian length and that many
- *                bytes, each sent in a frame made right (so the fuzzer gets
- *                past the checksum to the envelopes);
+ *   bit 0        raw bytes or framed payloads (fuzz_stream.h);
  *   bit 1        the session holds a key (the peer must prove it, which a
  *                fuzzer cannot: only the refusals are reached), else none.
  * The request callback answers every request OK, a batch's corked.
@@ -33,6 +30,7 @@
 #include "codec.h"
 #include "frame.h"
 #include "free_port.h"
+#include "fuzz_stream.h"
 #include "fuzz_util.h"
 #include "log.h"
 #include "session.h"
@@ -106,34 +104,6 @@ static void setup(void)
 	}
 }
 
-/* What the peer sends: the input as it is, or its payloads framed. */
-static uint8_t *make_stream(const uint8_t *data, size_t size, size_t *ret_len)
-{
-	uint8_t *out = malloc(size ? size / 2 * (FRAME_HEADER_SIZE + 2) + size : 1);
-	size_t len = 0, off = 1;
-
-	if (!out)
-		abort();
-	if (!(data[0] & 1)) {
-		memcpy(out, data + 1, size - 1);
-		*ret_len = size - 1;
-		return out;
-	}
-	while (off + 2 <= size) {
-		size_t n = (size_t)data[off] | (size_t)data[off + 1] << 8;
-
-		off += 2;
-		if (n > size - off)
-			n = size - off;
-		memcpy(out + len + FRAME_HEADER_SIZE, data + off, n);
-		frame_seal(out + len, n);
-		len += FRAME_HEADER_SIZE + n;
-		off += n;
-	}
-	*ret_len = len;
-	return out;
-}
-
 /* Every frame the session sent is whole and holds an envelope; the first is
  * its challenge, which tells a peer nothing more (epoch 0). */
 static void check_sent(const uint8_t *buf, size_t len)
@@ -177,7 +147,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	data = fuzz_data(data);
 	if (!base)
 		setup();
-	stream = make_stream(data, size, &len);
+	stream = fuzz_stream(data, size, &len);
 	sa.sin_port = htons(sessions[(data[0] >> 1) & 1].port);
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0 || (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS))
