@@ -35,6 +35,7 @@
 
 #include "keyfile.h"
 #include "log.h"
+#include "reason.h"
 
 #define READ_MAX 4096	    /* longest physical line read_line() takes in */
 #define SECTION_NAME_MAX 64 /* more than inih keeps (49) */
@@ -954,31 +955,40 @@ static bool is_loopback_endpoint(const char *endpoint)
 	return !endpoint_problem(endpoint, host, sizeof(host), &port) && is_loopback_host(host);
 }
 
-/* The partner channel needs a key unless it never leaves this machine; a
- * key given must be one (keyfile.h). */
+/* The partner channel needs a key unless it never leaves this machine. The
+ * key itself is read by config_load_key(): only ftvmd needs it. */
 static int check_key(struct parser *p)
 {
 	struct ftvm_config *c = p->c;
-	unsigned line = p->line_of[KEY_KEY_FILE];
+
+	c->key_file_line = p->line_of[KEY_KEY_FILE];
+	if (c->key_file || (is_loopback_endpoint(c->listen) && is_loopback_endpoint(c->partner)))
+		return 0;
+	return fail(p, 0, "node", "key_file",
+		    "missing, and the partner channel is not on loopback (listen %s, "
+		    "partner %s): anyone who reaches it could act as the partner. Make a "
+		    "key with `ftvmctl keygen FILE`, copy it to both nodes, and set "
+		    "key_file = FILE on both",
+		    c->listen, c->partner);
+}
+
+int config_load_key(struct ftvm_config *c, char *err, size_t err_len)
+{
 	char why[512];
 	int r;
 
-	if (!c->key_file) {
-		if (is_loopback_endpoint(c->listen) && is_loopback_endpoint(c->partner))
-			return 0;
-		return fail(p, 0, "node", "key_file",
-			    "missing, and the partner channel is not on loopback (listen %s, "
-			    "partner %s): anyone who reaches it could act as the partner. Make a "
-			    "key with `ftvmctl keygen FILE`, copy it to both nodes, and set "
-			    "key_file = FILE on both",
-			    c->listen, c->partner);
-	}
+	if (!c->key_file || c->key)
+		return 0;
 	c->key = malloc(KEYFILE_MAX);
 	if (!c->key)
-		return fail_oom(p);
+		return reason_fail(err, err_len, -ENOMEM, "%s: out of memory", c->path);
 	r = keyfile_load(c->key_file, c->key, &c->key_len, why, sizeof(why));
-	if (r < 0)
-		return fail(p, line, "node", "key_file", "%s", why);
+	if (r < 0) {
+		free(c->key);
+		c->key = NULL;
+		return reason_fail(err, err_len, r, "%s:%u: [node] key_file: %s", c->path,
+				   c->key_file_line, why);
+	}
 	return 0;
 }
 

@@ -67,10 +67,12 @@ struct ftvm_config {
 	 * frames (node/VMM.md, "WAL checkpoints"); 0 until set: the page
 	 * table's default, 4096. */
 	uint32_t wal_checkpoint_frames;
-	/* The pair's shared key for the partner channel (key_file, absolute),
-	 * read and checked at load (keyfile.h); NULL: none, allowed only when
-	 * listen and partner are both loopback. */
+	/* The pair's shared key for the partner channel (key_file, absolute;
+	 * NULL: none, allowed only when listen and partner are both loopback),
+	 * read and checked by config_load_key() (keyfile.h): ftvmd needs it,
+	 * ftvmctl, reading the same file for the socket, does not. */
 	char *key_file;
+	unsigned key_file_line;
 	uint8_t *key;
 	size_t key_len;
 
@@ -118,6 +120,10 @@ struct ftvm_config {
 int config_load(const char *path, struct ftvm_config **ret, char *err, size_t err_len);
 
 void config_free(struct ftvm_config *c);
+
+/* Reads c's key_file into key and key_len (nothing to do without one).
+ * -EINVAL or -errno with one line naming file, line and key in err. */
+int config_load_key(struct ftvm_config *c, char *err, size_t err_len);
 
 const char *config_transport_name(enum config_transport t);
 

@@ -121,8 +121,11 @@ int main(int argc, char **argv)
 	}
 
 	r = config_load(config_path, &config, err, sizeof(err));
+	if (r == 0)
+		r = config_load_key(config, err, sizeof(err));
 	if (r < 0) {
 		log_error("%s", err);
+		config_free(config);
 		return 1;
 	}
 	log_set_max_level(config->log_level);

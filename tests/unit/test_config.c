@@ -130,6 +130,8 @@ static void test_full(void)
 
 	write_key("pair.key", 40, 0600);
 	c = load_ok("full", "full.conf", text);
+	if (c)
+		CHECK_INT("key read", 0, config_load_key(c, NULL, 0));
 	unlink(tmp_path("pair.key"));
 	if (!c)
 		return;
@@ -661,6 +663,26 @@ static void test_exact_messages(void)
 	}
 }
 
+/* A config that loads with key_file = name, whose key config_load_key()
+ * refuses saying what. */
+static void check_bad_key(const char *label, const char *name, const char *what)
+{
+	char text[128], err[1024] = "", prefix[PATH_MAX + 4300];
+	struct ftvm_config *c;
+
+	snprintf(text, sizeof(text), NODE "key_file = %s\n", name);
+	c = load_ok(label, "key.conf", text);
+	if (!c)
+		return;
+	checks++;
+	snprintf(prefix, sizeof(prefix), "%s:3: [node] key_file: ", tmp_path("key.conf"));
+	if (config_load_key(c, err, sizeof(err)) >= 0 || c->key)
+		FAIL("%s: the key was taken", label);
+	else if (strncmp(err, prefix, strlen(prefix)) != 0 || !strstr(err, what))
+		FAIL("%s: expected \"%s...%s\", got \"%s\"", label, prefix, what, err);
+	config_free(c);
+}
+
 /* [node] key_file: required off loopback, and then a secret of a key. */
 static void test_key_file(void)
 {
@@ -675,23 +697,25 @@ static void test_key_file(void)
 	CHECK_INT("no key on loopback: none", 1, c && !c->key && !c->key_file);
 	config_free(c);
 
+	/* The key is read apart (ftvmctl reads the config, not the key). */
 	write_key("short.key", 31, 0600);
-	check_bad("short key", NODE "key_file = short.key\n", 3, "[node] key_file",
-		  "has 31 bytes; a key needs at least 32 (make one with `ftvmctl keygen");
+	check_bad_key("short key", "short.key",
+		      "has 31 bytes; a key needs at least 32 (make one with `ftvmctl keygen");
 	unlink(tmp_path("short.key"));
 	write_key("open.key", 64, 0640);
-	check_bad("key readable by the group", NODE "key_file = open.key\n", 3, "[node] key_file",
-		  "has mode 0640: group or others may read it, so it is no secret (chmod 600");
+	check_bad_key("key readable by the group", "open.key",
+		      "has mode 0640: group or others may read it, so it is no secret (chmod 600");
 	unlink(tmp_path("open.key"));
 	write_key("huge.key", 5000, 0600);
-	check_bad("key too long", NODE "key_file = huge.key\n", 3, "[node] key_file",
-		  "has 5000 bytes, more than a key (4096)");
+	check_bad_key("key too long", "huge.key", "has 5000 bytes, more than a key (4096)");
 	unlink(tmp_path("huge.key"));
-	check_bad("no such key", NODE "key_file = gone.key\n", 3, "[node] key_file", "cannot read");
+	check_bad_key("no such key", "gone.key", "cannot read");
 	write_key("ok.key", 32, 0600);
 	c = load_ok("a key of 32 bytes", "ok.conf",
 		    NODE "key_file = ok.key\nlisten = 192.0.2.1:7101\n");
-	CHECK_INT("a key of 32 bytes: read", 32, c ? c->key_len : 0);
+	CHECK_INT("a key of 32 bytes: not read by config_load", 1, c && !c->key);
+	CHECK_INT("a key of 32 bytes: read", 0, c ? config_load_key(c, NULL, 0) : -1);
+	CHECK_INT("a key of 32 bytes: its length", 32, c ? c->key_len : 0);
 	config_free(c);
 	unlink(tmp_path("ok.key"));
 }
