@@ -204,20 +204,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		event_base_loop(base, EVLOOP_NONBLOCK);
 		while (!eof) {
-			if (in_len == in_cap) {
-				in_cap = in_cap ? 2 * in_cap : 65536;
-				in = realloc(in, in_cap);
-				if (!in)
-					abort();
-			}
-			n = recv(fd, in + in_len, in_cap - in_len, 0);
+			n = fuzz_recv_more(fd, &in, &in_len, &in_cap);
 			if (n < 0 && errno == EAGAIN)
 				break;
 			if (n <= 0) {
 				eof = true;
 				break;
 			}
-			in_len += (size_t)n;
 			st.progress = true;
 		}
 		if (st.progress)

@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "frame.h"
 
@@ -30,4 +31,20 @@ uint8_t *fuzz_stream(const uint8_t *data, size_t size, size_t *ret_len)
 	}
 	*ret_len = len;
 	return out;
+}
+
+ssize_t fuzz_recv_more(int fd, uint8_t **buf, size_t *len, size_t *cap)
+{
+	ssize_t n;
+
+	if (*len == *cap) {
+		*cap = *cap ? 2 * *cap : 65536;
+		*buf = realloc(*buf, *cap);
+		if (!*buf)
+			abort();
+	}
+	n = recv(fd, *buf + *len, *cap - *len, 0);
+	if (n > 0)
+		*len += (size_t)n;
+	return n;
 }

@@ -9,6 +9,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* The stream for data (size >= 1), malloc'd; its length in *ret_len. */
 uint8_t *fuzz_stream(const uint8_t *data, size_t size, size_t *ret_len);
+
+/* One recv() on fd into *buf, grown as needed (*len bytes used of *cap):
+ * recv()'s result. */
+ssize_t fuzz_recv_more(int fd, uint8_t **buf, size_t *len, size_t *cap);
