@@ -47,6 +47,9 @@ struct ha {
 	uint64_t resyncs, last_resync_pages, last_resync_ms;
 	bool receiving;		    /* a resync from the partner is under way */
 	struct event *resync_retry; /* after a resync failed with the link up */
+	/* An operator's forced takeover waits for its end (ha_force_takeover). */
+	ha_forced_fn forced_done;
+	void *forced_arg;
 };
 
 static void set_state(struct ha *h, int state, const char *fmt, ...)
@@ -77,17 +80,28 @@ static const char *partner_name(const struct ha *h)
 	return h->last.partner_valid ? h->last.partner.node : "the partner";
 }
 
+/* An operator's forced takeover ended: done, or this node fenced instead. */
+static void forced_end(struct ha *h, bool ok, const char *reason)
+{
+	ha_forced_fn done = h->forced_done;
+
+	h->forced_done = NULL;
+	if (done)
+		done(ok, reason, h->forced_arg);
+}
+
 /* This node acknowledges nothing more: another node serves (HA.md,
  * "Self-fencing"). It stays fenced until the survivor resyncs it (the link
  * stays open for that: the survivor's epoch is later, so nothing it sends is
  * refused, and a fenced node sends nothing of its own). */
 static void fence(struct ha *h, const char *why)
 {
+	h->deciding = false;
+	h->takeover_epoch = 0;
+	forced_end(h, false, why);
 	if (h->state == STATE(FENCED))
 		return;
 	log_error("fencing this node: %s", why);
-	h->deciding = false;
-	h->takeover_epoch = 0;
 	vmm_set_mode(h->vmm, VMM_MODE_FENCED, why);
 	set_state(h, STATE(FENCED), "%s", why);
 }
@@ -191,7 +205,7 @@ static void finish_takeover(struct ha *h)
 		return;
 	}
 	h->takeover_epoch = 0;
-	r = vmm_takeover(h->vmm, h->taking_over, &t);
+	r = vmm_takeover(h->vmm, &t);
 	if (r < 0) {
 		fence(h, "the takeover failed in the page table");
 		return;
@@ -201,19 +215,20 @@ static void finish_takeover(struct ha *h)
 	h->takeovers++;
 	h->last_takeover_ms = clock_now_ms();
 	set_state(h, STATE(SOLO),
-		  "took over from %s at epoch %llu: %llu allocations adopted, %llu locks "
+		  "took over from %s at epoch %llu%s: %llu allocations adopted, %llu locks "
 		  "released, %llu dirty pages to destage",
 		  h->taking_over, (unsigned long long)vmm_epoch(h->vmm),
+		  h->forced_done ? " (forced by an operator)" : "",
 		  (unsigned long long)t.allocations, (unsigned long long)t.locks_released,
 		  (unsigned long long)t.dirty_pages);
+	forced_end(h, true, h->reason);
 	maybe_resync(h); /* the partner may be back already (a quick restart) */
 }
 
-/* Epoch + 1, in SQLite and then in our slot, before anything is served. */
-static void begin_takeover(struct ha *h, const char *why)
+/* The new epoch, in SQLite and then in our slot, before anything is
+ * served. */
+static void begin_takeover_at(struct ha *h, uint64_t epoch, const char *why)
 {
-	uint64_t epoch = vmm_epoch(h->vmm) + 1;
-
 	log_warning("taking over from %s: %s", partner_name(h), why);
 	snprintf(h->taking_over, sizeof(h->taking_over), "%s", partner_name(h));
 	h->deciding = false;
@@ -223,6 +238,11 @@ static void begin_takeover(struct ha *h, const char *why)
 	}
 	h->takeover_epoch = epoch;
 	sbd_set(h->sbd, STATE(SOLO), epoch);
+}
+
+static void begin_takeover(struct ha *h, const char *why)
+{
+	begin_takeover_at(h, vmm_epoch(h->vmm) + 1, why);
 }
 
 static uint64_t since(uint64_t then)
@@ -300,6 +320,24 @@ static bool must_fence(struct ha *h)
 	return false;
 }
 
+/* A node that did not serve last waits for its partner, whose copy may be
+ * newer; status says so (and `takeover --force` is the way out). */
+static void wait_for_partner(struct ha *h)
+{
+	const struct sbd_slot *p = &h->last.partner;
+
+	if (h->last.partner_valid && p->epoch > vmm_epoch(h->vmm))
+		set_state(h, STATE(STARTING),
+			  "behind: %s is at epoch %llu, we at %llu; waiting for it to resync us",
+			  p->node, (unsigned long long)p->epoch,
+			  (unsigned long long)vmm_epoch(h->vmm));
+	else
+		set_state(h, STATE(STARTING),
+			  "waiting for %s: this node did not serve alone when it stopped, so its "
+			  "copy may be behind its partner's",
+			  partner_name(h));
+}
+
 /* A node that ran alone before it stopped holds the newest copy of
  * everything: it serves alone again, unless the partner has since moved on. */
 static void resume(struct ha *h)
@@ -307,10 +345,7 @@ static void resume(struct ha *h)
 	const struct sbd_slot *p = &h->last.partner;
 
 	if (h->last.partner_valid && p->epoch > vmm_epoch(h->vmm)) {
-		set_state(h, STATE(STARTING),
-			  "behind: %s is at epoch %llu, we at %llu; waiting for it to resync us",
-			  p->node, (unsigned long long)p->epoch,
-			  (unsigned long long)vmm_epoch(h->vmm));
+		wait_for_partner(h);
 		return;
 	}
 	vmm_set_mode(h->vmm, h->config->solo_refuse ? VMM_MODE_SOLO_READ : VMM_MODE_SOLO,
@@ -331,6 +366,8 @@ static void on_report(const struct sbd_report *r, void *arg)
 		h->old_mailbox_counter = r->mailbox_valid ? r->mailbox.counter : 0;
 		if (h->state == STATE(STARTING) && vmm_was_solo(h->vmm))
 			resume(h);
+		else if (h->state == STATE(STARTING) && !h->link_up)
+			wait_for_partner(h);
 	}
 	if (r->error[0])
 		log_warning("fence slots: %s", r->error);
@@ -469,6 +506,69 @@ int ha_new(struct event_base *base, const struct ftvm_config *config, struct vmm
 	return 0;
 }
 
+/* Why the partner may not be taken for gone for good, or NULL when it may:
+ * the link is down and the store says it is stopped, fenced or silent for
+ * dead_after_ms (HA.md, "Forced takeover"). */
+static const char *partner_not_gone(const struct ha *h, char *why, size_t len)
+{
+	const struct sbd_slot *p = &h->last.partner;
+	uint64_t silent = h->last.round_ms - h->last.partner_changed_ms;
+
+	if (h->link_up) {
+		snprintf(why, len, "the link to %s is up: it is not gone", partner_name(h));
+		return why;
+	}
+	if (!h->have_report) {
+		snprintf(why, len, "the fence slots have not been read yet: try again in %u ms",
+			 h->config->heartbeat_ms);
+		return why;
+	}
+	if (h->last.partner_valid &&
+	    (p->state == SBD_STATE_STOPPED || p->state == SBD_STATE_FENCED))
+		return NULL;
+	if (silent < h->config->dead_after_ms) {
+		snprintf(why, len,
+			 "%s's slot in the store has been still for only %llu ms (a partner is "
+			 "taken for gone after dead_after_ms, %u ms, of it): it may be alive",
+			 partner_name(h), (unsigned long long)silent, h->config->dead_after_ms);
+		return why;
+	}
+	return NULL;
+}
+
+int ha_force_takeover(struct ha *h, ha_forced_fn done, void *arg, char *why, size_t len)
+{
+	uint64_t epoch = vmm_epoch(h->vmm);
+	char reason[320];
+
+	if (h->state == STATE(SOLO) || h->state == STATE(RESYNCING)) {
+		snprintf(why, len, "this node serves already (%s)",
+			 codec_node_state_name(h->state));
+		return -EALREADY;
+	}
+	if (h->takeover_epoch || h->forced_done) {
+		snprintf(why, len, "a takeover is under way (epoch %llu)",
+			 (unsigned long long)h->takeover_epoch);
+		return -EBUSY;
+	}
+	if (partner_not_gone(h, why, len))
+		return -EBUSY;
+	/* Above the partner's last epoch too: should it ever come back, it is
+	 * behind and is resynced, whatever it served alone. */
+	if (h->last.partner_valid && h->last.partner.epoch > epoch)
+		epoch = h->last.partner.epoch;
+	snprintf(reason, sizeof(reason),
+		 "forced by an operator (%s was %s at epoch %llu in the store): what it "
+		 "acknowledged alone is given up",
+		 partner_name(h),
+		 h->last.partner_valid ? sbd_state_name(h->last.partner.state) : "never seen",
+		 (unsigned long long)h->last.partner.epoch);
+	h->forced_done = done;
+	h->forced_arg = arg;
+	begin_takeover_at(h, epoch + 1, reason);
+	return 0;
+}
+
 void ha_get_status(const struct ha *h, struct ha_status *ret)
 {
 	memset(ret, 0, sizeof(*ret));
@@ -486,6 +586,7 @@ void ha_free(struct ha *h, bool clean)
 {
 	if (!h)
 		return;
+	forced_end(h, false, "this node is stopping");
 	sbd_stop(h->sbd, clean ? SBD_STATE_STOPPED : SBD_STATE_FENCED);
 	event_free(h->resync_retry);
 	free(h);

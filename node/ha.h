@@ -33,6 +33,15 @@ int ha_new(struct event_base *base, const struct ftvm_config *config, struct vmm
 	   struct repl_session *session, ha_state_fn state_changed, void *arg, struct ha **ret);
 /* The partner link went up or down (the session's callback). */
 void ha_link_changed(struct ha *h, bool up, const char *reason);
+/* The end of a forced takeover: ok, serving alone; or not, and why. */
+typedef void (*ha_forced_fn)(bool ok, const char *reason, void *arg);
+
+/* An operator says the partner is gone for good (`ftvmctl takeover --force`,
+ * HA.md "Forced takeover"): take over although this node may not hold the
+ * newest copy. Refused (-EALREADY, -EBUSY; why says it) while the link is
+ * up or the partner's store heartbeat still moves; otherwise done(ok,
+ * reason, arg) runs once the takeover ended, a fence round later. */
+int ha_force_takeover(struct ha *h, ha_forced_fn done, void *arg, char *why, size_t len);
 void ha_get_status(const struct ha *h, struct ha_status *ret);
 /* Stops the fence thread; clean: our slot says stopped (the partner may take
  * over at once), else fenced. NULL is fine. */

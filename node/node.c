@@ -324,21 +324,57 @@ static void reply_status(struct node *n, struct client_call *call)
 	client_call_reply(call, &reply);
 }
 
+static void reply_with(struct client_call *call, int status, const char *reason)
+{
+	ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+
+	reply.status = status;
+	reply.reason = (char *)reason;
+	client_call_reply(call, &reply);
+}
+
 /* `ftvmctl drill cut`: the link goes silent for ms, then comes back. */
 static void reply_cut_link(struct node *n, struct client_call *call, uint32_t ms)
 {
-	ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	char reason[96];
 
 	if (ms == 0 || ms > CUT_LINK_MS_MAX) {
 		snprintf(reason, sizeof(reason), "a cut of %u ms: want 1 to %u", ms,
 			 CUT_LINK_MS_MAX);
-		reply.status = FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
-		reply.reason = reason;
-	} else {
-		repl_session_cut(n->session, ms);
+		reply_with(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST, reason);
+		return;
 	}
-	client_call_reply(call, &reply);
+	repl_session_cut(n->session, ms);
+	reply_with(call, FTVM__PARTNER__STATUS__STATUS_OK, "");
+}
+
+static void on_forced_takeover(bool ok, const char *reason, void *arg)
+{
+	reply_with(arg,
+		   ok ? FTVM__PARTNER__STATUS__STATUS_OK : FTVM__PARTNER__STATUS__STATUS_FENCED,
+		   reason);
+}
+
+/* `ftvmctl takeover --force --yes`: answered when the node serves alone. */
+static void reply_takeover(struct node *n, struct client_call *call,
+			   const Ftvm__Client__TakeoverRequest *req)
+{
+	char why[320], reason[400];
+
+	if (!req->force) {
+		reply_with(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+			   "a node takes over by itself when its partner fails; a takeover asked "
+			   "for needs force, for a partner gone for good");
+		return;
+	}
+	if (ha_force_takeover(n->ha, on_forced_takeover, call, why, sizeof(why)) < 0) {
+		snprintf(reason, sizeof(reason), "forced takeover refused: %s", why);
+		log_warning("%s", reason);
+		reply_with(call, FTVM__PARTNER__STATUS__STATUS_DENIED, reason);
+		return;
+	}
+	log_warning("forced takeover asked by uid %u (pid %d)",
+		    (unsigned)client_call_peer_uid(call), (int)client_call_peer_pid(call));
 }
 
 /* What a pair operation does, for its refusal; NULL for any other request. */
@@ -351,6 +387,8 @@ static const char *pair_operation(const ClientRequest *req)
 		return req->trace->stop ? "stop a trace" : "start a trace";
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FAILBACK:
 		return "fail back";
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_TAKEOVER:
+		return "force a takeover";
 	default:
 		return NULL;
 	}
@@ -372,6 +410,9 @@ static void on_client_request(struct client_call *call, const ClientRequest *req
 		break;
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_TRACE:
 		reply_trace(n, call, req->trace);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_TAKEOVER:
+		reply_takeover(n, call, req->takeover);
 		break;
 	default:
 		vmm_client_request(n->vmm, call, req);

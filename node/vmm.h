@@ -130,7 +130,7 @@ unsigned vmm_store_index(const struct vmm *v);
 /* Adopts every allocation the partner owned (owner = this node, journalled),
  * lets go of every lock the partner's clients held, and queues the adopted
  * dirty pages for destage here. Done in one event-loop turn. */
-int vmm_takeover(struct vmm *v, const char *partner, struct vmm_takeover *ret);
+int vmm_takeover(struct vmm *v, struct vmm_takeover *ret);
 
 /* Resync (vmm_resync.c). The survivor sends everything it holds to a partner
  * that is behind, and mirrors every change from then on; done runs once the

@@ -108,7 +108,7 @@ static bool held_by_node(const char *lock_owner, const char *node)
 	return strncmp(lock_owner, node, n) == 0 && lock_owner[n] == '/';
 }
 
-static uint64_t release_partner_locks(struct vmm *v, struct vmm_alloc *a, const char *partner)
+static uint64_t release_partner_locks(struct vmm *v, struct vmm_alloc *a)
 {
 	uint64_t released = 0;
 
@@ -117,7 +117,7 @@ static uint64_t release_partner_locks(struct vmm *v, struct vmm_alloc *a, const 
 		size_t k = 0;
 
 		while (k < p->n_owners) {
-			if (!held_by_node(p->owners[k], partner)) {
+			if (held_by_node(p->owners[k], vmm_node_id(v))) {
 				k++;
 				continue;
 			}
@@ -155,7 +155,9 @@ static int adopt(struct vmm *v, struct vmm_alloc *a, struct vmm_takeover *ret)
 	return 0;
 }
 
-int vmm_takeover(struct vmm *v, const char *partner, struct vmm_takeover *ret)
+/* Whatever is not this node's is the partner's: a forced takeover may not
+ * know the partner's id (it never linked since this start). */
+int vmm_takeover(struct vmm *v, struct vmm_takeover *ret)
 {
 	size_t n = 0;
 	struct vmm_alloc **all = vmm_table_sorted(v->table, &n);
@@ -165,8 +167,8 @@ int vmm_takeover(struct vmm *v, const char *partner, struct vmm_takeover *ret)
 	if (!all && n)
 		return -ENOMEM;
 	for (size_t i = 0; i < n && r == 0; i++) {
-		ret->locks_released += release_partner_locks(v, all[i], partner);
-		if (strcmp(all[i]->owner, partner) == 0)
+		ret->locks_released += release_partner_locks(v, all[i]);
+		if (strcmp(all[i]->owner, vmm_node_id(v)) != 0)
 			r = adopt(v, all[i], ret);
 	}
 	free(all);

@@ -51,6 +51,8 @@ enum {
 	OPT_TIMEOUT,
 	OPT_CHANNELS,
 	OPT_KEEP,
+	OPT_FORCE,
+	OPT_YES,
 };
 
 struct ctl {
@@ -71,6 +73,8 @@ struct ctl {
 	const char *timeout;
 	const char *channels;
 	bool keep;
+	bool force;
+	bool yes;
 };
 
 struct command {
@@ -315,6 +319,12 @@ static int parse_command_options(struct ctl *ctl, const struct command *cmd, int
 			break;
 		case OPT_KEEP:
 			ctl->keep = true;
+			break;
+		case OPT_FORCE:
+			ctl->force = true;
+			break;
+		case OPT_YES:
+			ctl->yes = true;
 			break;
 		default:
 			return bad_option(c, argv, cmd->name);
@@ -1434,6 +1444,44 @@ static int cmd_keygen(struct ctl *ctl, int argc, char **argv)
 	return EXIT_DONE;
 }
 
+static int cmd_takeover(struct ctl *ctl, int argc, char **argv)
+{
+	struct ftvm_node_status st;
+	struct ftvm_client *c;
+	const char *path;
+	int r;
+
+	if (argc != 0)
+		return command_usage_error("takeover", "takes no arguments (got '%s')", argv[0]);
+	if (!ctl->force)
+		return command_usage_error("takeover",
+					   "a node takes over by itself when its partner fails; "
+					   "--force is for a partner gone for good");
+	if (!ctl->yes)
+		return command_usage_error(
+			"takeover",
+			"this gives up whatever the partner acknowledged that this node "
+			"never got: say --yes to go on");
+	r = ctl_connect(ctl, &c, &path);
+	if (r != EXIT_DONE)
+		return r;
+	r = ftvm_takeover_force(c);
+	if (r < 0) {
+		r = call_failed(c, path, "takeover", r);
+		ftvm_disconnect(c);
+		return r;
+	}
+	r = ftvm_status(c, &st);
+	if (r < 0)
+		r = call_failed(c, path, "status", r);
+	else if (ctl->json)
+		r = print_json_put(json_object_new_object());
+	else
+		printf("%s serves alone at epoch %" PRIu64 ": %s\n", st.node, st.epoch, st.reason);
+	ftvm_disconnect(c);
+	return r;
+}
+
 static int cmd_trace(struct ctl *ctl, int argc, char **argv)
 {
 	if (argc == 2 && strcmp(argv[0], "start") == 0)
@@ -1692,6 +1740,36 @@ static const struct command commands[] = {
 				{},
 			},
 		.run = cmd_trace,
+	},
+	{
+		.name = "takeover",
+		.args = "--force --yes",
+		.summary = "serve alone when the partner is gone for good",
+		.help = "Makes the node serve alone, taking over its partner's allocations, when\n"
+			"the partner will not come back (its machine is lost, say). A node takes\n"
+			"over by itself when its partner fails while the pair is whole; this is for\n"
+			"a node that cannot know it may: one started while its partner was away,\n"
+			"or one that fenced itself. What the partner acknowledged that this node\n"
+			"never got is given up, and pages whose newest version was in memory alone\n"
+			"go back to the store's copy (status says which under recovery).\n"
+			"\n"
+			"Refused unless the partner link is down and the partner's slot in the\n"
+			"store says stopped or fenced, or has not moved for dead_after_ms. Needs\n"
+			"root, ftvmd's uid or [client] admin_group. Should the partner come back,\n"
+			"it is behind and is resynced from this node.\n"
+			"\n"
+			"Options:\n"
+			"  --force             say that the partner is gone for good\n"
+			"  --yes               say that its unshared writes may be lost\n"
+			"\n"
+			"Prints the node's state once it serves alone; with --json prints {}.\n",
+		.options =
+			(const struct option[]){
+				{ "force", no_argument, NULL, OPT_FORCE },
+				{ "yes", no_argument, NULL, OPT_YES },
+				{},
+			},
+		.run = cmd_takeover,
 	},
 	{
 		.name = "keygen",

@@ -1510,6 +1510,17 @@ int ftvm_failback(struct ftvm_client *c, uint64_t *ret_handed_back, uint64_t *re
 	return 0;
 }
 
+int ftvm_takeover_force(struct ftvm_client *c)
+{
+	Ftvm__Client__TakeoverRequest t = FTVM__CLIENT__TAKEOVER_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+
+	t.force = true;
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_TAKEOVER;
+	req.takeover = &t;
+	return call_status(c, &req);
+}
+
 static int call_trace(struct ftvm_client *c, Ftvm__Client__TraceRequest *tr, uint64_t *ret_records)
 {
 	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;

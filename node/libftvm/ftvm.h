@@ -485,6 +485,23 @@ FTVM_EXPORT int ftvm_drill_cut_link(struct ftvm_client *c, uint32_t ms);
 FTVM_EXPORT int ftvm_failback(struct ftvm_client *c, uint64_t *ret_handed_back, uint64_t *ret_busy);
 
 /**
+ * @brief Makes the node serve alone although its partner may hold newer
+ *        copies: for a partner gone for good (`ftvmctl takeover --force
+ *        --yes`; node/HA.md, "Forced takeover").
+ *
+ * What the partner acknowledged that this node never got is given up, and
+ * pages whose newest version was in memory alone go back to the store's
+ * (status `recovery` lists them). Returns once the node serves alone.
+ * @param c a connected client of a node whose uid is root, ftvmd's or in
+ *        `[client] admin_group`.
+ * @return 0, or -errno: -EACCES when the node refused (the link is up, the
+ *         partner's store heartbeat moves, the node serves already, or the
+ *         caller is not an admin: ftvm_last_error() says which), -ESHUTDOWN
+ *         when the node fenced itself instead, and the conventions above.
+ */
+FTVM_EXPORT int ftvm_takeover_force(struct ftvm_client *c);
+
+/**
  * @brief Starts recording the node's partner channel and client API to a
  *        trace file (`ftvmctl trace start`; common/TRACE.md).
  *

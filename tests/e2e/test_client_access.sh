@@ -4,7 +4,8 @@
 #  - allocations belong to the uid that made it, on both nodes, through a
 #    takeover and a rejoin; header and list are for everyone;
 #  - nobody cannot read, write, free or take pointers on root's allocation,
-#    cannot cut the link, fail back or start a trace; in admin_group it may;
+#    cannot cut the link, fail back, force a takeover or start a trace; in
+#    admin_group it may;
 #  - nobody gets no memfd, and cannot truncate the pool; in pointer_group it
 #    gets one, sealed, as root does, and the node keeps serving.
 . "$(dirname "$0")/lib.sh"
@@ -89,6 +90,7 @@ expect_refused "uid 65534 may not cut the partner link: only root, ftvmd's uid 0
 	"nobody's drill cut" as - "$FTVMCTL" --config "$WORK/a.conf" drill cut 1
 field_is a partner.link up || fail "the link went down after nobody's cut"
 nobody_refused a "may not fail back" failback
+nobody_refused a "uid 65534 may not force a takeover" takeover --force --yes
 nobody_refused a "may not start a trace" trace start "$WORK/nobody.trace"
 nobody_refused a "may not stop a trace" trace stop
 [ ! -e "$WORK/nobody.trace" ] || fail "nobody's trace was started"

@@ -3,7 +3,9 @@
  * resyncs a partner behind it; a partner at its own epoch that does not
  * serve (it took the epoch from a resync whose end never reached the
  * survivor) is moved behind by a new epoch and resynced, instead of both
- * waiting for ever; a partner at that epoch saying solo is left alone. The
+ * waiting for ever; a partner at that epoch saying solo is left alone; an
+ * operator's forced takeover is refused while the partner may live, and
+ * otherwise takes an epoch above the partner's and answers once done. The
  * real vmm, session and slots are tested in test_session, test_sbd and the
  * e2e failover tests. */
 #include <event2/event.h>
@@ -54,7 +56,7 @@ unsigned vmm_store_index(const struct vmm *v)
 	return 0;
 }
 
-int vmm_takeover(struct vmm *v, const char *partner, struct vmm_takeover *ret)
+int vmm_takeover(struct vmm *v, struct vmm_takeover *ret)
 {
 	memset(ret, 0, sizeof(*ret));
 	return 0;
@@ -151,6 +153,106 @@ static void link_up(struct ha *h, uint64_t epoch, int state)
 	ha_link_changed(h, true, "");
 }
 
+/* The fence thread's round: the partner's slot as given, silent for
+ * silent_ms; our own slot as ha last asked it to be written. */
+static void slot_round(uint32_t partner_state, uint64_t partner_epoch, uint64_t silent_ms)
+{
+	struct sbd_report report = { .own_written = true, .partner_valid = true };
+
+	report.round_ms = 1000000;
+	report.partner_changed_ms = report.round_ms - silent_ms;
+	report.own.state = slot_state;
+	report.own.epoch = slot_epoch;
+	snprintf(report.partner.node, sizeof(report.partner.node), "b");
+	report.partner.state = partner_state;
+	report.partner.epoch = partner_epoch;
+	slot_report(&report, slot_report_arg);
+}
+
+static int forced_result = -1;
+static char forced_reason[256];
+
+static void on_forced(bool ok, const char *reason, void *arg)
+{
+	forced_result = ok;
+	snprintf(forced_reason, sizeof(forced_reason), "%s", reason);
+}
+
+/* A node started at epoch 2 while its partner was away (starting: it did
+ * not serve last), the partner's slot at epoch 3. */
+static struct ha *start_waiting(struct event_base *base, const struct ftvm_config *config)
+{
+	struct ha *h;
+
+	fake_epoch = 2;
+	fake_was_solo = false;
+	fake_mode = VMM_MODE_OFFLINE;
+	forced_result = -1;
+	memset(&fake_link, 0, sizeof(fake_link));
+	if (ha_new(base, config, NULL, NULL, on_state, NULL, &h) < 0)
+		die("ha_new");
+	return h;
+}
+
+/* `ftvmctl takeover --force` (HA.md, "Forced takeover"). */
+static void test_forced_takeover(struct event_base *base, const struct ftvm_config *config)
+{
+	char why[320];
+	struct ha *h = start_waiting(base, config);
+
+	CHECK_INT("forced before the slots were read: refused", -EBUSY,
+		  ha_force_takeover(h, on_forced, NULL, why, sizeof(why)));
+	slot_round(SBD_STATE_SOLO, 3, 100);
+	CHECK_INT("forced while the partner's store heartbeat moves: refused", -EBUSY,
+		  ha_force_takeover(h, on_forced, NULL, why, sizeof(why)));
+	CHECK(strstr(why, "still for only 100 ms"), "the refusal says why: %s", why);
+	link_up(h, 3, STATE(SOLO));
+	slot_round(SBD_STATE_SOLO, 3, 600);
+	CHECK_INT("forced with the link up: refused", -EBUSY,
+		  ha_force_takeover(h, on_forced, NULL, why, sizeof(why)));
+	CHECK(strstr(why, "link to b is up"), "the refusal says why: %s", why);
+	fake_link.link_up = false;
+	ha_link_changed(h, false, "gone");
+	CHECK_INT("nothing changed meanwhile: epoch", 2, fake_epoch);
+	CHECK_INT("... state", STATE(STARTING), node_state);
+
+	CHECK_INT("forced, the partner silent for dead_after_ms: taken", 0,
+		  ha_force_takeover(h, on_forced, NULL, why, sizeof(why)));
+	CHECK_INT("... above the partner's epoch", 4, fake_epoch);
+	CHECK_INT("... our slot says solo first", STATE(SOLO), slot_state);
+	CHECK_INT("... and the epoch", 4, slot_epoch);
+	CHECK_INT("... not serving before the slot is written", VMM_MODE_OFFLINE, fake_mode);
+	CHECK_INT("... not answered yet", -1, forced_result);
+	CHECK_INT("a second one meanwhile: refused", -EBUSY,
+		  ha_force_takeover(h, on_forced, NULL, why, sizeof(why)));
+	slot_round(SBD_STATE_SOLO, 3, 700);
+	CHECK_INT("the slot written: answered, done", 1, forced_result);
+	CHECK_INT("... serving alone", STATE(SOLO), node_state);
+	CHECK_INT("... in solo mode", VMM_MODE_SOLO, fake_mode);
+	CHECK_INT("forced again while solo: refused", -EALREADY,
+		  ha_force_takeover(h, on_forced, NULL, why, sizeof(why)));
+	ha_free(h, true);
+
+	/* The partner's slot says stopped: no need to wait for its silence. */
+	h = start_waiting(base, config);
+	slot_round(SBD_STATE_STOPPED, 2, 0);
+	CHECK_INT("forced, the partner's slot says stopped: taken", 0,
+		  ha_force_takeover(h, on_forced, NULL, why, sizeof(why)));
+	/* ... but the partner comes back and takes over first. */
+	slot_round(SBD_STATE_SOLO, 5, 0);
+	CHECK_INT("the partner took a later epoch first: answered, not done", 0, forced_result);
+	CHECK_INT("... fenced", STATE(FENCED), node_state);
+	ha_free(h, true);
+
+	/* A node stopping with a forced takeover under way answers it. */
+	h = start_waiting(base, config);
+	slot_round(SBD_STATE_FENCED, 2, 0);
+	ha_force_takeover(h, on_forced, NULL, why, sizeof(why));
+	ha_free(h, true);
+	CHECK_INT("stopping meanwhile: answered, not done", 0, forced_result);
+	CHECK(strstr(forced_reason, "stopping"), "the answer says why: %s", forced_reason);
+}
+
 int main(void)
 {
 	struct ftvm_config config = { .id = "a", .heartbeat_ms = 100, .dead_after_ms = 500 };
@@ -197,6 +299,8 @@ int main(void)
 	CHECK_INT("a partner ahead of us: no resync", 0, resyncs_sent);
 	CHECK_INT("... we fenced ourselves", STATE(FENCED), node_state);
 	ha_free(h, true);
+
+	test_forced_takeover(base, &config);
 
 	event_base_free(base);
 	printf("%d checks, %d failed\n", checks, failures);
