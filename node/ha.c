@@ -194,10 +194,26 @@ static void on_resync_received(bool begin, int r, const char *reason, void *arg)
 		  (unsigned long long)vmm_epoch(h->vmm));
 }
 
+/* About to serve knowing that no partner holds what this node lost (HA.md,
+ * "Recovery"): its stale pages go back to the store's copy. Says how many
+ * in note, for the state's reason ("" when none). */
+static void recover(struct ha *h, const char *why, char *note, size_t len)
+{
+	int64_t n = vmm_recover_lost_pages(h->vmm, why);
+
+	note[0] = '\0';
+	if (n > 0)
+		snprintf(note, len, "; %lld pages went back to the store's copy (ftvmctl recovery)",
+			 (long long)n);
+	else if (n < 0)
+		snprintf(note, len, "; the recovery of lost pages failed: %s", strerror((int)-n));
+}
+
 /* The slot says our new epoch and solo: now, and only now, serve alone. */
 static void finish_takeover(struct ha *h)
 {
 	struct vmm_takeover t;
+	char note[128] = "";
 	int r;
 
 	if (h->last.partner_valid && h->last.partner.epoch >= h->takeover_epoch) {
@@ -205,6 +221,9 @@ static void finish_takeover(struct ha *h)
 		return;
 	}
 	h->takeover_epoch = 0;
+	/* The partner, gone for good, takes what only it held along. */
+	if (h->forced_done)
+		recover(h, "forced takeover", note, sizeof(note));
 	r = vmm_takeover(h->vmm, &t);
 	if (r < 0) {
 		fence(h, "the takeover failed in the page table");
@@ -216,11 +235,11 @@ static void finish_takeover(struct ha *h)
 	h->last_takeover_ms = clock_now_ms();
 	set_state(h, STATE(SOLO),
 		  "took over from %s at epoch %llu%s: %llu allocations adopted, %llu locks "
-		  "released, %llu dirty pages to destage",
+		  "released, %llu dirty pages to destage%s",
 		  h->taking_over, (unsigned long long)vmm_epoch(h->vmm),
 		  h->forced_done ? " (forced by an operator)" : "",
 		  (unsigned long long)t.allocations, (unsigned long long)t.locks_released,
-		  (unsigned long long)t.dirty_pages);
+		  (unsigned long long)t.dirty_pages, note);
 	forced_end(h, true, h->reason);
 	maybe_resync(h); /* the partner may be back already (a quick restart) */
 }
@@ -343,15 +362,18 @@ static void wait_for_partner(struct ha *h)
 static void resume(struct ha *h)
 {
 	const struct sbd_slot *p = &h->last.partner;
+	char note[128];
 
 	if (h->last.partner_valid && p->epoch > vmm_epoch(h->vmm)) {
 		wait_for_partner(h);
 		return;
 	}
+	/* What it held in memory alone went with the old process. */
+	recover(h, "restarted after serving alone", note, sizeof(note));
 	vmm_set_mode(h->vmm, h->config->solo_refuse ? VMM_MODE_SOLO_READ : VMM_MODE_SOLO,
 		     "ran alone before it stopped");
-	set_state(h, STATE(SOLO), "serving alone, as before the restart (epoch %llu)",
-		  (unsigned long long)vmm_epoch(h->vmm));
+	set_state(h, STATE(SOLO), "serving alone, as before the restart (epoch %llu)%s",
+		  (unsigned long long)vmm_epoch(h->vmm), note);
 	maybe_resync(h);
 }
 
@@ -418,6 +440,7 @@ static void link_up(struct ha *h)
 {
 	struct repl_session_stats st;
 	uint64_t epoch = vmm_epoch(h->vmm);
+	char note[128] = "";
 
 	repl_session_get_stats(h->session, &st);
 	if (st.partner_epoch > epoch) {
@@ -453,10 +476,15 @@ static void link_up(struct ha *h)
 			  st.partner_id, codec_node_state_name(st.partner_state));
 		return;
 	}
+	/* Both new processes at one epoch, neither served alone: both lost
+	 * their memory, so a version newer than the store is nowhere. Each
+	 * settles the same pages on the same store. */
+	if (h->state == STATE(STARTING) && st.partner_state == STATE(STARTING))
+		recover(h, "both nodes restarted", note, sizeof(note));
 	h->deciding = false;
 	vmm_set_mode(h->vmm, VMM_MODE_MIRRORED, "partner linked");
-	set_state(h, STATE(ACTIVE), "partner %s linked at epoch %llu", st.partner_id,
-		  (unsigned long long)epoch);
+	set_state(h, STATE(ACTIVE), "partner %s linked at epoch %llu%s", st.partner_id,
+		  (unsigned long long)epoch, note);
 }
 
 void ha_link_changed(struct ha *h, bool up, const char *reason)

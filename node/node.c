@@ -284,6 +284,7 @@ static void reply_status(struct node *n, struct client_call *call)
 	st.journal_rows = counts.journal_rows;
 	st.journal_limit = n->config->journal_limit;
 	st.journal_given_up = counts.journal_given_up;
+	vmm_recovered_summary(n->vmm, &st.recovered_pages, &st.recovered_last_at_ms);
 	st.pages_one_sided = counts.pages_one_sided;
 	st.pages_inline = counts.pages_inline;
 	st.landings_adopted = counts.landings_adopted;
@@ -413,6 +414,9 @@ static void on_client_request(struct client_call *call, const ClientRequest *req
 		break;
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_TAKEOVER:
 		reply_takeover(n, call, req->takeover);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_RECOVERY:
+		vmm_reply_recovery(n->vmm, call, req->recovery);
 		break;
 	default:
 		vmm_client_request(n->vmm, call, req);

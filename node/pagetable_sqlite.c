@@ -111,6 +111,11 @@ static const struct migration {
 	 * and root may still act on them, nobody else could tell them apart. */
 	{ "record the client uid each allocation belongs to",
 	  "ALTER TABLE allocations ADD COLUMN uid INTEGER NOT NULL DEFAULT 0;" },
+	/* No foreign key: the report outlives the allocation. */
+	{ "list the pages that went back to an older version (node/HA.md, \"Recovery\")",
+	  "CREATE TABLE recovered(id INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL,"
+	  " guid TEXT NOT NULL, page INTEGER NOT NULL, from_version INTEGER NOT NULL,"
+	  " to_version INTEGER NOT NULL, why TEXT NOT NULL);" },
 };
 
 #define SCHEMA_VERSION ((int64_t)ARRAY_SIZE(migrations))
@@ -140,6 +145,10 @@ enum stmt {
 	ST_JOURNAL_GUIDS_AFTER,
 	ST_ALLOC_SELECT,
 	ST_PAGE_SELECT,
+	ST_RECOVERED_INSERT,
+	ST_RECOVERED_SELECT,
+	ST_RECOVERED_NEWEST,
+	ST_RECOVERED_COUNT,
 	ST__MAX
 };
 
@@ -190,6 +199,13 @@ static const char *const stmt_sql[ST__MAX] = {
 			    " store_offset, uid FROM allocations ORDER BY guid",
 	[ST_PAGE_SELECT] = "SELECT page, version, crc32c, dirty FROM pages WHERE guid = ?1"
 			   " ORDER BY page",
+	[ST_RECOVERED_INSERT] = "INSERT INTO recovered(at_ms, guid, page, from_version,"
+				" to_version, why) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	[ST_RECOVERED_SELECT] = "SELECT id, at_ms, guid, page, from_version, to_version, why"
+				" FROM recovered WHERE id > ?1 ORDER BY id LIMIT ?2",
+	[ST_RECOVERED_NEWEST] = "SELECT id, at_ms, guid, page, from_version, to_version, why"
+				" FROM recovered ORDER BY id DESC LIMIT ?2",
+	[ST_RECOVERED_COUNT] = "SELECT count(*) FROM recovered",
 };
 
 /* Numbers below durable may have been handed out, and meta says so on disk;
@@ -1141,6 +1157,62 @@ uint64_t pagetable_journal_count(struct pagetable *pt)
 	int64_t n;
 
 	return run_int(pt, ST_JOURNAL_COUNT, "count the journal", &n) < 0 ? 0 : (uint64_t)n;
+}
+
+int pagetable_recovered_add(struct pagetable *pt, const struct pt_recovered *rec)
+{
+	sqlite3_stmt *st = pt->stmt[ST_RECOVERED_INSERT];
+	int rc, r;
+
+	if (!rec || empty(rec->guid) || !rec->why)
+		return fail(pt, -EINVAL, "recovered: no guid or no reason");
+	r = begin(pt);
+	if (r < 0)
+		return r;
+	rc = bind_u64(st, 1, rec->at_ms);
+	rc = rc ?: bind_text(st, 2, rec->guid);
+	rc = rc ?: bind_u64(st, 3, rec->page);
+	rc = rc ?: bind_u64(st, 4, rec->from_version);
+	rc = rc ?: bind_u64(st, 5, rec->to_version);
+	rc = rc ?: bind_text(st, 6, rec->why);
+	return run_change(pt, st, rc, "note the recovery of", rec->guid);
+}
+
+int pagetable_recovered_list(struct pagetable *pt, uint64_t after, unsigned limit, bool newest,
+			     int (*cb)(const struct pt_recovered *rec, void *arg), void *arg)
+{
+	sqlite3_stmt *st = pt->stmt[newest ? ST_RECOVERED_NEWEST : ST_RECOVERED_SELECT];
+	int rc, r = 0;
+
+	rc = newest ? SQLITE_OK : bind_u64(st, 1, after);
+	rc = rc ?: sqlite3_bind_int64(st, 2, limit);
+	if (rc != SQLITE_OK)
+		return bind_check(pt, st, rc, "recovered pages");
+	while (r >= 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct pt_recovered rec = {
+			.id = (uint64_t)sqlite3_column_int64(st, 0),
+			.at_ms = (uint64_t)sqlite3_column_int64(st, 1),
+			.guid = (const char *)sqlite3_column_text(st, 2),
+			.page = (uint64_t)sqlite3_column_int64(st, 3),
+			.from_version = (uint64_t)sqlite3_column_int64(st, 4),
+			.to_version = (uint64_t)sqlite3_column_int64(st, 5),
+			.why = (const char *)sqlite3_column_text(st, 6),
+		};
+
+		r = cb(&rec, arg);
+	}
+	if (r >= 0 && rc != SQLITE_DONE && rc != SQLITE_ROW)
+		r = sql_fail(pt, rc, "recovered pages");
+	done(st);
+	return r < 0 ? r : 0;
+}
+
+uint64_t pagetable_recovered_count(struct pagetable *pt)
+{
+	int64_t n;
+
+	return run_int(pt, ST_RECOVERED_COUNT, "count the recovered pages", &n) < 0 ? 0
+										    : (uint64_t)n;
 }
 
 static int load_pages(struct pagetable *pt, const struct pt_alloc *a,

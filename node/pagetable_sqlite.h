@@ -239,3 +239,23 @@ int pagetable_journal_guids_after(struct pagetable *pt, const char *self, uint64
 
 /* Rows in the journal (for tests and status; counts them). */
 uint64_t pagetable_journal_count(struct pagetable *pt);
+
+/* A page that went back to an older version because no node held its newer
+ * ones (node/HA.md, "Recovery"): kept for the operator, in the open
+ * transaction, for as long as the page table lives. */
+struct pt_recovered {
+	uint64_t id;	/* in the order they were noted (set by the table) */
+	uint64_t at_ms; /* wall clock, ms since the epoch */
+	const char *guid;
+	uint64_t page;
+	uint64_t from_version, to_version;
+	const char *why; /* the occasion: "forced takeover", ... */
+};
+
+int pagetable_recovered_add(struct pagetable *pt, const struct pt_recovered *rec);
+/* cb for each noted page: with newest, the last limit of them, newest first;
+ * otherwise up to limit with an id above after, in order. A negative cb
+ * return stops and is returned. */
+int pagetable_recovered_list(struct pagetable *pt, uint64_t after, unsigned limit, bool newest,
+			     int (*cb)(const struct pt_recovered *rec, void *arg), void *arg);
+uint64_t pagetable_recovered_count(struct pagetable *pt);

@@ -132,6 +132,18 @@ unsigned vmm_store_index(const struct vmm *v);
  * dirty pages for destage here. Done in one event-loop turn. */
 int vmm_takeover(struct vmm *v, struct vmm_takeover *ret);
 
+/* Recovery (vmm_recovery.c; node/HA.md, "Recovery"): this node is about to
+ * serve knowing that no node holds the newer versions of its stale pages
+ * (why says the occasion): each goes back to the store's copy, journalled and
+ * noted for `ftvmctl recovery`. Returns the pages that went back (0: none
+ * were stale), or -errno. */
+int64_t vmm_recover_lost_pages(struct vmm *v, const char *why);
+/* The pages noted so far, and when the last went (wall clock, ms; 0: none). */
+void vmm_recovered_summary(struct vmm *v, uint64_t *ret_pages, uint64_t *ret_last_at_ms);
+/* Answers `ftvmctl recovery` from the page table, in any mode. */
+void vmm_reply_recovery(struct vmm *v, struct client_call *call,
+			const Ftvm__Client__RecoveryRequest *req);
+
 /* Resync (vmm_resync.c). The survivor sends everything it holds to a partner
  * that is behind, and mirrors every change from then on; done runs once the
  * partner answered it all (status 0) or failed (a Status, with the reason). */

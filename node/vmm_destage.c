@@ -303,23 +303,33 @@ static void take_record(struct vmm_alloc *a, uint64_t i, const struct store_page
 		    (unsigned long long)p->version, p->crc32c);
 }
 
-static void read_records(struct vmm *v, struct vmm_alloc *a)
+struct store_page_record *vmm_store_read_records(struct vmm *v, const struct vmm_alloc *a)
 {
 	struct store_page_record *rec = calloc(a->pages, sizeof(*rec));
 	int r = 0;
 
 	if (!rec) {
 		log_warning("%s: out of memory to read its records from the store", a->guid);
-		return;
+		return NULL;
 	}
 	if (store_queue_read(v->store_queue, rec, a->pages * sizeof(*rec),
 			     store_record_offset(a->store_offset, 0), on_sync_done, &r) < 0)
 		r = -EIO;
 	store_queue_drain(v->store_queue);
-	if (r < 0)
+	if (r < 0) {
 		log_warning("%s: cannot read its records from the store: %s", a->guid,
 			    strerror(-r));
-	for (uint64_t i = 0; r == 0 && i < a->pages; i++)
+		free(rec);
+		return NULL;
+	}
+	return rec;
+}
+
+static void read_records(struct vmm *v, struct vmm_alloc *a)
+{
+	struct store_page_record *rec = vmm_store_read_records(v, a);
+
+	for (uint64_t i = 0; rec && i < a->pages; i++)
 		take_record(a, i, &rec[i]);
 	free(rec);
 }

@@ -384,6 +384,10 @@ void vmm_store_close(struct vmm *v);
 /* At start: takes from the store's records the version and CRC-32C of every
  * page it holds; pages stay non-resident. */
 void vmm_store_page_in(struct vmm *v);
+/* The store's record of each of a's pages (a->pages of them, to free), read
+ * at once (the store queue drained); NULL, logged, when it cannot be. */
+struct store_page_record;
+struct store_page_record *vmm_store_read_records(struct vmm *v, const struct vmm_alloc *a);
 /* This node's partition: bytes free for new extents, and its length. */
 void vmm_store_space(struct vmm *v, uint64_t *ret_free, uint64_t *ret_total);
 /* a's extent is new (it may hold an older allocation's records): its records

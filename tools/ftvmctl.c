@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -350,6 +351,72 @@ static const char *or_unknown(const char *s)
 	return s[0] ? s : "unknown";
 }
 
+/* The newest pages gone back to the store's copy that status shows. */
+#define RECOVERY_IN_STATUS 16
+/* Pages asked for per call by `ftvmctl recovery` (the node sends 4096). */
+#define RECOVERY_BATCH 4096
+
+/* ms since the epoch as UTC, e.g. 2026-11-27T19:40:01.123Z. */
+static void format_wall_clock(char *buf, size_t len, uint64_t ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (!gmtime_r(&t, &tm) || !strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm)) {
+		snprintf(buf, len, "%" PRIu64 " ms", ms);
+		return;
+	}
+	snprintf(buf + strlen(buf), len - strlen(buf), ".%03uZ", (unsigned)(ms % 1000));
+}
+
+static json_object *recovered_json(const struct ftvm_recovered *rec)
+{
+	json_object *o = json_object_new_object();
+
+	if (!o)
+		return NULL;
+	add_uint64(o, "id", rec->id);
+	add_uint64(o, "at_ms", rec->at_ms);
+	json_object_object_add(o, "guid", json_object_new_string(rec->guid));
+	add_uint64(o, "page", rec->page);
+	add_uint64(o, "from_version", rec->from_version);
+	add_uint64(o, "to_version", rec->to_version);
+	json_object_object_add(o, "why", json_object_new_string(rec->why));
+	return o;
+}
+
+static void recovered_print_text(const struct ftvm_recovered *rec)
+{
+	char at[64];
+
+	format_wall_clock(at, sizeof(at), rec->at_ms);
+	printf("%s %s page %" PRIu64 ": version %" PRIu64 " lost, back to %" PRIu64 " (%s)\n", at,
+	       rec->guid, rec->page, rec->from_version, rec->to_version, rec->why);
+}
+
+/* status's "recovery": the count, the last time, the newest few. */
+static json_object *status_recovery_json(struct ftvm_client *c, const struct ftvm_node_status *st)
+{
+	struct ftvm_recovered rec[RECOVERY_IN_STATUS];
+	json_object *o = json_object_new_object(), *list = json_object_new_array();
+	size_t n = 0;
+
+	if (!o || !list) {
+		json_object_put(o);
+		json_object_put(list);
+		return NULL;
+	}
+	add_uint64(o, "pages", st->recovered_pages);
+	add_uint64(o, "last_at_ms", st->recovered_last_at_ms);
+	if (st->recovered_pages &&
+	    ftvm_recovery_list(c, 0, true, rec, RECOVERY_IN_STATUS, &n, NULL) < 0)
+		n = 0;
+	for (size_t i = 0; i < n; i++)
+		json_object_array_add(list, recovered_json(&rec[i]));
+	json_object_object_add(o, "list", list);
+	return o;
+}
+
 static void status_print_text(const struct ftvm_node_status *st)
 {
 	bool up = strcmp(st->partner_link, "up") == 0;
@@ -407,6 +474,14 @@ static void status_print_text(const struct ftvm_node_status *st)
 	       st->journal_limit,
 	       st->journal_given_up ? "; passed while the partner was away: its next resync is full"
 				    : "");
+	if (st->recovered_pages) {
+		char at[64];
+
+		format_wall_clock(at, sizeof(at), st->recovered_last_at_ms);
+		printf("recovery: %" PRIu64 " pages went back to the store's copy, their newer "
+		       "versions lost; the last at %s (`ftvmctl recovery` lists them)\n",
+		       st->recovered_pages, at);
+	}
 	if (st->loop_pauses)
 		printf("event loop: %" PRIu64
 		       " pauses longer than heartbeat_ms, the longest %" PRIu64 " ms\n",
@@ -437,7 +512,7 @@ static void status_print_text(const struct ftvm_node_status *st)
 	       st->staging_allocated);
 }
 
-static int status_print_json(const struct ftvm_node_status *st)
+static int status_print_json(struct ftvm_client *c, const struct ftvm_node_status *st)
 {
 	json_object *o = json_object_new_object();
 	json_object *partner = json_object_new_object();
@@ -547,6 +622,7 @@ static int status_print_json(const struct ftvm_node_status *st)
 	add_uint64(pagetable, "wal_frames_peak", st->pagetable_wal_frames_peak);
 	add_uint64(pagetable, "wal_checkpoint_frames", st->pagetable_wal_checkpoint_frames);
 	json_object_object_add(o, "pagetable", pagetable);
+	json_object_object_add(o, "recovery", status_recovery_json(c, st));
 
 	print_json(o);
 	json_object_put(o);
@@ -571,7 +647,7 @@ static int cmd_status(struct ctl *ctl, int argc, char **argv)
 		goto out;
 	}
 	if (ctl->json) {
-		r = status_print_json(&st);
+		r = status_print_json(c, &st);
 	} else {
 		status_print_text(&st);
 		r = EXIT_DONE;
@@ -1444,6 +1520,59 @@ static int cmd_keygen(struct ctl *ctl, int argc, char **argv)
 	return EXIT_DONE;
 }
 
+static int cmd_recovery(struct ctl *ctl, int argc, char **argv)
+{
+	struct ftvm_recovered *rec = calloc(RECOVERY_BATCH, sizeof(*rec));
+	json_object *list = ctl->json ? json_object_new_array() : NULL;
+	struct ftvm_client *c = NULL;
+	const char *path;
+	uint64_t after = 0, total = 0;
+	size_t n;
+	int r;
+
+	if (argc != 0) {
+		free(rec);
+		json_object_put(list);
+		return command_usage_error("recovery", "takes no arguments (got '%s')", argv[0]);
+	}
+	if (!rec || (ctl->json && !list)) {
+		free(rec);
+		json_object_put(list);
+		return out_of_memory();
+	}
+	r = ctl_connect(ctl, &c, &path);
+	if (r != EXIT_DONE)
+		goto out;
+	do {
+		r = ftvm_recovery_list(c, after, false, rec, RECOVERY_BATCH, &n, &total);
+		if (r < 0) {
+			r = call_failed(c, path, "recovery", r);
+			goto out;
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (list)
+				json_object_array_add(list, recovered_json(&rec[i]));
+			else
+				recovered_print_text(&rec[i]);
+		}
+		if (n)
+			after = rec[n - 1].id;
+	} while (n == RECOVERY_BATCH);
+	if (list) {
+		r = print_json_put(list);
+		list = NULL;
+	} else {
+		if (!total)
+			printf("no page went back to an older version\n");
+		r = EXIT_DONE;
+	}
+out:
+	json_object_put(list);
+	ftvm_disconnect(c);
+	free(rec);
+	return r;
+}
+
 static int cmd_takeover(struct ctl *ctl, int argc, char **argv)
 {
 	struct ftvm_node_status st;
@@ -1740,6 +1869,22 @@ static const struct command commands[] = {
 				{},
 			},
 		.run = cmd_trace,
+	},
+	{
+		.name = "recovery",
+		.args = "",
+		.summary = "pages that went back to the store's copy, their newer versions lost",
+		.help = "Lists the pages this node's page table notes as gone back to the store's\n"
+			"copy because no node held their newer versions any more: after both nodes\n"
+			"were killed at once, after a node that served alone was killed, and at a\n"
+			"forced takeover (node/HA.md, \"Recovery\"). One line each, oldest first:\n"
+			"  TIME GUID page P: version V lost, back to W (OCCASION)\n"
+			"where W is the store's version (0: zeroes). Works in any state of the\n"
+			"node; the list outlives restarts. status counts them under recovery.\n"
+			"\n"
+			"With --json prints an array of\n"
+			"  {\"id\",\"at_ms\",\"guid\",\"page\",\"from_version\",\"to_version\",\"why\"}\n",
+		.run = cmd_recovery,
 	},
 	{
 		.name = "takeover",

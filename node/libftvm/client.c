@@ -610,6 +610,8 @@ static void status_from_reply(const Ftvm__Client__StatusReply *s, struct ftvm_no
 	ret->journal_rows = s->journal_rows;
 	ret->journal_limit = s->journal_limit;
 	ret->journal_given_up = s->journal_given_up;
+	ret->recovered_pages = s->recovered_pages;
+	ret->recovered_last_at_ms = s->recovered_last_at_ms;
 	ret->pages_one_sided = s->pages_one_sided;
 	ret->pages_inline = s->pages_inline;
 	ret->landings_adopted = s->landings_adopted;
@@ -1506,6 +1508,45 @@ int ftvm_failback(struct ftvm_client *c, uint64_t *ret_handed_back, uint64_t *re
 		*ret_handed_back = reply->failback->handed_back;
 	if (ret_busy)
 		*ret_busy = reply->failback->busy;
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return 0;
+}
+
+int ftvm_recovery_list(struct ftvm_client *c, uint64_t after, bool newest,
+		       struct ftvm_recovered *ret, size_t max, size_t *ret_n, uint64_t *ret_total)
+{
+	Ftvm__Client__RecoveryRequest rr = FTVM__CLIENT__RECOVERY_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	Reply *reply = NULL;
+	size_t n;
+	int r;
+
+	if (!ret || !max || !ret_n)
+		return -EINVAL;
+	rr.after = after;
+	rr.limit = max > UINT32_MAX ? UINT32_MAX : (uint32_t)max;
+	rr.newest = newest;
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_RECOVERY;
+	req.recovery = &rr;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_RECOVERY, &reply);
+	if (r < 0)
+		return r;
+	n = reply->recovery->n_pages < max ? reply->recovery->n_pages : max;
+	for (size_t i = 0; i < n; i++) {
+		const Ftvm__Client__RecoveredPage *p = reply->recovery->pages[i];
+
+		memset(&ret[i], 0, sizeof(ret[i]));
+		ret[i].id = p->id;
+		ret[i].at_ms = p->at_ms;
+		copy_str(ret[i].guid, sizeof(ret[i].guid), p->guid);
+		ret[i].page = p->page;
+		ret[i].from_version = p->from_version;
+		ret[i].to_version = p->to_version;
+		copy_str(ret[i].why, sizeof(ret[i].why), p->why);
+	}
+	*ret_n = n;
+	if (ret_total)
+		*ret_total = reply->recovery->total;
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	return 0;
 }

@@ -262,8 +262,10 @@ struct ftvm_node_status {
 	char partner_auth[8];		  /**< "key" ([node] key_file) or "none" (loopback only) */
 	uint64_t partner_auth_failures;	  /**< connections that did not prove the key */
 	uint64_t partner_address_refused; /**< connections from another address than the partner */
-	uint64_t journal_limit; /**< [failover] journal_limit: rows kept for a partner away */
-	bool journal_given_up;	/**< past it: the partner's next resync is full */
+	uint64_t journal_limit;	  /**< [failover] journal_limit: rows kept for a partner away */
+	bool journal_given_up;	  /**< past it: the partner's next resync is full */
+	uint64_t recovered_pages; /**< pages that went back to the store's copy (HA.md) */
+	uint64_t recovered_last_at_ms; /**< when the last went: ms since the epoch, 0: none */
 };
 
 /**
@@ -483,6 +485,36 @@ FTVM_EXPORT int ftvm_drill_cut_link(struct ftvm_client *c, uint32_t ms);
  *         serves alone), and the conventions above.
  */
 FTVM_EXPORT int ftvm_failback(struct ftvm_client *c, uint64_t *ret_handed_back, uint64_t *ret_busy);
+
+/** A page that went back to the store's copy because no node held its newer
+ *  versions any more (`ftvmctl recovery`; node/HA.md, "Recovery"). */
+struct ftvm_recovered {
+	uint64_t id;		  /**< in the order the node noted them, from 1 */
+	uint64_t at_ms;		  /**< when: wall clock, ms since the epoch */
+	char guid[FTVM_GUID_MAX]; /**< the allocation (it may be freed since) */
+	uint64_t page;
+	uint64_t from_version; /**< the version lost */
+	uint64_t to_version;   /**< the store's, served since (0: zeroes) */
+	char why[64];	       /**< the occasion, e.g. "both nodes restarted" */
+};
+
+/**
+ * @brief Lists the pages the node's page table notes as gone back to the
+ *        store's copy (`ftvmctl recovery`), in any state of the node.
+ *
+ * @param c a connected client.
+ * @param after with @p newest false, the pages whose id is above it, in
+ *        order: pass the last id got to go on; 0 from the first.
+ * @param newest the last @p max noted, newest first (@p after is ignored).
+ * @param[out] ret up to @p max entries (the node sends at most 4096 a call).
+ * @param[out] ret_n entries filled in.
+ * @param[out] ret_total pages noted in all, or NULL.
+ * @return 0, or -errno (the conventions above); -EINVAL without @p ret,
+ *         @p max or @p ret_n.
+ */
+FTVM_EXPORT int ftvm_recovery_list(struct ftvm_client *c, uint64_t after, bool newest,
+				   struct ftvm_recovered *ret, size_t max, size_t *ret_n,
+				   uint64_t *ret_total);
 
 /**
  * @brief Makes the node serve alone although its partner may hold newer

@@ -62,6 +62,11 @@ int vmm_takeover(struct vmm *v, struct vmm_takeover *ret)
 	return 0;
 }
 
+int64_t vmm_recover_lost_pages(struct vmm *v, const char *why)
+{
+	return 0;
+}
+
 void vmm_set_resync_observer(struct vmm *v, vmm_resync_observer_fn fn, void *arg)
 {
 }

@@ -672,7 +672,7 @@ static void test_wal_and_cascade(void)
 	raw_query(db, "SELECT count(*) FROM pages WHERE guid = 'c'", buf, sizeof(buf));
 	CHECK_STR("page rows of c", "4", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version", "5", buf);
+	CHECK_STR("schema_version", "6", buf);
 	sqlite3_close(db);
 
 	pt = open_or_die(path);
@@ -1039,7 +1039,7 @@ static void test_migration_from_v1(void)
 	pagetable_close(pt);
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version after the migration", "5", buf);
+	CHECK_STR("schema_version after the migration", "6", buf);
 	sqlite3_close(db);
 }
 
@@ -1106,7 +1106,7 @@ static void test_migration_from_v2(void)
 
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version after the migration", "5", buf);
+	CHECK_STR("schema_version after the migration", "6", buf);
 	raw_query(db, "SELECT count(*) FROM journal WHERE seq IS NULL", buf, sizeof(buf));
 	CHECK_STR("old rows without a seq", "5", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'folded_seq'", buf, sizeof(buf));
@@ -1135,18 +1135,18 @@ static void test_refused_files(void)
 	pt = open_or_die(path);
 	pagetable_close(pt);
 	db = raw_open(path);
-	raw_exec(db, "UPDATE meta SET value = 6 WHERE key = 'schema_version'");
+	raw_exec(db, "UPDATE meta SET value = 7 WHERE key = 'schema_version'");
 	sqlite3_close(db);
 	pt = (struct pagetable *)&pt; /* must come back NULL */
 	r = pagetable_open(path, false, &pt);
 	CHECK_INT("open a newer schema", -EPROTONOSUPPORT, r);
 	CHECK(pt == NULL, "no table comes back with an error");
-	CHECK(strstr(pagetable_last_error(NULL), "schema version is 6") &&
-		      strstr(pagetable_last_error(NULL), "up to 5"),
+	CHECK(strstr(pagetable_last_error(NULL), "schema version is 7") &&
+		      strstr(pagetable_last_error(NULL), "up to 6"),
 	      "the reason names both versions: \"%s\"", pagetable_last_error(NULL));
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version left as it was", "6", buf);
+	CHECK_STR("schema_version left as it was", "7", buf);
 	sqlite3_close(db);
 
 	/* Not SQLite at all. */
@@ -1786,6 +1786,74 @@ static void bench(bool synchronous_full)
 
 /* ---- Setup ---------------------------------------------------------------- */
 
+/* What pagetable_recovered_list() hands back, as text. */
+static int note_recovered(const struct pt_recovered *rec, void *arg)
+{
+	char *out = arg;
+	size_t len = strlen(out);
+
+	snprintf(out + len, 512 - len, "%s/%" PRIu64 ":%" PRIu64 "->%" PRIu64 "@%" PRIu64 "(%s);",
+		 rec->guid, rec->page, rec->from_version, rec->to_version, rec->at_ms, rec->why);
+	return 0;
+}
+
+/* The pages that went back (node/HA.md, "Recovery") are kept across a
+ * reopen and after their allocation is freed, listed in order from an id
+ * or newest first. */
+static void test_recovered(void)
+{
+	struct pt_recovered rec = { .at_ms = 1700000000000ull, .why = "forced takeover" };
+	struct pt_alloc a = { .guid = "a-1",
+			      .home = "node-a",
+			      .owner = "node-a",
+			      .policy = "default",
+			      .size = 16384,
+			      .block_size = 4096,
+			      .pages = 4 };
+	char path[300], out[512] = "";
+	struct pagetable *pt;
+	struct pt_origin o;
+
+	path_in_dir(path, sizeof(path), "recovered.db");
+	pt = open_or_die(path);
+	CHECK_INT("none at first", 0, pagetable_recovered_count(pt));
+	o = own(pt);
+	CHECK_OK("put a-1", pagetable_alloc_put(pt, &a, 7, &o));
+	for (uint64_t page = 0; page < 3; page++) {
+		rec.guid = "a-1";
+		rec.page = page;
+		rec.from_version = 10 + page;
+		rec.to_version = page;
+		CHECK_INT("noted", 0, pagetable_recovered_add(pt, &rec));
+	}
+	CHECK_INT("a row without a guid", -EINVAL,
+		  pagetable_recovered_add(pt, &(struct pt_recovered){ .why = "x" }));
+	o = own(pt);
+	CHECK_OK("free the allocation", pagetable_alloc_delete(pt, "a-1", &o));
+	CHECK_INT("commit", 0, pagetable_commit(pt));
+	pagetable_close(pt);
+
+	pt = open_or_die(path);
+	CHECK_INT("kept across a reopen and the free", 3, pagetable_recovered_count(pt));
+	CHECK_INT("list", 0, pagetable_recovered_list(pt, 0, 10, false, note_recovered, out));
+	CHECK_STR("in order",
+		  "a-1/0:10->0@1700000000000(forced takeover);"
+		  "a-1/1:11->1@1700000000000(forced takeover);"
+		  "a-1/2:12->2@1700000000000(forced takeover);",
+		  out);
+	out[0] = '\0';
+	CHECK_INT("list after id 1, 1 of them", 0,
+		  pagetable_recovered_list(pt, 1, 1, false, note_recovered, out));
+	CHECK_STR("from the id on", "a-1/1:11->1@1700000000000(forced takeover);", out);
+	out[0] = '\0';
+	CHECK_INT("the newest 2", 0, pagetable_recovered_list(pt, 0, 2, true, note_recovered, out));
+	CHECK_STR("newest first",
+		  "a-1/2:12->2@1700000000000(forced takeover);"
+		  "a-1/1:11->1@1700000000000(forced takeover);",
+		  out);
+	pagetable_close(pt);
+}
+
 int main(void)
 {
 	rng_seed(0x9a6e7ab1u);
@@ -1814,6 +1882,7 @@ int main(void)
 	test_fold_before_trim();
 	test_page_put_unknown();
 	test_fold_when_asked();
+	test_recovered();
 	bench(false);
 	bench(true);
 

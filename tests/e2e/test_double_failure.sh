@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Both nodes killed at once under writers (node/HA.md, "Recovery"): the
+# pages written since the last destage round were in the two nodes' memory
+# alone and are lost with them. When both come back, each settles those
+# pages on the store's copy and says which went back, from which version to
+# which: in its log, in status (recovery), and in `ftvmctl recovery`. Every
+# page then reads on both nodes, verify is equal, and the report is checked
+# against the writers' own log of what was acknowledged:
+#  - a page whose content is older than its last acknowledged version is in
+#    the report, gone back to the version it now holds;
+#  - every page in the report went back from a newer version to the one it
+#    holds now, and that one was acknowledged.
+# The writers keep each page's content equal to its version ("P K": the
+# K-th write of page P), so a read tells which version a page holds.
+. "$(dirname "$0")/lib.sh"
+
+PAGES=8
+start_pair
+ga=$(ctl a alloc --size $((PAGES * 4))K)
+gb=$(ctl b alloc --size $((PAGES * 4))K)
+
+# version ID GUID PAGE: the version page PAGE holds, read through ID.
+version() {
+	local head
+	ctl "$1" read "$2" "$3" >"$WORK/read.$1" || fail "$1 cannot read $2 page $3: $(ctl "$1" read "$2" "$3" 2>&1 >/dev/null)"
+	head=$(head -c 15 "$WORK/read.$1" | tr -d '\0')
+	[ -n "$head" ] || { echo 0; return; }
+	set -- $head
+	echo "$2"
+}
+
+# writer ID GUID [N PID...]: rewrites pages 0..PAGES-1 of GUID through ID in
+# turn, each with its next version, until a write fails; logs "PAGE VERSION"
+# per ack. With N, it kills PIDs with SIGKILL right after its N-th ack: the
+# page it wrote last is then in both nodes' memory alone (its destage comes
+# 50 ms after the write), whatever the host's speed.
+writer() {
+	local id=$1 g=$2 kill_at=${3:-0} p k n=0
+	local -a ver
+	shift 3 || shift $#
+	for ((p = 0; p < PAGES; p++)); do ver[p]=$(version "$id" "$g" "$p"); done
+	while :; do
+		for ((p = 0; p < PAGES; p++)); do
+			k=$((ver[p] + 1))
+			head -c 4096 < <(yes "$p $k") >"$WORK/data.$id"
+			ctl "$id" write "$g" "$p" --file "$WORK/data.$id" >/dev/null 2>&1 || return 0
+			ver[p]=$k
+			echo "$p $k" >>"$WORK/acked.$id"
+			if [ $((++n)) = "$kill_at" ]; then
+				kill -9 "$@"
+				return 0
+			fi
+		done
+	done
+}
+
+: >"$WORK/acked.a"
+: >"$WORK/acked.b"
+# kill_both_under_writers: both writers run; b's kills both nodes at once
+# after its 5 x PAGES-th write.
+kill_both_under_writers() {
+	local wa
+	writer a "$ga" &
+	wa=$!
+	writer b "$gb" $((PAGES * 5)) "${PIDS[a]}" "${PIDS[b]}"
+	wait "$wa" 2>/dev/null || true
+	wait "${PIDS[a]}" "${PIDS[b]}" 2>/dev/null || true
+	unset "PIDS[a]" "PIDS[b]"
+}
+
+kill_both_under_writers
+ok "both nodes killed at once, $(wc -l <"$WORK/acked.a") and $(wc -l <"$WORK/acked.b") writes acknowledged"
+start_node a
+start_node b
+wait_for 10000 "pair back" pair_up
+[ "$(status_field a epoch)" = "$(status_field b epoch)" ] || fail "epochs differ"
+
+ctl a --json recovery >"$WORK/recovery.a.json"
+ctl b --json recovery >"$WORK/recovery.b.json"
+n=$(jq length "$WORK/recovery.a.json")
+[ "$n" -gt 0 ] || fail "no page went back: b's last write was destaged before the kill?"
+[ "$(jq -c 'map([.guid, .page, .from_version, .to_version])' "$WORK/recovery.a.json")" = \
+	"$(jq -c 'map([.guid, .page, .from_version, .to_version])' "$WORK/recovery.b.json")" ] ||
+	fail "the nodes' reports differ: a $(jq -c . "$WORK/recovery.a.json"), b $(jq -c . "$WORK/recovery.b.json")"
+jq -e 'all(.why == "both nodes restarted")' "$WORK/recovery.a.json" >/dev/null || fail "occasion: $(jq -c 'map(.why)' "$WORK/recovery.a.json")"
+[ "$(status_field a recovery.pages)" = "$n" ] || fail "a's status says $(status_field a recovery.pages) pages, recovery lists $n"
+[ "$(status_field b recovery.list | jq length)" = "$((n < 16 ? n : 16))" ] || fail "b's status lists $(status_field b recovery.list)"
+grep -q "recovery (both nodes restarted): $n pages of .* allocations went back to the store's copy" "$WORK/a.log" ||
+	fail "a's log does not report the recovery: $(grep -i recover "$WORK/a.log" | tail -3)"
+ctl a recovery | grep -q "page .*: version [0-9]* lost, back to [0-9]* (both nodes restarted)" ||
+	fail "ftvmctl recovery printed: $(ctl a recovery | head -3)"
+ok "both nodes report the same $n pages gone back (log, status, ftvmctl recovery)"
+
+# The report against the writers' log.
+for id in a b; do
+	g=$([ "$id" = a ] && echo "$ga" || echo "$gb")
+	for ((p = 0; p < PAGES; p++)); do
+		acked=$(awk -v p="$p" '$1 == p { k = $2 } END { print k + 0 }' "$WORK/acked.$id")
+		now=$(version a "$g" "$p")
+		[ "$(version b "$g" "$p")" = "$now" ] || fail "$g page $p: a holds version $now, b $(version b "$g" "$p")"
+		entry=$(jq -c --arg g "$g" --argjson p "$p" 'map(select(.guid == $g and .page == $p)) | .[0] // empty' "$WORK/recovery.a.json")
+		if [ "$now" -lt "$acked" ]; then
+			[ -n "$entry" ] || fail "$g page $p holds version $now, older than the acknowledged $acked, and is not in the report"
+		fi
+		[ "$now" -le $((acked + 1)) ] || fail "$g page $p holds version $now, never written (acknowledged: $acked)"
+		if [ -n "$entry" ]; then
+			[ "$(jq .to_version <<<"$entry")" = "$now" ] || fail "$g page $p: the report says back to $(jq .to_version <<<"$entry"), it holds $now"
+			[ "$(jq .from_version <<<"$entry")" -gt "$now" ] || fail "$g page $p: the report says from $(jq .from_version <<<"$entry")"
+			[ "$now" -le "$acked" ] || fail "$g page $p went back to $now, never acknowledged (acknowledged: $acked)"
+			echo "  $g page $p: acknowledged $acked, lost $(jq .from_version <<<"$entry"), back to $now"
+		fi
+	done
+done
+ok "the report matches the writers' log: every page older than its last acknowledged version is in it, at the version it holds"
+
+ctl a --json verify | jq -e .equal >/dev/null || fail "verify: $(ctl a verify 2>&1)"
+head -c 4096 < <(yes "again") >"$WORK/again"
+for ((p = 0; p < PAGES; p++)); do
+	ctl b write "$ga" "$p" --file "$WORK/again" >/dev/null || fail "cannot write $ga page $p after the recovery"
+done
+ctl a read "$ga" 0 | cmp -s - "$WORK/again" || fail "a does not read b's new write"
+ok "verify equal; the pages take new writes"
+
+# The report outlives a restart.
+kill -TERM "${PIDS[b]}"
+wait "${PIDS[b]}" || fail "b did not stop cleanly"
+unset "PIDS[b]"
+start_node b
+wait_for 10000 "b back" pair_up
+[ "$(ctl b --json recovery | jq length)" = "$n" ] || fail "b's report after a restart: $(ctl b --json recovery | jq length) pages"
+ok "b's report of $n pages outlived its restart"
+
+# ---- Both killed again; only b comes back, and is forced to serve ----
+# b did not serve alone when it was killed, so it waits for a; a is gone for
+# good, the operator forces b, and b settles what was lost with both.
+before=$(ctl b --json recovery | jq length)
+kill_both_under_writers
+start_node b
+wait_for 5000 "b waiting" field_is b state starting
+silent() { [ "$(status_field b partner.store_silent_ms)" -gt "$DEAD_AFTER_MS" ]; }
+wait_for $((DEAD_AFTER_MS * 4)) "a's slot silent for dead_after_ms" silent
+ctl b takeover --force --yes >/dev/null || fail "forced takeover of b failed"
+field_is b state solo || fail "b is $(status_field b state) after the forced takeover"
+forced=$(ctl b --json recovery | jq --argjson n "$before" '.[$n:] | map(select(.why == "forced takeover")) | length')
+[ "$forced" -gt 0 ] || fail "no page went back at the forced takeover"
+status_field b reason | grep -q "pages went back to the store's copy" || fail "b's reason: $(status_field b reason)"
+for g in "$ga" "$gb"; do
+	for ((p = 0; p < PAGES; p++)); do
+		ctl b read "$g" "$p" >/dev/null || fail "b cannot read $g page $p after the forced takeover"
+	done
+done
+start_node a
+wait_for 15000 "a back and resynced" pair_up
+ctl a --json verify | jq -e .equal >/dev/null || fail "verify after a's resync: $(ctl a verify 2>&1)"
+ok "b, forced, settled $forced lost pages and reads every page; a came back, was resynced; verify equal"
