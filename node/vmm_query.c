@@ -1,6 +1,21 @@
 /* Questions answered from a node's own table (read header, list, sense) and
  * verify, which asks the partner for its table (SenseRequest{page_table}) and
- * compares the two. */
+ * compares the two.
+ *
+ * Verify while clients write (VMM.md, "Verify while clients write"): the two
+ * tables are two moments, one per node, so a page can differ while a change
+ * of it is in flight. Each node lists its pages with one (busy_pages:
+ * write-locked, or a write waiting for the owner's answer) and says when a
+ * resync is under way. Rounds:
+ *
+ *   round 1      compare everything; what is not equal is open
+ *   round 2..5   the partner's table again, right behind the last answer;
+ *                an open item equal now is settled, else it stays open
+ *   at the end   an open page busy on either node in the last round: busy
+ *                (counted, not compared); any other open item: a difference
+ *
+ * A difference has lasted through every round with nothing in flight at the
+ * last, so at quiescence verify reports exactly what differs. */
 #include "vmm_internal.h"
 
 #include <errno.h>
@@ -21,6 +36,33 @@
 static uint32_t page_digest(const struct vmm *v, const struct vmm_alloc *a, uint64_t page)
 {
 	return a->page[page].resident ? vmm_block_crc(v, a, page) : a->page[page].crc32c;
+}
+
+/* A change of the page is in flight here: a write lock (a pointer's client
+ * may be half way through the block; an owner's whole-page write or a
+ * release waits for the partner's answer) or a write waiting for the
+ * owner's answer (pinned, or filling frames taken for it). */
+static bool page_busy(const struct vmm_page *p)
+{
+	return vmm_page_write_locked(p) || p->pins || p->filling;
+}
+
+/* d's busy_pages: the pages of a with a change in flight, ascending. */
+static int digest_busy(const struct vmm_alloc *a, Ftvm__Partner__AllocationDigest *d)
+{
+	size_t n = 0;
+
+	for (uint64_t p = 0; p < a->pages; p++)
+		n += page_busy(&a->page[p]);
+	if (!n)
+		return 0;
+	d->busy_pages = calloc(n, sizeof(uint64_t));
+	if (!d->busy_pages)
+		return -ENOMEM;
+	for (uint64_t p = 0; p < a->pages; p++)
+		if (page_busy(&a->page[p]))
+			d->busy_pages[d->n_busy_pages++] = p;
+	return 0;
 }
 
 int vmm_sense_fill(struct vmm *v, bool page_table, Ftvm__Partner__SenseInformation *info)
@@ -50,6 +92,7 @@ int vmm_sense_fill(struct vmm *v, bool page_table, Ftvm__Partner__SenseInformati
 	if (!page_table)
 		return 0;
 
+	info->resync = v->resync_send || v->resync_receiving;
 	all = vmm_table_sorted(v->table, &n);
 	info->allocations = calloc(n ? n : 1, sizeof(*info->allocations));
 	if (!all || !info->allocations)
@@ -73,6 +116,8 @@ int vmm_sense_fill(struct vmm *v, bool page_table, Ftvm__Partner__SenseInformati
 			d->page_version[p] = a->page[p].version;
 			d->page_crc32c[p] = page_digest(v, a, p);
 		}
+		if (digest_busy(a, d) < 0)
+			goto fail;
 	}
 	free(all);
 	return 0;
@@ -87,6 +132,7 @@ void vmm_sense_release(Ftvm__Partner__SenseInformation *info)
 	for (size_t i = 0; i < info->n_allocations; i++) {
 		free(info->allocations[i]->page_version);
 		free(info->allocations[i]->page_crc32c);
+		free(info->allocations[i]->busy_pages);
 		free(info->allocations[i]);
 	}
 	free(info->allocations);
@@ -171,30 +217,174 @@ void vmm_op_local(struct vmm *v, struct client_call *call, const Ftvm__Client__C
 
 /* ---- verify ---- */
 
-struct verify_op {
-	struct vmm_op op;
-	char **differences;
-	size_t n_differences;
-	uint64_t allocations, pages;
+/* Comparisons at most, the first of everything included. */
+#define VERIFY_ROUNDS 5
+/* What differs at once and is compared again, at most; beyond it a page is
+ * judged on the round that found it. */
+#define VERIFY_RECHECK_MAX 4096
+/* An item that is an allocation (its presence and header fields), not a page. */
+#define VERIFY_ALLOCATION UINT64_MAX
+
+/* What differed in a round: a page, with both nodes' values then, or an
+ * allocation, with the line that says how. */
+struct verify_item {
+	char *guid;
+	uint64_t page; /* or VERIFY_ALLOCATION */
+	uint64_t version[2];
+	uint32_t crc32c[2];
+	bool busy;  /* a change in flight on either node then */
+	char *line; /* an allocation's */
 };
 
-__attribute__((format(printf, 2, 3))) static void differ(struct verify_op *op, const char *fmt, ...)
-{
-	char line[512], **d;
-	va_list ap;
+struct verify {
+	struct vmm *vmm;
+	struct client_call *call;
+	unsigned rounds;
+	uint64_t allocations, pages; /* compared by the first round */
+	/* What differed in the last round, in the order the tables are walked,
+	 * and where the walk of the round in hand is in it. */
+	struct verify_item *items;
+	size_t n_items, cursor;
+	/* What differs in the round in hand. */
+	struct verify_item *next;
+	size_t n_next;
+	/* The answer: lines (VERIFY_DIFFERENCES_MAX at most) and counts. */
+	char **differences;
+	size_t n_differences;
+	uint64_t found, busy;
+};
 
-	if (op->n_differences == VERIFY_DIFFERENCES_MAX)
+/* One comparison: the partner's table asked for, ours taken at its answer. */
+struct verify_round {
+	struct vmm_op op;
+	struct verify *vf;
+};
+
+static void items_free(struct verify_item *items, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(items[i].guid);
+		free(items[i].line);
+	}
+	free(items);
+}
+
+static void verify_free(struct verify *vf)
+{
+	items_free(vf->items, vf->n_items);
+	items_free(vf->next, vf->n_next);
+	for (size_t i = 0; i < vf->n_differences; i++)
+		free(vf->differences[i]);
+	free(vf->differences);
+	free(vf);
+}
+
+static void differ_line(struct verify *vf, const char *line)
+{
+	char **d;
+
+	vf->found++;
+	if (vf->n_differences == VERIFY_DIFFERENCES_MAX)
 		return;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	d = realloc(op->differences, (op->n_differences + 1) * sizeof(*d));
+	d = realloc(vf->differences, (vf->n_differences + 1) * sizeof(*d));
 	if (!d)
 		return;
-	op->differences = d;
-	d[op->n_differences] = strdup(line);
-	if (d[op->n_differences])
-		op->n_differences++;
+	vf->differences = d;
+	d[vf->n_differences] = strdup(line);
+	if (d[vf->n_differences])
+		vf->n_differences++;
+}
+
+/* A page that differs and has no change in flight on either node. */
+static void differ_page(struct verify *vf, const struct verify_item *it)
+{
+	const char *me = vmm_node_id(vf->vmm), *them = vmm_partner_id(vf->vmm);
+	unsigned long long page = (unsigned long long)it->page;
+	char line[512];
+
+	if (it->version[0] == it->version[1])
+		snprintf(line, sizeof(line), "%s page %llu: crc32c 0x%08x on %s, 0x%08x on %s",
+			 it->guid, page, it->crc32c[0], me, it->crc32c[1], them);
+	else
+		snprintf(line, sizeof(line),
+			 "%s page %llu: version %llu (crc32c 0x%08x) on %s, "
+			 "version %llu (crc32c 0x%08x) on %s",
+			 it->guid, page, (unsigned long long)it->version[0], it->crc32c[0], me,
+			 (unsigned long long)it->version[1], it->crc32c[1], them);
+	differ_line(vf, line);
+}
+
+/* The last word on an item: busy when a change was in flight, else a
+ * difference. */
+static void judge(struct verify *vf, const struct verify_item *it)
+{
+	if (it->page == VERIFY_ALLOCATION)
+		differ_line(vf, it->line);
+	else if (it->busy)
+		vf->busy++;
+	else
+		differ_page(vf, it);
+}
+
+/* The walk's order: by guid, an allocation before its pages. */
+static int item_cmp(const struct verify_item *it, const char *guid, uint64_t page)
+{
+	int c = strcmp(it->guid, guid);
+
+	/* + 1 turns VERIFY_ALLOCATION into 0, ahead of every page. */
+	return c ? c : it->page + 1 < page + 1 ? -1 : it->page + 1 > page + 1;
+}
+
+/* Whether the item differed in the last round too (the first: everything);
+ * one that was equal once is settled, whatever changes it since. */
+static bool still_open(struct verify *vf, const char *guid, uint64_t page)
+{
+	if (vf->rounds == 1)
+		return true;
+	while (vf->cursor < vf->n_items && item_cmp(&vf->items[vf->cursor], guid, page) < 0)
+		vf->cursor++;
+	return vf->cursor < vf->n_items && item_cmp(&vf->items[vf->cursor], guid, page) == 0;
+}
+
+/* Something differs in this round: kept for the next one (an allocation's
+ * line made now), or judged at once when too much differs to keep. */
+static void open_item(struct verify *vf, const struct verify_item *it, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void open_item(struct verify *vf, const struct verify_item *it, const char *fmt, ...)
+{
+	struct verify_item *n = NULL;
+	char line[512] = "";
+	va_list ap;
+
+	if (!still_open(vf, it->guid, it->page))
+		return;
+	if (fmt) {
+		va_start(ap, fmt);
+		vsnprintf(line, sizeof(line), fmt, ap);
+		va_end(ap);
+	}
+	if (vf->n_next < VERIFY_RECHECK_MAX)
+		n = realloc(vf->next, (vf->n_next + 1) * sizeof(*n));
+	if (!n) {
+		struct verify_item now = *it;
+
+		now.line = line;
+		judge(vf, &now);
+		return;
+	}
+	vf->next = n;
+	n += vf->n_next;
+	*n = *it;
+	n->guid = strdup(it->guid);
+	n->line = fmt ? strdup(line) : NULL;
+	if (!n->guid || (fmt && !n->line)) {
+		free(n->guid);
+		free(n->line);
+		n->line = line;
+		judge(vf, n);
+		return;
+	}
+	vf->n_next++;
 }
 
 static const char *str_diff(const char *x, const char *y)
@@ -202,53 +392,87 @@ static const char *str_diff(const char *x, const char *y)
 	return strcmp(x, y) ? "differs" : NULL;
 }
 
-static void compare_allocation(struct verify_op *op, const char *me, const char *them,
-			       const Ftvm__Partner__AllocationDigest *x,
-			       const Ftvm__Partner__AllocationDigest *y)
+/* Whether page p is in d's busy_pages (ascending), from *at on: pages are
+ * asked in ascending order. */
+static bool busy_at(const Ftvm__Partner__AllocationDigest *d, uint64_t p, size_t *at)
 {
-	const Ftvm__Partner__Header *hx = x->header, *hy = y->header;
+	while (*at < d->n_busy_pages && d->busy_pages[*at] < p)
+		(*at)++;
+	return *at < d->n_busy_pages && d->busy_pages[*at] == p;
+}
 
-	if (hx->size != hy->size || hx->block_size != hy->block_size || hx->pages != hy->pages ||
-	    str_diff(hx->policy, hy->policy) || str_diff(hx->home, hy->home)) {
-		differ(op,
-		       "%s: size/block_size/pages/policy/home %llu/%u/%llu/%s/%s on %s, "
-		       "%llu/%u/%llu/%s/%s on %s",
-		       hx->guid, (unsigned long long)hx->size, hx->block_size,
-		       (unsigned long long)hx->pages, hx->policy, hx->home, me,
-		       (unsigned long long)hy->size, hy->block_size, (unsigned long long)hy->pages,
-		       hy->policy, hy->home, them);
-		return;
-	}
-	if (str_diff(hx->owner, hy->owner))
-		differ(op, "%s: owner %s on %s, %s on %s", hx->guid, hx->owner, me, hy->owner,
-		       them);
-	if (hx->header.len != hy->header.len ||
-	    (hx->header.len && memcmp(hx->header.data, hy->header.data, hx->header.len) != 0))
-		differ(op, "%s: header differs (%zu bytes on %s, %zu on %s)", hx->guid,
-		       hx->header.len, me, hy->header.len, them);
-	if (x->n_page_crc32c != hx->pages || y->n_page_crc32c != hx->pages ||
-	    x->n_page_version != hx->pages || y->n_page_version != hx->pages) {
-		differ(op, "%s: page lists of different lengths", hx->guid);
-		return;
-	}
-	for (uint64_t p = 0; p < hx->pages; p++) {
-		op->pages++;
-		if (x->page_crc32c[p] != y->page_crc32c[p])
-			differ(op, "%s page %llu: crc32c 0x%08x on %s, 0x%08x on %s", hx->guid,
-			       (unsigned long long)p, x->page_crc32c[p], me, y->page_crc32c[p],
-			       them);
-		if (x->page_version[p] != y->page_version[p])
-			differ(op, "%s page %llu: version %llu on %s, %llu on %s", hx->guid,
-			       (unsigned long long)p, (unsigned long long)x->page_version[p], me,
-			       (unsigned long long)y->page_version[p], them);
+static void compare_pages(struct verify *vf, bool resync, const Ftvm__Partner__AllocationDigest *x,
+			  const Ftvm__Partner__AllocationDigest *y)
+{
+	struct verify_item it = { .guid = x->header->guid };
+	size_t bx = 0, by = 0;
+
+	for (uint64_t p = 0; p < x->header->pages; p++) {
+		bool busy_here = busy_at(x, p, &bx), busy_there = busy_at(y, p, &by);
+
+		if (vf->rounds == 1)
+			vf->pages++;
+		if (x->page_version[p] == y->page_version[p] &&
+		    x->page_crc32c[p] == y->page_crc32c[p])
+			continue;
+		it.page = p;
+		it.version[0] = x->page_version[p];
+		it.version[1] = y->page_version[p];
+		it.crc32c[0] = x->page_crc32c[p];
+		it.crc32c[1] = y->page_crc32c[p];
+		it.busy = resync || busy_here || busy_there;
+		open_item(vf, &it, NULL);
 	}
 }
 
+static void compare_allocation(struct verify *vf, bool resync,
+			       const Ftvm__Partner__AllocationDigest *x,
+			       const Ftvm__Partner__AllocationDigest *y)
+{
+	const char *me = vmm_node_id(vf->vmm), *them = vmm_partner_id(vf->vmm);
+	const Ftvm__Partner__Header *hx = x->header, *hy = y->header;
+	struct verify_item it = { .guid = hx->guid, .page = VERIFY_ALLOCATION };
+	bool owner = str_diff(hx->owner, hy->owner) != NULL;
+	bool header = hx->header.len != hy->header.len ||
+		      (hx->header.len && memcmp(hx->header.data, hy->header.data, hx->header.len));
+
+	if (hx->size != hy->size || hx->block_size != hy->block_size || hx->pages != hy->pages ||
+	    str_diff(hx->policy, hy->policy) || str_diff(hx->home, hy->home)) {
+		open_item(vf, &it,
+			  "%s: size/block_size/pages/policy/home %llu/%u/%llu/%s/%s on %s, "
+			  "%llu/%u/%llu/%s/%s on %s",
+			  hx->guid, (unsigned long long)hx->size, hx->block_size,
+			  (unsigned long long)hx->pages, hx->policy, hx->home, me,
+			  (unsigned long long)hy->size, hy->block_size,
+			  (unsigned long long)hy->pages, hy->policy, hy->home, them);
+		return;
+	}
+	if (x->n_page_crc32c != hx->pages || y->n_page_crc32c != hx->pages ||
+	    x->n_page_version != hx->pages || y->n_page_version != hx->pages) {
+		open_item(vf, &it, "%s: page lists of different lengths", hx->guid);
+		return;
+	}
+	if (owner && header)
+		open_item(
+			vf, &it,
+			"%s: owner %s on %s, %s on %s; header differs (%zu bytes on %s, %zu on %s)",
+			hx->guid, hx->owner, me, hy->owner, them, hx->header.len, me,
+			hy->header.len, them);
+	else if (owner)
+		open_item(vf, &it, "%s: owner %s on %s, %s on %s", hx->guid, hx->owner, me,
+			  hy->owner, them);
+	else if (header)
+		open_item(vf, &it, "%s: header differs (%zu bytes on %s, %zu on %s)", hx->guid,
+			  hx->header.len, me, hy->header.len, them);
+	compare_pages(vf, resync, x, y);
+}
+
 /* Both lists are sorted by guid: walk them side by side. */
-static void compare_tables(struct verify_op *op, const Ftvm__Partner__SenseInformation *mine,
+static void compare_tables(struct verify *vf, const Ftvm__Partner__SenseInformation *mine,
 			   const Ftvm__Partner__SenseInformation *theirs)
 {
-	const char *me = vmm_node_id(op->op.vmm), *them = vmm_partner_id(op->op.vmm);
+	const char *me = vmm_node_id(vf->vmm), *them = vmm_partner_id(vf->vmm);
+	bool resync = mine->resync || theirs->resync;
 	size_t i = 0, j = 0;
 
 	while (i < mine->n_allocations || j < theirs->n_allocations) {
@@ -257,86 +481,144 @@ static void compare_tables(struct verify_op *op, const Ftvm__Partner__SenseInfor
 		const Ftvm__Partner__AllocationDigest *y =
 			j < theirs->n_allocations ? theirs->allocations[j] : NULL;
 		int c = !x ? 1 : !y ? -1 : strcmp(x->header->guid, y->header->guid);
+		struct verify_item it = { .page = VERIFY_ALLOCATION };
 
-		op->allocations++;
+		if (vf->rounds == 1)
+			vf->allocations++;
 		if (c < 0) {
-			differ(op, "%s: only on %s", x->header->guid, me);
+			it.guid = x->header->guid;
+			open_item(vf, &it, "%s: only on %s", it.guid, me);
 			i++;
 		} else if (c > 0) {
-			differ(op, "%s: only on %s", y->header->guid, them);
+			it.guid = y->header->guid;
+			open_item(vf, &it, "%s: only on %s", it.guid, them);
 			j++;
 		} else {
-			compare_allocation(op, me, them, x, y);
+			compare_allocation(vf, resync, x, y);
 			i++;
 			j++;
 		}
 	}
 }
 
-/* Runs while the partner's table is in hand; ours is taken at the same point
- * of the stream, so a change acknowledged before it is in both. */
+/* Runs while the partner's table is in hand; ours is taken at its answer.
+ * Each node's table is a moment of its own: what differs between them may
+ * be a change on its way, which the next round sees landed. */
 static void verify_answer(struct vmm_op *base, const CommandComplete *cc)
 {
-	struct verify_op *op = (struct verify_op *)base;
+	struct verify *vf = ((struct verify_round *)base)->vf;
 	Ftvm__Partner__SenseInformation mine;
 
 	if (cc->status != FTVM__PARTNER__STATUS__STATUS_OK ||
 	    cc->payload_case != FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SENSE)
 		return;
-	if (vmm_sense_fill(op->op.vmm, true, &mine) < 0) {
-		differ(op, "out of memory on %s", vmm_node_id(op->op.vmm));
+	if (vmm_sense_fill(vf->vmm, true, &mine) < 0) {
+		base->status = FTVM__PARTNER__STATUS__STATUS_INTERNAL;
+		snprintf(base->reason, sizeof(base->reason), "out of memory on %s",
+			 vmm_node_id(vf->vmm));
 		return;
 	}
-	compare_tables(op, &mine, cc->sense);
+	vf->cursor = 0;
+	compare_tables(vf, &mine, cc->sense);
 	vmm_sense_release(&mine);
+	items_free(vf->items, vf->n_items);
+	vf->items = vf->next;
+	vf->n_items = vf->n_next;
+	vf->next = NULL;
+	vf->n_next = 0;
 }
 
-static void verify_finish(struct vmm_op *base)
+static void verify_reply(struct verify *vf)
 {
-	struct verify_op *op = (struct verify_op *)base;
 	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	Ftvm__Client__VerifyReply vr = FTVM__CLIENT__VERIFY_REPLY__INIT;
 
-	if (op->op.status != FTVM__PARTNER__STATUS__STATUS_OK) {
-		vmm_reply_error(op->op.call, op->op.status, "%s", op->op.reason);
-	} else {
-		vr.equal = op->n_differences == 0;
-		vr.differences = op->differences;
-		vr.n_differences = op->n_differences;
-		vr.allocations = op->allocations;
-		vr.pages = op->pages;
-		reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_VERIFY;
-		reply.verify = &vr;
-		client_call_reply(op->op.call, &reply);
-	}
-	for (size_t i = 0; i < op->n_differences; i++)
-		free(op->differences[i]);
-	free(op->differences);
-	free(op);
+	for (size_t i = 0; i < vf->n_items; i++)
+		judge(vf, &vf->items[i]);
+	vr.equal = vf->found == 0;
+	vr.differences = vf->differences;
+	vr.n_differences = vf->n_differences;
+	vr.allocations = vf->allocations;
+	vr.pages = vf->pages;
+	vr.busy = vf->busy;
+	vr.rounds = vf->rounds;
+	reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_VERIFY;
+	reply.verify = &vr;
+	client_call_reply(vf->call, &reply);
+	verify_free(vf);
 }
 
-void vmm_op_verify(struct vmm *v, struct client_call *call)
+static void verify_finish(struct vmm_op *base);
+static void verify_start(struct verify *vf);
+
+/* A round: SenseRequest{page_table} to the partner; -errno when it cannot go. */
+static int verify_round(struct verify *vf)
 {
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 	Ftvm__Partner__SenseRequest sr = FTVM__PARTNER__SENSE_REQUEST__INIT;
 	Envelope *envs[] = { &env };
-	struct verify_op *op = calloc(1, sizeof(*op));
+	struct verify_round *r = calloc(1, sizeof(*r));
+	int ret;
 
-	if (!op) {
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
-		return;
-	}
-	op->op.vmm = v;
-	op->op.call = call;
-	op->op.on_answer = verify_answer;
-	op->op.finish = verify_finish;
+	if (!r)
+		return -ENOMEM;
+	r->vf = vf;
+	r->op.vmm = vf->vmm;
+	r->op.call = vf->call;
+	r->op.on_answer = verify_answer;
+	r->op.finish = verify_finish;
 	sr.capacity = true;
 	sr.page_table = true;
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SENSE_REQUEST;
 	env.sense_request = &sr;
-	if (vmm_op_send(&op->op, envs, 1) < 0) {
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
-				"partner unavailable: verify compares both nodes' tables");
-		free(op);
+	vf->rounds++;
+	ret = vmm_op_send(&r->op, envs, 1);
+	if (ret < 0)
+		free(r);
+	return ret;
+}
+
+/* What still differs is compared again, the next round going out right
+ * behind this one's answer: a change in flight at a snapshot (a write the
+ * partner had applied and whose answer was on its way, a release waiting
+ * for its answer) has landed on both nodes by the next, as the answers
+ * to the partner go before this node's next request. */
+static void verify_finish(struct vmm_op *base)
+{
+	struct verify_round *r = (struct verify_round *)base;
+	struct verify *vf = r->vf;
+
+	if (r->op.status != FTVM__PARTNER__STATUS__STATUS_OK) {
+		vmm_reply_error(vf->call, r->op.status, "%s", r->op.reason);
+		verify_free(vf);
+	} else if (!vf->n_items || vf->rounds == VERIFY_ROUNDS) {
+		verify_reply(vf);
+	} else {
+		verify_start(vf);
 	}
+	free(r);
+}
+
+/* A round, or the reason why none can go: what differed so far may be a
+ * change in flight, so no half answer is given. */
+static void verify_start(struct verify *vf)
+{
+	if (verify_round(vf) < 0) {
+		vmm_reply_error(vf->call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+				"partner unavailable: verify compares both nodes' tables");
+		verify_free(vf);
+	}
+}
+
+void vmm_op_verify(struct vmm *v, struct client_call *call)
+{
+	struct verify *vf = calloc(1, sizeof(*vf));
+
+	if (!vf) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	vf->vmm = v;
+	vf->call = call;
+	verify_start(vf);
 }

@@ -1256,6 +1256,8 @@ static int verify_print_json(const struct ftvm_verify *v)
 	}
 	add_uint64(o, "allocations", v->allocations);
 	add_uint64(o, "pages", v->pages);
+	add_uint64(o, "busy", v->busy);
+	add_uint64(o, "rounds", v->rounds);
 	return print_json_put(o);
 }
 
@@ -1282,8 +1284,13 @@ static int cmd_verify(struct ctl *ctl, int argc, char **argv)
 		if (r != EXIT_DONE)
 			goto out;
 	} else if (v.equal) {
-		printf("equal: %" PRIu64 " allocations, %" PRIu64 " pages compared\n",
-		       v.allocations, v.pages);
+		printf("equal: %" PRIu64 " allocations, %" PRIu64 " pages compared", v.allocations,
+		       v.pages);
+		if (v.busy)
+			printf(", %" PRIu64 " busy (a change in flight at each of %" PRIu32
+			       " comparisons)",
+			       v.busy, v.rounds);
+		printf("\n");
 	} else {
 		for (size_t i = 0; i < v.n_differences; i++)
 			printf("%s\n", v.differences[i]);
@@ -1771,9 +1778,13 @@ static const struct command commands[] = {
 		.summary = "compare the two nodes' page tables",
 		.help = "Has the node compare its page table and page checksums with its partner's.\n"
 			"Prints \"equal: N allocations, M pages compared\", or each difference on a\n"
-			"line of its own.\n"
+			"line of its own. Clients may write meanwhile: a page that differs while a\n"
+			"change of it is in flight is compared again once the change landed, up to\n"
+			"5 comparisons in all; one still changing at the last is not compared, and\n"
+			"counted (\", K busy\").\n"
 			"\n"
-			"With --json prints {\"equal\",\"differences\":[...],\"allocations\",\"pages\"}.\n"
+			"With --json prints {\"equal\",\"differences\":[...],\"allocations\",\"pages\",\n"
+			"\"busy\",\"rounds\"}.\n"
 			"Exit status 0 when the nodes are equal, 1 when they differ (said on stderr)\n"
 			"or cannot be compared.\n",
 		.run = cmd_verify,

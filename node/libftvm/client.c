@@ -1690,10 +1690,15 @@ void ftvm_verify_free(struct ftvm_verify *v)
 	for (i = 0; i < v->n_differences; i++)
 		free(v->differences[i]);
 	free(v->differences);
-	memset(v, 0, sizeof(*v));
+	/* Not the whole struct: a caller's may be smaller than this library's. */
+	v->differences = NULL;
+	v->n_differences = 0;
 }
 
-int ftvm_verify(struct ftvm_client *c, struct ftvm_verify *ret)
+/* The first struct ftvm_verify, which every caller's holds. */
+#define VERIFY_SIZE_MIN (offsetof(struct ftvm_verify, n_differences) + sizeof(size_t))
+
+int ftvm_verify_sized(struct ftvm_client *c, struct ftvm_verify *ret, size_t ret_size)
 {
 	Ftvm__Client__VerifyRequest verify = FTVM__CLIENT__VERIFY_REQUEST__INIT;
 	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
@@ -1702,12 +1707,13 @@ int ftvm_verify(struct ftvm_client *c, struct ftvm_verify *ret)
 	Reply *reply = NULL;
 	int r;
 
-	if (ret)
-		memset(ret, 0, sizeof(*ret));
+	if (ret && ret_size >= VERIFY_SIZE_MIN)
+		memset(ret, 0, ret_size);
 	if (!c)
 		return -EINVAL;
-	if (!ret)
-		return fail(c, -EINVAL, "no place for the result");
+	if (!ret || ret_size < VERIFY_SIZE_MIN)
+		return fail(c, -EINVAL, "no place for the result (%zu bytes, want %zu)", ret_size,
+			    VERIFY_SIZE_MIN);
 
 	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_VERIFY;
 	req.verify = &verify;
@@ -1718,6 +1724,8 @@ int ftvm_verify(struct ftvm_client *c, struct ftvm_verify *ret)
 	v.equal = vr->equal;
 	v.allocations = vr->allocations;
 	v.pages = vr->pages;
+	v.busy = vr->busy;
+	v.rounds = vr->rounds;
 	if (vr->n_differences > 0) {
 		v.differences = calloc(vr->n_differences, sizeof(*v.differences));
 		if (!v.differences) {
@@ -1734,7 +1742,7 @@ int ftvm_verify(struct ftvm_client *c, struct ftvm_verify *ret)
 			goto out;
 		}
 	}
-	*ret = v;
+	copy_sized(ret, ret_size, &v, sizeof(v));
 	memset(&v, 0, sizeof(v));
 out:
 	ftvm_verify_free(&v);

@@ -31,11 +31,12 @@
  *  - The library never raises SIGPIPE.
  *
  * Compatibility:
- *  - The structs the library fills for a status or a sense
- *    (struct ftvm_node_status, struct ftvm_sense) gain fields at their end
- *    as ftvm grows. Their calls therefore pass the struct's size as the
- *    program was compiled (ftvm_status() and ftvm_sense() are inline
- *    wrappers that pass sizeof), and the library writes that many bytes and
+ *  - The structs the library fills for a status, a sense or a verify
+ *    (struct ftvm_node_status, struct ftvm_sense, struct ftvm_verify) gain
+ *    fields at their end as ftvm grows. Their calls therefore pass the
+ *    struct's size as the program was compiled (ftvm_status(), ftvm_sense()
+ *    and ftvm_verify() are inline wrappers that pass sizeof), and the library
+ *    writes that many bytes and
  *    no more: a program built against an older ftvm.h keeps working with a
  *    newer library, and one built against a newer ftvm.h finds the fields an
  *    older library does not know set to zero.
@@ -600,27 +601,49 @@ static inline int ftvm_sense(struct ftvm_client *c, struct ftvm_sense *ret)
 	return ftvm_sense_sized(c, ret, sizeof(*ret));
 }
 
-/** The comparison of the two nodes' page tables and page checksums. */
+/**
+ * The comparison of the two nodes' page tables and page checksums. Clients
+ * may write meanwhile: a page that differs while a change of it is in
+ * flight is compared again once it landed, and counted in busy when a
+ * change was in flight at every comparison (node/VMM.md, "Verify while
+ * clients write").
+ */
 struct ftvm_verify {
-	bool equal;	      /**< both nodes hold the same allocations and pages */
+	bool equal;	      /**< no difference found between the nodes */
 	uint64_t allocations; /**< allocations compared */
 	uint64_t pages;	      /**< pages compared */
 	char **differences;   /**< n_differences lines, each naming a guid and page */
 	size_t n_differences;
+	uint64_t busy;	 /**< pages not compared: a change in flight each time */
+	uint32_t rounds; /**< comparisons made (later ones of what differed) */
 };
 
 /**
  * @brief Has the node compare its page table and page checksums with its partner's.
  * @param c a connected client.
- * @param[out] ret the result, to be freed with ftvm_verify_free(); zeroed
- *        on failure, so freeing it is always safe.
+ * @param[out] ret the result, to be freed with ftvm_verify_free(): its first
+ *        @p ret_size bytes; zeroed on failure, so freeing it is always safe.
+ * @param ret_size sizeof(struct ftvm_verify) as the caller was compiled; at
+ *        least up to n_differences. Bytes past what this library knows are
+ *        set to zero.
  * @return 0 whether or not the nodes are equal (see ret->equal), or -errno:
- *         -EHOSTUNREACH (no partner to compare with), and the conventions above.
+ *         -EHOSTUNREACH (no partner to compare with), -EINVAL when @p
+ *         ret_size is too small, and the conventions above.
  */
-FTVM_EXPORT int ftvm_verify(struct ftvm_client *c, struct ftvm_verify *ret);
+FTVM_EXPORT int ftvm_verify_sized(struct ftvm_client *c, struct ftvm_verify *ret, size_t ret_size);
 
 /**
- * @brief Frees what ftvm_verify() allocated in @p v, and zeroes it.
+ * @brief ftvm_verify_sized() with this program's sizeof(struct ftvm_verify):
+ *        see "Compatibility" above.
+ */
+static inline int ftvm_verify(struct ftvm_client *c, struct ftvm_verify *ret)
+{
+	return ftvm_verify_sized(c, ret, sizeof(*ret));
+}
+
+/**
+ * @brief Frees the differences ftvm_verify() allocated in @p v, and sets
+ *        them to NULL and 0, so freeing twice is safe.
  * @param v a result, or NULL (nothing happens).
  */
 FTVM_EXPORT void ftvm_verify_free(struct ftvm_verify *v);

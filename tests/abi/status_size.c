@@ -1,4 +1,4 @@
-/* ftvm-status-size SOCKET: the sized status and sense calls (ftvm.h,
+/* ftvm-status-size SOCKET: the sized status, sense and verify calls (ftvm.h,
  * "Compatibility") against a running node. A program built with a smaller
  * struct gets its prefix and not a byte more; one built with a larger
  * struct gets zeroes past what this library knows; a size of 0 is refused.
@@ -66,13 +66,27 @@ static int sense_filled(const void *ret)
 	       strlen(s->media[0].type) < sizeof(s->media[0].type);
 }
 
+static int verify_call(struct ftvm_client *c, void *ret, size_t ret_size)
+{
+	return ftvm_verify_sized(c, ret, ret_size);
+}
+
+/* The pair under test holds nothing: equal, no difference to free. */
+static int verify_filled(const void *ret)
+{
+	const struct ftvm_verify *v = ret;
+
+	return v->equal && v->n_differences == 0 && !v->differences;
+}
+
 static void check_sized(struct ftvm_client *c, const struct sized_call *sc)
 {
 	union {
 		struct ftvm_node_status st;
 		struct ftvm_sense s;
-		unsigned char
-			bytes[sizeof(struct ftvm_node_status) + sizeof(struct ftvm_sense) + SPARE];
+		struct ftvm_verify v;
+		unsigned char bytes[sizeof(struct ftvm_node_status) + sizeof(struct ftvm_sense) +
+				    sizeof(struct ftvm_verify) + SPARE];
 	} buf;
 	char what[80];
 	int r;
@@ -101,6 +115,9 @@ static const struct sized_call sized_calls[] = {
 	  offsetof(struct ftvm_node_status, frames_total), status_filled },
 	{ "sense", sense_call, sizeof(struct ftvm_sense),
 	  offsetof(struct ftvm_sense, destage_queue), sense_filled },
+	/* Verify's ended at n_differences, before busy and rounds. */
+	{ "verify", verify_call, sizeof(struct ftvm_verify), offsetof(struct ftvm_verify, busy),
+	  verify_filled },
 };
 
 int main(int argc, char **argv)
