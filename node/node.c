@@ -77,6 +77,7 @@ static void on_link_changed(struct repl_session *s, bool up, const char *reason,
 	else
 		log_warning("partner %s down: %s", st.partner_id, reason);
 	if (!up) {
+		vmm_window_link_lost(n->vmm);
 		vmm_tickets_drop(n->vmm);
 		vmm_landings_drop(n->vmm);
 		vmm_resync_landings_drop(n->vmm);

@@ -550,6 +550,7 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 	v->after_tail = &v->after;
 	v->flush_event = event_new(base, -1, 0, on_flush, v);
 	v->kick_event = event_new(base, -1, 0, vmm_on_paging_kick, v);
+	v->window_event = event_new(base, -1, 0, vmm_on_window_closed, v);
 	v->trim_event = event_new(base, -1, EV_PERSIST, on_trim, v);
 	v->idle_event = evtimer_new(base, on_idle, v);
 	/* The lowest priority: a fold due when a request is there too waits
@@ -557,7 +558,8 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 	if (v->idle_event)
 		event_priority_set(v->idle_event, event_base_get_npriorities(base) - 1);
 	r = vmm_table_new(&v->table);
-	if (r < 0 || !v->flush_event || !v->kick_event || !v->trim_event || !v->idle_event) {
+	if (r < 0 || !v->flush_event || !v->kick_event || !v->window_event || !v->trim_event ||
+	    !v->idle_event) {
 		r = log_error_errno(-ENOMEM, "memory manager");
 		goto fail;
 	}
@@ -626,7 +628,8 @@ void vmm_free(struct vmm *v)
 			 (unsigned long long)v->page_ins, (unsigned long long)v->evictions,
 			 (unsigned long long)v->resident_pages);
 	vmm_space_waiters_fail(v);
-	vmm_page_waiters_fail(v);
+	vmm_window_fail_all(v, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN, "node stopping");
+	vmm_page_waiters_fail(v, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN, "node stopping");
 	if (v->mode == VMM_MODE_SOLO)
 		vmm_holdings_release_at_stop(v);
 	vmm_holdings_free(v);
@@ -637,6 +640,8 @@ void vmm_free(struct vmm *v)
 	vmm_store_close(v);
 	if (v->kick_event)
 		event_free(v->kick_event);
+	if (v->window_event)
+		event_free(v->window_event);
 	if (v->trim_event)
 		event_free(v->trim_event);
 	if (v->pt && v->flush_event)
@@ -722,20 +727,44 @@ static bool refused_by_mode(struct vmm *v, struct client_call *call,
 				v->mode_reason);
 		return true;
 	}
-	if (v->mode == VMM_MODE_SOLO_READ && modifies(req)) {
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_DENIED,
-				"node %s serves alone with [failover] solo = refuse: "
-				"reads only until the partner is back",
-				vmm_node_id(v));
+	return modifies(req) && vmm_refuses_change(v, call);
+}
+
+bool vmm_refuses_change(struct vmm *v, struct client_call *call)
+{
+	if (v->mode != VMM_MODE_SOLO_READ)
+		return false;
+	vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_DENIED,
+			"node %s serves alone with [failover] solo = refuse: "
+			"reads only until the partner is back",
+			vmm_node_id(v));
+	return true;
+}
+
+/* What cannot complete without the partner while mirrored: in the failover
+ * window it waits for the pair's decision (vmm_window.c). */
+static bool needs_partner(const Ftvm__Client__ClientRequest *req)
+{
+	switch (req->request_case) {
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_ALLOC:
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_WRITE_PAGE:
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FREE:
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_GET_POINTER:
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_RELEASE_POINTER:
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_VERIFY:
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FAILBACK:
 		return true;
+	default:
+		return false;
 	}
-	return false;
 }
 
 void vmm_client_request(struct vmm *v, struct client_call *call,
 			const Ftvm__Client__ClientRequest *req)
 {
 	if (refused_by_mode(v, call, req))
+		return;
+	if (needs_partner(req) && vmm_window_open(v) && vmm_window_park(v, call, req))
 		return;
 	switch (req->request_case) {
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_ALLOC:

@@ -95,6 +95,10 @@ void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n);
 /* The link to the partner went: the places its waiting requests held in our
  * paging queue are void (VMM.md, "Fairness across the pair"). */
 void vmm_tickets_drop(struct vmm *v);
+/* The link was lost: while mirrored, what needs the partner waits for the
+ * pair's decision (the next mode), even once the link is back (HA.md,
+ * "Calls through the failover window"). */
+void vmm_window_link_lost(struct vmm *v);
 /* The link went: the landing runs held for the partner go back to the pool,
  * and the landings this node's write pointers hold are forgotten (their
  * blocks go inline). VMM.md, "Landings". */

@@ -54,10 +54,15 @@ void vmm_set_mode(struct vmm *v, enum vmm_mode mode, const char *reason)
 					pagetable_last_error(v->pt));
 	}
 	if (mode == VMM_MODE_FENCED) {
+		char why[320];
+
+		snprintf(why, sizeof(why), "node %s is fenced (%s): its partner serves",
+			 vmm_node_id(v), reason);
 		vmm_space_waiters_fail(v);
-		vmm_page_waiters_fail(v);
+		vmm_page_waiters_fail(v, FTVM__PARTNER__STATUS__STATUS_FENCED, why);
 		vmm_holdings_revoke(v);
 	}
+	vmm_window_check(v);
 }
 
 enum vmm_mode vmm_mode(const struct vmm *v)

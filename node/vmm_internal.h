@@ -67,6 +67,12 @@ struct vmm {
 	 * in order, looked at again (kick_event) when one of those may be over. */
 	struct vmm_page_waiter *page_waiters;
 	struct event *kick_event;
+	/* The failover window (vmm_window.c): held from a lost link while
+	 * mirrored until the next mode change; what waits for its end, and the
+	 * event that lets it go on. */
+	bool window_held;
+	struct vmm_window_waiter *window_waiters;
+	struct event *window_event;
 	struct event *trim_event; /* the journal, every JOURNAL_TRIM_EVERY_S */
 	/* Pointers local clients hold. */
 	struct vmm_holding *holdings;
@@ -443,6 +449,7 @@ enum vmm_wait_reason {
 	VMM_WAIT_LOCK,	   /* a conflicting lock to go */
 	VMM_WAIT_CONTENTS, /* the page's contents to arrive (page-in, or a write) */
 	VMM_WAIT_FRAMES,   /* frames, here or on the partner: tried every VMM_RETRY_MS */
+	VMM_WAIT_PARTNER,  /* the end of the failover window (vmm_window.c) */
 };
 /* A client's request for a page, as the paging queue keeps it. */
 struct vmm_page_request {
@@ -462,6 +469,9 @@ struct vmm_page_request {
  * answer at the deadline). */
 void vmm_page_wait(struct vmm *v, const struct vmm_page_request *req, enum vmm_wait_reason why,
 		   const char *reason);
+/* req cannot complete without the partner: in the failover window it waits
+ * for the pair's decision, else it is refused PARTNER_UNAVAILABLE, reason. */
+void vmm_partner_wait(struct vmm *v, const struct vmm_page_request *req, const char *reason);
 /* No frames for req: it waits for them when req->wait, else NO_SPACE now. */
 void vmm_frames_short(struct vmm *v, const struct vmm_page_request *req, const char *reason);
 /* A page-in failed: the requests waiting to read guid/page get reason. */
@@ -490,7 +500,30 @@ void vmm_page_retry(struct vmm *v, const struct vmm_page_request *req);
  * (zeroes for a page never written); otherwise req was queued (a page-in is
  * on its way, or frames are short and req waits) or answered. */
 bool vmm_page_contents(struct vmm *v, const struct vmm_page_request *req, struct vmm_alloc *a);
-void vmm_page_waiters_fail(struct vmm *v);
+void vmm_page_waiters_fail(struct vmm *v, int status, const char *reason);
+
+/* vmm_window.c: the failover window. Open while mirrored with the link
+ * lost, until the next mode change. fn(v, arg, status, reason) runs once
+ * for a waiter: OK when the window closed and the mode decided lets it go
+ * on, else why not (fenced, request_timeout_ms passed, its client gone,
+ * stopping). */
+typedef void (*vmm_window_fn)(struct vmm *v, void *arg, int status, const char *reason);
+bool vmm_window_open(const struct vmm *v);
+/* -ENOMEM: nothing waits. client_id: the client whose going ends it (0:
+ * none). */
+int vmm_window_wait(struct vmm *v, uint64_t client_id, vmm_window_fn fn, void *arg);
+/* After a mode change: a window that closed lets its waiters go on (from
+ * window_event: vmm_on_window_closed). */
+void vmm_window_check(struct vmm *v);
+void vmm_on_window_closed(evutil_socket_t fd, short what, void *arg);
+void vmm_window_client_gone(struct vmm *v, uint64_t client_id);
+void vmm_window_fail_all(struct vmm *v, int status, const char *reason);
+/* Keeps req (packed) until the window's end, then dispatches it again;
+ * false when it cannot (out of memory). */
+bool vmm_window_park(struct vmm *v, struct client_call *call,
+		     const Ftvm__Client__ClientRequest *req);
+/* Refuses a change in [failover] solo = refuse mode: true when answered. */
+bool vmm_refuses_change(struct vmm *v, struct client_call *call);
 /* vmm_holdings.c: a node stopping solo releases its clients' write
  * pointers as modified, here alone, before its last destage. */
 void vmm_holdings_release_at_stop(struct vmm *v);

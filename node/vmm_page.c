@@ -208,6 +208,48 @@ static void requeue_write(struct vmm *v, struct write_op *op, uint32_t block_siz
 	vmm_page_wait(v, &req, why, op->op.reason);
 }
 
+/* Owned here, the write stays applied when the lost link fails the
+ * partner's answer: the pair's decision says what the client is told. This
+ * node took over: its copy is the pair's, the write happened. The link came
+ * back with the pair whole: the partner may lack it, its outcome is unknown
+ * (the old answer). Fenced, or no decision in time: as the window says. */
+static void owned_write_decided(struct vmm *v, void *arg, int status, const char *reason)
+{
+	struct write_op *op = arg;
+
+	if (status == FTVM__PARTNER__STATUS__STATUS_OK &&
+	    (v->mode == VMM_MODE_SOLO || v->mode == VMM_MODE_SOLO_READ)) {
+		write_replied(op);
+		return;
+	}
+	if (status == FTVM__PARTNER__STATUS__STATUS_OK)
+		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+				"%s page %llu: %s", op->guid, (unsigned long long)op->page,
+				op->op.reason);
+	else
+		vmm_reply_error(op->op.call, status, "%s page %llu: %s", op->guid,
+				(unsigned long long)op->page, reason);
+	free(op);
+}
+
+/* The lost link failed the partner's answer in the failover window: the
+ * write waits for the pair's decision instead of failing. Not owned here,
+ * nothing of it stayed (settle_mirror_write put the page back): it is
+ * written again once decided, by whichever node owns the page then. */
+static bool wait_for_decision(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
+{
+	if (op->op.status != FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE ||
+	    !vmm_window_open(v))
+		return false;
+	if (!op->owned) {
+		requeue_write(v, op, a->block_size, VMM_WAIT_PARTNER);
+		free(op);
+		return true;
+	}
+	return vmm_window_wait(v, op->op.call ? client_call_client_id(op->op.call) : 0,
+			       owned_write_decided, op) == 0;
+}
+
 static void write_finish(struct vmm_op *base)
 {
 	struct write_op *op = (struct write_op *)base;
@@ -237,6 +279,8 @@ static void write_finish(struct vmm_op *base)
 	}
 	if (op->op.failed_at > op->lock_index)
 		vmm_release_stray_lock(v, op->guid, op->page, op->owner);
+	if (a && wait_for_decision(v, a, op))
+		return;
 	if (a && op->wait && status == FTVM__PARTNER__STATUS__STATUS_LOCKED)
 		requeue_write(v, op, a->block_size, VMM_WAIT_LOCK); /* lost the race */
 	else if (a && op->wait && status == FTVM__PARTNER__STATUS__STATUS_NO_SPACE)
@@ -480,7 +524,7 @@ static void page_write(struct vmm *v, const struct vmm_page_request *req)
 	struct vmm_page *p;
 	struct write_op *op;
 
-	if (!a)
+	if (!a || vmm_refuses_change(v, req->call))
 		return;
 	p = &a->page[req->page];
 	if (req->len > a->block_size) {
@@ -490,8 +534,8 @@ static void page_write(struct vmm *v, const struct vmm_page_request *req)
 		return;
 	}
 	if (!vmm_can_complete(v)) {
-		vmm_reply_error(
-			req->call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+		vmm_partner_wait(
+			v, req,
 			"partner unavailable: a page write is mirrored before it completes");
 		return;
 	}

@@ -140,6 +140,12 @@ static void on_waiter_deadline(evutil_socket_t fd, short what, void *arg)
 		vmm_reply_error(w->req.call, FTVM__PARTNER__STATUS__STATUS_NO_SPACE,
 				"%s page %llu: %s, for %u ms", w->guid, page, w->reason, ms);
 		break;
+	case VMM_WAIT_PARTNER:
+		vmm_reply_error(w->req.call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+				"%s page %llu: partner unavailable for %u ms (request_timeout_ms): "
+				"the link is down and neither its return nor a takeover came",
+				w->guid, page, ms);
+		break;
 	}
 	waiter_unlink(v, w);
 	vmm_paging_kick(v); /* those behind it for the page may go on */
@@ -262,6 +268,15 @@ void vmm_page_wait(struct vmm *v, const struct vmm_page_request *req, enum vmm_w
 	w->next = *tail;
 	*tail = w;
 	ask_for_ticket(v, w);
+}
+
+void vmm_partner_wait(struct vmm *v, const struct vmm_page_request *req, const char *reason)
+{
+	if (vmm_window_open(v))
+		vmm_page_wait(v, req, VMM_WAIT_PARTNER, NULL);
+	else
+		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE, "%s",
+				reason);
 }
 
 void vmm_frames_short(struct vmm *v, const struct vmm_page_request *req, const char *reason)
@@ -425,6 +440,8 @@ static bool waiter_ready(struct vmm *v, const struct vmm_page_waiter *w)
 		return !p->pagein && !p->filling;
 	case VMM_WAIT_FRAMES:
 		return w->due;
+	case VMM_WAIT_PARTNER:
+		return !vmm_window_open(v);
 	}
 	return true;
 }
@@ -492,11 +509,10 @@ uint64_t vmm_page_waiting(const struct vmm *v)
 	return n;
 }
 
-void vmm_page_waiters_fail(struct vmm *v)
+void vmm_page_waiters_fail(struct vmm *v, int status, const char *reason)
 {
 	while (v->page_waiters) {
-		vmm_reply_error(v->page_waiters->req.call,
-				FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN, "node stopping");
+		vmm_reply_error(v->page_waiters->req.call, status, "%s", reason);
 		waiter_unlink(v, v->page_waiters);
 	}
 }
@@ -630,11 +646,12 @@ static void grant(struct vmm *v, const struct vmm_page_request *req)
 	uint32_t wait_ms = 0;
 	size_t n = 0;
 
-	if (!a)
+	if (!a || (req->write && vmm_refuses_change(v, req->call)))
 		return;
 	if (!vmm_can_complete(v)) {
-		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
-				"partner unavailable: a pointer is mirrored before it is granted");
+		vmm_partner_wait(v, req,
+				 "partner unavailable: a pointer is mirrored before it is "
+				 "granted");
 		return;
 	}
 	conflict = vmm_page_conflict(a, &a->page[req->page], lock_mode(req->write));
@@ -941,6 +958,7 @@ void vmm_client_gone(struct vmm *v, uint64_t client_id)
 	struct vmm_holding **p = &v->holdings;
 	struct vmm_page_waiter **w = &v->page_waiters;
 
+	vmm_window_client_gone(v, client_id);
 	while (*w) {
 		if ((*w)->req.call && (*w)->client_id == client_id) {
 			vmm_reply_error((*w)->req.call, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN,

@@ -744,7 +744,8 @@ static int on_begin(struct vmm *v, const Ftvm__Partner__ResyncBegin *m, const st
 	vmm_resync_landings_drop(v); /* an earlier resync's */
 	v->resync_error[0] = '\0';
 	vmm_space_waiters_fail(v);
-	vmm_page_waiters_fail(v);
+	vmm_page_waiters_fail(v, FTVM__PARTNER__STATUS__STATUS_FENCED,
+			      "this node is being resynced by its partner, which serves");
 	vmm_holdings_revoke(v); /* fenced already; a grant may have raced it */
 	if (!m->incremental)
 		r = drop_table(v, o);

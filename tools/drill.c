@@ -57,6 +57,10 @@ struct drill {
 	uint64_t t0;
 	int64_t detect_ms, takeover_ms;
 	uint64_t acked_during, checked, lost;
+	/* Writes through the survivor that failed during the fault (HA.md,
+	 * "Calls through the failover window": none should), the first's why. */
+	uint64_t failed_during;
+	char first_failure[256];
 	uint64_t resync_pages, resync_ms, epoch_before, epoch_after;
 	bool equal;
 	uint64_t busy; /* pages verify left uncompared: other clients writing them */
@@ -221,8 +225,12 @@ static int write_next(struct drill *d, struct drill_alloc *a)
 
 	fill(d->block, a->info.block_size, seq);
 	r = ftvm_write_page(d->survivor.c, a->info.guid, page, d->block, a->info.block_size, NULL);
-	if (r < 0)
+	if (r < 0) {
+		if (!d->failed_during++)
+			snprintf(d->first_failure, sizeof(d->first_failure), "%s page %u: %s",
+				 a->info.guid, page, ftvm_last_error(d->survivor.c));
 		return r;
+	}
 	a->acked[page] = seq;
 	a->next = (page + 1) % a->info.pages;
 	return 0;
@@ -426,6 +434,8 @@ static void report(const struct drill *d)
 		json_object_object_add(o, "checked", json_object_new_uint64(d->checked));
 		json_object_object_add(o, "lost", json_object_new_uint64(d->lost));
 		json_object_object_add(o, "acked_during", json_object_new_uint64(d->acked_during));
+		json_object_object_add(o, "failed_during",
+				       json_object_new_uint64(d->failed_during));
 		json_object_object_add(o, "resync_pages", json_object_new_uint64(d->resync_pages));
 		json_object_object_add(o, "resync_ms", json_object_new_uint64(d->resync_ms));
 		json_object_object_add(o, "epoch_before", json_object_new_uint64(d->epoch_before));
@@ -446,7 +456,9 @@ static void report(const struct drill *d)
 		printf("  no takeover: the fault was shorter than dead_after_ms (epoch %" PRIu64
 		       ")\n",
 		       d->epoch_after);
-	printf("  %" PRIu64 " writes acknowledged during the fault\n", d->acked_during);
+	printf("  %" PRIu64 " writes acknowledged during the fault, %" PRIu64 " failed%s%s\n",
+	       d->acked_during, d->failed_during, d->failed_during ? ", the first: " : "",
+	       d->first_failure);
 	printf("  resync: %" PRIu64 " pages in %" PRIu64 " ms\n", d->resync_pages, d->resync_ms);
 	printf("  checked %" PRIu64 " pages on both nodes: %" PRIu64 " lost\n", d->checked,
 	       d->lost);

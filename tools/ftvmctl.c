@@ -1831,10 +1831,12 @@ static const struct command commands[] = {
 			"  --timeout S         for the takeover, and for the rejoin (default 30)\n"
 			"\n"
 			"With --json prints one object: {\"drill\",\"node\",\"survivor\",\"detect_ms\",\n"
-			"\"takeover_ms\",\"checked\",\"lost\",\"acked_during\",\"resync_pages\",\n"
-			"\"resync_ms\",\"epoch_before\",\"epoch_after\",\"equal\"}; takeover_ms is -1 when\n"
-			"the fault was too short for one. Exit status 0 only when nothing was lost\n"
-			"and the nodes are equal again.\n",
+			"\"takeover_ms\",\"checked\",\"lost\",\"acked_during\",\"failed_during\",\n"
+			"\"resync_pages\",\"resync_ms\",\"epoch_before\",\"epoch_after\",\"equal\",\n"
+			"\"verify_busy\"}; takeover_ms is -1 when the fault was too short for one;\n"
+			"failed_during counts the workload's writes through the survivor that failed\n"
+			"(they wait for the takeover instead: it should be 0). Exit status 0 only\n"
+			"when nothing was lost and the nodes are equal again.\n",
 		.options = drill_options,
 		.run = cmd_drill,
 	},
