@@ -5,7 +5,8 @@
  *   open ──the client shuts its sending side (EOF)──> draining
  *     │                                                  │
  *     │ bad frame, unparsable request, I/O error,        │ every call answered,
- *     │ client_server_free() (also from draining)        │ every reply written
+ *     │ client_server_free() (also from draining),       │ every reply written
+ *     │ a hangup while draining (below)                  │
  *     ▼                                                  ▼
  *   closed: reader and bufferevent freed, out of the server's list
  *
@@ -14,6 +15,14 @@
  * finds bev == NULL and drops its reply instead of touching freed memory.
  * "draining" lets `printf req | socat - UNIX-CONNECT:...` style clients, which
  * shut down their sending side and then wait, still get their answers.
+ *
+ * A draining client may also close its socket for good (it crashed, or it was
+ * done waiting) while calls wait: a reply written then would notice, but a
+ * call waiting on the client itself (a read behind its own write pointer)
+ * would keep its pointers until that call timed out. So a draining
+ * connection with calls outstanding is checked for the peer's hangup
+ * (POLLHUP: both directions shut) at EOF and every HANGUP_CHECK_MS after,
+ * and closed when it came.
  *
  * A client with CLIENT_CALLS_MAX calls unanswered is not read from until some
  * are answered, and one that leaves output_limit bytes of replies unread is
@@ -35,6 +44,7 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <pwd.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -61,11 +71,13 @@
 /* After accept() failed for want of fds or memory, wait this long before
  * trying again instead of spinning on a listener that stays readable. */
 #define ACCEPT_RETRY_MS 1000
+#define HANGUP_CHECK_MS 100
 
 struct client_conn {
 	struct client_server *server; /* NULL once closed */
 	struct bufferevent *bev;      /* NULL once closed */
 	struct frame_reader *reader;  /* NULL once closed */
+	struct event *hangup;	      /* draining with calls outstanding */
 	struct client_conn *prev, *next;
 	unsigned refs;	/* one for the open connection, one per outstanding call */
 	unsigned calls; /* outstanding calls */
@@ -115,6 +127,9 @@ static void conn_close(struct client_conn *conn)
 
 	if (!conn->bev)
 		return;
+	if (conn->hangup)
+		event_free(conn->hangup);
+	conn->hangup = NULL;
 	frame_reader_free(conn->reader);
 	conn->reader = NULL;
 	bufferevent_free(conn->bev);
@@ -448,6 +463,36 @@ static void write_cb(struct bufferevent *bev, void *ctx)
 	conn_maybe_finish(ctx);
 }
 
+/* Closes conn when its client hung up: true then. */
+static bool conn_close_if_hung_up(struct client_conn *conn)
+{
+	struct pollfd p = { .fd = bufferevent_getfd(conn->bev) };
+
+	if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLHUP | POLLERR)))
+		return false;
+	log_debug("client pid %d: hung up with %u calls outstanding, closing", (int)conn->pid,
+		  conn->calls);
+	conn_close(conn);
+	return true;
+}
+
+static void hangup_cb(evutil_socket_t fd, short what, void *arg)
+{
+	conn_close_if_hung_up(arg);
+}
+
+/* At EOF with calls outstanding: the client may have closed for good. */
+static void watch_hangup(struct client_conn *conn)
+{
+	struct timeval tv = { .tv_sec = 0, .tv_usec = HANGUP_CHECK_MS * 1000 };
+
+	if (conn_close_if_hung_up(conn))
+		return;
+	conn->hangup = event_new(conn->server->base, -1, EV_PERSIST, hangup_cb, conn);
+	if (!conn->hangup || event_add(conn->hangup, &tv) < 0)
+		log_debug("client pid %d: cannot watch for its hangup", (int)conn->pid);
+}
+
 static void event_cb(struct bufferevent *bev, short what, void *ctx)
 {
 	struct client_conn *conn = ctx;
@@ -467,7 +512,11 @@ static void event_cb(struct bufferevent *bev, short what, void *ctx)
 			log_debug("client pid %d: closed in the middle of a frame (%zu bytes)",
 				  (int)conn->pid, left);
 		conn->read_eof = true; /* the reader stopped */
-		conn_maybe_finish(conn);
+		/* Either may close conn, and the finish free it. */
+		if (conn->calls > 0)
+			watch_hangup(conn);
+		else
+			conn_maybe_finish(conn);
 	}
 }
 

@@ -10,9 +10,11 @@
  * connection's life to its close.
  *
  * What the node then does with a request (node.c's on_client_request and
- * the memory manager's operations behind vmm_client_request) is not here:
- * the owner's callback is a stub that answers a request with an even id at
- * once and holds one with an odd id until the loop has nothing else to do.
+ * the memory manager's operations behind vmm_client_request) is
+ * fuzz_node_request.c's, on a real pair: here the owner's callback is a stub
+ * that answers a request with an even id at once and holds one with an odd
+ * id until the loop has nothing else to do, which a real node cannot be
+ * made to do at will.
  *
  * The input's first byte chooses how the rest is read:
  *   bit 0 clear  the bytes as they are, frame headers and all;

@@ -6,7 +6,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <stdbool.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +20,8 @@ const uint8_t *fuzz_data(const uint8_t *data)
 	return data ? data : (const uint8_t *)"";
 }
 
-/* Counts the scratch directory's entries, unlinking each when remove is set
- * (only files are made in it). */
-static size_t tmp_walk(bool remove)
+/* How many entries the scratch directory holds at its top. */
+static size_t tmp_count(void)
 {
 	DIR *d = opendir(tmp_dir);
 	struct dirent *de;
@@ -30,21 +29,23 @@ static size_t tmp_walk(bool remove)
 
 	if (!d)
 		abort();
-	while ((de = readdir(d))) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (remove)
-			unlinkat(dirfd(d), de->d_name, 0);
-		n++;
-	}
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			n++;
 	closedir(d);
 	return n;
 }
 
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	remove(path);
+	return 0;
+}
+
+/* Depth first, so a target's subdirectories (a node's state_dir) go too. */
 static void tmp_remove(void)
 {
-	tmp_walk(true);
-	rmdir(tmp_dir);
+	nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 char *fuzz_tmp_path(const char *name)
@@ -87,5 +88,5 @@ void fuzz_write_file(const char *path, const uint8_t *data, size_t size)
 
 size_t fuzz_tmp_entries(void)
 {
-	return tmp_walk(false);
+	return tmp_count();
 }

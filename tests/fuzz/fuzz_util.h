@@ -11,8 +11,9 @@
 const uint8_t *fuzz_data(const uint8_t *data);
 
 /* dir/name in this process's scratch directory, /tmp/ftvm-fuzz-XXXXXX, made
- * at the first call and removed with what is in it at exit. The string is
- * the caller's to free. Aborts when the directory cannot be made. */
+ * at the first call and removed at exit with all it holds, directories too.
+ * The string is the caller's to free. Aborts when the directory cannot be
+ * made. */
 char *fuzz_tmp_path(const char *name);
 
 /* Writes data to path, replacing what was there; aborts on failure (the

@@ -248,6 +248,75 @@ def client():
     write(t, "length-past-end", b"\1\xff\x00" + status)
 
 
+# ---- client requests through a real pair (node/node.c, node/vmm*.c) ----
+
+def node():
+    """fuzz_node_request: the same control byte and requests as client(); a
+    guid of one byte names an allocation ('0' and '1': the two the harness
+    makes, '2' and '3': the input's first and second)."""
+    t = "node_request"
+    g = [field(1, c) for c in (b"0", b"1", b"2", b"3")]
+    ids = iter(range(1, 1 << 20))
+
+    def req(num, body=b""):
+        return request(next(ids), num, body)
+
+    def alloc(size, policy=b"", immediate=0):
+        return req(11, field(1, size) + (field(2, policy) if policy else b"") +
+                   (field(3, 1) if immediate else b""))
+
+    def write_page(ref, page, data, wait=0):
+        return req(12, g[ref] + field(2, page) + field(3, data) + (field(4, 1) if wait else b""))
+
+    def read_page(ref, page, wait=0):
+        return req(13, g[ref] + field(2, page) + (field(3, 1) if wait else b""))
+
+    def pointer(ref, page, write=0, wait=0):
+        return req(20, g[ref] + field(2, page) + (field(3, 1) if write else b"") +
+                   (field(4, 1) if wait else b""))
+
+    def release(ref, page, modified=0):
+        return req(21, g[ref] + field(2, page) + (field(3, 1) if modified else b""))
+
+    page = bytes(range(256)) * 16
+    write(t, "raw-status", b"\0" + frame(req(10)))
+    write(t, "raw-write-read", b"\0" + frame(write_page(0, 1, page)) + frame(read_page(0, 1)))
+    write(t, "every-request", payloads(
+        req(10), alloc(65536, b"big"), write_page(0, 0, page), read_page(0, 0),
+        req(14, g[0]), req(16), req(17), req(18), req(19), pointer(1, 2, write=1),
+        release(1, 2, modified=1), req(22, field(1, 100)), req(23),
+        req(24, field(2, b"/trace") + field(3, b"client")), req(24, field(1, 1)),
+        req(15, g[2])))
+    write(t, "write-read-verify", payloads(
+        write_page(0, 0, page), write_page(0, 2, b"short"), write_page(1, 3, page * 4),
+        read_page(0, 2), read_page(1, 3), req(14, g[1]), req(18)))
+    write(t, "alloc-write-free", payloads(
+        alloc(8192), alloc(1, b"big"), write_page(2, 1, page), read_page(2, 1),
+        write_page(3, 0, b"x"), req(16), req(15, g[2]), req(15, g[3]), read_page(2, 1)))
+    write(t, "pointers", payloads(
+        pointer(0, 0, write=1), release(0, 0, modified=1), pointer(0, 0), pointer(0, 0),
+        release(0, 0), release(0, 0), release(0, 0), pointer(1, 1, write=1), req(19)))
+    write(t, "pointer-then-wait", payloads(
+        pointer(0, 1, write=1), read_page(0, 1, wait=1), write_page(0, 1, page, wait=1),
+        release(0, 1, modified=1)))
+    write(t, "waits-on-itself", payloads(pointer(0, 2, write=1), read_page(0, 2, wait=1)))
+    write(t, "pointer-then-free", payloads(pointer(1, 0), req(15, g[1]), req(15, g[0])))
+    write(t, "alloc-no-space", payloads(
+        alloc(64 << 20, immediate=1), alloc(64 << 20), req(10)))
+    write(t, "trace-start-stop", payloads(
+        req(24, field(2, b"/etc/ftvm-fuzz.trace")), req(10), write_page(0, 0, page),
+        req(24, field(1, 1)), req(24, field(2, b"relative")),
+        req(24, field(2, b"/x") + field(3, b"neither"))))
+    write(t, "refusals", payloads(
+        alloc(0), alloc(4096, b"nosuchpolicy"), write_page(0, 3, page),
+        write_page(0, 0, page + b"!"), read_page(0, 1 << 40), req(14, field(1, b"a-999999")),
+        req(15, field(1, b"")), release(0, 0), req(22, field(1, 0)),
+        req(22, field(1, 600001)), req(22, field(1, 1000)), req(23)))
+    write(t, "pause-at-64", payloads(*(req(16) for _ in range(70))))
+    write(t, "unknown-and-unparsable", payloads(request(7, 99, b"future"), req(10),
+                                                b"\xff\xff\xff", req(10)))
+
+
 # ---- the partner port (replica/session.c), after a control byte ----
 
 def envelope(num, body, sender=b"b", epoch=2, seq=0, answers=0):
@@ -328,7 +397,8 @@ def rdma():
 
 
 TARGETS = {"config": config, "trace_text": trace_text, "store_header": store,
-           "sbd": sbd, "client_request": client, "rdma_params": rdma, "session": session}
+           "sbd": sbd, "client_request": client, "node_request": node, "rdma_params": rdma,
+           "session": session}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or TARGETS:

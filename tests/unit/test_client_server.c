@@ -1,0 +1,187 @@
+/* client_server: a client that closes for good while its calls wait is told
+ * gone at once, not when a reply finds it gone (a call waiting on the client
+ * itself, a read behind its own write pointer, would only end at its
+ * timeout, holding the client's pointers till then): closed at once, and
+ * closed after shutting down its sending side first. One that only shut down
+ * its sending side is still answered, and one that closes with nothing
+ * outstanding is gone as ever. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "check.h"
+#include "client.pb-c.h"
+#include "client_server.h"
+#include "clock.h"
+#include "frame.h"
+
+#define DEADLINE_MS 2000
+
+static struct event_base *base;
+static struct client_call *held; /* the one call the owner keeps */
+static uint64_t client;		 /* the connection it came on */
+static unsigned gone;		 /* gone() for that connection */
+
+static void on_request(struct client_call *call, const Ftvm__Client__ClientRequest *req, void *arg)
+{
+	held = call;
+	client = client_call_client_id(call);
+}
+
+static void on_gone(uint64_t client_id, void *arg)
+{
+	if (client_id == client)
+		gone++;
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+}
+
+/* Runs the loop until cond() or ms passed; returns cond(). */
+static bool run_until(bool (*cond)(void), unsigned ms)
+{
+	uint64_t deadline = clock_now_ms() + ms;
+	struct timeval tv = { .tv_sec = 0, .tv_usec = 10000 };
+	struct event *tick = event_new(base, -1, EV_PERSIST, on_timer, NULL);
+
+	if (!tick || event_add(tick, &tv) < 0)
+		die("timer");
+	while (!cond() && clock_now_ms() < deadline)
+		event_base_loop(base, EVLOOP_ONCE);
+	event_free(tick);
+	return cond();
+}
+
+static bool call_held(void)
+{
+	return held != NULL;
+}
+
+static bool client_gone(void)
+{
+	return gone > 0;
+}
+
+static int connect_and_ask(const char *path)
+{
+	Ftvm__Client__ClientRequest req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	Ftvm__Client__ListRequest list = FTVM__CLIENT__LIST_REQUEST__INIT;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	uint8_t frame[64];
+	size_t len;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		die("connect");
+	req.id = 7;
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_LIST;
+	req.list = &list;
+	len = ftvm__client__client_request__pack(&req, frame + FRAME_HEADER_SIZE);
+	frame_seal(frame, len);
+	if (write(fd, frame, FRAME_HEADER_SIZE + len) != (ssize_t)(FRAME_HEADER_SIZE + len))
+		die("write");
+	return fd;
+}
+
+static void answer_held(void)
+{
+	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+
+	client_call_reply(held, &reply);
+	held = NULL;
+}
+
+enum how {
+	CLOSE,		    /* while the call waits */
+	SHUTDOWN_CLOSE,	    /* the sending side first, then close */
+	SHUTDOWN,	    /* the sending side only: the reply still comes */
+	ANSWERED_THEN_CLOSE /* nothing outstanding at EOF: the plain end */
+};
+
+static void test_hangup(const char *path, enum how how)
+{
+	static const char *const names[] = { "close", "shutdown then close", "shutdown",
+					     "answered then close" };
+	int fd = connect_and_ask(path);
+	uint8_t buf[256];
+
+	held = NULL;
+	client = 0;
+	gone = 0;
+	CHECK(run_until(call_held, DEADLINE_MS), "%s: the request reached the owner", names[how]);
+	if (how == SHUTDOWN_CLOSE || how == SHUTDOWN) {
+		shutdown(fd, SHUT_WR);
+		/* The EOF is read, and a few hangup checks pass: the call
+		 * still waits for its answer. */
+		run_until(client_gone, 300);
+		CHECK_INT("gone after shutdown alone", 0, gone);
+	}
+	switch (how) {
+	case CLOSE:
+	case SHUTDOWN_CLOSE:
+		close(fd);
+		CHECK(run_until(client_gone, DEADLINE_MS),
+		      "%s: gone within %d ms while a call waits", names[how], DEADLINE_MS);
+		answer_held(); /* dropped: nobody to tell */
+		break;
+	case SHUTDOWN:
+		answer_held();
+		CHECK(run_until(client_gone, DEADLINE_MS), "shutdown: closed once answered");
+		CHECK(read(fd, buf, sizeof(buf)) > FRAME_HEADER_SIZE, "shutdown: reply read");
+		close(fd);
+		break;
+	case ANSWERED_THEN_CLOSE:
+		answer_held();
+		/* Read first: a reply left unread makes the close a reset. */
+		CHECK(read(fd, buf, sizeof(buf)) > FRAME_HEADER_SIZE, "answered: reply read");
+		close(fd);
+		CHECK(run_until(client_gone, DEADLINE_MS), "answered then close: gone");
+		break;
+	}
+	CHECK_INT("gone", 1, gone);
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/ftvm-test-client-XXXXXX", path[64];
+	struct client_server_config c = {
+		.mode = 0600,
+		.group = (gid_t)-1,
+		.admin_gid = (gid_t)-1,
+		.pointer_gid = (gid_t)-1,
+		.max_clients = 4,
+		.output_limit = 1u << 20,
+		.max_payload = FRAME_MAX_PAYLOAD_DEFAULT,
+	};
+	struct client_server *s;
+
+	if (!mkdtemp(dir))
+		die("mkdtemp");
+	snprintf(path, sizeof(path), "%s/c.sock", dir);
+	c.path = path;
+	base = event_base_new();
+	if (!base || client_server_new(base, &c, on_request, on_gone, NULL, &s) < 0)
+		die("client_server_new");
+	test_hangup(path, CLOSE);
+	test_hangup(path, SHUTDOWN_CLOSE);
+	test_hangup(path, SHUTDOWN);
+	test_hangup(path, ANSWERED_THEN_CLOSE);
+	client_server_free(s);
+	event_base_free(base);
+	rmdir(dir);
+	if (failures) {
+		fprintf(stderr, "%d of %d check(s) failed\n", failures, checks);
+		return 1;
+	}
+	printf("client_server: %d checks passed\n", checks);
+	return 0;
+}
