@@ -479,6 +479,26 @@ void drill_partner_config_path(const char *config_path, const char *partner_id, 
 	snprintf(buf, len, "%s/%s.conf", dirname(dir), partner_id);
 }
 
+/* Both active at one epoch, now or within a few dead_after_ms: the two
+ * views of a pair that just failed over, or is ending a resync, differ for
+ * a moment (a survivor says solo while the other has not yet read, in the
+ * store, that it must fence itself). s1 and s2 are the last statuses. */
+static bool whole_soon(struct drill_node *n1, struct ftvm_node_status *s1, struct drill_node *n2,
+		       struct ftvm_node_status *s2)
+{
+	uint64_t deadline = clock_now_ms() + 4ull * n1->cfg->dead_after_ms + 1000;
+
+	for (;;) {
+		if (serving(s1, "active") && serving(s2, "active") && s1->epoch == s2->epoch)
+			return true;
+		if (clock_now_ms() >= deadline)
+			return false;
+		sleep_ms(20);
+		if (status_of(n1, s1) < 0 || status_of(n2, s2) < 0)
+			return false;
+	}
+}
+
 static int open_pair(struct drill *d)
 {
 	const struct drill_options *o = d->o;
@@ -505,9 +525,11 @@ static int open_pair(struct drill *d)
 			second.cfg->socket_path);
 		r = EXIT_UNREACHABLE;
 	}
-	if (r == EXIT_DONE && (!serving(&s1, "active") || !serving(&s2, "active")))
-		r = failed("the pair is not whole: %s is %s, %s is %s", first.cfg->id, s1.state,
-			   second.cfg->id, s2.state);
+	if (r == EXIT_DONE && !whole_soon(&first, &s1, &second, &s2))
+		r = failed("the pair is not whole: %s is %s at epoch %" PRIu64 " (%s), %s is %s at "
+			   "epoch %" PRIu64 " (%s)",
+			   first.cfg->id, s1.state, s1.epoch, s1.reason, second.cfg->id, s2.state,
+			   s2.epoch, s2.reason);
 	if (r == EXIT_DONE) {
 		bool first_victim = o->kind == DRILL_CUT ? strcmp(first.cfg->id, second.cfg->id) > 0
 							 : strcmp(o->node, first.cfg->id) == 0;

@@ -78,3 +78,21 @@ expect_exit 2 "takes NODE" kill
 [ "$(status_field a epoch)" = "$epoch" ] || fail "a refused drill changed the epoch"
 [ "$(ctl a --json list | jq length)" = 0 ] || fail "drills left allocations behind"
 ok "bad drills refused, nothing changed, no allocation left behind"
+
+# A drill asked while the pair is not whole for a moment waits for it
+# rather than refusing: b restarted and waiting for a, which is stopped until
+# the drill has seen b starting, then goes on and resyncs b.
+kill -9 "${PIDS[b]}"
+wait "${PIDS[b]}" 2>/dev/null || true
+wait_for 5000 "a solo" field_is a state solo
+kill -STOP "${PIDS[a]}"
+start_node b
+field_is b state starting || fail "b is $(status_field b state), not starting"
+ctl b --json drill cut 1 --timeout 20 --partner-config "$WORK/a.conf" >"$WORK/drill.json" 2>"$WORK/drill.err" &
+drill=$!
+sleep 0.5 # the drill's first status of b says starting; a's waits in its socket
+kill -CONT "${PIDS[a]}"
+wait "$drill" || fail "drill cut 1 asked while b was rejoining: $(cat "$WORK/drill.json" "$WORK/drill.err")"
+adopt_pids
+jq -e '.lost == 0 and .equal' "$WORK/drill.json" >/dev/null || fail "drill: $(cat "$WORK/drill.json")"
+ok "drill cut 1 asked while b was starting waited for the pair: $(cat "$WORK/drill.json")"
