@@ -204,6 +204,25 @@ void vmm_space_waiters_fail(struct vmm *v)
 	}
 }
 
+void vmm_space_waiters_client_gone(struct vmm *v, uint64_t client_id)
+{
+	struct vmm_space_waiter *w = v->space_waiters, *next;
+
+	for (; w; w = next) {
+		struct alloc_op *op = w->op;
+
+		next = w->next;
+		if (!op->op.call || client_call_client_id(op->op.call) != client_id)
+			continue;
+		log_debug("allocation %s: its client went while it waited for space: dropped",
+			  op->a->guid);
+		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN,
+				"client gone");
+		waiter_free(v, w);
+		alloc_op_free(op);
+	}
+}
+
 /* The request's own faults are answered here; true when it may go on. */
 static bool alloc_request_valid(struct vmm *v, struct client_call *call,
 				const Ftvm__Client__AllocRequest *req, const char *policy,

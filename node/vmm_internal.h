@@ -362,6 +362,8 @@ bool vmm_extent_fits(struct vmm *v, const Ftvm__Partner__AllocateMemory *m);
  * may go on. */
 void vmm_space_freed(struct vmm *v);
 void vmm_space_waiters_fail(struct vmm *v);
+/* A gone client's allocations waiting for space are not made. */
+void vmm_space_waiters_client_gone(struct vmm *v, uint64_t client_id);
 /* Allocations waiting for space, and page requests waiting (for a lock, a
  * page-in or frames): together the paging queue. */
 uint64_t vmm_space_waiting(const struct vmm *v);

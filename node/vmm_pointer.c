@@ -959,6 +959,7 @@ void vmm_client_gone(struct vmm *v, uint64_t client_id)
 	struct vmm_page_waiter **w = &v->page_waiters;
 
 	vmm_window_client_gone(v, client_id);
+	vmm_space_waiters_client_gone(v, client_id);
 	while (*w) {
 		if ((*w)->req.call && (*w)->client_id == client_id) {
 			vmm_reply_error((*w)->req.call, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN,

@@ -6,7 +6,9 @@
 #  - [client] output_limit: a client that floods ReadPage and never reads
 #    its replies is dropped with a log line naming its pid and uid, the
 #    node's memory (VmHWM, its peak RSS) stays near the limit, and the node
-#    serves on.
+#    serves on;
+#  - an allocation waiting for room in the store is dropped when its client
+#    goes.
 . "$(dirname "$0")/lib.sh"
 
 FTVM_RAW_CLIENT=${FTVM_RAW_CLIENT:?FTVM_RAW_CLIENT must name the ftvm-raw-client binary}
@@ -17,6 +19,8 @@ FLOOD=${FTVM_E2E_FLOOD:-200000}
 GROWTH_MAX_KB=16384
 
 write_pair_configs
+# A small pool and so a small store: 4M partitions, filled in a moment.
+sed -i 's/^size = 16M$/size = 2M/' "$WORK/a.conf" "$WORK/b.conf"
 printf '[client]\nmax_clients = 2\noutput_limit = 1M\n' >>"$WORK/a.conf"
 start_node a
 start_node b
@@ -90,3 +94,19 @@ raw_end flood
 ctl a read "$guid" 0 | cmp -s - "$(fill 3)" || fail "a does not serve page 0 after the flood"
 [ "$(ctl a --json verify | jq .equal)" = true ] || fail "verify is not equal after the flood"
 ok "a serves on, and verify is equal"
+
+# An allocation waiting for room in the store is dropped when its client
+# goes, not made later for nobody.
+big=$(ctl a alloc --size 3M)
+"$FTVMCTL" --config "$WORK/a.conf" alloc --size 2M >"$WORK/waiter.out" 2>&1 &
+waiter=$!
+waiting_for_space() { [ "$(ctl a --json sense | jq .queues.paging)" = 1 ]; }
+wait_for 5000 "the 2M allocation waiting for room" waiting_for_space
+kill -9 "$waiter"
+wait "$waiter" 2>/dev/null || true
+nothing_waits() { [ "$(ctl a --json sense | jq .queues.paging)" = 0 ]; }
+wait_for 2000 "a to drop the gone client's allocation (request_timeout_ms is 5000)" nothing_waits
+ctl a free "$big"
+[ "$(ctl a --json list | jq --arg g "$guid" 'map(select(.guid != $g)) | length')" = 0 ] ||
+	fail "an allocation was made after its client went: $(ctl a --json list)"
+ok "an allocation waiting for room is dropped when its client goes"
