@@ -142,6 +142,7 @@ static char owner_a[] = "owner-a", owner_b[] = "owner-b", owner_c[] = "";
 static char *owners[] = { owner_a, owner_b, owner_c };
 static uint64_t page_versions[] = { 1, 0x0000000100000000ull, 0xffffffffffffffffull };
 static uint32_t page_crcs[] = { 0xe3069283u, 0x00000001u, 0x80000000u };
+static uint64_t busy_pages[] = { 2, 0x0000000100000000ull };
 
 /* A batch carries whole packed envelopes: these three, the ones of a
  * whole-page write to a page homed on the other node (VMM.md, Batches). */
@@ -304,10 +305,13 @@ static void sent_init(struct sent *s)
 		s->digest[i].page_version = page_versions;
 		s->digest[i].n_page_crc32c = ARRAY_SIZE(page_crcs) - (size_t)i;
 		s->digest[i].page_crc32c = page_crcs;
+		s->digest[i].n_busy_pages = ARRAY_SIZE(busy_pages) - (size_t)i;
+		s->digest[i].busy_pages = busy_pages;
 		s->digest_ptrs[i] = &s->digest[i];
 	}
 	s->sense.n_allocations = 2;
 	s->sense.allocations = s->digest_ptrs;
+	s->sense.resync = true;
 
 	s->command_complete = (CommandComplete)FTVM__PARTNER__COMMAND_COMPLETE__INIT;
 	s->command_complete.status = FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN;
