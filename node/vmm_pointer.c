@@ -744,11 +744,17 @@ static void on_release_retry(evutil_socket_t fd, short what, void *arg)
 	release(h->vmm, NULL, h, h->write);
 }
 
-/* A gone client's release refused for want of frames on the partner: it is
- * tried again, the holding kept meanwhile. false when its time is up. */
+/* A gone client's release the partner did not take, for want of frames or
+ * because it cannot be reached now (a failover may be under way): it is
+ * tried again, the holding and its lock kept meanwhile, so that what the
+ * client wrote is not taken for the page's version. Back, the partner
+ * takes it; taken over, this node completes it alone; fenced, the holding
+ * goes (vmm_holdings_revoke). false when its time is up. */
 static bool release_later(struct vmm *v, struct vmm_holding *h, int status)
 {
-	if (status != FTVM__PARTNER__STATUS__STATUS_NO_SPACE || clock_now_ms() >= h->deadline_ms)
+	if ((status != FTVM__PARTNER__STATUS__STATUS_NO_SPACE &&
+	     status != FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE) ||
+	    clock_now_ms() >= h->deadline_ms)
 		return false;
 	h->retry = evtimer_new(v->base, on_release_retry, h);
 	if (!h->retry)
@@ -780,8 +786,7 @@ static void release_failed(struct vmm *v, struct client_call *call, struct vmm_h
 		return;
 	log_warning("%s page %llu: pointer of a gone client released here only: %s", h->guid,
 		    (unsigned long long)h->page, reason);
-	if (a)
-		vmm_unlock(v, a, h->page, h->owner);
+	vmm_holding_let_go(v, h);
 	free(h);
 }
 
