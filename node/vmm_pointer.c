@@ -58,6 +58,7 @@ struct pointer_op {
 	struct vmm_op op;
 	uint64_t client_id;
 	char guid[128];
+	uint64_t incarnation; /* of the allocation whose page it pins or locks */
 	uint64_t page;
 	char owner[128];
 	bool write;
@@ -558,7 +559,8 @@ static void pointer_finish(struct vmm_op *base)
 {
 	struct pointer_op *op = (struct pointer_op *)base;
 	struct vmm *v = op->op.vmm;
-	struct vmm_alloc *a = vmm_table_find(v->table, op->guid);
+	/* Not one a resync put in its place meanwhile (as write_finish). */
+	struct vmm_alloc *a = vmm_table_find_incarnation(v->table, op->guid, op->incarnation);
 	/* The partner recorded our lock unless the batch failed before it did. */
 	bool partner_holds = op->op.status == FTVM__PARTNER__STATUS__STATUS_OK ||
 			     op->op.failed_at > op->lock_index;
@@ -595,7 +597,7 @@ static void pointer_finish(struct vmm_op *base)
 		vmm_reply_error(op->op.call,
 				a ? op->op.status : FTVM__PARTNER__STATUS__STATUS_NOT_FOUND,
 				"%s page %llu: %s", op->guid, (unsigned long long)op->page,
-				a ? op->op.reason : "allocation released meanwhile");
+				a ? op->op.reason : "allocation released or resynced meanwhile");
 	}
 	free(op);
 }
@@ -661,6 +663,7 @@ static void grant(struct vmm *v, const struct vmm_page_request *req)
 	op->op.finish = pointer_finish;
 	op->client_id = client_call_client_id(req->call);
 	snprintf(op->guid, sizeof(op->guid), "%s", req->guid);
+	op->incarnation = a->incarnation;
 	op->page = req->page;
 	op->write = req->write;
 	op->wait = req->wait;

@@ -11,6 +11,7 @@
 struct vmm_table {
 	struct vmm_alloc *bucket[BUCKETS];
 	size_t count;
+	uint64_t inserted; /* the last incarnation given */
 };
 
 static size_t hash(const char *s)
@@ -113,6 +114,15 @@ void vmm_table_insert(struct vmm_table *t, struct vmm_alloc *a)
 	a->next = t->bucket[b];
 	t->bucket[b] = a;
 	t->count++;
+	a->incarnation = ++t->inserted;
+}
+
+struct vmm_alloc *vmm_table_find_incarnation(const struct vmm_table *t, const char *guid,
+					     uint64_t incarnation)
+{
+	struct vmm_alloc *a = vmm_table_find(t, guid);
+
+	return a && a->incarnation == incarnation ? a : NULL;
 }
 
 void vmm_table_remove(struct vmm_table *t, struct vmm_alloc *a)

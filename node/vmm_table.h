@@ -56,6 +56,10 @@ struct vmm_alloc {
 	bool moving;	       /* being handed to its home node: no new locks */
 	uint64_t store_offset; /* its extent in the backing store */
 	uint32_t uid;	       /* the client uid it belongs to */
+	/* Numbers its insertion into the table: a resync replaces an
+	 * allocation by another of the same guid, which a request in flight
+	 * since before must tell from its own. */
+	uint64_t incarnation;
 	struct vmm_page *page;
 };
 
@@ -66,6 +70,9 @@ int vmm_table_new(struct vmm_table **ret);
 void vmm_table_free(struct vmm_table *t);
 
 struct vmm_alloc *vmm_table_find(const struct vmm_table *t, const char *guid);
+/* guid's allocation if it is still the one of that incarnation, else NULL. */
+struct vmm_alloc *vmm_table_find_incarnation(const struct vmm_table *t, const char *guid,
+					     uint64_t incarnation);
 /* a's page; NULL when a is NULL (an allocation freed meanwhile) or the page
  * is past its end. */
 struct vmm_page *vmm_alloc_page(struct vmm_alloc *a, uint64_t page);
