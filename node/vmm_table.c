@@ -229,6 +229,18 @@ bool vmm_page_write_locked(const struct vmm_page *p)
 	return p->lock_mode == FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE;
 }
 
+bool vmm_lock_owner_of(const char *lock_owner, const char *node)
+{
+	size_t n = strlen(node);
+
+	return strncmp(lock_owner, node, n) == 0 && lock_owner[n] == '/';
+}
+
+bool vmm_page_write_locked_by(const struct vmm_page *p, const char *node)
+{
+	return vmm_page_write_locked(p) && p->n_owners && vmm_lock_owner_of(p->owners[0], node);
+}
+
 uint64_t vmm_page_index(const struct vmm_page *p)
 {
 	return (uint64_t)(p - p->alloc->page);

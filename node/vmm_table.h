@@ -99,6 +99,10 @@ int vmm_page_lock(struct vmm_page *p, int mode, const char *owner);
 int vmm_page_unlock(struct vmm_page *p, const char *owner);
 bool vmm_alloc_locked(const struct vmm_alloc *a);
 bool vmm_page_write_locked(const struct vmm_page *p);
+/* Lock owners are "<node>/<client pid>/<op>": whether lock_owner is one of
+ * node's; whether p is write-locked by one of node's. */
+bool vmm_lock_owner_of(const char *lock_owner, const char *node);
+bool vmm_page_write_locked_by(const struct vmm_page *p, const char *node);
 uint64_t vmm_page_index(const struct vmm_page *p);
 /* CRC-32C of block_size zero bytes: a page never written. */
 uint32_t vmm_zero_crc(uint32_t block_size);
