@@ -695,6 +695,15 @@ void vmm_destaged(struct vmm *v, const char *guid, uint64_t page, uint64_t versi
 	 * with an older block under this version must not believe it current. A
 	 * stale page has no copy: the store has its contents now. */
 	if (p->resident && vmm_block_crc(v, a, page) != crc) {
+		/* Not judged: our client's write pointer is writing into the block
+		 * (or its release is on its way); the page stays dirty, and its
+		 * next version's destage settles it. */
+		if (vmm_page_write_locked_by(p, vmm_node_id(v))) {
+			log_debug("%s page %llu: the partner destaged version %llu, which our "
+				  "client's write pointer is changing here: left dirty",
+				  guid, (unsigned long long)page, (unsigned long long)version);
+			return;
+		}
 		log_warning("%s page %llu: the partner destaged version %llu, our copy differs: "
 			    "stale until the pair resyncs it",
 			    guid, (unsigned long long)page, (unsigned long long)version);

@@ -105,14 +105,6 @@ unsigned vmm_store_index(const struct vmm *v)
 	return store_partition_index(v->store);
 }
 
-/* Lock owners are "<node>/<client pid>/<op>". */
-static bool held_by_node(const char *lock_owner, const char *node)
-{
-	size_t n = strlen(node);
-
-	return strncmp(lock_owner, node, n) == 0 && lock_owner[n] == '/';
-}
-
 static uint64_t release_partner_locks(struct vmm *v, struct vmm_alloc *a)
 {
 	uint64_t released = 0;
@@ -122,7 +114,7 @@ static uint64_t release_partner_locks(struct vmm *v, struct vmm_alloc *a)
 		size_t k = 0;
 
 		while (k < p->n_owners) {
-			if (held_by_node(p->owners[k], vmm_node_id(v))) {
+			if (vmm_lock_owner_of(p->owners[k], vmm_node_id(v))) {
 				k++;
 				continue;
 			}

@@ -154,6 +154,33 @@ void vmm_holdings_mirror(struct vmm *v)
 			 vmm_partner_id(v));
 }
 
+/* Whether h is a write pointer whose client wrote into its page's block:
+ * the block is then neither the page's version nor anything the partner
+ * has. */
+static bool written_into(struct vmm *v, struct vmm_alloc *a, const struct vmm_holding *h)
+{
+	struct vmm_page *p = vmm_alloc_page(a, h->page);
+
+	return h->write && p && p->resident && vmm_block_crc(v, a, h->page) != p->crc32c;
+}
+
+/* A fenced node's (or one being resynced) gone client's pointer goes with
+ * its lock, here only; what the client wrote goes with the page's frames
+ * (a dirty page is stale then: the resync brings it). */
+static void drop_written(struct vmm *v, struct vmm_alloc *a, const struct vmm_holding *h)
+{
+	struct vmm_page *p = vmm_alloc_page(a, h->page);
+
+	if (!p)
+		return;
+	if (written_into(v, a, h)) {
+		vmm_page_detach(v, p);
+		p->stale = p->dirty;
+	}
+	vmm_page_unlock(p, h->owner);
+	vmm_replace_update(v, p);
+}
+
 /* Revokes every live pointer to first's page: its lock goes, here only,
  * and the page's frames go aside for them. Returns how many. */
 static unsigned revoke_page(struct vmm *v, struct vmm_holding *first)
@@ -203,15 +230,12 @@ void vmm_holdings_revoke(struct vmm *v)
 
 	while (*hp) {
 		struct vmm_holding *h = *hp;
-		struct vmm_page *p;
 
 		if (h->retry) {
 			/* A gone client's release, to be tried again: the
 			 * survivor let its lock go at the takeover. */
 			*hp = h->next;
-			p = vmm_alloc_page(vmm_table_find(v->table, h->guid), h->page);
-			if (p)
-				vmm_page_unlock(p, h->owner);
+			drop_written(v, vmm_table_find(v->table, h->guid), h);
 			vmm_holding_free(v, h);
 			continue;
 		}
@@ -248,6 +272,20 @@ void vmm_holdings_revoked(const struct vmm *v, uint64_t *ret_pointers, uint64_t 
 	}
 }
 
+/* The write pointer's block as its client left it is the page's next
+ * version, here alone; returns that version. */
+static uint64_t release_modified_here(struct vmm *v, struct vmm_alloc *a, struct vmm_holding *h)
+{
+	struct pt_origin o = { .node = vmm_node_id(v),
+			       .lsn = pagetable_reserve_lsn(v->pt),
+			       .own = true };
+	uint64_t version = a->page[h->page].version + 1;
+
+	vmm_page_modified(v, a, h->page, version, vmm_block_crc(v, a, h->page), &o);
+	vmm_unlock(v, a, h->page, h->owner);
+	return version;
+}
+
 /* A node stopping alone: the write pointers its clients still hold are
  * released as modified here, as their clients' going would release them.
  * The page's last acknowledged contents were in that block alone, now
@@ -259,19 +297,31 @@ void vmm_holdings_release_at_stop(struct vmm *v)
 	for (struct vmm_holding *h = v->holdings; h; h = h->next) {
 		struct vmm_alloc *a = vmm_table_find(v->table, h->guid);
 		struct vmm_page *p = vmm_alloc_page(a, h->page);
-		struct pt_origin o = { .node = vmm_node_id(v), .own = true };
-		uint64_t version;
 
 		if (!p || !p->resident || !h->write || h->revoked)
 			continue;
-		version = p->version + 1;
-		o.lsn = pagetable_reserve_lsn(v->pt);
-		vmm_page_modified(v, a, h->page, version, vmm_block_crc(v, a, h->page), &o);
-		vmm_unlock(v, a, h->page, h->owner);
 		log_info("stopping alone: a client's write pointer to %s page %llu released as "
 			 "modified: the block as the client left it is version %llu",
-			 h->guid, (unsigned long long)h->page, (unsigned long long)version);
+			 h->guid, (unsigned long long)h->page,
+			 (unsigned long long)release_modified_here(v, a, h));
 	}
+}
+
+void vmm_holding_let_go(struct vmm *v, struct vmm_holding *h)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, h->guid);
+
+	if (!a)
+		return;
+	if (v->mode == VMM_MODE_FENCED)
+		drop_written(v, a, h);
+	else if (!written_into(v, a, h))
+		vmm_unlock(v, a, h->page, h->owner);
+	else
+		log_warning("%s page %llu: the block the gone client left is version %llu here "
+			    "alone; the partner gets it with the next resync",
+			    h->guid, (unsigned long long)h->page,
+			    (unsigned long long)release_modified_here(v, a, h));
 }
 
 void vmm_holdings_free(struct vmm *v)

@@ -529,6 +529,10 @@ bool vmm_refuses_change(struct vmm *v, struct client_call *call);
 /* vmm_holdings.c: a node stopping solo releases its clients' write
  * pointers as modified, here alone, before its last destage. */
 void vmm_holdings_release_at_stop(struct vmm *v);
+/* vmm_holdings.c: a gone client's pointer (h, out of the list) whose
+ * release the partner never took is let go here only, and what its client
+ * wrote with it (node/HA.md, "A gone client's pointer"). */
+void vmm_holding_let_go(struct vmm *v, struct vmm_holding *h);
 void vmm_holdings_free(struct vmm *v);
 
 /* The originating node's methods. */

@@ -20,6 +20,7 @@
 struct write_op {
 	struct vmm_op op;
 	char guid[128];
+	uint64_t incarnation; /* of the allocation whose page it pins or locks */
 	uint64_t page;
 	char owner[128];
 	bool owned; /* this node owns the allocation: it arbitrates */
@@ -254,7 +255,10 @@ static void write_finish(struct vmm_op *base)
 {
 	struct write_op *op = (struct write_op *)base;
 	struct vmm *v = op->op.vmm;
-	struct vmm_alloc *a = vmm_table_find(v->table, op->guid);
+	/* A resync may have replaced the allocation meanwhile: its page is
+	 * not the one this write pinned or locked (node/HA.md, "Requests in
+	 * flight across a resync"). */
+	struct vmm_alloc *a = vmm_table_find_incarnation(v->table, op->guid, op->incarnation);
 	int status = op->op.status;
 	bool ok = status == FTVM__PARTNER__STATUS__STATUS_OK, committed = false;
 
@@ -288,7 +292,7 @@ static void write_finish(struct vmm_op *base)
 	else
 		vmm_reply_error(op->op.call, a ? status : FTVM__PARTNER__STATUS__STATUS_NOT_FOUND,
 				"%s page %llu: %s", op->guid, (unsigned long long)op->page,
-				a ? op->op.reason : "allocation released meanwhile");
+				a ? op->op.reason : "allocation released or resynced meanwhile");
 	free(op);
 }
 
@@ -389,6 +393,7 @@ static struct write_op *write_op_new(struct vmm *v, const struct vmm_page_reques
 	op->op.finish = write_finish;
 	op->op.lsn = pagetable_reserve_lsn(v->pt);
 	snprintf(op->guid, sizeof(op->guid), "%s", a->guid);
+	op->incarnation = a->incarnation;
 	op->page = req->page;
 	vmm_lock_owner(v, req->call, op->owner, sizeof(op->owner));
 	if (req->len) /* an empty write is all zeroes, and data may be NULL */

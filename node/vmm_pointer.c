@@ -58,6 +58,7 @@ struct pointer_op {
 	struct vmm_op op;
 	uint64_t client_id;
 	char guid[128];
+	uint64_t incarnation; /* of the allocation whose page it pins or locks */
 	uint64_t page;
 	char owner[128];
 	bool write;
@@ -574,7 +575,8 @@ static void pointer_finish(struct vmm_op *base)
 {
 	struct pointer_op *op = (struct pointer_op *)base;
 	struct vmm *v = op->op.vmm;
-	struct vmm_alloc *a = vmm_table_find(v->table, op->guid);
+	/* Not one a resync put in its place meanwhile (as write_finish). */
+	struct vmm_alloc *a = vmm_table_find_incarnation(v->table, op->guid, op->incarnation);
 	/* The partner recorded our lock unless the batch failed before it did. */
 	bool partner_holds = op->op.status == FTVM__PARTNER__STATUS__STATUS_OK ||
 			     op->op.failed_at > op->lock_index;
@@ -611,7 +613,7 @@ static void pointer_finish(struct vmm_op *base)
 		vmm_reply_error(op->op.call,
 				a ? op->op.status : FTVM__PARTNER__STATUS__STATUS_NOT_FOUND,
 				"%s page %llu: %s", op->guid, (unsigned long long)op->page,
-				a ? op->op.reason : "allocation released meanwhile");
+				a ? op->op.reason : "allocation released or resynced meanwhile");
 	}
 	free(op);
 }
@@ -678,6 +680,7 @@ static void grant(struct vmm *v, const struct vmm_page_request *req)
 	op->op.finish = pointer_finish;
 	op->client_id = client_call_client_id(req->call);
 	snprintf(op->guid, sizeof(op->guid), "%s", req->guid);
+	op->incarnation = a->incarnation;
 	op->page = req->page;
 	op->write = req->write;
 	op->wait = req->wait;
@@ -761,11 +764,17 @@ static void on_release_retry(evutil_socket_t fd, short what, void *arg)
 	release(h->vmm, NULL, h, h->write);
 }
 
-/* A gone client's release refused for want of frames on the partner: it is
- * tried again, the holding kept meanwhile. false when its time is up. */
+/* A gone client's release the partner did not take, for want of frames or
+ * because it cannot be reached now (a failover may be under way): it is
+ * tried again, the holding and its lock kept meanwhile, so that what the
+ * client wrote is not taken for the page's version. Back, the partner
+ * takes it; taken over, this node completes it alone; fenced, the holding
+ * goes (vmm_holdings_revoke). false when its time is up. */
 static bool release_later(struct vmm *v, struct vmm_holding *h, int status)
 {
-	if (status != FTVM__PARTNER__STATUS__STATUS_NO_SPACE || clock_now_ms() >= h->deadline_ms)
+	if ((status != FTVM__PARTNER__STATUS__STATUS_NO_SPACE &&
+	     status != FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE) ||
+	    clock_now_ms() >= h->deadline_ms)
 		return false;
 	h->retry = evtimer_new(v->base, on_release_retry, h);
 	if (!h->retry)
@@ -797,8 +806,7 @@ static void release_failed(struct vmm *v, struct client_call *call, struct vmm_h
 		return;
 	log_warning("%s page %llu: pointer of a gone client released here only: %s", h->guid,
 		    (unsigned long long)h->page, reason);
-	if (a)
-		vmm_unlock(v, a, h->page, h->owner);
+	vmm_holding_let_go(v, h);
 	free(h);
 }
 

@@ -196,7 +196,8 @@ static int send_inline(struct resync_send *rs, const char *guid, uint64_t page, 
  * once the receiver gave a run: the page's own frames may change meanwhile
  * (a client's write pointer), the staging run does not. -ENOSPC: no frames
  * to spare (half of those free at the snapshot, at most); it goes inline. */
-static int stage(struct resync_send *rs, const struct vmm_alloc *a, uint64_t page)
+static int stage(struct resync_send *rs, const struct vmm_alloc *a, uint64_t page,
+		 const void *block)
 {
 	struct vmm *v = rs->vmm;
 	uint32_t frames = a->block_size / v->config->page_size;
@@ -231,19 +232,33 @@ static int stage(struct resync_send *rs, const struct vmm_alloc *a, uint64_t pag
 	page_state(a, page, &b->state);
 	b->frame = first;
 	b->holds = true;
-	memcpy(frame_pool_addr(v->pool, first), vmm_block_addr(v, a, page), a->block_size);
+	memcpy(frame_pool_addr(v->pool, first), block, a->block_size);
 	return 0;
 }
 
-/* A write pointer of this node's client has written into the page's block
- * and not released it yet: the block is not the page's state. Its release
- * brings the receiver the new block (the holding is mirrored behind the
- * snapshot); until then a dirty page is stale there, a clean one comes from
- * the store. */
-static bool written_unreleased(struct vmm *v, const struct vmm_alloc *a, uint64_t page)
+/* A write-locked page's block: a client's write pointer may be writing into
+ * it at this very moment, from another process. So the block is copied
+ * first and the copy checked against the page's CRC-32C: what is sent is
+ * what was checked. A copy that differs was written into and not released:
+ * it is not the page's state, and the page goes without its block, which
+ * the release brings the receiver (the holding is mirrored behind the
+ * snapshot); until then a dirty page is stale there, a clean one comes
+ * from the store. NULL, *ret_r 0: not sent; -ENOMEM in *ret_r. */
+static void *copy_locked(struct vmm *v, const struct vmm_alloc *a, uint64_t page, int *ret_r)
 {
-	return vmm_page_write_locked(&a->page[page]) &&
-	       vmm_block_crc(v, a, page) != a->page[page].crc32c;
+	void *copy = malloc(a->block_size);
+
+	*ret_r = copy ? 0 : -ENOMEM;
+	if (!copy)
+		return NULL;
+	memcpy(copy, vmm_block_addr(v, a, page), a->block_size);
+	if (crc32c(0, copy, a->block_size) == a->page[page].crc32c)
+		return copy;
+	free(copy);
+	log_info("resync: %s page %llu: a write pointer has written into its block and not "
+		 "released it: sent without its block, which the release brings",
+		 a->guid, (unsigned long long)page);
+	return NULL;
 }
 
 /* A resident page's block: a dirty one, which the store does not have, or a
@@ -252,21 +267,23 @@ static bool written_unreleased(struct vmm *v, const struct vmm_alloc *a, uint64_
 static int send_page(struct resync_send *rs, const struct vmm_alloc *a, uint64_t page)
 {
 	Ftvm__Partner__PageState state;
+	const void *block;
+	void *copy = NULL;
 	int r = 0;
 
 	if (!a->page[page].resident)
 		return 0;
-	if (written_unreleased(rs->vmm, a, page)) {
-		log_info("resync: %s page %llu: a write pointer has written into its block and "
-			 "not released it: sent without its block, which the release brings",
-			 a->guid, (unsigned long long)page);
-		return 0;
+	block = vmm_block_addr(rs->vmm, a, page);
+	if (vmm_page_write_locked(&a->page[page])) {
+		block = copy = copy_locked(rs->vmm, a, page, &r);
+		if (!copy)
+			return r;
 	}
-	if (!rs->one_sided || stage(rs, a, page) < 0) {
+	if (!rs->one_sided || stage(rs, a, page, block) < 0) {
 		page_state(a, page, &state);
-		r = send_inline(rs, a->guid, page, vmm_block_addr(rs->vmm, a, page), a->block_size,
-				&state);
+		r = send_inline(rs, a->guid, page, block, a->block_size, &state);
 	}
+	free(copy);
 	if (r == 0) {
 		rs->stats.pages++;
 		rs->stats.bytes += a->block_size;

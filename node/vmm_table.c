@@ -11,6 +11,7 @@
 struct vmm_table {
 	struct vmm_alloc *bucket[BUCKETS];
 	size_t count;
+	uint64_t inserted; /* the last incarnation given */
 };
 
 static size_t hash(const char *s)
@@ -113,6 +114,15 @@ void vmm_table_insert(struct vmm_table *t, struct vmm_alloc *a)
 	a->next = t->bucket[b];
 	t->bucket[b] = a;
 	t->count++;
+	a->incarnation = ++t->inserted;
+}
+
+struct vmm_alloc *vmm_table_find_incarnation(const struct vmm_table *t, const char *guid,
+					     uint64_t incarnation)
+{
+	struct vmm_alloc *a = vmm_table_find(t, guid);
+
+	return a && a->incarnation == incarnation ? a : NULL;
 }
 
 void vmm_table_remove(struct vmm_table *t, struct vmm_alloc *a)
@@ -217,6 +227,18 @@ bool vmm_alloc_locked(const struct vmm_alloc *a)
 bool vmm_page_write_locked(const struct vmm_page *p)
 {
 	return p->lock_mode == FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE;
+}
+
+bool vmm_lock_owner_of(const char *lock_owner, const char *node)
+{
+	size_t n = strlen(node);
+
+	return strncmp(lock_owner, node, n) == 0 && lock_owner[n] == '/';
+}
+
+bool vmm_page_write_locked_by(const struct vmm_page *p, const char *node)
+{
+	return vmm_page_write_locked(p) && p->n_owners && vmm_lock_owner_of(p->owners[0], node);
 }
 
 uint64_t vmm_page_index(const struct vmm_page *p)

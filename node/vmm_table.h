@@ -56,6 +56,10 @@ struct vmm_alloc {
 	bool moving;	       /* being handed to its home node: no new locks */
 	uint64_t store_offset; /* its extent in the backing store */
 	uint32_t uid;	       /* the client uid it belongs to */
+	/* Numbers its insertion into the table: a resync replaces an
+	 * allocation by another of the same guid, which a request in flight
+	 * since before must tell from its own. */
+	uint64_t incarnation;
 	struct vmm_page *page;
 };
 
@@ -66,6 +70,9 @@ int vmm_table_new(struct vmm_table **ret);
 void vmm_table_free(struct vmm_table *t);
 
 struct vmm_alloc *vmm_table_find(const struct vmm_table *t, const char *guid);
+/* guid's allocation if it is still the one of that incarnation, else NULL. */
+struct vmm_alloc *vmm_table_find_incarnation(const struct vmm_table *t, const char *guid,
+					     uint64_t incarnation);
 /* a's page; NULL when a is NULL (an allocation freed meanwhile) or the page
  * is past its end. */
 struct vmm_page *vmm_alloc_page(struct vmm_alloc *a, uint64_t page);
@@ -92,6 +99,10 @@ int vmm_page_lock(struct vmm_page *p, int mode, const char *owner);
 int vmm_page_unlock(struct vmm_page *p, const char *owner);
 bool vmm_alloc_locked(const struct vmm_alloc *a);
 bool vmm_page_write_locked(const struct vmm_page *p);
+/* Lock owners are "<node>/<client pid>/<op>": whether lock_owner is one of
+ * node's; whether p is write-locked by one of node's. */
+bool vmm_lock_owner_of(const char *lock_owner, const char *node);
+bool vmm_page_write_locked_by(const struct vmm_page *p, const char *node);
 uint64_t vmm_page_index(const struct vmm_page *p);
 /* CRC-32C of block_size zero bytes: a page never written. */
 uint32_t vmm_zero_crc(uint32_t block_size);

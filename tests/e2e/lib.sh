@@ -95,6 +95,15 @@ start_pair() {
 	wait_for 5000 "pair linked" pair_up
 }
 
+# start_pair_dead_after MS: start_pair with dead_after_ms = MS (scaled).
+start_pair_dead_after() {
+	write_pair_configs
+	sed -i "s/^dead_after_ms = .*/dead_after_ms = $(($1 * E2E_TIME_SCALE))/" "$WORK/a.conf" "$WORK/b.conf"
+	start_node a
+	start_node b
+	wait_for 5000 "pair linked" pair_up
+}
+
 start_node() {
 	local id=$1
 	"$FTVMD" --config "$WORK/$id.conf" >>"$WORK/$id.log" 2>&1 &

@@ -5,70 +5,23 @@
 # whose frame is corrupted on one node behind its back is still found under
 # the same load, and nothing else is reported.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/load.sh"
 
-FTVM_RACE=${FTVM_RACE:?FTVM_RACE must name the ftvm-race binary}
 VERIFIES=40
-PAGES=8
 
-write_pair_configs
 # The load is heavy for a 2-core host (under ASan a loop turn took 375 ms):
 # this test is about verify, not failure detection, so the link must hold.
-sed -i "s/^dead_after_ms = .*/dead_after_ms = $((3000 * E2E_TIME_SCALE))/" "$WORK/a.conf" "$WORK/b.conf"
-start_node a
-start_node b
-wait_for 5000 "pair linked" pair_up
-ga=$(alloc_written a "$PAGES")
-gb=$(alloc_written b "$PAGES")
+start_pair_dead_after 3000
+ga=$(alloc_written a "$LOAD_PAGES")
+gb=$(alloc_written b "$LOAD_PAGES")
 # The page to corrupt: written once, homed on a, never written again, so b's
 # frame holds these bytes alone and nothing of b's is ever destaged for it.
 gt=$(ctl a alloc --size 4K)
 head -c 4096 /dev/urandom >"$WORK/target"
 ctl a write "$gt" 0 --file "$WORK/target" >/dev/null
-ok "allocations $ga (a) and $gb (b) of $PAGES pages, target $gt"
+ok "allocations $ga (a) and $gb (b) of $LOAD_PAGES pages, target $gt"
 
-# writer NODE GUID: whole-page writes through NODE, page after page, until
-# $WORK/stop; counts its writes and failures in $WORK/w.NODE.GUID.
-writer() {
-	local id=$1 guid=$2 p=0 n=0 failed=0
-	while [ ! -e "$WORK/stop" ]; do
-		if ctl "$id" write "$guid" "$p" --wait --file "$WORK/p$p" >/dev/null 2>>"$WORK/w.err"; then
-			n=$((n + 1))
-			[ "$n" -gt 1 ] || touch "$WORK/going.$id.$guid"
-		else
-			failed=$((failed + 1))
-		fi
-		p=$(((p + 1) % PAGES))
-	done
-	echo "$n $failed" >"$WORK/w.$id.$guid"
-}
-
-# racer: ftvm-race's write pointers from both nodes, run after run, until
-# $WORK/stop (each run leaves its allocation, which verify compares too).
-racer() {
-	local runs=0 failed=0
-	while [ ! -e "$WORK/stop" ]; do
-		if "$FTVM_RACE" "$WORK/a.sock" "$WORK/b.sock" --clients 2 --pages 4 --seconds 2 \
-			--writes 70 >>"$WORK/race.out" 2>&1; then
-			runs=$((runs + 1))
-		else
-			failed=$((failed + 1))
-		fi
-	done
-	echo "$runs $failed" >"$WORK/w.race"
-}
-
-for id in a b; do
-	for g in "$ga" "$gb"; do
-		writer "$id" "$g" &
-		PIDS[w.$id.$g]=$!
-	done
-done
-racer &
-PIDS[racer]=$!
-
-# Under way: every writer has written since the start.
-writers_going() { [ "$(find "$WORK" -name 'going.*' | wc -l)" -eq 4 ]; }
-wait_for 20000 "the writers under way" writers_going
+load_start "$ga" "$gb"
 
 # verify_json ID: one verify on ID; its JSON in $V, its exit status in $VRC.
 verify_json() {
@@ -119,25 +72,11 @@ jq -e --arg g "$gt" '.differences | length == 1 and (.[0] | startswith($g + " pa
 	<<<"$V" >/dev/null || fail "verify under load should name $gt page 0 alone: $V"
 ok "corrupted page found under load: $(jq -r '.differences[0]' <<<"$V")"
 
-touch "$WORK/stop"
-for name in "${!PIDS[@]}"; do
-	case $name in w.* | racer)
-		wait "${PIDS[$name]}" || fail "$name exited $?"
-		unset "PIDS[$name]"
-		;;
-	esac
-done
-writes=0
-for f in "$WORK"/w.a.* "$WORK"/w.b.*; do
-	read -r n failed <"$f"
-	[ "$n" -gt 0 ] || fail "writer ${f#"$WORK"/w.} wrote nothing: $(tail -n 3 "$WORK/w.err")"
-	[ "$failed" -eq 0 ] || fail "writer ${f#"$WORK"/w.} had $failed failed writes: $(tail -n 3 "$WORK/w.err")"
-	writes=$((writes + n))
-done
-read -r runs failed <"$WORK/w.race"
-[ "$runs" -gt 0 ] && [ "$failed" -eq 0 ] ||
-	fail "ftvm-race: $runs runs, $failed failed: $(tail -n 5 "$WORK/race.out")"
-ok "writers stopped: $writes whole-page writes, $runs ftvm-race runs"
+load_stop
+[ "$LOAD_FAILED" -eq 0 ] || fail "the writers had $LOAD_FAILED failed writes: $(tail -n 3 "$WORK/w.err")"
+[ "$RACE_RUNS" -gt 0 ] && [ "$RACE_FAILED" -eq 0 ] ||
+	fail "ftvm-race: $RACE_RUNS runs, $RACE_FAILED failed: $(tail -n 5 "$WORK/race.out")"
+ok "writers stopped: $LOAD_WRITES whole-page writes, $RACE_RUNS ftvm-race runs"
 
 # At rest: the corrupted page is still reported, nothing is busy.
 verify_json b

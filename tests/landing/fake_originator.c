@@ -52,6 +52,22 @@
  * asks b for the write lock on GUID's PAGE with a ticket, to wait WAIT_MS in
  * b's paging queue ("wait: STATUS reason"): b keeps it there at most
  * request_timeout_ms.
+ * Requests of b's in flight across a resync (node/HA.md, "Requests in
+ * flight across a resync"):
+ *
+ *   hold
+ *
+ * answers none of b's requests from now on: each batch that comes is held,
+ * and "held: N" says how many requests are held in all;
+ *
+ *   epoch N
+ *
+ * speaks at epoch N from now on (a survivor that took over, for `resync`);
+ *
+ *   answer STATUS
+ *
+ * answers every held request with STATUS (a name: OK, STALE_EPOCH, ...),
+ * "answered: N", and holds no more.
  * Exit 0 at end of input, 1 when the link is lost or an answer does not
  * come, 2 usage. */
 #include <errno.h>
@@ -78,6 +94,12 @@ static bool link_up, link_lost, stdin_ready;
 static uint64_t next_lsn = 1;
 static uint64_t pool_frames; /* b's too */
 static uint64_t speak_epoch; /* 0: b's */
+/* `hold`: b's requests not answered yet, by sequence number and LSN. */
+static bool holding;
+static struct held {
+	uint64_t seq, lsn;
+} held[64];
+static size_t n_held;
 
 struct answer {
 	bool done;
@@ -130,6 +152,13 @@ static void on_link(struct repl_session *s, bool up, const char *reason, void *a
 static void on_request(struct repl_session *s, Envelope *const *envs, size_t n, void *arg)
 {
 	(void)arg;
+	if (holding) {
+		for (size_t i = 0; i < n && n_held < sizeof(held) / sizeof(held[0]); i++)
+			held[n_held++] = (struct held){ envs[i]->seq, envs[i]->lsn };
+		printf("held: %zu\n", n_held);
+		fflush(stdout);
+		return;
+	}
 	if (n > 1)
 		repl_session_cork(s);
 	for (size_t i = 0; i < n; i++) {
@@ -553,6 +582,42 @@ static int run_alloc(char *guid, uint64_t size, uint64_t offset, uint32_t page_s
 	return 0;
 }
 
+static int run_hold(void)
+{
+	holding = true;
+	return 0;
+}
+
+static int run_epoch(uint64_t epoch)
+{
+	speak_epoch = epoch;
+	repl_session_set_epoch(session, epoch);
+	return 0;
+}
+
+/* Every held request answered with the status named; -EINVAL: no such name. */
+static int run_answer(const char *name)
+{
+	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+	int status = 0;
+
+	while (strcmp(codec_status_name(status), name) != 0)
+		if (++status > FTVM__PARTNER__STATUS__STATUS_FENCED)
+			return -EINVAL;
+	cc.status = status;
+	cc.reason = "answered by the test";
+	repl_session_cork(session);
+	for (size_t i = 0; i < n_held; i++) {
+		cc.applied_lsn = status ? 0 : held[i].lsn;
+		repl_session_complete(session, held[i].seq, &cc);
+	}
+	repl_session_uncork(session);
+	printf("answered: %zu\n", n_held);
+	n_held = 0;
+	holding = false;
+	return 0;
+}
+
 static int run_wait(char *guid, uint64_t page, uint32_t wait_ms)
 {
 	Ftvm__Partner__LockRequest lr = FTVM__PARTNER__LOCK_REQUEST__INIT;
@@ -644,7 +709,7 @@ int main(int argc, char **argv)
 	event_add(stdin_ev, NULL);
 	for (;;) {
 		char guid[80], how[16];
-		uint64_t page, size, offset;
+		uint64_t page, size, offset, epoch;
 		uint32_t wait_ms;
 		int r;
 
@@ -669,6 +734,12 @@ int main(int argc, char **argv)
 			r = run_wait(guid, page, wait_ms);
 		else if (sscanf(line, "write %79s %" SCNu64 " %15s", guid, &page, how) == 3)
 			r = run_write(guid, page, how, pool, cfg.page_size);
+		else if (strcmp(line, "hold\n") == 0)
+			r = run_hold();
+		else if (sscanf(line, "epoch %" SCNu64, &epoch) == 1)
+			r = run_epoch(epoch);
+		else if (sscanf(line, "answer %15s", how) == 1 && run_answer(how) == 0)
+			r = 0;
 		else {
 			fprintf(stderr, "ftvm-fake-originator: bad command: %s", line);
 			return 2;
