@@ -595,20 +595,28 @@ static void pointer_finish(struct vmm_op *base)
 		vmm_unpin(v, &a->page[op->page]);
 	if (partner_holds)
 		vmm_release_stray_lock(v, op->guid, op->page, op->owner);
-	if (op->op.status == FTVM__PARTNER__STATUS__STATUS_LOCKED && op->wait && a) {
+	/* Lost the race to the owner's lock, or to the link (the failover
+	 * window: asked again once the pair decided, HA.md). */
+	if (a && ((op->op.status == FTVM__PARTNER__STATUS__STATUS_LOCKED && op->wait) ||
+		  (op->op.status == FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE &&
+		   vmm_window_open(v)))) {
 		struct vmm_page_request req = {
 			.call = op->op.call,
 			.kind = VMM_WAIT_POINTER,
 			.guid = op->guid,
 			.page = op->page,
 			.write = op->write,
-			.wait = true,
-			.again = true, /* the owner's lock lost us the race */
+			.wait = op->wait,
+			.again = true,
 			.deadline_ms = op->deadline_ms,
 			.ticket = op->ticket,
 		};
 
-		vmm_page_wait(v, &req, VMM_WAIT_LOCK, NULL);
+		vmm_page_wait(v, &req,
+			      op->op.status == FTVM__PARTNER__STATUS__STATUS_LOCKED
+				      ? VMM_WAIT_LOCK
+				      : VMM_WAIT_PARTNER,
+			      NULL);
 	} else {
 		vmm_reply_error(op->op.call,
 				a ? op->op.status : FTVM__PARTNER__STATUS__STATUS_NOT_FOUND,

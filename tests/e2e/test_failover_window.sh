@@ -5,7 +5,9 @@
 #  - writers on both nodes (plain `ftvmctl write`, no --wait), two of them
 #    on the survivor writing pages homed on each node; b is killed: not one
 #    of the survivor's writes fails, and every acknowledged page reads back;
-#  - `ftvmctl drill kill b` under the same writers: failed_during 0;
+#  - a pointer grant and a whole-page write in flight when the link goes
+#    are asked again once the survivor took over, and served;
+#  - `ftvmctl drill kill b` under a writer: failed_during 0;
 #  - a request that waits longer than request_timeout_ms is refused then,
 #    saying so, and the node serves on.
 . "$(dirname "$0")/lib.sh"
@@ -15,6 +17,7 @@ DEAD_AFTER_MS=$((2000 * E2E_TIME_SCALE))
 start_pair
 ga=$(ctl a alloc --size 32K)
 gb=$(ctl b alloc --size 32K)
+gb2=$(ctl b alloc --size 32K) # b's own writer's: no two writers share a page
 
 # writer NAME ID GUID: writes pages 0..7 of GUID through ID until told to
 # stop ($WORK/stop); one line per call: "ok START_MS END_MS PAGE SEED" or
@@ -40,7 +43,7 @@ writer a_own a "$ga" &
 w1=$!
 writer a_partners a "$gb" &
 w2=$!
-writer b_own b "$gb" &
+writer b_own b "$gb2" &
 w3=$!
 started() { [ "$(oks a_own)" -ge 10 ] && [ "$(oks a_partners)" -ge 10 ]; }
 wait_for 30000 "writers under way" started
@@ -83,6 +86,30 @@ start_node b
 wait_for 15000 "b resynced" pair_up
 ctl a --json verify | jq -e .equal >/dev/null || fail "verify: $(ctl a verify 2>&1)"
 ok "b back and resynced, verify equal"
+
+# Calls in flight when the link goes: b stopped, a's pointer grant and
+# whole-page write to pages b owns wait for b's answer; b killed, the link
+# lost fails them, and they are asked again once a took over.
+FTVM_HOLD=${FTVM_HOLD:?FTVM_HOLD must name the ftvm-hold binary}
+kill -STOP "${PIDS[b]}"
+hold_start inflight a "$gb" 6 write
+wait_for 5000 "the grant sent to b" hold_said inflight asking
+"$FTVMCTL" --config "$WORK/a.conf" write "$gb" 7 --file "$(fill 7)" >"$WORK/inflight.out" 2>&1 &
+inflight_write=$!
+sleep 0.2 # both sent to b (a stopped partner: the link is still up)
+field_is a partner.link up || fail "the link went down before b was killed: the calls were parked, not in flight"
+kill -9 "${PIDS[b]}"
+kill -CONT "${PIDS[b]}" 2>/dev/null || true
+wait "${PIDS[b]}" 2>/dev/null || true
+unset "PIDS[b]"
+wait_for $((DEAD_AFTER_MS * 5)) "the grant in flight held after the takeover" hold_said inflight held
+wait "$inflight_write" || fail "the write in flight failed: $(cat "$WORK/inflight.out")"
+hold_end inflight || fail "the pointer taken in flight: $(cat "$WORK/inflight.err")"
+field_is a state solo || fail "a is $(status_field a state)"
+ctl a read "$gb" 7 | cmp -s - "$(fill 7)" || fail "the write in flight did not land"
+ok "a pointer grant and a write in flight when b died were asked again after the takeover and served"
+start_node b
+wait_for 15000 "b resynced" pair_up
 
 # The drill: its workload writes through the survivor during the fault.
 rm -f "$WORK/stop"

@@ -2,6 +2,7 @@
  * every field intact, and everything a broken or hostile peer could send is
  * refused with -EBADMSG and a reason, never a crash. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
