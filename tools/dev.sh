@@ -104,7 +104,8 @@ demo() {
 	echo "== summary"
 	echo "pair linked on tcp; $writes mirrored page writes from both nodes, verify equal"
 	jq -r '"drill kill b: detected in \(.detect_ms) ms, a took over in \(.takeover_ms) ms; " +
-		"\(.acked_during) writes acknowledged during the fault; b resynced (\(.resync_pages) " +
+		"\(.acked_during) writes acknowledged during the fault, \(.failed_during) failed; " +
+		"b resynced (\(.resync_pages) " +
 		"pages in \(.resync_ms) ms); \(.checked) pages checked on both nodes, \(.lost) lost; " +
 		"equal: \(.equal)"' <<<"$drill"
 	echo "failback: b's allocations home again, verify equal"
