@@ -11,7 +11,9 @@
 #  - every page in the report went back from a newer version to the one it
 #    holds now, and that one was acknowledged.
 # The writers keep each page's content equal to its version ("P K": the
-# K-th write of page P), so a read tells which version a page holds.
+# K-th write of page P), so a read tells which version a page holds. The kill
+# comes from a client of its own, right after its last acknowledged write,
+# so that at least its pages are in memory alone on any host.
 . "$(dirname "$0")/lib.sh"
 
 PAGES=8
@@ -29,15 +31,11 @@ version() {
 	echo "$2"
 }
 
-# writer ID GUID [N PID...]: rewrites pages 0..PAGES-1 of GUID through ID in
-# turn, each with its next version, until a write fails; logs "PAGE VERSION"
-# per ack. With N, it kills PIDs with SIGKILL right after its N-th ack: the
-# page it wrote last is then in both nodes' memory alone (its destage comes
-# 50 ms after the write), whatever the host's speed.
+# writer ID GUID: rewrites pages 0..PAGES-1 of GUID through ID in turn, each
+# with its next version, until a write fails; logs "PAGE VERSION" per ack.
 writer() {
-	local id=$1 g=$2 kill_at=${3:-0} p k n=0
+	local id=$1 g=$2 p k
 	local -a ver
-	shift 3 || shift $#
 	for ((p = 0; p < PAGES; p++)); do ver[p]=$(version "$id" "$g" "$p"); done
 	while :; do
 		for ((p = 0; p < PAGES; p++)); do
@@ -46,28 +44,45 @@ writer() {
 			ctl "$id" write "$g" "$p" --file "$WORK/data.$id" >/dev/null 2>&1 || return 0
 			ver[p]=$k
 			echo "$p $k" >>"$WORK/acked.$id"
-			if [ $((++n)) = "$kill_at" ]; then
-				kill -9 "$@"
-				return 0
-			fi
 		done
 	done
 }
 
-: >"$WORK/acked.a"
-: >"$WORK/acked.b"
-# kill_both_under_writers: both writers run; b's kills both nodes at once
-# after its 5 x PAGES-th write.
+# kill_both_under_writers: both writers run; once each has written every
+# page a few times, ftvm-failover-client writes KILLER_PAGES pages of an
+# allocation of b's and SIGKILLs both nodes right after its last ack: that
+# page (version 1) is in the two nodes' memory alone, however slowly the
+# writers' ftvmctl processes start and exit on a loaded or sanitized build.
+KILLER_PAGES=4
 kill_both_under_writers() {
-	local wa
+	local wa wb
 	writer a "$ga" &
 	wa=$!
-	writer b "$gb" $((PAGES * 5)) "${PIDS[a]}" "${PIDS[b]}"
-	wait "$wa" 2>/dev/null || true
+	writer b "$gb" &
+	wb=$!
+	want=$(($(wc -l <"$WORK/acked.b") + PAGES * 3))
+	acks() { [ "$(wc -l <"$WORK/acked.b")" -ge "$want" ]; }
+	wait_for 30000 "writers under way" acks
+	"$FTVM_FAILOVER_CLIENT" --kill "${PIDS[a]}" --kill "${PIDS[b]}" "$WORK/b.sock" "$WORK/a.sock" \
+		$KILLER_PAGES >"$WORK/killer.out" 2>&1 || fail "the killing client: $(cat "$WORK/killer.out")"
+	killer=$(sed -n 's/^alloc \([^ ]*\) .*/\1/p' "$WORK/killer.out")
+	wait "$wa" "$wb" 2>/dev/null || true
 	wait "${PIDS[a]}" "${PIDS[b]}" 2>/dev/null || true
 	unset "PIDS[a]" "PIDS[b]"
 }
 
+# killer_went_back: the killing client's last page is in the report, from
+# version 1 back to 0 (never destaged: zeroes).
+killer_went_back() {
+	jq -e --arg g "$killer" --argjson p $((KILLER_PAGES - 1)) \
+		'any(.guid == $g and .page == $p and .from_version == 1 and .to_version == 0)' "$1" >/dev/null ||
+		fail "the killing client's last page ($killer page $((KILLER_PAGES - 1))) is not in the report: $(jq -c . "$1")"
+	ctl "$2" read "$killer" $((KILLER_PAGES - 1)) | cmp -s - <(head -c 4096 /dev/zero) ||
+		fail "$killer page $((KILLER_PAGES - 1)) does not read as zeroes on $2"
+}
+
+: >"$WORK/acked.a"
+: >"$WORK/acked.b"
 kill_both_under_writers
 ok "both nodes killed at once, $(wc -l <"$WORK/acked.a") and $(wc -l <"$WORK/acked.b") writes acknowledged"
 start_node a
@@ -78,7 +93,8 @@ wait_for 10000 "pair back" pair_up
 ctl a --json recovery >"$WORK/recovery.a.json"
 ctl b --json recovery >"$WORK/recovery.b.json"
 n=$(jq length "$WORK/recovery.a.json")
-[ "$n" -gt 0 ] || fail "no page went back: b's last write was destaged before the kill?"
+[ "$n" -gt 0 ] || fail "no page went back"
+killer_went_back "$WORK/recovery.a.json" a
 [ "$(jq -c 'map([.guid, .page, .from_version, .to_version])' "$WORK/recovery.a.json")" = \
 	"$(jq -c 'map([.guid, .page, .from_version, .to_version])' "$WORK/recovery.b.json")" ] ||
 	fail "the nodes' reports differ: a $(jq -c . "$WORK/recovery.a.json"), b $(jq -c . "$WORK/recovery.b.json")"
@@ -141,8 +157,9 @@ silent() { [ "$(status_field b partner.store_silent_ms)" -gt "$DEAD_AFTER_MS" ];
 wait_for $((DEAD_AFTER_MS * 4)) "a's slot silent for dead_after_ms" silent
 ctl b takeover --force --yes >/dev/null || fail "forced takeover of b failed"
 field_is b state solo || fail "b is $(status_field b state) after the forced takeover"
-forced=$(ctl b --json recovery | jq --argjson n "$before" '.[$n:] | map(select(.why == "forced takeover")) | length')
-[ "$forced" -gt 0 ] || fail "no page went back at the forced takeover"
+ctl b --json recovery | jq --argjson n "$before" '.[$n:] | map(select(.why == "forced takeover"))' >"$WORK/forced.json"
+forced=$(jq length "$WORK/forced.json")
+killer_went_back "$WORK/forced.json" b
 status_field b reason | grep -q "pages went back to the store's copy" || fail "b's reason: $(status_field b reason)"
 for g in "$ga" "$gb"; do
 	for ((p = 0; p < PAGES; p++)); do

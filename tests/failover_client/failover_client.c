@@ -3,7 +3,8 @@
  * checking at the end that every acknowledged write reads back.
  *
  *   ftvm-failover-client [--pace-ms MS] [--go-on-stdin] [--pointer]
- *                        [--cut-at SEQ --cut-ms MS] SOCKET_A SOCKET_B COUNT
+ *                        [--cut-at SEQ --cut-ms MS] [--kill PID]...
+ *                        SOCKET_A SOCKET_B COUNT
  *
  * It connects with ftvm_connect_pair(), allocates COUNT + 1 pages, and writes
  * page 0 to COUNT - 1 in order, one write per sequence number (seq N writes
@@ -24,6 +25,10 @@
  * --cut-at SEQ --cut-ms MS: before the write of SEQ, have the node the client
  * talks to cut its partner link for MS (ftvm_drill_cut_link(), on a
  * connection of its own): node/HA.md has one of the two nodes fence itself.
+ * --kill PID (up to 4 times): right after the last write is acknowledged,
+ * SIGKILL each PID (both nodes, say) and exit 0 without the read-back: the
+ * last page is then in the nodes' memory alone, its destage tens of ms
+ * away, however slowly this process or the host runs.
  *
  * Lines on stdout, one per event, flushed at once:
  *   connected to SOCKET
@@ -31,6 +36,7 @@
  *   pointer held on SOCKET page P
  *   cut link of SOCKET for MS ms
  *   acked seq N page P
+ *   killed N processes after seq S              (with --kill)
  *   error seq N: r=-ERRNO (MEANING): LAST_ERROR
  *   now on SOCKET t=REALTIME_MS call_ms=MS      (after any call that moved)
  *   stale pointer release refused: r=-ERRNO (MEANING): LAST_ERROR
@@ -45,6 +51,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,6 +64,7 @@
 
 #define RETRY_FOR_MS 30000
 #define RETRY_PAUSE_MS 100
+#define KILL_MAX 4
 
 enum {
 	EXIT_DONE = 0,
@@ -248,7 +256,7 @@ static int cut_link(struct run *run, uint64_t ms)
 static int usage(void)
 {
 	fprintf(stderr, "usage: ftvm-failover-client [--pace-ms MS] [--go-on-stdin] [--pointer] "
-			"[--cut-at SEQ --cut-ms MS] SOCKET_A SOCKET_B COUNT\n");
+			"[--cut-at SEQ --cut-ms MS] [--kill PID]... SOCKET_A SOCKET_B COUNT\n");
 	return EXIT_USAGE;
 }
 
@@ -271,8 +279,11 @@ int main(int argc, char **argv)
 		{ "pointer", no_argument, NULL, 'P' },
 		{ "cut-at", required_argument, NULL, 'c' },
 		{ "cut-ms", required_argument, NULL, 'm' },
+		{ "kill", required_argument, NULL, 'k' },
 		{ 0 },
 	};
+	uint64_t kill_pids[KILL_MAX];
+	size_t n_kill = 0;
 	struct run run = { 0 };
 	struct ftvm_node_status st;
 	uint64_t pace = 0, count, seq, checked = 0, lost = 0, cut_at = UINT64_MAX, cut_ms = 0;
@@ -300,6 +311,12 @@ int main(int argc, char **argv)
 		case 'm':
 			if (!parse_u64(optarg, &cut_ms) || cut_ms == 0 || cut_ms > 600000)
 				return usage();
+			break;
+		case 'k':
+			if (n_kill == KILL_MAX || !parse_u64(optarg, &kill_pids[n_kill]) ||
+			    kill_pids[n_kill] < 2 || kill_pids[n_kill] > INT32_MAX)
+				return usage();
+			n_kill++;
 			break;
 		default:
 			return usage();
@@ -363,6 +380,14 @@ int main(int argc, char **argv)
 			break;
 		}
 		acked[seq] = true;
+	}
+	if (n_kill && seq == count) {
+		for (size_t i = 0; i < n_kill; i++)
+			kill((pid_t)kill_pids[i], SIGKILL);
+		printf("killed %zu processes after seq %" PRIu64 "\n", n_kill, count - 1);
+		fflush(stdout);
+		rc = EXIT_DONE;
+		goto out;
 	}
 	for (uint64_t i = 0; i < count; i++) {
 		if (!acked[i])
