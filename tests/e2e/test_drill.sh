@@ -88,9 +88,11 @@ wait_for 5000 "a solo" field_is a state solo
 kill -STOP "${PIDS[a]}"
 start_node b
 field_is b state starting || fail "b is $(status_field b state), not starting"
-ctl b --json drill cut 1 --timeout 20 --partner-config "$WORK/a.conf" >"$WORK/drill.json" 2>"$WORK/drill.err" &
+"$FTVMCTL" --config "$WORK/b.conf" --json drill cut 1 --timeout 20 --partner-config "$WORK/a.conf" \
+	>"$WORK/drill.json" 2>"$WORK/drill.err" &
 drill=$!
-sleep 0.5 # the drill's first status of b says starting; a's waits in its socket
+# The drill asks b first (starting), then a, whose answer waits in its socket.
+wait_for 5000 "the drill at b" grep -q "client pid $drill uid [0-9]* connected" "$WORK/b.log"
 kill -CONT "${PIDS[a]}"
 wait "$drill" || fail "drill cut 1 asked while b was rejoining: $(cat "$WORK/drill.json" "$WORK/drill.err")"
 adopt_pids

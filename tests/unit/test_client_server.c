@@ -152,7 +152,7 @@ static void test_hangup(const char *path, enum how how)
 
 int main(void)
 {
-	char dir[] = "/tmp/ftvm-test-client-XXXXXX", path[64];
+	char dir[96], path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* dir + "/c.sock" fits */
 	struct client_server_config c = {
 		.mode = 0600,
 		.group = (gid_t)-1,
@@ -164,8 +164,7 @@ int main(void)
 	};
 	struct client_server *s;
 
-	if (!mkdtemp(dir))
-		die("mkdtemp");
+	scratch_dir_make(dir, sizeof(dir), "ftvm-test-client");
 	snprintf(path, sizeof(path), "%s/c.sock", dir);
 	c.path = path;
 	base = event_base_new();
@@ -177,7 +176,7 @@ int main(void)
 	test_hangup(path, ANSWERED_THEN_CLOSE);
 	client_server_free(s);
 	event_base_free(base);
-	rmdir(dir);
+	scratch_dir_remove(dir);
 	if (failures) {
 		fprintf(stderr, "%d of %d check(s) failed\n", failures, checks);
 		return 1;
