@@ -12,7 +12,7 @@
 #define CONFIG_ID_MAX 32
 #define CONFIG_POLICY_NAME_MAX 32
 #define CONFIG_POLICIES_MAX 64
-/* What a store keeps before the nodes' partitions (node/store.c). */
+/* What a store keeps before the nodes' partitions (node/storage/store.c). */
 #define STORE_HEADER_SPACE 65536u
 /* The largest [memory] size (and pool_block_size) and [store] size. */
 #define CONFIG_MEMORY_MAX (UINT64_C(1) << 40)
@@ -64,7 +64,7 @@ struct ftvm_config {
 	 * covers a lost machine) or full (each commit also survives power loss). */
 	bool synchronous_full;
 	/* A commit checkpoints the page table's WAL once it holds this many
-	 * frames (node/VMM.md, "WAL checkpoints"); 0 until set: the page
+	 * frames (node/vmm/VMM.md, "WAL checkpoints"); 0 until set: the page
 	 * table's default, 4096. */
 	uint32_t wal_checkpoint_frames;
 	/* The pair's shared key for the partner channel (key_file, absolute;
@@ -80,7 +80,7 @@ struct ftvm_config {
 	uint64_t memory_size;
 	uint32_t page_size;
 	/* The registration block the pool grows and shrinks by; key
-	 * pool_block_size, default 64M (node/VMM.md, "Replacement"). */
+	 * pool_block_size, default 64M (node/vmm/VMM.md, "Replacement"). */
 	uint64_t pool_block_size;
 
 	/* [store] */
@@ -91,16 +91,16 @@ struct ftvm_config {
 	uint32_t heartbeat_ms;
 	uint32_t dead_after_ms;
 	uint32_t request_timeout_ms;
-	bool solo_refuse; /* solo = refuse: alone, serve reads only (node/HA.md) */
+	bool solo_refuse; /* solo = refuse: alone, serve reads only (node/ha/HA.md) */
 	/* Journal rows kept for a partner that is away; past them it is given a
-	 * full resync instead (node/HA.md, "Solo and rejoin"). */
+	 * full resync instead (node/ha/HA.md, "Solo and rejoin"). */
 	uint64_t journal_limit;
 
 	/* [trace] (common/TRACE.md): recorded from start when path is set */
 	char *trace_path; /* absolute, NULL: no trace */
 	int trace_channels;
 
-	/* [client] (node/VMM.md, "Who may do what"): the socket file's mode and
+	/* [client] (node/vmm/VMM.md, "Who may do what"): the socket file's mode and
 	 * group; who may act on others' allocations and on the pair, who may map
 	 * the pool; how many clients at once, and the replies one may leave
 	 * unread before it is dropped. */

@@ -31,7 +31,7 @@
  * no request has) and is closed.
  *
  * What a client may do is decided once, at accept, from its credentials
- * (SO_PEERCRED, SO_PEERGROUPS): VMM.md, "Who may do what".
+ * (SO_PEERCRED, SO_PEERGROUPS): vmm/VMM.md, "Who may do what".
  *
  * The bufferevent writes; a frame_reader (frame_read.h) reads for it and runs
  * its read and event callbacks. */

@@ -41,7 +41,7 @@ typedef void (*client_tap_fn)(uint64_t client_id, pid_t pid, bool out,
 			      size_t len, void *arg);
 
 /* What a client may do besides the data operations on its own allocations
- * (VMM.md, "Who may do what"). */
+ * (vmm/VMM.md, "Who may do what"). */
 enum {
 	/* Others' allocations and the pair (cut, failback, trace): root, the
 	 * daemon's uid, admin_group. */

@@ -29,7 +29,7 @@ static void usage(FILE *out)
 /* Precise timers: libevent's default coarse clock can fire a deadline or a
  * dead-partner check a few milliseconds early. Three priorities: events
  * take the middle one; the lowest runs only in a turn with nothing else
- * active (the page table's idle fold, node/vmm.c). */
+ * active (the page table's idle fold, node/vmm/vmm.c). */
 static struct event_base *new_event_base(void)
 {
 	struct event_config *cfg = event_config_new();

@@ -36,7 +36,7 @@ struct node {
 	struct event_base *base;
 	const struct repl_transport_ops *transport;
 	char transport_reason[192];
-	int state; /* Ftvm__Partner__NodeState, as ha.c decides it */
+	int state; /* Ftvm__Partner__NodeState, as ha/ha.c decides it */
 	struct vmm *vmm;
 	struct ha *ha;
 	struct repl_session *session;

@@ -944,7 +944,7 @@ static void on_completion(struct repl_session *s, const Envelope *env)
 }
 
 /* Requests from an older epoch come from a node that was taken over: none of
- * them may change anything here (node/HA.md, "Epochs"). Each is answered, so
+ * them may change anything here (node/ha/HA.md, "Epochs"). Each is answered, so
  * its sender fails it at once instead of at its deadline. Answers from an
  * older epoch are let through: they answer what this node asked. */
 static bool refuse_stale(struct repl_session *s, uint64_t epoch, Envelope *const *envs, size_t n)

@@ -1,6 +1,6 @@
 /* ftvmctl drill (drill.h). The victim is the node the fault hits, the
  * survivor the other; for a cut, the victim is the node that must fence
- * itself (the larger node id, node/HA.md "Who survives").
+ * itself (the larger node id, node/ha/HA.md "Who survives").
  *
  * The workload: one allocation homed on each node, every page written once
  * before the fault, then writes through the survivor alone, round robin, for
@@ -57,7 +57,7 @@ struct drill {
 	uint64_t t0;
 	int64_t detect_ms, takeover_ms;
 	uint64_t acked_during, checked, lost;
-	/* Writes through the survivor that failed during the fault (HA.md,
+	/* Writes through the survivor that failed during the fault (ha/HA.md,
 	 * "Calls through the failover window": none should), the first's why. */
 	uint64_t failed_during;
 	char first_failure[256];
@@ -393,7 +393,7 @@ static void check_node(struct drill *d, struct drill_node *n)
 
 /* Other clients may be writing meanwhile: verify compares a page with a
  * change in flight once it landed, and counts the pages it never saw at
- * rest (node/VMM.md, "Verify while clients write"). */
+ * rest (node/vmm/VMM.md, "Verify while clients write"). */
 static void verify_pair(struct drill *d)
 {
 	struct ftvm_verify v;

@@ -1,4 +1,4 @@
-/* ftvmctl drill: failover rehearsals on a running pair (node/HA.md,
+/* ftvmctl drill: failover rehearsals on a running pair (node/ha/HA.md,
  * INTERFACES.md "Drills"). Each drill writes a workload of acknowledged
  * pages before and during a fault, waits for the takeover and for the pair
  * to be whole again, then checks every acknowledged write on both nodes and

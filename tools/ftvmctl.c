@@ -1807,7 +1807,7 @@ static const struct command commands[] = {
 		.args = "kill NODE | hang NODE SECONDS | cut SECONDS | restart NODE "
 			"[--partner-config F] [--ftvmd PATH] [--pages N] [--timeout S]",
 		.summary = "rehearse a failure on the running pair and check nothing was lost",
-		.help = "Rehearses one failure on the pair (node/HA.md) and reports what happened:\n"
+		.help = "Rehearses one failure on the pair (node/ha/HA.md) and reports what happened:\n"
 			"  kill NODE           SIGKILL the node, then start it again\n"
 			"  hang NODE SECONDS   SIGSTOP it, SIGCONT it after SECONDS\n"
 			"  cut SECONDS         the partner link goes silent while both live\n"
@@ -1890,7 +1890,7 @@ static const struct command commands[] = {
 		.help = "Lists the pages this node's page table notes as gone back to the store's\n"
 			"copy because no node held their newer versions any more: after both nodes\n"
 			"were killed at once, after a node that served alone was killed, and at a\n"
-			"forced takeover (node/HA.md, \"Recovery\"). One line each, oldest first:\n"
+			"forced takeover (node/ha/HA.md, \"Recovery\"). One line each, oldest first:\n"
 			"  TIME GUID page P: version V lost, back to W (OCCASION)\n"
 			"where W is the store's version (0: zeroes). Works in any state of the\n"
 			"node; the list outlives restarts. status counts them under recovery.\n"

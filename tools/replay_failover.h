@@ -1,7 +1,7 @@
 /* The partner's life in a partner-channel trace replay (common/TRACE.md,
  * "Failover and resync"). The replayer plays the partner, so it also keeps
  * the partner's fence slot in the fresh node's store, as the partner's own
- * fence thread would (node/HA.md, "Slots in the store"); where the trace
+ * fence thread would (node/ha/HA.md, "Slots in the store"); where the trace
  * shows the partner gone (a new link follows), it stops the slot and closes
  * the link as a kill -9 would, waits for the node to take over on its own
  * clock, and at the new link dials again as the restarted partner with its
@@ -17,7 +17,7 @@ struct replay_slot;
 
 /* Claims the partner's partition in the node's store (as the partner does
  * when it first opens it) and starts writing its slot every heartbeat_ms
- * with node/sbd.c's fence thread, saying state (NodeState) at the partner's
+ * with node/storage/sbd.c's fence thread, saying state (NodeState) at the partner's
  * epoch. The partner's mailbox is read and left alone. -errno, and a
  * divergence at where saying why. */
 int replay_slot_start(struct replay *rp, const char *where, uint32_t state);

@@ -35,7 +35,7 @@
  * node's pool before it asks again, and a release reaches the new node, which
  * holds no pointer of this client and refuses it. A node "serves" when its
  * state is solo, or active with its partner linked: an active node whose link
- * is down is still deciding who serves (node/HA.md, "Who survives"), and a
+ * is down is still deciding who serves (node/ha/HA.md, "Who survives"), and a
  * write there would fail PARTNER_UNAVAILABLE. Every new connection retires
  * the old node's pool (pool_retire()): this client's pointers went with the
  * old connection, since a node releases what a closed connection held.
@@ -848,7 +848,7 @@ static int moved_in_flight(struct ftvm_client *c, int r, const char *what, const
 }
 
 /* A call timed out on a pair client's node: if the other node serves alone,
- * it took over from this one (a hung node, HA.md), and the client goes there. */
+ * it took over from this one (a hung node, ha/HA.md), and the client goes there. */
 static int timed_out(struct ftvm_client *c, int r)
 {
 	char cause[sizeof(last_error.error)];
@@ -937,7 +937,7 @@ static int call_locked(struct ftvm_client *c, Request *req,
 		}
 		if (r == -EHOSTUNREACH && pair) {
 			/* The partner link failed under the request (outcome
-			 * unknown: HA.md), or the node does not serve now. */
+			 * unknown: ha/HA.md), or the node does not serve now. */
 			say(cause, sizeof(cause), "%s", last_error.error);
 			if (conn_status(c, &c->conn, now_ms() + PROBE_TIMEOUT_MS, &st) == 0 &&
 			    (strcmp(st.state, "starting") == 0 ||

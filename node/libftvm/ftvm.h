@@ -16,7 +16,7 @@
  *    request), -EINVAL (bad request), -ECANCELED (not applied because an
  *    earlier step failed), -EIO (anything else). -EBADMSG means the node's
  *    answer could not be read or failed its checks.
- *  - Access (node/VMM.md, "Who may do what"): an allocation belongs to the uid
+ *  - Access (node/vmm/VMM.md, "Who may do what"): an allocation belongs to the uid
  *    that made it. Free, write, read and pointers on another uid's are
  *    refused -EACCES, naming the owner, unless the caller is root, ftvmd's
  *    uid or in the node's [client] admin_group. Pointers (the pool mapped
@@ -59,7 +59,7 @@
  *    dependency.
  *
  * Failover (clients of ftvm_connect_pair() only; a ftvm_connect() client
- * talks to its one node and never moves; node/HA.md):
+ * talks to its one node and never moves; node/ha/HA.md):
  *  - A node serves when its state is `solo`, or `active` with its partner
  *    linked. `starting`, `resyncing` and `fenced` nodes do not, nor does an
  *    `active` node whose partner link is down: it is still deciding which
@@ -112,7 +112,7 @@
  *    is serving alone: the block as the client left it is the page's new
  *    version. With its partner linked, the partner takes the page over with
  *    its last acknowledged contents, and what was written through the
- *    pointer is lost, as any unacknowledged write (node/HA.md).
+ *    pointer is lost, as any unacknowledged write (node/ha/HA.md).
  *  - A node that fences itself revokes its clients' pointers (any client,
  *    ftvm_connect() ones too): their blocks are set aside, so what is written
  *    through them reaches no page, and releasing one returns -ESTALE from
@@ -256,7 +256,7 @@ struct ftvm_node_status {
 	uint64_t pagetable_wal_frames_peak;	  /**< the most since start */
 	uint32_t pagetable_wal_checkpoint_frames; /**< the bound ([node] wal_checkpoint_frames) */
 	uint64_t registrations_failed;	  /**< RDMA registrations the device refused since start */
-	uint64_t pointers_revoked;	  /**< revoked at a fence, not released yet (node/HA.md) */
+	uint64_t pointers_revoked;	  /**< revoked at a fence, not released yet (node/ha/HA.md) */
 	uint64_t frames_revoked;	  /**< frames set aside for them */
 	uint64_t loop_pauses;		  /**< the node's event loop paused over heartbeat_ms */
 	uint64_t loop_pause_max_ms;	  /**< the longest such pause since start */
@@ -265,7 +265,7 @@ struct ftvm_node_status {
 	uint64_t partner_address_refused; /**< connections from another address than the partner */
 	uint64_t journal_limit;	  /**< [failover] journal_limit: rows kept for a partner away */
 	bool journal_given_up;	  /**< past it: the partner's next resync is full */
-	uint64_t recovered_pages; /**< pages that went back to the store's copy (HA.md) */
+	uint64_t recovered_pages; /**< pages that went back to the store's copy (ha/HA.md) */
 	uint64_t recovered_last_at_ms; /**< when the last went: ms since the epoch, 0: none */
 };
 
@@ -465,7 +465,7 @@ FTVM_EXPORT int ftvm_free(struct ftvm_client *c, const char *guid);
  *        node's partner link goes silent both ways for @p ms, as with a
  *        pulled cable, then comes back by itself.
  *
- * Both nodes live through it; node/HA.md says which one serves.
+ * Both nodes live through it; node/ha/HA.md says which one serves.
  * @param c a connected client.
  * @param ms 1 to 600000.
  * @return 0, or -errno: -EINVAL for @p ms out of range, and the conventions
@@ -475,7 +475,7 @@ FTVM_EXPORT int ftvm_drill_cut_link(struct ftvm_client *c, uint32_t ms);
 
 /**
  * @brief Hands every allocation the node adopted in a takeover back to its
- *        home node (`ftvmctl failback`; node/HA.md, "Failback").
+ *        home node (`ftvmctl failback`; node/ha/HA.md, "Failback").
  *
  * An adopted allocation with a page locked now stays, counted in
  * @p ret_busy: call again once it is released.
@@ -488,7 +488,7 @@ FTVM_EXPORT int ftvm_drill_cut_link(struct ftvm_client *c, uint32_t ms);
 FTVM_EXPORT int ftvm_failback(struct ftvm_client *c, uint64_t *ret_handed_back, uint64_t *ret_busy);
 
 /** A page that went back to the store's copy because no node held its newer
- *  versions any more (`ftvmctl recovery`; node/HA.md, "Recovery"). */
+ *  versions any more (`ftvmctl recovery`; node/ha/HA.md, "Recovery"). */
 struct ftvm_recovered {
 	uint64_t id;		  /**< in the order the node noted them, from 1 */
 	uint64_t at_ms;		  /**< when: wall clock, ms since the epoch */
@@ -520,7 +520,7 @@ FTVM_EXPORT int ftvm_recovery_list(struct ftvm_client *c, uint64_t after, bool n
 /**
  * @brief Makes the node serve alone although its partner may hold newer
  *        copies: for a partner gone for good (`ftvmctl takeover --force
- *        --yes`; node/HA.md, "Forced takeover").
+ *        --yes`; node/ha/HA.md, "Forced takeover").
  *
  * What the partner acknowledged that this node never got is given up, and
  * pages whose newest version was in memory alone go back to the store's
@@ -605,7 +605,7 @@ static inline int ftvm_sense(struct ftvm_client *c, struct ftvm_sense *ret)
  * The comparison of the two nodes' page tables and page checksums. Clients
  * may write meanwhile: a page that differs while a change of it is in
  * flight is compared again once it landed, and counted in busy when a
- * change was in flight at every comparison (node/VMM.md, "Verify while
+ * change was in flight at every comparison (node/vmm/VMM.md, "Verify while
  * clients write").
  */
 struct ftvm_verify {
@@ -696,7 +696,7 @@ FTVM_EXPORT int ftvm_get_write_pointer(struct ftvm_client *c, const char *guid, 
  *         it as modified); -EHOSTUNREACH
  *         when the partner is unavailable (the pointer is then still held:
  *         release it again); -ESTALE when the pointer was revoked: the node
- *         fenced itself and its partner took the page over (node/HA.md).
+ *         fenced itself and its partner took the page over (node/ha/HA.md).
  *         What was written through it since the grant does not count, and
  *         the pointer is let go: take a new one. Until then its block stays
  *         aside, written by nobody else.

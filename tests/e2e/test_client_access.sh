@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Who may do what on the client socket (node/VMM.md, "Who may do what"), with
+# Who may do what on the client socket (node/vmm/VMM.md, "Who may do what"), with
 # clients of another uid run through setpriv as nobody (65534):
 #  - allocations belong to the uid that made it, on both nodes, through a
 #    takeover and a rejoin; header and list are for everyone;

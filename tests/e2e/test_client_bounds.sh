@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What one client, or many, can take from a node (issue 19, "Bounded
-# resources"; node/VMM.md, "Who may do what"):
+# resources"; node/vmm/VMM.md, "Who may do what"):
 #  - [client] max_clients: the connection beyond it is refused with a reason
 #    ftvmctl prints (exit 1), and a place that frees up is taken again;
 #  - [client] output_limit: a client that floods ReadPage and never reads

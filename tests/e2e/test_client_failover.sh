@@ -121,7 +121,7 @@ grep -qx "connected to $WORK/a.sock" "$WORK/client3.out" ||
 ok "both active: a new client took a again"
 
 # ---- the link cut under a client of b: b fences itself, the client moves ----
-# node/HA.md: the larger node id yields. b refuses the client's writes
+# node/ha/HA.md: the larger node id yields. b refuses the client's writes
 # (partner unavailable while it decides, then fenced); a fenced refusal is
 # sent again to a once a serves alone, so nothing fails with "outcome unknown".
 "$FTVM_FAILOVER_CLIENT" --pace-ms 5 --cut-at 50 --cut-ms 1500 "$WORK/b.sock" "$WORK/a.sock" \

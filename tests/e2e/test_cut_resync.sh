@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A resync that ended on the rejoiner but not on the survivor (node/HA.md,
+# A resync that ended on the rejoiner but not on the survivor (node/ha/HA.md,
 # "Solo and rejoin"): b applied ResyncEnd and took a's epoch, and the link
 # went before its answer reached a. a stays solo; b comes back at a's own
 # epoch without what a served alone since. Catching the real race needs the

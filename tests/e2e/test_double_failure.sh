@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Both nodes killed at once under writers (node/HA.md, "Recovery"): the
+# Both nodes killed at once under writers (node/ha/HA.md, "Recovery"): the
 # pages written since the last destage round were in the two nodes' memory
 # alone and are lost with them. When both come back, each settles those
 # pages on the store's copy and says which went back, from which version to

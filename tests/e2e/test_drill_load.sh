@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Drills under load (node/HA.md, "Drills"): with whole-page writers and
+# Drills under load (node/ha/HA.md, "Drills"): with whole-page writers and
 # ftvm-race's write pointers on both nodes, each of several `drill cut` and
 # a `drill kill` brings the pair whole again, nothing acknowledged lost and
 # verify equal; the load goes on through every drill and the pair is equal

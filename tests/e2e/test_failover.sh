@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Failover (node/HA.md) on a real pair: acknowledged writes survive kill -9 of
+# Failover (node/ha/HA.md) on a real pair: acknowledged writes survive kill -9 of
 # either node; the survivor adopts the dead node's allocations, lets go of
 # its clients' locks and serves alone at a new epoch; a node that comes back
 # is resynced (writes made alone included) until verify says equal; a clean

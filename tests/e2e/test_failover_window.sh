@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Calls through the failover window (node/HA.md): between a partner's death
+# Calls through the failover window (node/ha/HA.md): between a partner's death
 # and the survivor's takeover, what needs the partner waits for the pair's
 # decision instead of failing.
 #  - writers on both nodes (plain `ftvmctl write`, no --wait), two of them

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fairness of the paging queue across the pair (node/VMM.md, "Fairness across
+# Fairness of the paging queue across the pair (node/vmm/VMM.md, "Fairness across
 # the pair"): requests for a page are served in the order they asked,
 # whichever node they came from; a waiting writer is not overtaken by readers;
 # a waiting client that dies does not hold the page up.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Pointers held by clients of a node that fences itself are revoked
-# (node/HA.md, "Pointers of a fenced node are revoked"). b's clients hold
+# (node/ha/HA.md, "Pointers of a fenced node are revoked"). b's clients hold
 # write pointers to pages 0, 2 and 3 and two read pointers to page 1 of an
 # allocation b made; the link is cut, b fences itself, a takes over and
 # writes pages 0 to 2; the link comes back and a resyncs b. Releases are

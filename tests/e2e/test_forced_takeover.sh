@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `ftvmctl takeover --force --yes` (node/HA.md, "Forced takeover"): a node
+# `ftvmctl takeover --force --yes` (node/ha/HA.md, "Forced takeover"): a node
 # that starts while its partner is away, and was not the one serving, waits
 # for the partner; an operator whose partner is gone for good makes it serve.
 #  - without --force, or without --yes, ftvmctl refuses and asks nothing of

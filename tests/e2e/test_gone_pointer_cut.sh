@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Write pointers on the survivor while the link is cut (node/HA.md, "A gone
+# Write pointers on the survivor while the link is cut (node/ha/HA.md, "A gone
 # client's pointer"): a's clients hold write pointers to pages 0 and 1 of
 # an allocation a owns and have written into both blocks; the link is cut
 # (a drill), and page 0's client dies meanwhile, so its release (as

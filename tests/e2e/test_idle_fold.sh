@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Page writes reach the page table's pages at an idle fold (node/VMM.md,
+# Page writes reach the page table's pages at an idle fold (node/vmm/VMM.md,
 # "Page writes: journal now, pages at the next fold"): a few writes, far
 # fewer than a commit folds at, are folded once the node has been idle for a
 # moment, on both nodes, and the fold is committed: after a kill -9 (no close

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The journal kept for a partner that is away is bounded ([failover]
-# journal_limit, node/HA.md "Solo and rejoin"): a survivor that writes past
+# journal_limit, node/ha/HA.md "Solo and rejoin"): a survivor that writes past
 # it lets the partner's rows go, says so in its log and status, and resyncs
 # the partner in full when it returns; nothing is lost and verify is equal.
 . "$(dirname "$0")/lib.sh"

@@ -16,7 +16,7 @@ unset 'PIDS[b]'
 wait_for $((DEAD_AFTER_MS + MARGIN_MS)) "a reports b down after kill -9" field_is a partner.link down
 ok "kill -9 b: a reported the link down after $(($(now_ms) - t0)) ms"
 ctl a status | grep -q "last seen" || fail "text status does not say when b was last seen"
-# The reset alone proves nothing; b's store heartbeat stopping does (HA.md).
+# The reset alone proves nothing; b's store heartbeat stopping does (ha/HA.md).
 wait_for $((DEAD_AFTER_MS + MARGIN_MS)) "a takes over" field_is a state solo
 [ "$(status_field a epoch)" = 2 ] || fail "the takeover did not bump the epoch"
 ok "a took over after $(($(now_ms) - t0)) ms: $(status_field a reason)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Each client method's paths, from node a and from node b (VMM.md, "The lock
+# Each client method's paths, from node a and from node b (vmm/VMM.md, "The lock
 # rule across the pair": the allocation's owner arbitrates):
 #  - allocate: refused at once when its extent does not fit in the home
 #    node's store partition (--immediate); waiting for space, granted when

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pointers held on the survivor while its partner is resynced (node/HA.md,
+# Pointers held on the survivor while its partner is resynced (node/ha/HA.md,
 # "Solo and rejoin"): b is killed and comes back while clients of a hold
 # pointers granted before (mirrored to the old b) and while a served alone
 # (never mirrored). Once b is resynced each is released: a write pointer

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The frame pool grows and shrinks in registration blocks (node/VMM.md, "The
+# The frame pool grows and shrinks in registration blocks (node/vmm/VMM.md, "The
 # pool grows before it evicts"; replica/RDMA.md, "The pool grows and
 # shrinks"). Pools of 16M in 1M blocks: writes of 256K pages from both nodes
 # bring blocks into use, freeing the allocation lets them go again (their

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# A batch applied part-way is not noted as applied (node/VMM.md, "Batches"):
+# A batch applied part-way is not noted as applied (node/vmm/VMM.md, "Batches"):
 # a's whole-page write of a page b owns, refused at b's WritePage for want of
 # frames after its LockRequest and AllocateWrite went through, must leave b's
 # partner-applied LSN at a's last write b applied, in every answer to the
 # refused batch (b's trace shows them) and in b's pagetable.db after a clean
 # stop. And a journalled the page's expected state as the request left
-# (VMM.md, "The whole-page write of a page owned by the partner"): its
+# (vmm/VMM.md, "The whole-page write of a page owned by the partner"): its
 # pagetable.db after a clean stop has that row under the write's LSN, and a
 # later one that puts the page back, journalled as a change (op "undo", not
 # a destage's "clean") so that it is a's last own LSN.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The replacement queue (node/VMM.md, "Replacement") on a real pair whose
+# The replacement queue (node/vmm/VMM.md, "Replacement") on a real pair whose
 # frame pools are small (1M: 256 frames of 4K) beside allocations of 1.5M on
 # each node (768 pages in all, three times a pool):
 #  - every page written (from a for even pages, from b for odd ones, of both

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A whole-page write of b's to a page its partner owns, in flight when a
-# resync replaces b's copy of the allocation (node/HA.md, "Requests in
+# resync replaces b's copy of the allocation (node/ha/HA.md, "Requests in
 # flight across a resync"). The partner a is played by ftvm-fake-originator,
 # so that the order is certain: it holds b's request unanswered, resyncs b
 # from a later epoch (the allocation replaced, its page 1 a block of 0x02

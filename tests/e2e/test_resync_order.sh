@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A resync whose blocks are overtaken by a change mirrored after the
-# snapshot (node/HA.md, "Solo and rejoin"; replica/RDMA.md, "Resync"), with
+# snapshot (node/ha/HA.md, "Solo and rejoin"; replica/RDMA.md, "Resync"), with
 # the survivor a played by ftvm-fake-originator at epoch 2, so that the
 # order is certain: ResyncLandings, then page 0 written again (version 2),
 # only then the snapshot's blocks of pages 0 and 1 (version 1), one-sided
@@ -65,7 +65,7 @@ ctl b read a-9 1 | cmp -s - "$WORK/page1" || fail "b's page 1 is not the resync'
 ok "b reads page 0 as mirrored after the snapshot and page 1 as resynced"
 
 # Two pages resident, and over RDMA the two one-page runs b grants the fake
-# again once resynced (VMM.md, "Landing grants"; the fake keeps them): every
+# again once resynced (vmm/VMM.md, "Landing grants"; the fake keeps them): every
 # resync landing run b took came back.
 grants=$((landings_want > 0 ? 2 : 0))
 [ "$(status_field b frames.free)" = $((free0 - 2 - grants)) ] ||

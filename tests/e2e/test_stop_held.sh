@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A node stopped cleanly (SIGTERM) while a client of its holds a write
 # pointer to a dirty page and has written into the block, not released yet
-# (node/HA.md, "A node stopped while its clients hold pointers"):
+# (node/ha/HA.md, "A node stopped while its clients hold pointers"):
 # - alone (solo), the block as the client left it becomes the page's new
 #   version, as the client's going would make it, and goes to the store with
 #   the last destage: the page reads back after a cold start of both nodes,

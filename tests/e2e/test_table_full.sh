@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A page-table commit that fails (node/VMM.md, "A page-table commit that
+# A page-table commit that fails (node/vmm/VMM.md, "A page-table commit that
 # fails"): node a's state_dir is a small tmpfs, filled by allocations with
 # large headers. The commit that finds it full stops a at once, as a crash
 # would, answering nothing of that transaction; b takes over with every

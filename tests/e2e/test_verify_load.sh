@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Online verify (node/VMM.md, "Verify while clients write"): with writers on
+# Online verify (node/vmm/VMM.md, "Verify while clients write"): with writers on
 # both nodes (whole-page writes to pages owned here and by the partner, and
 # ftvm-race's write pointers), every one of 40 verifies says equal; a page
 # whose frame is corrupted on one node behind its back is still found under

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The page table's WAL is checkpointed off the request path (node/VMM.md,
+# The page table's WAL is checkpointed off the request path (node/vmm/VMM.md,
 # "WAL checkpoints"), as `ftvmctl status --json` shows in its pagetable
 # object: after a few hundred page writes both nodes, once idle, checkpoint
 # the WAL, which then holds fewer frames than the idle trigger, with no
@@ -9,7 +9,7 @@
 . "$(dirname "$0")/lib.sh"
 
 FTVM_FAILOVER_CLIENT=${FTVM_FAILOVER_CLIENT:?FTVM_FAILOVER_CLIENT must name the ftvm-failover-client binary}
-IDLE_FRAMES=256 # node/vmm.c, IDLE_CHECKPOINT_FRAMES
+IDLE_FRAMES=256 # node/vmm/vmm.c, IDLE_CHECKPOINT_FRAMES
 BOUND=300
 
 pagetable() {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole-page write of a page owned by the partner journals the page's
-# expected state as the request leaves (node/VMM.md, "The whole-page write of
+# expected state as the request leaves (node/vmm/VMM.md, "The whole-page write of
 # a page owned by the partner"). Killed (-9) right after that row committed,
 # before the owner's answer (the owner b is stopped meanwhile, so the moment
 # is certain), the writer a comes back and is resynced by b, which took over:

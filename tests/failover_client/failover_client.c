@@ -24,7 +24,7 @@
  * which maps that node's frame pool, and check it shows seq 0's bytes.
  * --cut-at SEQ --cut-ms MS: before the write of SEQ, have the node the client
  * talks to cut its partner link for MS (ftvm_drill_cut_link(), on a
- * connection of its own): node/HA.md has one of the two nodes fence itself.
+ * connection of its own): node/ha/HA.md has one of the two nodes fence itself.
  * --kill PID (up to 4 times): right after the last write is acknowledged,
  * SIGKILL each PID (both nodes, say) and exit 0 without the read-back: the
  * last page is then in the nodes' memory alone, its destage tens of ms

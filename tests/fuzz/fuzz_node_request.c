@@ -366,7 +366,7 @@ static void reset(void)
 	}
 	ftvm__client__client_reply__free_unpacked(st, NULL);
 	/* Each page table opens its WAL once more at its first checkpoint
-	 * (pagetable_sqlite.c's wal_fd) and keeps it: two, and no more. */
+	 * (storage/pagetable_sqlite.c's wal_fd) and keeps it: two, and no more. */
 	if (count_fds() > fds_open + 2) {
 		fprintf(stderr, "fuzz_node_request: %zu descriptors open, %zu after setup\n",
 			count_fds(), fds_open);

@@ -1,5 +1,5 @@
 /* libFuzzer target: the fence slots and mailboxes in the shared store
- * (node/sbd.c), through sbd_slot_decode() and sbd_mailbox_decode(), what
+ * (node/storage/sbd.c), through sbd_slot_decode() and sbd_mailbox_decode(), what
  * the fence thread runs on every sector it reads from the partner.
  *
  * The input's first byte chooses how the rest is read: with bit 0 set the

@@ -1,5 +1,5 @@
 /* libFuzzer target: the header at the start of the shared store
- * (node/store.c), through store_header_decode(), the checks and the
+ * (node/storage/store.c), through store_header_decode(), the checks and the
  * partition claim store_open() runs on the bytes it reads from disk.
  *
  * The input's first byte chooses how the rest is read (so that one corpus

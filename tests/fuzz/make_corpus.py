@@ -6,7 +6,7 @@ files are committed; run this again only to change them:
     python3 tests/fuzz/make_corpus.py [TARGET...]
 
 Each seed is named for what it is. The layouts follow the code they feed
-(node/store.c, node/sbd.c, common/frame.h, proto/client.proto,
+(node/storage/store.c, node/storage/sbd.c, common/frame.h, proto/client.proto,
 proto/partner.proto, replica/rdma_credits.c); where a target takes a control byte first, its
 comment at the top says what the bits mean."""
 import os
@@ -120,7 +120,7 @@ def trace_text():
     write(t, "no-trailing-newline", head + 'record 1 client out "x"\n  00')
 
 
-# ---- store header (node/store.c), after a control byte ----
+# ---- store header (node/storage/store.c), after a control byte ----
 
 STORE_HEADER_SPACE = 65536
 
@@ -159,7 +159,7 @@ def store():
     write(t, "short", b"\0" + store_header()[:40])
 
 
-# ---- SBD slots and mailboxes (node/sbd.c), after a control byte ----
+# ---- SBD slots and mailboxes (node/storage/sbd.c), after a control byte ----
 
 def sbd_sector(magic=b"FTVMSLOT", state=2, epoch=7, counter=1234, node=b"a", version=1,
                crc=True):

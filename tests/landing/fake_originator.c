@@ -30,7 +30,7 @@
  *
  *   resync GUID OFFSET
  *
- * resyncs b as a survivor would (node/HA.md, replica/RDMA.md "Resync") with
+ * resyncs b as a survivor would (node/ha/HA.md, replica/RDMA.md "Resync") with
  * a's allocation GUID of two one-page blocks at store OFFSET (in a's
  * partition, which b checks), both dirty at version 1: the
  * block of page 0 is 0x01 bytes, page 1's 0x02. It asks b for landings
@@ -52,7 +52,7 @@
  * asks b for the write lock on GUID's PAGE with a ticket, to wait WAIT_MS in
  * b's paging queue ("wait: STATUS reason"): b keeps it there at most
  * request_timeout_ms.
- * Requests of b's in flight across a resync (node/HA.md, "Requests in
+ * Requests of b's in flight across a resync (node/ha/HA.md, "Requests in
  * flight across a resync"):
  *
  *   hold

@@ -1,5 +1,5 @@
 /* ftvm-hold: takes one read or write pointer to a page and holds it for as
- * long as a test wants, so tests can drive the lock paths of VMM.md ("The
+ * long as a test wants, so tests can drive the lock paths of vmm/VMM.md ("The
  * lock rule across the pair") from the shell.
  *
  *   ftvm-hold SOCKET GUID PAGE read|write [--wait] [--release-after-stdin]

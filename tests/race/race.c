@@ -1,5 +1,5 @@
 /* ftvm-race: clients on both nodes race for the same few pages with read and
- * write pointers (VMM.md, "The lock rule across the pair").
+ * write pointers (vmm/VMM.md, "The lock rule across the pair").
  *
  * Every writer fills the whole block with its own token while it holds the
  * write pointer and checks, just before releasing, that the block still holds
@@ -14,7 +14,7 @@
  *
  * --writes: the share of rounds that take a write pointer (default 33). Each
  * client's longest wait for a grant is printed, and each node's grants and
- * longest wait: the paging queue serves both nodes in order (VMM.md,
+ * longest wait: the paging queue serves both nodes in order (vmm/VMM.md,
  * "Fairness across the pair"), which those figures show; they are printed,
  * not judged.
  *

@@ -176,7 +176,7 @@ path_race() {
 	let_go "$second"
 }
 
-# Destage (node/VMM.md): a's written page reaches the store and a tells b
+# Destage (node/vmm/VMM.md): a's written page reaches the store and a tells b
 # it is clean (Destaged). In a's trace the replayer answers the node's
 # Destaged whenever it comes; in b's it plays a's at its place.
 path_destaged() {
@@ -186,7 +186,7 @@ path_destaged() {
 	wait_until eval '"$FTVMCTL" trace dump "$WORK/b.trace" 2>/dev/null | grep -q Destaged'
 }
 
-# Failover and resync (node/HA.md), in a's trace: b is killed with kill -9
+# Failover and resync (node/ha/HA.md), in a's trace: b is killed with kill -9
 # between two of a's client writes, a takes over and writes alone; b is
 # started again, a resyncs it (incremental: b lost nothing), both are
 # mirrored again, and a writes once more. No write is in flight at the kill

@@ -1,5 +1,5 @@
-/* What the unit tests of landed blocks (vmm_landing.c, vmm_grant.c,
- * vmm_resync_landing.c, each with vmm_landed.c) fake below them:
+/* What the unit tests of landed blocks (pagedata/pointer_landings.c, pagedata/grants_to_partner.c,
+ * pagedata/resync_landings.c, each with pagedata/landed_block.c) fake below them:
  * - the session's landing calls (replica/session.h): one-sided or not, one
  *   generation for every registration block of BLOCK_FRAMES frames (which
  *   the test defines first), a run refused when it crosses a block or

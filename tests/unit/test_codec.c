@@ -146,7 +146,7 @@ static uint32_t page_crcs[] = { 0xe3069283u, 0x00000001u, 0x80000000u };
 static uint64_t busy_pages[] = { 2, 0x0000000100000000ull };
 
 /* A batch carries whole packed envelopes: these three, the ones of a
- * whole-page write to a page homed on the other node (VMM.md, Batches). */
+ * whole-page write to a page homed on the other node (vmm/VMM.md, Batches). */
 #define BATCH_N 3
 static Envelope batch_inner[BATCH_N];
 

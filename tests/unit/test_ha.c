@@ -1,4 +1,4 @@
-/* ha.c's rejoin decisions (node/HA.md, "Solo and rejoin") over fakes of the
+/* ha/ha.c's rejoin decisions (node/ha/HA.md, "Solo and rejoin") over fakes of the
  * memory manager, the session and the fence slots: a survivor serving solo
  * resyncs a partner behind it; a partner at its own epoch that does not
  * serve (it took the epoch from a resync whose end never reached the
@@ -199,7 +199,7 @@ static struct ha *start_waiting(struct event_base *base, const struct ftvm_confi
 	return h;
 }
 
-/* `ftvmctl takeover --force` (HA.md, "Forced takeover"). */
+/* `ftvmctl takeover --force` (ha/HA.md, "Forced takeover"). */
 static void test_forced_takeover(struct event_base *base, const struct ftvm_config *config)
 {
 	char why[320];

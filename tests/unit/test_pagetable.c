@@ -906,7 +906,7 @@ static void test_journal_trim(void)
 
 /* A page put back after a write that did not happen ("undo") is clean once
  * folded, yet a change of this node's own, unlike a destage's "clean" row
- * (VMM.md, "The whole-page write of a page owned by the partner"); and
+ * (vmm/VMM.md, "The whole-page write of a page owned by the partner"); and
  * pagetable_committed says when a change's transaction committed. */
 static void test_undo_and_commit_marks(void)
 {
@@ -1797,7 +1797,7 @@ static int note_recovered(const struct pt_recovered *rec, void *arg)
 	return 0;
 }
 
-/* The pages that went back (node/HA.md, "Recovery") are kept across a
+/* The pages that went back (node/ha/HA.md, "Recovery") are kept across a
  * reopen and after their allocation is freed, listed in order from an id
  * or newest first. */
 static void test_recovered(void)

@@ -1,4 +1,4 @@
-/* The page table's housekeeping (node/VMM.md, "WAL checkpoints"): SQLite's
+/* The page table's housekeeping (node/vmm/VMM.md, "WAL checkpoints"): SQLite's
  * automatic checkpoint is off, a commit checkpoints only at the frames
  * bound, pagetable_checkpoint() copies the whole WAL into the database file
  * and the next commit starts the WAL again, the WAL's writeback starts

@@ -1,4 +1,4 @@
-/* The fence slots (node/sbd.c): the sector format, then two fence threads on
+/* The fence slots (node/storage/sbd.c): the sector format, then two fence threads on
  * one real file, as the two nodes of a pair would run them on their store. */
 #include <event2/event.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/* The backing store's header and partitions (node/store.c) on real files. */
+/* The backing store's header and partitions (node/storage/store.c) on real files. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

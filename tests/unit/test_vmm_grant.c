@@ -1,4 +1,4 @@
-/* vmm_grant.c, P's side of landing grants for whole-page writes, over a fake
+/* pagedata/grants_to_partner.c, P's side of landing grants for whole-page writes, over a fake
  * session: runs granted at link up (two per block size in use, each inside
  * one registration block), a granted run adopted as the page's frames for a
  * resident page and for one being paged in, with a fresh grant in its
@@ -61,7 +61,7 @@ const char *codec_status_name(int status)
 	return "REFUSED";
 }
 
-/* ---- the rest of the vmm, as far as vmm_grant.c uses it ---- */
+/* ---- the rest of the vmm, as far as pagedata/grants_to_partner.c uses it ---- */
 const char *vmm_node_id(const struct vmm *v)
 {
 	return "a";

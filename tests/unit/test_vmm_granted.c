@@ -1,4 +1,4 @@
-/* vmm_granted.c, O's side of landing grants for whole-page writes, over a
+/* pagedata/grants_from_partner.c, O's side of landing grants for whole-page writes, over a
  * fake session: runs granted are taken by block size and in flight until
  * settled; a write the partner did not apply frees its run again, one it
  * applied (or may have) spends it; a LandingRevoke drops the free runs and

@@ -1,4 +1,4 @@
-/* vmm_landing.c, P's side of one-sided pointer writes, over a fake session:
+/* pagedata/pointer_landings.c, P's side of one-sided pointer writes, over a fake session:
  * a landing taken inside one registration block and held with the lock,
  * adopted as the page's frames (old ones back to the pool), every refusal
  * with its reason and the run given back, and the run given back at an
@@ -23,7 +23,7 @@
 
 static bool holdings_forgotten;
 
-/* ---- the rest of the vmm, as far as vmm_landing.c uses it ---- */
+/* ---- the rest of the vmm, as far as pagedata/pointer_landings.c uses it ---- */
 const char *vmm_node_id(const struct vmm *v)
 {
 	return "a";

@@ -1,4 +1,4 @@
-/* vmm_resync_landing.c, the resync receiver's landing runs, over a fake
+/* pagedata/resync_landings.c, the resync receiver's landing runs, over a fake
  * session: runs taken in order within registration blocks and never more
  * than half the free frames, held until adopted (old frames back, the page
  * no longer stale), given back when a block is dropped as older, refused

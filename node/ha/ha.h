@@ -1,0 +1,48 @@
+/* The failover decisions (node/ha/HA.md): who serves when the link is lost,
+ * when to take over, when to fence this node. Inputs: the partner link
+ * (session) and what the fence thread reads in the store (storage/sbd.h). Outputs:
+ * the node's state, the memory manager's mode and epoch. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "sbd.h"
+
+struct event_base;
+struct repl_session;
+struct vmm;
+struct ha;
+
+struct ha_status {
+	int state;		   /* Ftvm__Partner__NodeState */
+	char reason[256];	   /* why this state ("" when there is nothing to say) */
+	struct sbd_report store;   /* the fence thread's last round */
+	uint64_t takeovers;	   /* since start */
+	uint64_t last_takeover_ms; /* clock_now_ms() when the last one finished, 0: none */
+	uint64_t resyncs;	   /* sent or received, since start */
+	uint64_t last_resync_pages, last_resync_ms; /* the last one this node sent */
+};
+
+/* Called whenever the state changes (for sd_notify and the session's Hello
+ * and heartbeats). */
+typedef void (*ha_state_fn)(int state, const char *reason, void *arg);
+
+int ha_new(struct event_base *base, const struct ftvm_config *config, struct vmm *vmm,
+	   struct repl_session *session, ha_state_fn state_changed, void *arg, struct ha **ret);
+/* The partner link went up or down (the session's callback). */
+void ha_link_changed(struct ha *h, bool up, const char *reason);
+/* The end of a forced takeover: ok, serving alone; or not, and why. */
+typedef void (*ha_forced_fn)(bool ok, const char *reason, void *arg);
+
+/* An operator says the partner is gone for good (`ftvmctl takeover --force`,
+ * ha/HA.md "Forced takeover"): take over although this node may not hold the
+ * newest copy. Refused (-EALREADY, -EBUSY; why says it) while the link is
+ * up or the partner's store heartbeat still moves; otherwise done(ok,
+ * reason, arg) runs once the takeover ended, a fence round later. */
+int ha_force_takeover(struct ha *h, ha_forced_fn done, void *arg, char *why, size_t len);
+void ha_get_status(const struct ha *h, struct ha_status *ret);
+/* Stops the fence thread; clean: our slot says stopped (the partner may take
+ * over at once), else fenced. NULL is fine. */
+void ha_free(struct ha *h, bool clean);

@@ -1,0 +1,966 @@
+/* Resync (node/ha/HA.md, "Solo and rejoin"): the survivor sends a node that is
+ * behind everything it holds, in one event-loop turn, and from the same turn
+ * on mirrors every change as usual: the link keeps the order, so nothing
+ * written meanwhile is lost or stale. The receiver replaces its page table.
+ *
+ * On a one-sided link the blocks are copied to staging runs in that turn
+ * and go by RDMA WRITE once the receiver answered ResyncLandings, a round
+ * trip later (replica/RDMA.md, "Resync"): each ResyncPage carries the page's
+ * state at the snapshot, and the receiver keeps whichever version is newer.
+ *
+ *   snapshot turn: Begin, Allocation..., inline pages, ResyncLandings
+ *   its answer:    landed pages (one batch), the rest inline, ResyncEnd
+ *   each answer:   staging runs back to the pool */
+#include "vmm_internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "clock.h"
+#include "crc32c.h"
+#include "log.h"
+#include "session.h"
+#include "vmm_msg.h"
+
+#define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
+
+/* ---- the survivor's side ---- */
+
+/* A block copied in the snapshot turn, for a one-sided write later. */
+struct resync_staged {
+	struct resync_send *rs;
+	char *guid;
+	uint64_t page;
+	uint32_t block_size;
+	Ftvm__Partner__PageState state;
+	uint64_t frame; /* the staging run, in this node's pool */
+	bool holds;	/* the run is still out of the pool */
+	struct repl_landing to;
+};
+
+struct resync_send {
+	struct vmm *vmm;
+	uint64_t partner_applied_lsn, partner_own_lsn; /* from its Hello */
+	unsigned outstanding;			       /* requests not yet answered */
+	int status;
+	char reason[256];
+	vmm_resync_done_fn done;
+	void *arg;
+	struct vmm_resync_stats stats;
+	/* One-sided: the staged blocks, the frames staging may still take; the
+	 * chunk of them whose runs were asked for, and how many came. */
+	bool one_sided;
+	uint64_t stage_budget;
+	struct resync_staged *staged;
+	size_t n_staged, cap_staged, chunk_first, chunk_n, n_landed;
+	uint64_t end_lsn; /* the last LSN of the snapshot, for ResyncEnd */
+};
+
+static void staged_give_back(struct resync_send *rs, struct resync_staged *b)
+{
+	if (b->holds)
+		frame_pool_give(rs->vmm->pool, b->frame,
+				b->block_size / rs->vmm->config->page_size);
+	b->holds = false;
+}
+
+static void note_applied(struct resync_send *rs, const CommandComplete *cc)
+{
+	struct pagetable *pt = rs->vmm->pt;
+
+	if (cc->applied_lsn > pagetable_applied_by_partner_lsn(pt))
+		pagetable_set_applied_by_partner_lsn(pt, cc->applied_lsn);
+}
+
+static void fail(struct resync_send *rs, int status, const char *reason)
+{
+	if (rs->status != FTVM__PARTNER__STATUS__STATUS_OK)
+		return;
+	rs->status = status;
+	snprintf(rs->reason, sizeof(rs->reason), "%s",
+		 reason && reason[0] ? reason : codec_status_name(status));
+}
+
+/* One request fewer outstanding; the last one ends the resync. */
+static void release(struct resync_send *rs)
+{
+	if (--rs->outstanding)
+		return;
+	for (size_t i = 0; i < rs->n_staged; i++) {
+		staged_give_back(rs, &rs->staged[i]);
+		free(rs->staged[i].guid);
+	}
+	free(rs->staged);
+	rs->stats.ms = clock_now_ms() - rs->stats.ms;
+	rs->vmm->resync_send = NULL;
+	rs->done(rs->status, rs->reason, &rs->stats, rs->arg);
+	free(rs);
+}
+
+static void on_answer(const CommandComplete *cc, void *arg)
+{
+	struct resync_send *rs = arg;
+
+	note_applied(rs, cc);
+	if (cc->status != FTVM__PARTNER__STATUS__STATUS_OK)
+		fail(rs, cc->status, cc->reason);
+	release(rs);
+}
+
+/* A landed ResyncPage answered: the WRITE is over, its staging run free. */
+static void on_landed_answer(const CommandComplete *cc, void *arg)
+{
+	struct resync_staged *b = arg;
+
+	staged_give_back(b->rs, b);
+	on_answer(cc, b->rs);
+}
+
+static int send_one(struct resync_send *rs, Envelope *env)
+{
+	struct vmm *v = rs->vmm;
+	int r = repl_session_request(v->session, env, v->config->request_timeout_ms, on_answer, rs);
+
+	if (r == 0)
+		rs->outstanding++;
+	return r;
+}
+
+static int send_allocation(struct resync_send *rs, const struct vmm_alloc *a)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__ResyncAllocation m = FTVM__PARTNER__RESYNC_ALLOCATION__INIT;
+	Ftvm__Partner__AllocateMemory am;
+	Ftvm__Partner__PageState *states = calloc(a->pages, sizeof(*states));
+	Ftvm__Partner__PageState **ptrs = calloc(a->pages, sizeof(*ptrs));
+	int r = -ENOMEM;
+
+	if (!states || !ptrs)
+		goto out;
+	vmm_msg_allocation(&am, a);
+	for (uint64_t i = 0; i < a->pages; i++) {
+		ftvm__partner__page_state__init(&states[i]);
+		states[i].version = a->page[i].version;
+		states[i].crc32c = a->page[i].crc32c;
+		states[i].dirty = a->page[i].dirty;
+		ptrs[i] = &states[i];
+	}
+	m.allocation = &am;
+	m.owner = a->owner;
+	m.n_pages = a->pages;
+	m.pages = ptrs;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_ALLOCATION;
+	env.resync_allocation = &m;
+	r = send_one(rs, &env);
+out:
+	free(states);
+	free(ptrs);
+	return r;
+}
+
+/* What a page's block is of: its state at the snapshot. */
+static void page_state(const struct vmm_alloc *a, uint64_t page, Ftvm__Partner__PageState *ret)
+{
+	ftvm__partner__page_state__init(ret);
+	ret->version = a->page[page].version;
+	ret->crc32c = a->page[page].crc32c;
+	ret->dirty = a->page[page].dirty;
+}
+
+static int send_inline(struct resync_send *rs, const char *guid, uint64_t page, const void *data,
+		       uint32_t block_size, const Ftvm__Partner__PageState *state)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__ResyncPage m = FTVM__PARTNER__RESYNC_PAGE__INIT;
+	int r;
+
+	m.guid = (char *)guid;
+	m.page = page;
+	m.data.data = (uint8_t *)data;
+	m.data.len = block_size;
+	m.state = (Ftvm__Partner__PageState *)state;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE;
+	env.resync_page = &m;
+	r = send_one(rs, &env);
+	if (r == 0)
+		rs->vmm->resync_pages_inline++;
+	return r;
+}
+
+/* The block copied to a staging run of free frames, for a one-sided write
+ * once the receiver gave a run: the page's own frames may change meanwhile
+ * (a client's write pointer), the staging run does not. -ENOSPC: no frames
+ * to spare (half of those free at the snapshot, at most); it goes inline. */
+static int stage(struct resync_send *rs, const struct vmm_alloc *a, uint64_t page,
+		 const void *block)
+{
+	struct vmm *v = rs->vmm;
+	uint32_t frames = a->block_size / v->config->page_size;
+	struct resync_staged *b, *grown;
+	uint64_t first;
+
+	if (frames > rs->stage_budget || frame_pool_take(v->pool, frames, &first) < 0)
+		return -ENOSPC;
+	if (rs->n_staged == rs->cap_staged) {
+		size_t cap = rs->cap_staged ? 2 * rs->cap_staged : 64;
+
+		grown = realloc(rs->staged, cap * sizeof(*grown));
+		if (!grown) {
+			frame_pool_give(v->pool, first, frames);
+			return -ENOMEM;
+		}
+		rs->staged = grown;
+		rs->cap_staged = cap;
+	}
+	b = &rs->staged[rs->n_staged];
+	memset(b, 0, sizeof(*b));
+	b->guid = strdup(a->guid);
+	if (!b->guid) {
+		frame_pool_give(v->pool, first, frames);
+		return -ENOMEM;
+	}
+	rs->n_staged++;
+	rs->stage_budget -= frames;
+	b->rs = rs;
+	b->page = page;
+	b->block_size = a->block_size;
+	page_state(a, page, &b->state);
+	b->frame = first;
+	b->holds = true;
+	memcpy(frame_pool_addr(v->pool, first), block, a->block_size);
+	return 0;
+}
+
+/* A write-locked page's block: a client's write pointer may be writing into
+ * it at this very moment, from another process. So the block is copied
+ * first and the copy checked against the page's CRC-32C: what is sent is
+ * what was checked. A copy that differs was written into and not released:
+ * it is not the page's state, and the page goes without its block, which
+ * the release brings the receiver (the holding is mirrored behind the
+ * snapshot); until then a dirty page is stale there, a clean one comes
+ * from the store. NULL, *ret_r 0: not sent; -ENOMEM in *ret_r. */
+static void *copy_locked(struct vmm *v, const struct vmm_alloc *a, uint64_t page, int *ret_r)
+{
+	void *copy = malloc(a->block_size);
+
+	*ret_r = copy ? 0 : -ENOMEM;
+	if (!copy)
+		return NULL;
+	memcpy(copy, vmm_block_addr(v, a, page), a->block_size);
+	if (crc32c(0, copy, a->block_size) == a->page[page].crc32c)
+		return copy;
+	free(copy);
+	log_info("resync: %s page %llu: a write pointer has written into its block and not "
+		 "released it: sent without its block, which the release brings",
+		 a->guid, (unsigned long long)page);
+	return NULL;
+}
+
+/* A resident page's block: a dirty one, which the store does not have, or a
+ * clean one, which warms the receiver's frames. The receiver pages in the
+ * others from the store (a stale page has nothing here to send). */
+static int send_page(struct resync_send *rs, const struct vmm_alloc *a, uint64_t page)
+{
+	Ftvm__Partner__PageState state;
+	const void *block;
+	void *copy = NULL;
+	int r = 0;
+
+	if (!a->page[page].resident)
+		return 0;
+	block = vmm_block_addr(rs->vmm, a, page);
+	if (vmm_page_write_locked(&a->page[page])) {
+		block = copy = copy_locked(rs->vmm, a, page, &r);
+		if (!copy)
+			return r;
+	}
+	if (!rs->one_sided || stage(rs, a, page, block) < 0) {
+		page_state(a, page, &state);
+		r = send_inline(rs, a->guid, page, block, a->block_size, &state);
+	}
+	free(copy);
+	if (r == 0) {
+		rs->stats.pages++;
+		rs->stats.bytes += a->block_size;
+	}
+	return r;
+}
+
+/* An allocation as a whole: its row, its pages' state and every block. */
+static int send_whole(struct resync_send *rs, const struct vmm_alloc *a)
+{
+	int r = send_allocation(rs, a);
+
+	for (uint64_t i = 0; r == 0 && i < a->pages; i++)
+		r = send_page(rs, a, i);
+	rs->stats.allocations++;
+	return r;
+}
+
+/* What the partner lacks, from where its Hello said its table stands. */
+struct resync_plan {
+	bool incremental;
+	char **touched; /* incremental: allocations changed here since, sorted */
+	size_t n_touched;
+};
+
+static int add_touched(const char *guid, void *arg)
+{
+	struct resync_plan *p = arg;
+	char **t = realloc(p->touched, (p->n_touched + 1) * sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	p->touched = t;
+	t[p->n_touched] = strdup(guid);
+	return t[p->n_touched++] ? 0 : -ENOMEM;
+}
+
+static bool touched(const struct resync_plan *p, const char *guid)
+{
+	for (size_t i = 0; i < p->n_touched; i++)
+		if (strcmp(p->touched[i], guid) == 0)
+			return true;
+	return false;
+}
+
+static void plan_free(struct resync_plan *p)
+{
+	for (size_t i = 0; i < p->n_touched; i++)
+		free(p->touched[i]);
+	free(p->touched);
+}
+
+/* Incremental only when the histories agree (node/ha/HA.md, "Solo and
+ * rejoin"): the partner holds exactly the changes of its own this node
+ * applied (none more, which it alone made and nobody acknowledged; none
+ * fewer, which it lost), and this node still journals all of its own since
+ * the last the partner applied. */
+static void make_plan(struct resync_send *rs, struct resync_plan *p)
+{
+	struct vmm *v = rs->vmm;
+
+	memset(p, 0, sizeof(*p));
+	if (rs->partner_own_lsn != pagetable_partner_applied_lsn(v->pt) ||
+	    rs->partner_applied_lsn < pagetable_applied_by_partner_lsn(v->pt))
+		return;
+	if (pagetable_journal_guids_after(v->pt, vmm_node_id(v), rs->partner_applied_lsn,
+					  add_touched, p) < 0) {
+		plan_free(p);
+		memset(p, 0, sizeof(*p));
+		return;
+	}
+	p->incremental = true;
+}
+
+/* The allocations touched that are gone here: the partner drops them. */
+static char **freed_of(const struct vmm *v, const struct resync_plan *p, size_t *ret_n)
+{
+	char **freed = calloc(p->n_touched ? p->n_touched : 1, sizeof(*freed));
+
+	*ret_n = 0;
+	for (size_t i = 0; freed && i < p->n_touched; i++)
+		if (!vmm_table_find(v->table, p->touched[i]))
+			freed[(*ret_n)++] = p->touched[i];
+	return freed;
+}
+
+static int send_begin(struct resync_send *rs, const struct resync_plan *p, size_t n)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__ResyncBegin begin = FTVM__PARTNER__RESYNC_BEGIN__INIT;
+	size_t n_freed = 0;
+	char **freed = p->incremental ? freed_of(rs->vmm, p, &n_freed) : NULL;
+	int r;
+
+	if (p->incremental && !freed)
+		return -ENOMEM;
+	begin.epoch = rs->vmm->epoch;
+	begin.allocations = n;
+	begin.incremental = p->incremental;
+	begin.freed = freed;
+	begin.n_freed = n_freed;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_BEGIN;
+	env.resync_begin = &begin;
+	r = send_one(rs, &env);
+	free(freed);
+	return r;
+}
+
+static int send_end(struct resync_send *rs)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__ResyncEnd end = FTVM__PARTNER__RESYNC_END__INIT;
+
+	end.epoch = rs->vmm->epoch;
+	end.lsn = rs->end_lsn;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_END;
+	env.resync_end = &end;
+	return send_one(rs, &env);
+}
+
+static int compare_landing(const void *x, const void *y)
+{
+	const struct repl_page_write *a = x, *b = y;
+
+	return a->to.frame < b->to.frame ? -1 : a->to.frame > b->to.frame;
+}
+
+/* The chunk's blocks that got a run, in one batch behind their WRITEs
+ * (sorted by landing frame: neighbouring runs coalesce into fewer work
+ * requests; the transport posts them as write slots free). A fallback error
+ * from the session: they go inline instead. */
+static int send_landed(struct resync_send *rs)
+{
+	struct vmm *v = rs->vmm;
+	size_t n = rs->n_landed;
+	Envelope *envs = calloc(n, sizeof(*envs)), **env_ptrs = calloc(n, sizeof(*env_ptrs));
+	Ftvm__Partner__ResyncPage *pages = calloc(n, sizeof(*pages));
+	Ftvm__Partner__Landing *named = calloc(n, sizeof(*named));
+	struct repl_page_write *writes = calloc(n, sizeof(*writes));
+	void **args = calloc(n, sizeof(*args));
+	int r = -ENOMEM;
+
+	if (!envs || !env_ptrs || !pages || !named || !writes || !args)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		struct resync_staged *b = &rs->staged[rs->chunk_first + i];
+
+		ftvm__partner__envelope__init(&envs[i]);
+		ftvm__partner__resync_page__init(&pages[i]);
+		ftvm__partner__landing__init(&named[i]);
+		named[i].frame = b->to.frame;
+		named[i].frames = b->to.frames;
+		named[i].generation = b->to.generation;
+		pages[i].guid = b->guid;
+		pages[i].page = b->page;
+		pages[i].state = &b->state;
+		pages[i].landed = &named[i];
+		envs[i].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE;
+		envs[i].resync_page = &pages[i];
+		env_ptrs[i] = &envs[i];
+		args[i] = b;
+		writes[i].src = frame_pool_addr(v->pool, b->frame);
+		writes[i].len = b->block_size;
+		writes[i].to = b->to;
+	}
+	qsort(writes, n, sizeof(*writes), compare_landing);
+	r = repl_session_request_batch_landed(v->session, env_ptrs, n,
+					      v->config->request_timeout_ms, on_landed_answer, args,
+					      writes, n);
+	if (r == 0) {
+		rs->outstanding += n;
+		v->resync_pages_one_sided += n;
+	}
+out:
+	free(envs);
+	free(env_ptrs);
+	free(pages);
+	free(named);
+	free(writes);
+	free(args);
+	return r;
+}
+
+/* The staged blocks from first on inline (from their staging runs). */
+static int send_staged_inline(struct resync_send *rs, size_t first, size_t end)
+{
+	struct vmm *v = rs->vmm;
+	int r = 0;
+
+	for (size_t i = first; r == 0 && i < end; i++) {
+		struct resync_staged *b = &rs->staged[i];
+
+		r = send_inline(rs, b->guid, b->page, frame_pool_addr(v->pool, b->frame),
+				b->block_size, &b->state);
+		staged_give_back(rs, b); /* the session copied the block */
+	}
+	return r;
+}
+
+static int send_landings_request(struct resync_send *rs);
+
+/* After ResyncLandings' answer: the chunk's blocks that got a run
+ * one-sided, the others inline; then the next chunk's ResyncLandings, or
+ * after the last ResyncEnd: after every page, on the same link. */
+static void send_rest(evutil_socket_t fd, short what, void *arg)
+{
+	struct resync_send *rs = arg;
+	size_t done = rs->chunk_first + rs->chunk_n, inline_from = rs->chunk_first;
+	int r = 0;
+
+	vmm_before_request(rs->vmm);
+	if (rs->n_landed) {
+		r = send_landed(rs);
+		if (r == 0)
+			inline_from += rs->n_landed;
+		else if (repl_session_inline_instead(r))
+			r = 0;
+	}
+	if (r == 0)
+		r = send_staged_inline(rs, inline_from, done);
+	if (r == 0 && done < rs->n_staged) {
+		if (send_landings_request(rs) == 0)
+			goto out; /* the next chunk's answer goes on */
+		r = send_staged_inline(rs, done, rs->n_staged);
+	}
+	if (r == 0)
+		r = send_end(rs);
+out:
+	if (r < 0)
+		fail(rs, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+		     "cannot send the resync's blocks");
+	release(rs); /* the answered ResyncLandings' hold */
+}
+
+/* The receiver's runs, a prefix of what was asked (none: all inline; an
+ * older receiver answers UNSUPPORTED: all inline too). The rest goes from
+ * the loop, not from inside the session's delivery of this answer. */
+static void on_landings(const CommandComplete *cc, void *arg)
+{
+	struct resync_send *rs = arg;
+	struct timeval now = { 0, 0 };
+	size_t k = 0;
+
+	note_applied(rs, cc);
+	if (cc->status == FTVM__PARTNER__STATUS__STATUS_OK)
+		for (; k < cc->n_landings && k < rs->chunk_n; k++) {
+			const Ftvm__Partner__Landing *l = cc->landings[k];
+			struct resync_staged *b = &rs->staged[rs->chunk_first + k];
+
+			if ((uint64_t)l->frames * rs->vmm->config->page_size != b->block_size)
+				break;
+			b->to.frame = l->frame;
+			b->to.frames = l->frames;
+			b->to.generation = l->generation;
+		}
+	rs->n_landed = k;
+	/* Not answered (the link went, the node stops): the resync failed. */
+	if ((cc->status != FTVM__PARTNER__STATUS__STATUS_OK &&
+	     cc->status != FTVM__PARTNER__STATUS__STATUS_UNSUPPORTED) ||
+	    event_base_once(rs->vmm->base, -1, EV_TIMEOUT, send_rest, rs, &now) < 0) {
+		fail(rs, cc->status ? cc->status : FTVM__PARTNER__STATUS__STATUS_INTERNAL,
+		     cc->reason);
+		release(rs);
+	}
+}
+
+/* Runs for the next chunk of staged blocks, in their order. ResyncEnd
+ * waits for them. */
+static int send_landings_request(struct resync_send *rs)
+{
+	struct vmm *v = rs->vmm;
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__ResyncLandings m = FTVM__PARTNER__RESYNC_LANDINGS__INIT;
+	size_t first = rs->chunk_first + rs->chunk_n, n = rs->n_staged - first;
+	uint32_t frames[VMM_RESYNC_CHUNK];
+	int r;
+
+	if (n > VMM_RESYNC_CHUNK)
+		n = VMM_RESYNC_CHUNK;
+	for (size_t i = 0; i < n; i++)
+		frames[i] = rs->staged[first + i].block_size / v->config->page_size;
+	m.n_frames = n;
+	m.frames = frames;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_LANDINGS;
+	env.resync_landings = &m;
+	r = repl_session_request(v->session, &env, v->config->request_timeout_ms, on_landings, rs);
+	if (r < 0)
+		return r;
+	rs->outstanding++;
+	rs->chunk_first = first;
+	rs->chunk_n = n;
+	rs->n_landed = 0;
+	return 0;
+}
+
+/* Everything, or what changed: the allocations touched since, whole, and
+ * the blocks of every dirty page (a node that restarted lost those). 1:
+ * every block went inline, and ResyncEnd is the caller's to send; 0: it
+ * follows the landed blocks (send_rest). */
+static int send_snapshot(struct resync_send *rs)
+{
+	struct vmm *v = rs->vmm;
+	struct resync_plan plan;
+	size_t n = 0, whole = 0;
+	struct vmm_alloc **all = vmm_table_sorted(v->table, &n);
+	int r;
+
+	if (!all && n)
+		return -ENOMEM;
+	make_plan(rs, &plan);
+	rs->stats.incremental = plan.incremental;
+	for (size_t i = 0; i < n; i++)
+		whole += !plan.incremental || touched(&plan, all[i]->guid);
+	r = send_begin(rs, &plan, whole);
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		struct vmm_alloc *a = all[i];
+
+		if (!plan.incremental || touched(&plan, a->guid)) {
+			r = send_whole(rs, a);
+			continue;
+		}
+		for (uint64_t p = 0; r == 0 && p < a->pages; p++)
+			if (a->page[p].dirty)
+				r = send_page(rs, a, p);
+	}
+	plan_free(&plan);
+	free(all);
+	if (r < 0)
+		return r;
+	/* Everything journalled here until now is in the snapshot. */
+	rs->end_lsn = pagetable_reserve_lsn(v->pt);
+	if (rs->n_staged && send_landings_request(rs) == 0)
+		return 0;
+	/* Not sent: the staged blocks go inline now, as they would have. */
+	r = send_staged_inline(rs, 0, rs->n_staged);
+	return r < 0 ? r : 1;
+}
+
+static void start_when_settled(evutil_socket_t fd, short what, void *arg);
+
+/* Operations completed alone finish a turn after they start (vmm/vmm.c): the
+ * snapshot waits until none is half done. */
+static void start(struct resync_send *rs)
+{
+	struct vmm *v = rs->vmm;
+	struct timeval soon = { 0, 1000 };
+	int r;
+
+	if (v->solo_in_flight) {
+		if (event_base_once(v->base, -1, EV_TIMEOUT, start_when_settled, rs, &soon) < 0)
+			log_error("resync: cannot wait for operations in flight");
+		return;
+	}
+	vmm_flush(v);
+	rs->stats.ms = clock_now_ms();
+	rs->outstanding = 1; /* held until every request is out */
+	rs->one_sided = repl_session_one_sided(v->session);
+	rs->stage_budget = frame_pool_free_count(v->pool) / 2;
+	r = send_snapshot(rs);
+	/* From this turn on, every change goes to the partner after the
+	 * snapshot, on the same link, as any mirrored change does. */
+	v->mode = VMM_MODE_MIRRORED;
+	/* Ahead of ResyncEnd, after which the partner serves its clients: it
+	 * must know our clients' locks by then. */
+	if (r >= 0)
+		vmm_holdings_mirror(v);
+	if (r == 1)
+		r = send_end(rs);
+	if (r < 0 && rs->status == FTVM__PARTNER__STATUS__STATUS_OK) {
+		rs->status = FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE;
+		snprintf(rs->reason, sizeof(rs->reason), "cannot send the resync: %s",
+			 strerror(-r));
+	}
+	log_info("resync (%s): %llu allocations, %llu pages (%llu bytes) sent to %s",
+		 rs->stats.incremental ? "incremental" : "full",
+		 (unsigned long long)rs->stats.allocations, (unsigned long long)rs->stats.pages,
+		 (unsigned long long)rs->stats.bytes, vmm_partner_id(v));
+	{
+		CommandComplete ok = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+
+		on_answer(&ok, rs); /* lets go of the hold */
+	}
+}
+
+static void start_when_settled(evutil_socket_t fd, short what, void *arg)
+{
+	start(arg);
+}
+
+void vmm_resync_position(struct vmm *v, uint64_t *ret_applied, uint64_t *ret_own)
+{
+	*ret_applied = pagetable_partner_applied_lsn(v->pt);
+	*ret_own = pagetable_last_own_lsn(v->pt, vmm_node_id(v));
+}
+
+int vmm_resync_send(struct vmm *v, uint64_t partner_applied_lsn, uint64_t partner_own_lsn,
+		    vmm_resync_done_fn done, void *arg)
+{
+	struct resync_send *rs;
+
+	if (v->resync_send)
+		return -EBUSY;
+	rs = calloc(1, sizeof(*rs));
+	if (!rs)
+		return -ENOMEM;
+	rs->vmm = v;
+	rs->partner_applied_lsn = partner_applied_lsn;
+	rs->partner_own_lsn = partner_own_lsn;
+	rs->done = done;
+	rs->arg = arg;
+	v->resync_send = rs;
+	start(rs);
+	return 0;
+}
+
+/* ---- the receiver's side ---- */
+
+__attribute__((format(printf, 4, 5))) static int refuse(struct vmm *v, char *reason, size_t len,
+							const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, len, fmt, ap);
+	va_end(ap);
+	if (v->resync_receiving && !v->resync_failed) {
+		v->resync_failed = true;
+		snprintf(v->resync_error, sizeof(v->resync_error), "%s", reason);
+	}
+	return FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
+}
+
+/* Our copy of guid goes (absent already is fine): the survivor's replaces it. */
+static int drop_allocation(struct vmm *v, const char *guid, const struct pt_origin *o)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, guid);
+	int r;
+
+	if (!a)
+		return 0;
+	r = pagetable_alloc_delete(v->pt, a->guid, o);
+	vmm_alloc_give_frames(v, a);
+	vmm_table_remove(v->table, a);
+	vmm_alloc_free(a);
+	vmm_changed(v);
+	return r;
+}
+
+/* Everything this node held goes: the survivor's copy replaces it. */
+static int drop_table(struct vmm *v, const struct pt_origin *o)
+{
+	size_t n = 0;
+	struct vmm_alloc **all = vmm_table_sorted(v->table, &n);
+	int r = 0;
+
+	if (!all && n)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && r == 0; i++)
+		r = drop_allocation(v, all[i]->guid, o);
+	free(all);
+	return r;
+}
+
+static int on_begin(struct vmm *v, const Ftvm__Partner__ResyncBegin *m, const struct pt_origin *o,
+		    char *reason, size_t len)
+{
+	int r = 0;
+
+	if (m->epoch <= v->epoch)
+		return refuse(v, reason, len,
+			      "not behind: this node is at epoch %llu, not below %llu",
+			      (unsigned long long)v->epoch, (unsigned long long)m->epoch);
+	v->resync_receiving = true;
+	v->resync_failed = false;
+	vmm_resync_landings_drop(v); /* an earlier resync's */
+	v->resync_error[0] = '\0';
+	vmm_space_waiters_fail(v);
+	vmm_page_waiters_fail(v, FTVM__PARTNER__STATUS__STATUS_FENCED,
+			      "this node is being resynced by its partner, which serves");
+	vmm_holdings_revoke(v); /* fenced already; a grant may have raced it */
+	if (!m->incremental)
+		r = drop_table(v, o);
+	for (size_t i = 0; r == 0 && i < m->n_freed; i++)
+		r = drop_allocation(v, m->freed[i], o);
+	if (r < 0)
+		return refuse(v, reason, len, "cannot empty the page table: %s",
+			      pagetable_last_error(v->pt));
+	log_info("resync from %s (epoch %llu): %llu allocations coming", o->node,
+		 (unsigned long long)m->epoch, (unsigned long long)m->allocations);
+	if (v->resync_observer)
+		v->resync_observer(true, 0, "", v->resync_arg);
+	return 0;
+}
+
+static int on_allocation(struct vmm *v, const Ftvm__Partner__ResyncAllocation *m,
+			 const struct pt_origin *o, char *reason, size_t len)
+{
+	const Ftvm__Partner__AllocateMemory *am = m->allocation;
+	struct vmm_alloc *a;
+
+	if (!v->resync_receiving)
+		return refuse(v, reason, len, "ResyncAllocation outside a resync");
+	if (am && am->guid[0] && drop_allocation(v, am->guid, o) < 0)
+		return refuse(v, reason, len, "page table: %s", pagetable_last_error(v->pt));
+	if (!am || !am->guid[0] || !m->owner[0] || am->block_size == 0 ||
+	    am->block_size % v->config->page_size || am->header.len > VMM_HEADER_MAX || !am->size ||
+	    !vmm_extent_fits(v, am))
+		return refuse(v, reason, len, "a resync allocation that cannot be: %s",
+			      am ? am->guid : "(none)");
+	a = vmm_alloc_new(am->guid, am->home, m->owner, am->policy, am->size, am->block_size,
+			  am->header.data, am->header.len);
+	if (!a)
+		return refuse(v, reason, len, "out of memory");
+	if (a->pages != m->n_pages) {
+		vmm_alloc_free(a);
+		return refuse(v, reason, len, "%s: %zu page states for %llu pages", am->guid,
+			      m->n_pages, (unsigned long long)a->pages);
+	}
+	a->store_offset = am->store_offset;
+	a->uid = am->uid;
+	vmm_table_insert(v->table, a);
+	if (vmm_persist_alloc(v, a, o) < 0)
+		return refuse(v, reason, len, "page table: %s", pagetable_last_error(v->pt));
+	for (uint64_t i = 0; i < a->pages; i++) {
+		a->page[i].version = m->pages[i]->version;
+		a->page[i].crc32c = m->pages[i]->crc32c;
+		a->page[i].dirty = m->pages[i]->dirty;
+		/* Not resident: a dirty page's block follows in a ResyncPage. */
+		a->page[i].stale = m->pages[i]->dirty;
+		if (vmm_persist_page(v, a, i, o) < 0)
+			return refuse(v, reason, len, "page table: %s",
+				      pagetable_last_error(v->pt));
+	}
+	return 0;
+}
+
+/* A block sent inline: the whole block, matching the page's state. */
+static int fill_page(struct vmm *v, struct vmm_alloc *a, const Ftvm__Partner__ResyncPage *m,
+		     char *reason, size_t len)
+{
+	char why[256];
+
+	if (m->data.len != a->block_size)
+		return refuse(v, reason, len,
+			      "ResyncPage %s page %llu: %zu bytes for a block of %u", m->guid,
+			      (unsigned long long)m->page, m->data.len, a->block_size);
+	if (crc32c(0, m->data.data, m->data.len) != a->page[m->page].crc32c)
+		return refuse(v, reason, len, "ResyncPage %s page %llu: checksum differs", m->guid,
+			      (unsigned long long)m->page);
+	/* A clean page that finds no frame is read from the store when needed. */
+	if (vmm_page_fill(v, a, m->page, m->data.data, why, sizeof(why)) < 0 &&
+	    a->page[m->page].dirty)
+		return refuse(v, reason, len, "ResyncPage %s page %llu: %s", m->guid,
+			      (unsigned long long)m->page, why);
+	a->page[m->page].stale = false;
+	return 0;
+}
+
+/* The block is not wanted: a change mirrored after the survivor's snapshot
+ * got here first (the page is newer, or its allocation freed). */
+static int drop_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m)
+{
+	if (m->landed)
+		vmm_resync_landing_close(v, m->landed);
+	v->resync_pages_dropped++;
+	log_debug("resync: %s page %llu dropped, a newer change came first", m->guid,
+		  (unsigned long long)m->page);
+	return 0;
+}
+
+static int on_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m, char *reason, size_t len)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, m->guid);
+	char why[512];
+	int r;
+
+	if (!v->resync_receiving || !a || m->page >= a->pages) {
+		if (m->landed)
+			vmm_resync_landing_close(v, m->landed);
+		if (!v->resync_receiving)
+			return refuse(v, reason, len, "ResyncPage outside a resync");
+		/* With a state it may come after the allocation's ReleaseMemory. */
+		if (!a && m->state)
+			return drop_page(v, m);
+		return refuse(v, reason, len, "ResyncPage %s page %llu: no such page", m->guid,
+			      (unsigned long long)m->page);
+	}
+	if (m->state) {
+		r = vmm_resync_page_order(a, m->page, m->state, why, sizeof(why));
+		if (r > 0)
+			return drop_page(v, m);
+		if (r < 0) {
+			if (m->landed)
+				vmm_resync_landing_close(v, m->landed);
+			return refuse(v, reason, len, "%s", why);
+		}
+	}
+	if (!m->landed)
+		return fill_page(v, a, m, reason, len);
+	if (!m->state || m->data.len) {
+		vmm_resync_landing_close(v, m->landed);
+		return refuse(v, reason, len, "ResyncPage %s page %llu: landed, but with %s",
+			      m->guid, (unsigned long long)m->page,
+			      m->data.len ? "data as well" : "no state");
+	}
+	if (vmm_resync_landing_adopt(v, a, m->page, m->landed, m->state->crc32c, why, sizeof(why)) <
+	    0)
+		return refuse(v, reason, len, "%s", why);
+	return 0;
+}
+
+/* Our LandingGrant at link up went at the epoch we had and the survivor
+ * refused it; offer again at the new one, once ResyncEnd's answer is out. */
+static void offer_grants(void *arg)
+{
+	vmm_grants_offer(arg);
+}
+
+static int on_end(struct vmm *v, const Ftvm__Partner__ResyncEnd *m, char *reason, size_t len)
+{
+	int r;
+
+	if (!v->resync_receiving)
+		return refuse(v, reason, len, "ResyncEnd outside a resync");
+	v->resync_receiving = false;
+	vmm_resync_landings_drop(v); /* none is named after ResyncEnd */
+	if (v->resync_failed) {
+		snprintf(reason, len, "resync incomplete: %s", v->resync_error);
+		if (v->resync_observer)
+			v->resync_observer(false, -EIO, reason, v->resync_arg);
+		return FTVM__PARTNER__STATUS__STATUS_INTERNAL;
+	}
+	/* Changes mirrored after the snapshot may have been applied already,
+	 * ahead of blocks that came a round trip later. */
+	r = pagetable_set_partner_applied_lsn(v->pt,
+					      m->lsn > pagetable_partner_applied_lsn(v->pt)
+						      ? m->lsn
+						      : pagetable_partner_applied_lsn(v->pt));
+	/* Our own journal rows describe a table the survivor's replaced: none
+	 * is needed for a resync any more. */
+	if (r == 0)
+		r = pagetable_set_applied_by_partner_lsn(v->pt, pagetable_reserve_lsn(v->pt));
+	if (r == 0)
+		r = vmm_set_epoch(v, m->epoch);
+	if (r < 0) {
+		snprintf(reason, len, "cannot record the resync: %s", pagetable_last_error(v->pt));
+		return FTVM__PARTNER__STATUS__STATUS_INTERNAL;
+	}
+	log_info("resync done: epoch %llu, %zu allocations", (unsigned long long)m->epoch,
+		 vmm_table_size(v->table));
+	vmm_after_commit(v, offer_grants, v);
+	if (v->resync_observer)
+		v->resync_observer(false, 0, "", v->resync_arg);
+	return 0;
+}
+
+int vmm_resync_apply(struct vmm *v, const Envelope *env, char *reason, size_t len)
+{
+	struct pt_origin o = { .node = env->sender, .lsn = env->lsn, .own = false };
+
+	switch (env->message_case) {
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_BEGIN:
+		return on_begin(v, env->resync_begin, &o, reason, len);
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_ALLOCATION:
+		return on_allocation(v, env->resync_allocation, &o, reason, len);
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE:
+		return on_page(v, env->resync_page, reason, len);
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_END:
+		return on_end(v, env->resync_end, reason, len);
+	default:
+		return refuse(v, reason, len, "%s is not a resync message",
+			      codec_message_name(env));
+	}
+}
+
+void vmm_set_resync_observer(struct vmm *v, vmm_resync_observer_fn fn, void *arg)
+{
+	v->resync_observer = fn;
+	v->resync_arg = arg;
+}

@@ -1,0 +1,334 @@
+/* Landing grants on the receiving node P of a whole-page write
+ * (replica/RDMA.md, "Whole-page write"; vmm/VMM.md, "Landings"): runs of free
+ * frames granted to the partner ahead, so that its whole-page write goes
+ * one-sided in its one round trip.
+ *
+ *   link up, one-sided           -> GRANTS_PER_SIZE runs per block size in
+ *                                   use, in one LandingGrant
+ *   WritePage{landed = a grant}  -> check it, adopt it as the page's frames;
+ *                                   a fresh run goes in the answer's grants
+ *   refused WritePage            -> the run stays granted (O may reuse it)
+ *   short of frames              -> LandingRevoke; the runs come back with
+ *                                   the partner's answer
+ *   link down                    -> every run back to the pool
+ *
+ * Grants never take more than 1/GRANT_SHARE of the free frames: they are an
+ * optimisation, never a reason for a page-in or a write to wait. */
+#include "vmm_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "log.h"
+#include "session.h"
+
+#define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
+#define GRANTS_PER_SIZE 2
+#define GRANT_SHARE 32
+#define GRANTS_MAX (GRANTS_PER_SIZE * (CONFIG_POLICIES_MAX + 1))
+
+struct vmm_grant {
+	struct vmm_grant *next;
+	struct repl_landing at;
+	/* In a LandingRevoke not answered yet: a WritePage may still land in
+	 * it (O answers once none is in flight). */
+	bool revoking;
+};
+
+static uint64_t frames_granted(const struct vmm *v)
+{
+	uint64_t n = 0;
+
+	for (const struct vmm_grant *g = v->grants; g; g = g->next)
+		n += g->at.frames;
+	return n;
+}
+
+/* A run of frames more for the partner, from free frames only, while the
+ * grants stay within their share of what is free. */
+static int grant_take(struct vmm *v, uint32_t frames, struct vmm_grant **ret)
+{
+	uint64_t granted = frames_granted(v) + frames;
+	struct vmm_grant *g;
+	uint64_t first;
+	int r;
+
+	if (frame_pool_free_count(v->pool) < granted * GRANT_SHARE)
+		return -ENOSPC;
+	r = frame_pool_take(v->pool, frames, &first);
+	if (r < 0)
+		return r;
+	g = calloc(1, sizeof(*g));
+	r = g ? repl_session_landing_open(v->session, first, frames, &g->at) : -ENOMEM;
+	if (r < 0) {
+		frame_pool_give(v->pool, first, frames);
+		free(g);
+		return r;
+	}
+	g->next = v->grants;
+	v->grants = g;
+	v->landings_granted++;
+	*ret = g;
+	return 0;
+}
+
+static void landing_of(const struct vmm_grant *g, Ftvm__Partner__Landing *ret)
+{
+	ftvm__partner__landing__init(ret);
+	ret->frame = g->at.frame;
+	ret->frames = g->at.frames;
+	ret->generation = g->at.generation;
+}
+
+static void give_back(struct vmm *v, struct vmm_grant **g)
+{
+	struct vmm_grant *gone = *g;
+
+	*g = gone->next;
+	frame_pool_give(v->pool, gone->at.frame, gone->at.frames);
+	free(gone);
+}
+
+static void on_grant_answer(const CommandComplete *cc, void *arg)
+{
+	struct vmm *v = arg;
+	int status = cc->status;
+
+	if (status == FTVM__PARTNER__STATUS__STATUS_OK)
+		return;
+	log_debug("LandingGrant to %s: %s", vmm_partner_id(v),
+		  cc->reason && cc->reason[0] ? cc->reason : codec_status_name(status));
+	/* Refused (an older epoch, say): the partner took none, so the runs come
+	 * back. Unanswered, it may have taken them: they stay out of the pool
+	 * until the link goes (link down gives them back already). At shutdown
+	 * the vmm is gone already. */
+	if (status != FTVM__PARTNER__STATUS__STATUS_TIMEOUT &&
+	    status != FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE &&
+	    status != FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN)
+		vmm_grants_drop(v);
+}
+
+/* The block sizes of the policies, and the default policy's (a page). */
+static size_t block_sizes(const struct vmm *v, uint32_t *sizes)
+{
+	const struct ftvm_config *c = v->config;
+	size_t n = 0;
+
+	sizes[n++] = c->page_size;
+	for (size_t i = 0; i < c->n_policies; i++) {
+		size_t k = 0;
+
+		while (k < n && sizes[k] != c->policies[i].block_size)
+			k++;
+		if (k == n)
+			sizes[n++] = c->policies[i].block_size;
+	}
+	return n;
+}
+
+void vmm_grants_offer(struct vmm *v)
+{
+	Ftvm__Partner__LandingGrant grant = FTVM__PARTNER__LANDING_GRANT__INIT;
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__Landing landings[GRANTS_MAX], *ptrs[GRANTS_MAX];
+	uint32_t sizes[CONFIG_POLICIES_MAX + 1];
+	size_t n_sizes = block_sizes(v, sizes), n = 0;
+	int r;
+
+	if (!repl_session_one_sided(v->session) || v->grants)
+		return;
+	for (size_t i = 0; i < n_sizes; i++)
+		for (int k = 0; k < GRANTS_PER_SIZE; k++) {
+			struct vmm_grant *g;
+
+			if (grant_take(v, sizes[i] / v->config->page_size, &g) < 0)
+				break;
+			landing_of(g, &landings[n]);
+			ptrs[n] = &landings[n];
+			n++;
+		}
+	if (!n)
+		return;
+	grant.n_landings = n;
+	grant.landings = ptrs;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_GRANT;
+	env.landing_grant = &grant;
+	vmm_before_request(v);
+	r = repl_session_request(v->session, &env, v->config->request_timeout_ms, on_grant_answer,
+				 v);
+	if (r < 0) {
+		log_debug("LandingGrant to %s not sent: %s", vmm_partner_id(v), strerror(-r));
+		vmm_grants_drop(v);
+		return;
+	}
+	log_debug("granted %zu landing runs to %s", n, vmm_partner_id(v));
+}
+
+static struct vmm_grant **find(struct vmm *v, const Ftvm__Partner__Landing *l)
+{
+	struct vmm_grant **g = &v->grants;
+
+	while (*g && ((*g)->at.frame != l->frame || (*g)->at.frames != l->frames))
+		g = &(*g)->next;
+	return g;
+}
+
+bool vmm_grant_named(struct vmm *v, const Ftvm__Partner__Landing *l)
+{
+	return *find(v, l) != NULL;
+}
+
+/* Why the granted run m names cannot be adopted, in reason; 0 when it can. */
+static int grant_refusal(struct vmm *v, const struct vmm_alloc *a,
+			 const Ftvm__Partner__WritePage *m, const struct vmm_grant *g, char *reason,
+			 size_t len)
+{
+	size_t n = vmm_landed_reason_start(reason, len, "WritePage to", m->guid, m->page,
+					   "granted frame", m->landed);
+
+	reason += n;
+	len -= n;
+	if (m->data.len) {
+		snprintf(reason, len, "it carries %zu bytes of data as well", m->data.len);
+		return -EINVAL;
+	}
+	return vmm_landed_run_check(v, a, &g->at, m->landed, "granted", m->crc32c, reason, len);
+}
+
+int vmm_grant_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
+		    const Ftvm__Partner__WritePage *m, Ftvm__Partner__Landing *ret_fresh,
+		    bool *ret_has_fresh, char *reason, size_t len)
+{
+	struct vmm_grant **g = find(v, m->landed), *used, *fresh;
+	int r;
+
+	*ret_has_fresh = false;
+	if (!*g) {
+		snprintf(reason, len, "WritePage to %s page %llu: frame %llu is not granted",
+			 m->guid, (unsigned long long)page, (unsigned long long)m->landed->frame);
+		v->landings_refused++;
+		return -EINVAL;
+	}
+	r = grant_refusal(v, a, m, *g, reason, len);
+	if (r < 0) {
+		v->landings_refused++; /* the grant stays: nothing names it now */
+		return r;
+	}
+	used = *g;
+	*g = used->next; /* its frames are the page's now */
+	vmm_landed_adopt(v, a, page, used->at.frame);
+	free(used);
+	/* A grant consumed, a grant returned, while frames last. */
+	if (grant_take(v, a->block_size / frame_pool_page_size(v->pool), &fresh) == 0) {
+		landing_of(fresh, ret_fresh);
+		*ret_has_fresh = true;
+	}
+	return 0;
+}
+
+struct revoke {
+	struct vmm *v;
+	size_t n;
+	struct repl_landing at[];
+};
+
+static void on_revoke_answer(const CommandComplete *cc, void *arg)
+{
+	struct revoke *rv = arg;
+	struct vmm *v = rv->v;
+
+	/* Without the partner's OK it may still write there: the runs stay out
+	 * of the pool until the link goes (and at shutdown v is gone). */
+	if (cc->status != FTVM__PARTNER__STATUS__STATUS_OK) {
+		free(rv);
+		return;
+	}
+	for (size_t i = 0; i < rv->n; i++) {
+		Ftvm__Partner__Landing l = { .frame = rv->at[i].frame, .frames = rv->at[i].frames };
+		struct vmm_grant **g = find(v, &l);
+
+		if (*g) /* not adopted meanwhile */
+			give_back(v, g);
+	}
+	vmm_paging_kick(v); /* requests waiting for frames */
+	free(rv);
+}
+
+/* Sent from its own event: a shortage is found deep inside other work (a
+ * partner's batch being answered, corked), where a request must not go. */
+static void send_revoke(evutil_socket_t fd, short what, void *arg)
+{
+	Ftvm__Partner__LandingRevoke revoke = FTVM__PARTNER__LANDING_REVOKE__INIT;
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__Landing landings[GRANTS_MAX], *ptrs[GRANTS_MAX];
+	struct vmm *v = arg;
+	struct revoke *rv = calloc(1, sizeof(*rv) + GRANTS_MAX * sizeof(rv->at[0]));
+	size_t n = 0;
+	int r;
+
+	if (!rv)
+		return;
+	rv->v = v;
+	for (struct vmm_grant *g = v->grants; g && n < GRANTS_MAX; g = g->next) {
+		if (g->revoking)
+			continue;
+		g->revoking = true;
+		rv->at[n] = g->at;
+		landing_of(g, &landings[n]);
+		ptrs[n] = &landings[n];
+		n++;
+	}
+	rv->n = n;
+	if (!n) {
+		free(rv);
+		return;
+	}
+	revoke.n_landings = n;
+	revoke.landings = ptrs;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_REVOKE;
+	env.landing_revoke = &revoke;
+	vmm_before_request(v);
+	r = repl_session_request(v->session, &env, v->config->request_timeout_ms, on_revoke_answer,
+				 rv);
+	if (r < 0) {
+		/* Not sent (link down): tried again at the next shortage. */
+		for (struct vmm_grant *g = v->grants; g; g = g->next)
+			g->revoking = false;
+		free(rv);
+		return;
+	}
+	log_info("short of frames: revoking %zu landing runs granted to %s", n, vmm_partner_id(v));
+}
+
+void vmm_grants_revoke(struct vmm *v)
+{
+	if (!v->grants)
+		return;
+	if (!v->revoke_event)
+		v->revoke_event = event_new(v->base, -1, 0, send_revoke, v);
+	if (v->revoke_event)
+		event_active(v->revoke_event, EV_TIMEOUT, 0);
+}
+
+void vmm_grants_drop(struct vmm *v)
+{
+	while (v->grants)
+		give_back(v, &v->grants);
+	if (v->revoke_event) /* a revoke not sent yet has nothing to revoke */
+		event_free(v->revoke_event);
+	v->revoke_event = NULL;
+}
+
+void vmm_grants_link_changed(struct vmm *v, bool up)
+{
+	if (up) {
+		vmm_grants_offer(v);
+		return;
+	}
+	vmm_grants_drop(v);
+	vmm_granted_forget(v);
+}

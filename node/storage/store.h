@@ -1,0 +1,83 @@
+/* The backing store shared by both nodes (a file or a block device), after
+ * seed 004: a header that names the pair, and one partition per node.
+ *
+ *   0                  header: magic, version, page size, store id, the two
+ *                      partitions (node id, start, length), CRC-32C
+ *   4096               the fence slots and mailboxes (node/ha/HA.md, storage/sbd.h):
+ *                      slot 0, slot 1, mailbox 0, mailbox 1, a sector each
+ *   STORE_HEADER_SPACE partition of the first node to open the store
+ *   ...                partition of the second
+ *
+ * An allocation's extent lives in its home node's partition: a record per
+ * page (version, CRC-32C of what was destaged), rounded up to a page, then
+ * the pages' blocks. So the store says by itself which version of a page it
+ * holds, and a node coming back reads each page with its version. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+struct store;
+
+#define STORE_SECTOR 4096u
+#define STORE_SLOT_AREA 4096u
+
+struct store_page_record {
+	uint64_t version; /* 0: never destaged */
+	uint32_t crc32c;
+	uint32_t reserved;
+};
+
+/* The header's bytes at offset 0, and where its CRC-32C (of the bytes
+ * before it, little-endian) sits in them. */
+#define STORE_HEADER_SIZE 160u
+#define STORE_HEADER_CRC_OFFSET 152u
+
+struct store_partition {
+	unsigned index; /* 0 or 1 */
+	uint64_t start, length;
+};
+
+/* store_open()'s reading of a header (STORE_HEADER_SIZE bytes, 8-byte
+ * aligned): checks it is a store header for page_size and finds node_id's
+ * partition, or claims a free one for it, updating header (which the caller
+ * then writes back) and setting *ret_changed. Errors name path and what is
+ * wrong in err. Exposed on its own for tests/fuzz/fuzz_store_header.c. */
+int store_header_decode(void *header, const char *path, uint32_t page_size, const char *node_id,
+			struct store_partition *ret, bool *ret_changed, char *err, size_t err_len);
+
+/* Opens the store at path (creating and initialising it when new, if
+ * may_create), checks that it is this pair's (page size, and a partition
+ * named node_id or a free one, which this node then claims) and returns it.
+ * Errors name the store and what does not match; err gets one line. */
+int store_open(const char *path, uint64_t size, uint32_t page_size, const char *node_id,
+	       bool may_create, struct store **ret, char *err, size_t err_len);
+void store_close(struct store *s);
+
+int store_fd(const struct store *s);
+/* The store's random id, made when it was initialised: the pair's store. */
+void store_id(const struct store *s, uint64_t ret_id[2]);
+/* This node's partition: [start, start + length). */
+uint64_t store_partition_start(const struct store *s);
+uint64_t store_partition_length(const struct store *s);
+/* Whether [offset, offset + length) lies in this node's partition, or in
+ * its partner's (the other one; its place is fixed when the store is made,
+ * claimed or not). */
+bool store_extent_fits(const struct store *s, bool partner, uint64_t offset, uint64_t length);
+/* 0 or 1: which partition (and so which fence slot) is this node's. */
+unsigned store_partition_index(const struct store *s);
+
+/* The sector each node writes its fence slot to (index: its partition's), and
+ * the one its partner writes fence requests to. */
+uint64_t store_slot_offset(unsigned index);
+uint64_t store_mailbox_offset(unsigned index);
+
+/* Bytes an extent for pages blocks of block_size takes. */
+uint64_t store_extent_size(uint32_t page_size, uint64_t pages, uint32_t block_size);
+/* Offsets inside an extent that starts at extent. */
+uint64_t store_record_offset(uint64_t extent, uint64_t page);
+uint64_t store_block_offset(uint64_t extent, uint32_t page_size, uint64_t pages,
+			    uint32_t block_size, uint64_t page);

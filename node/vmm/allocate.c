@@ -1,0 +1,416 @@
+/* The originating node's allocate memory (seed 002 Fig. 5) and release memory
+ * (Fig. 9) methods, and the queue of allocations waiting for space.
+ *
+ * An allocation takes no frames (pages get them on demand, vmm/VMM.md
+ * "Replacement"): what limits it is its extent in the home node's store
+ * partition, which this node chooses alone. The partner's SpaceRequest answer
+ * reports its own partition, which this allocation does not use. */
+#include "vmm_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "clock.h"
+#include "log.h"
+#include "session.h"
+#include "store.h"
+#include "vmm_msg.h"
+
+#define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
+
+struct alloc_op {
+	struct vmm_op op;
+	struct vmm_alloc *a;
+	uint64_t deadline_ms; /* monotonic: a waiting allocation gives up then */
+};
+
+/* An allocation without `immediate` that found no room for its extent: it
+ * waits in order, and tries again when an allocation homed here is released
+ * (from either node: both go through this node's table), until its deadline. */
+struct vmm_space_waiter {
+	struct vmm_space_waiter *next;
+	struct alloc_op *op;
+	struct event *deadline;
+};
+
+static uint32_t policy_block_size(const struct vmm *v, const char *policy)
+{
+	for (size_t i = 0; i < v->config->n_policies; i++)
+		if (strcmp(v->config->policies[i].name, policy) == 0)
+			return v->config->policies[i].block_size;
+	return strcmp(policy, "default") == 0 ? v->config->page_size : 0;
+}
+
+static void alloc_op_free(struct alloc_op *op)
+{
+	if (op->a)
+		vmm_store_extent_done(op->op.vmm, op->a);
+	vmm_alloc_free(op->a);
+	free(op);
+}
+
+static void alloc_replied(void *arg)
+{
+	struct alloc_op *op = arg;
+	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+	Ftvm__Client__AllocReply ar = FTVM__CLIENT__ALLOC_REPLY__INIT;
+
+	ar.guid = op->a->guid;
+	ar.pages = op->a->pages;
+	ar.block_size = op->a->block_size;
+	reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_ALLOC;
+	reply.alloc = &ar;
+	client_call_reply(op->op.call, &reply);
+	op->a = NULL; /* the table has it */
+	alloc_op_free(op);
+}
+
+static void alloc_finish(struct vmm_op *base)
+{
+	struct alloc_op *op = (struct alloc_op *)base;
+	struct vmm *v = op->op.vmm;
+	struct pt_origin o = { .node = vmm_node_id(v), .lsn = op->op.lsn, .own = true };
+	int status = op->op.status;
+
+	if (status != FTVM__PARTNER__STATUS__STATUS_OK) {
+		vmm_reply_error(op->op.call, status, "%s", op->op.reason);
+		alloc_op_free(op);
+		vmm_space_freed(v); /* its extent is free again */
+		return;
+	}
+	vmm_table_insert(v->table, op->a);
+	vmm_store_extent_done(v, op->a); /* the table holds its extent now */
+	vmm_store_extent_clear(v, op->a);
+	vmm_persist_alloc(v, op->a, &o);
+	vmm_after_commit(v, alloc_replied, op);
+}
+
+/* The extent is ours: SpaceRequest and AllocateMemory go in one round trip
+ * (the partner answers the first with its own partition's space, which is
+ * not this allocation's business). */
+static void alloc_send(struct alloc_op *op)
+{
+	struct vmm *v = op->op.vmm;
+	struct vmm_alloc *a = op->a;
+	Envelope space_env = FTVM__PARTNER__ENVELOPE__INIT,
+		 alloc_env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__SpaceRequest space = FTVM__PARTNER__SPACE_REQUEST__INIT;
+	Ftvm__Partner__AllocateMemory am;
+	Envelope *envs[] = { &space_env, &alloc_env };
+
+	space.bytes = a->pages * a->block_size;
+	space_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+	space_env.space_request = &space;
+	vmm_msg_allocation(&am, a);
+	alloc_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_MEMORY;
+	alloc_env.allocate_memory = &am;
+	op->op.lsn = pagetable_reserve_lsn(v->pt);
+	op->op.finish = alloc_finish;
+	if (vmm_op_send(&op->op, envs, 2) < 0) {
+		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+				"%s",
+				op->op.reason[0] ? op->op.reason : "cannot reach the partner");
+		alloc_op_free(op);
+	}
+}
+
+static void waiter_free(struct vmm *v, struct vmm_space_waiter *w)
+{
+	struct vmm_space_waiter **p = &v->space_waiters;
+
+	while (*p && *p != w)
+		p = &(*p)->next;
+	if (*p)
+		*p = w->next;
+	event_free(w->deadline);
+	free(w);
+}
+
+static void on_waiter_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct vmm_space_waiter *w = arg;
+	struct alloc_op *op = w->op;
+	struct vmm *v = op->op.vmm;
+
+	vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_NO_SPACE,
+			"no space for %llu pages of %u bytes within %u ms: they do not fit in "
+			"%s's partition of the store",
+			(unsigned long long)op->a->pages, op->a->block_size,
+			v->config->request_timeout_ms, vmm_node_id(v));
+	waiter_free(v, w);
+	alloc_op_free(op);
+}
+
+static void wait_for_space(struct vmm *v, struct alloc_op *op)
+{
+	uint64_t now = clock_now_ms(), left = op->deadline_ms > now ? op->deadline_ms - now : 0;
+	struct timeval tv = { .tv_sec = left / 1000, .tv_usec = left % 1000 * 1000 };
+	struct vmm_space_waiter *w = calloc(1, sizeof(*w)), **tail = &v->space_waiters;
+
+	if (!w || !(w->deadline = evtimer_new(v->base, on_waiter_deadline, w))) {
+		free(w);
+		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
+				"out of memory");
+		alloc_op_free(op);
+		return;
+	}
+	w->op = op;
+	evtimer_add(w->deadline, &tv);
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = w;
+	log_debug("allocation %s waits for %llu bytes in %s's partition of the store", op->a->guid,
+		  (unsigned long long)store_extent_size(v->config->page_size, op->a->pages,
+							op->a->block_size),
+		  vmm_node_id(v));
+}
+
+void vmm_space_freed(struct vmm *v)
+{
+	/* In order: the first that still does not fit keeps the rest waiting. */
+	while (v->space_waiters) {
+		struct vmm_space_waiter *w = v->space_waiters;
+		struct alloc_op *op = w->op;
+
+		if (vmm_store_extent(v, op->a) < 0)
+			return;
+		waiter_free(v, w);
+		alloc_send(op);
+	}
+}
+
+uint64_t vmm_space_waiting(const struct vmm *v)
+{
+	uint64_t n = 0;
+
+	for (const struct vmm_space_waiter *w = v->space_waiters; w; w = w->next)
+		n++;
+	return n;
+}
+
+void vmm_space_waiters_fail(struct vmm *v)
+{
+	while (v->space_waiters) {
+		struct alloc_op *op = v->space_waiters->op;
+
+		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN,
+				"node stopping");
+		waiter_free(v, v->space_waiters);
+		alloc_op_free(op);
+	}
+}
+
+void vmm_space_waiters_client_gone(struct vmm *v, uint64_t client_id)
+{
+	struct vmm_space_waiter *w = v->space_waiters, *next;
+
+	for (; w; w = next) {
+		struct alloc_op *op = w->op;
+
+		next = w->next;
+		if (!op->op.call || client_call_client_id(op->op.call) != client_id)
+			continue;
+		log_debug("allocation %s: its client went while it waited for space: dropped",
+			  op->a->guid);
+		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN,
+				"client gone");
+		waiter_free(v, w);
+		alloc_op_free(op);
+	}
+}
+
+/* The request's own faults are answered here; true when it may go on. */
+static bool alloc_request_valid(struct vmm *v, struct client_call *call,
+				const Ftvm__Client__AllocRequest *req, const char *policy,
+				uint32_t block_size)
+{
+	uint64_t pool = frame_pool_total(v->pool) * frame_pool_page_size(v->pool);
+	uint64_t free_bytes, partition;
+
+	vmm_store_space(v, &free_bytes, &partition);
+	if (!block_size) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+				"no policy '%s' (configure it as [policy %s])", policy, policy);
+		return false;
+	}
+	if (block_size > pool) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+				"policy '%s' has blocks of %u bytes, more than %s's frame pool "
+				"(%llu bytes)",
+				policy, block_size, vmm_node_id(v), (unsigned long long)pool);
+		return false;
+	}
+	if (req->size == 0 || req->size > partition) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+				"size %llu: want 1 to %llu bytes (%s's partition of the store)",
+				(unsigned long long)req->size, (unsigned long long)partition,
+				vmm_node_id(v));
+		return false;
+	}
+	if (req->header.len > VMM_HEADER_MAX) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+				"header of %zu bytes: at most %u", req->header.len, VMM_HEADER_MAX);
+		return false;
+	}
+	if (!vmm_can_complete(v)) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+				"partner unavailable: an allocation is mirrored before it is made");
+		return false;
+	}
+	return true;
+}
+
+static void alloc_denied(struct vmm *v, struct alloc_op *op)
+{
+	uint64_t free_bytes, partition;
+
+	vmm_store_space(v, &free_bytes, &partition);
+	vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_DENIED,
+			"%llu pages of %u bytes do not fit in %s's partition of the store "
+			"(%llu of %llu bytes free; immediate)",
+			(unsigned long long)op->a->pages, op->a->block_size, vmm_node_id(v),
+			(unsigned long long)free_bytes, (unsigned long long)partition);
+	alloc_op_free(op);
+}
+
+void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__AllocRequest *req)
+{
+	const char *policy = req->policy[0] ? req->policy : "default";
+	uint32_t block_size = policy_block_size(v, policy);
+	char guid[64];
+	struct alloc_op *op;
+	int r;
+
+	if (!alloc_request_valid(v, call, req, policy, block_size))
+		return;
+	snprintf(guid, sizeof(guid), "%s-%llu", vmm_node_id(v),
+		 (unsigned long long)pagetable_next_guid(v->pt));
+	op = calloc(1, sizeof(*op));
+	if (op)
+		op->a = vmm_alloc_new(guid, vmm_node_id(v), vmm_node_id(v), policy, req->size,
+				      block_size, req->header.data, req->header.len);
+	if (!op || !op->a) {
+		free(op);
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	op->a->uid = client_call_peer_uid(call);
+	op->op.vmm = v;
+	op->op.call = call;
+	op->deadline_ms = clock_now_ms() + v->config->request_timeout_ms;
+	/* Fig. 5 step 510: local space first, which is room for its extent. */
+	r = vmm_store_extent(v, op->a);
+	if (r == -ENOSPC && req->immediate) {
+		alloc_denied(v, op);
+	} else if (r == -ENOSPC) {
+		wait_for_space(v, op);
+	} else if (r < 0) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
+		alloc_op_free(op);
+	} else {
+		alloc_send(op);
+	}
+}
+
+/* ---- release memory (Fig. 9) ---- */
+
+struct free_op {
+	struct vmm_op op;
+	char guid[128];
+};
+
+static void free_replied(void *arg)
+{
+	struct free_op *op = arg;
+	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+
+	client_call_reply(op->op.call, &reply);
+	free(op);
+}
+
+static void free_finish(struct vmm_op *base)
+{
+	struct free_op *op = (struct free_op *)base;
+	struct vmm *v = op->op.vmm;
+	struct vmm_alloc *a = vmm_table_find(v->table, op->guid);
+	struct pt_origin o = { .node = vmm_node_id(v), .lsn = op->op.lsn, .own = true };
+
+	if (op->op.status != FTVM__PARTNER__STATUS__STATUS_OK) {
+		if (a)
+			a->freeing = false;
+		vmm_reply_error(op->op.call, op->op.status, "%s", op->op.reason);
+		free(op);
+		return;
+	}
+	if (a) {
+		pagetable_alloc_delete(v->pt, a->guid, &o);
+		vmm_table_remove(v->table, a);
+		vmm_alloc_give_frames(v, a);
+		vmm_alloc_free(a);
+		vmm_space_freed(v);
+	}
+	vmm_after_commit(v, free_replied, op);
+}
+
+void vmm_op_free(struct vmm *v, struct client_call *call, const char *guid)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, guid);
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__ReleaseMemory rm = FTVM__PARTNER__RELEASE_MEMORY__INIT;
+	Envelope *envs[] = { &env };
+	struct free_op *op;
+
+	if (!a) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_NOT_FOUND, "no allocation %s",
+				guid);
+		return;
+	}
+	if (!vmm_client_owns(v, call, a, "free"))
+		return;
+	if (a->freeing || (vmm_is_owner(v, a) && vmm_alloc_locked(a))) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_LOCKED, "%s %s", guid,
+				a->freeing ? "is being freed" : "has pages locked");
+		return;
+	}
+	op = calloc(1, sizeof(*op));
+	if (!op) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	op->op.vmm = v;
+	op->op.call = call;
+	op->op.finish = free_finish;
+	op->op.lsn = pagetable_reserve_lsn(v->pt);
+	snprintf(op->guid, sizeof(op->guid), "%s", guid);
+	/* The owner takes no new locks on it while the release is in flight. */
+	if (vmm_is_owner(v, a))
+		a->freeing = true;
+	rm.guid = a->guid;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_MEMORY;
+	env.release_memory = &rm;
+	if (vmm_op_send(&op->op, envs, 1) < 0) {
+		a->freeing = false;
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE, "%s",
+				op->op.reason[0] ? op->op.reason : "cannot reach the partner");
+		free(op);
+	}
+}
+
+/* The allocation's extent lies in its home's partition of the store: a
+ * size or offset from the wire is never taken as given. */
+bool vmm_extent_fits(struct vmm *v, const Ftvm__Partner__AllocateMemory *m)
+{
+	uint32_t page_size = frame_pool_page_size(v->pool);
+	bool partner = strcmp(m->home, vmm_node_id(v)) != 0;
+	uint64_t pages;
+
+	if (!store_extent_fits(v->store, partner, m->store_offset, m->size))
+		return false; /* larger than the partition: no arithmetic on it */
+	pages = (m->size - 1) / m->block_size + 1;
+	return store_extent_fits(v->store, partner, m->store_offset,
+				 store_extent_size(page_size, pages, m->block_size));
+}

@@ -1,0 +1,801 @@
+/* The memory manager's lifecycle, group commit and the plumbing its methods
+ * share (vmm/VMM.md, "Ordering and durability"). */
+#include "vmm_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "crc32c.h"
+#include "log.h"
+#include "session.h"
+#include "vmm_msg.h"
+
+#define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
+#define JOURNAL_TRIM_EVERY_S 1
+#define JOURNAL_TRIM_ROWS 10000
+/* A commit that leaves page writes waiting for a fold, or the WAL to
+ * checkpoint, pushes the idle housekeeping this far back: past the gaps
+ * between the turns of a busy node (a pause there would delay the next
+ * client), short enough that a burst's writes are folded before the next
+ * burst. */
+#define IDLE_MS 10
+/* The idle checkpoint waits for this many WAL frames: each checkpoint is
+ * an fdatasync of the WAL and of the database however few frames it
+ * copies, and a request that comes meanwhile waits for them. */
+#define IDLE_CHECKPOINT_FRAMES 256
+
+const char *vmm_node_id(const struct vmm *v)
+{
+	return v->config->id;
+}
+
+const char *vmm_partner_id(const struct vmm *v)
+{
+	return repl_session_partner_id(v->session);
+}
+
+bool vmm_can_complete(const struct vmm *v)
+{
+	return v->mode == VMM_MODE_SOLO || repl_session_link_up(v->session);
+}
+
+bool vmm_is_owner(const struct vmm *v, const struct vmm_alloc *a)
+{
+	return strcmp(a->owner, vmm_node_id(v)) == 0;
+}
+
+void *vmm_block_addr(const struct vmm *v, const struct vmm_alloc *a, uint64_t page)
+{
+	assert(a->page[page].resident);
+	return frame_pool_addr(v->pool, a->page[page].frame);
+}
+
+uint32_t vmm_block_crc(const struct vmm *v, const struct vmm_alloc *a, uint64_t page)
+{
+	return crc32c(0, vmm_block_addr(v, a, page), a->block_size);
+}
+
+int vmm_persist_alloc(struct vmm *v, const struct vmm_alloc *a, const struct pt_origin *o)
+{
+	struct pt_alloc pa = {
+		.guid = a->guid,
+		.home = a->home,
+		.owner = a->owner,
+		.policy = a->policy,
+		.size = a->size,
+		.block_size = a->block_size,
+		.pages = a->pages,
+		.header = a->header,
+		.header_len = a->header_len,
+		.store_offset = a->store_offset,
+		.uid = a->uid,
+	};
+	int r = pagetable_alloc_put(v->pt, &pa, vmm_zero_crc(a->block_size), o);
+
+	vmm_changed(v);
+	return r < 0 ? log_error_errno(r, "page table: allocation %s: %s", a->guid,
+				       pagetable_last_error(v->pt))
+		     : 0;
+}
+
+int vmm_journal_page(struct vmm *v, struct vmm_alloc *a, const struct pt_page *pp,
+		     const struct pt_origin *o)
+{
+	int r = pagetable_page_put(v->pt, pp, o);
+
+	a->page[pp->page].rows++;
+	vmm_changed(v);
+	return r < 0 ? log_error_errno(r, "page table: %s page %llu: %s", a->guid,
+				       (unsigned long long)pp->page, pagetable_last_error(v->pt))
+		     : 0;
+}
+
+void vmm_page_state(const struct vmm_alloc *a, uint64_t page, struct pt_page *ret)
+{
+	*ret = (struct pt_page){
+		.guid = a->guid,
+		.page = page,
+		.version = a->page[page].version,
+		.crc32c = a->page[page].crc32c,
+		.dirty = a->page[page].dirty,
+	};
+}
+
+int vmm_persist_page(struct vmm *v, struct vmm_alloc *a, uint64_t page, const struct pt_origin *o)
+{
+	struct pt_page pp;
+
+	vmm_page_state(a, page, &pp);
+	return vmm_journal_page(v, a, &pp, o);
+}
+
+void vmm_page_set_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t version,
+			   uint32_t crc)
+{
+	struct vmm_page *p = &a->page[page];
+
+	p->version = version;
+	p->crc32c = crc;
+	p->dirty = true;
+	p->stale = false;
+	vmm_replace_update(v, p);
+	if (vmm_is_owner(v, a))
+		vmm_destage_page(v, a, page);
+}
+
+int vmm_page_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t version,
+		      uint32_t crc, const struct pt_origin *o)
+{
+	vmm_page_set_modified(v, a, page, version, crc);
+	return vmm_persist_page(v, a, page, o);
+}
+
+/* ---- group commit ---- */
+
+static bool idle_work_due(struct vmm *v)
+{
+	struct pt_stats st;
+
+	pagetable_get_stats(v->pt, &st);
+	return st.fold_waiting > 0 || st.wal_frames >= IDLE_CHECKPOINT_FRAMES;
+}
+
+/* SQLite rolled the transaction back, but memory, the partner and the
+ * frames already hold its changes: what this node serves no longer matches
+ * its table on disk, and each later commit would widen the gap (an update of
+ * a row that was never inserted). So the node stops at once, as a crash
+ * would, answering nothing of that transaction: the partner takes over, and
+ * this node, restarted, loads what it committed and is resynced (node/vmm/VMM.md,
+ * "A page-table commit that fails"). Every commit once the node started: the
+ * group commit's, and those of epochs, solo marks and leases. */
+static _Noreturn void stop_on_failed_commit(void *arg, int r)
+{
+	struct vmm *v = arg;
+
+	log_error_errno(r,
+			"page table commit failed: %s; stopping now, as a crash would: "
+			"this node's page table on disk no longer matches what it serves "
+			"(the partner takes over; restarted, this node is resynced from it)",
+			pagetable_last_error(v->pt));
+	_exit(EXIT_FAILURE);
+}
+
+void vmm_flush(struct vmm *v)
+{
+	struct vmm_after_commit *list = v->after, *next;
+
+	v->flush_pending = false;
+	v->after = NULL;
+	v->after_tail = &v->after;
+	pagetable_commit(v->pt); /* or the node stops: stop_on_failed_commit */
+	if (idle_work_due(v)) {
+		struct timeval later = { 0, IDLE_MS * 1000 };
+
+		event_add(v->idle_event, &later);
+	}
+	/* Answers go out only for what is committed. */
+	if (v->session)
+		repl_session_uncork(v->session);
+	for (; list; list = next) {
+		next = list->next;
+		list->fn(list->arg);
+		free(list);
+	}
+}
+
+void vmm_before_request(struct vmm *v)
+{
+	/* Answers held for the open transaction reach the partner before a
+	 * new request, so it is committed first. With none held, the request
+	 * goes now and our own changes commit at the end of the turn, one
+	 * commit for every client served in it. */
+	if (repl_session_corked(v->session))
+		vmm_flush(v);
+}
+
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+	struct vmm *v = arg;
+
+	if (v->flush_pending)
+		vmm_flush(v);
+}
+
+/* Nothing committed for IDLE_MS: the fold goes into a commit of its own,
+ * with whatever changed in this turn so far, then the WAL is checkpointed.
+ * Not again until the next commit, whatever failed: no retry loop on a full
+ * disk. */
+static void on_idle(evutil_socket_t fd, short what, void *arg)
+{
+	struct vmm *v = arg;
+	uint64_t rows = pagetable_fold_waiting(v->pt);
+	struct pt_stats st;
+	int r = pagetable_fold(v->pt);
+
+	if (r < 0) {
+		log_warning("idle fold of the page table: %s", pagetable_last_error(v->pt));
+		return;
+	}
+	vmm_flush(v);
+	if (rows)
+		log_debug("idle: %llu page writes folded into the page table",
+			  (unsigned long long)rows);
+	pagetable_get_stats(v->pt, &st);
+	if (st.wal_frames >= IDLE_CHECKPOINT_FRAMES) {
+		r = pagetable_checkpoint(v->pt);
+		if (r < 0)
+			log_warning("idle checkpoint of the page table: %s",
+				    pagetable_last_error(v->pt));
+		else
+			log_debug("idle: %d WAL frames checkpointed", r);
+	}
+	/* The flush armed it again for the frames now checkpointed. */
+	event_del(v->idle_event);
+}
+
+void vmm_changed(struct vmm *v)
+{
+	if (v->flush_pending)
+		return;
+	v->flush_pending = true;
+	/* Active now, it runs after the callbacks already due in this turn. */
+	event_active(v->flush_event, EV_TIMEOUT, 0);
+}
+
+void vmm_after_commit(struct vmm *v, void (*fn)(void *arg), void *arg)
+{
+	struct vmm_after_commit *a = calloc(1, sizeof(*a));
+
+	if (!a) { /* no room to wait for the turn's commit: commit now */
+		vmm_flush(v);
+		fn(arg);
+		return;
+	}
+	a->fn = fn;
+	a->arg = arg;
+	*v->after_tail = a;
+	v->after_tail = &a->next;
+	vmm_changed(v);
+}
+
+/* ---- operations waiting for the partner ---- */
+
+static void on_answer(const CommandComplete *cc, void *arg)
+{
+	struct vmm_op *op = arg;
+	struct vmm *v = op->vmm;
+	char reason[128];
+
+	if (op->on_answer)
+		op->on_answer(op, cc);
+	if (cc->status != FTVM__PARTNER__STATUS__STATUS_OK &&
+	    op->status == FTVM__PARTNER__STATUS__STATUS_OK) {
+		op->status = cc->status;
+		op->failed_at = op->answered;
+		snprintf(op->reason, sizeof(op->reason), "partner: %s",
+			 cc->reason && cc->reason[0] ? cc->reason : codec_status_name(cc->status));
+	}
+	if (cc->payload_case == FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LOCK)
+		op->lock_version = cc->lock->version;
+	if (cc->payload_case == FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LANDING) {
+		op->landing.frame = cc->landing->frame;
+		op->landing.frames = cc->landing->frames;
+		op->landing.generation = cc->landing->generation;
+		op->has_landing = true;
+	}
+	if (cc->n_grants &&
+	    vmm_granted_add(v, cc->grants, cc->n_grants, reason, sizeof(reason)) < 0)
+		log_warning("grants from %s ignored: %s", vmm_partner_id(v), reason);
+	if (cc->applied_lsn > pagetable_applied_by_partner_lsn(v->pt))
+		pagetable_set_applied_by_partner_lsn(v->pt, cc->applied_lsn);
+	if (++op->answered == op->n)
+		op->finish(op);
+}
+
+/* Solo: every mirror message is acknowledged by this node alone, a loop turn
+ * later, as the partner's answers would come. */
+static void on_solo_answers(evutil_socket_t fd, short what, void *arg)
+{
+	struct vmm_op *op = arg;
+	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+	size_t left = op->n - op->answered;
+
+	op->vmm->solo_in_flight--;
+	/* The last answer runs op->finish, which may free op: count first. */
+	while (left--)
+		on_answer(&cc, op);
+}
+
+static int solo_send(struct vmm_op *op, size_t n)
+{
+	if (op->on_answer) { /* it asks the partner something (verify): nobody to ask */
+		snprintf(op->reason, sizeof(op->reason),
+			 "no partner: this node serves alone (solo)");
+		return -ENOTCONN;
+	}
+	op->n = n;
+	op->answered = 0;
+	op->status = FTVM__PARTNER__STATUS__STATUS_OK;
+	vmm_flush(op->vmm);
+	if (event_base_once(op->vmm->base, -1, EV_TIMEOUT, on_solo_answers, op, NULL) < 0)
+		return -ENOMEM;
+	op->vmm->solo_in_flight++;
+	return 0;
+}
+
+int vmm_op_send_landed(struct vmm_op *op, Envelope *const *envs, size_t n,
+		       const struct repl_page_write *writes, size_t n_writes)
+{
+	struct repl_session *s = op->vmm->session;
+	uint32_t timeout_ms = op->vmm->config->request_timeout_ms;
+	void *args[8];
+	int r;
+
+	if (n > sizeof(args) / sizeof(args[0]))
+		return -E2BIG;
+	if (op->vmm->mode == VMM_MODE_SOLO)
+		return n_writes ? -EOPNOTSUPP : solo_send(op, n);
+	for (size_t i = 0; i < n; i++) {
+		args[i] = op;
+		envs[i]->lsn = op->lsn;
+	}
+	op->n = n;
+	op->answered = 0;
+	op->status = FTVM__PARTNER__STATUS__STATUS_OK;
+	vmm_before_request(op->vmm);
+	r = n_writes ? repl_session_request_batch_landed(s, envs, n, timeout_ms, on_answer, args,
+							 writes, n_writes)
+		     : repl_session_request_batch(s, envs, n, timeout_ms, on_answer, args);
+	if (r == -ENOTCONN)
+		snprintf(op->reason, sizeof(op->reason), "partner unavailable (link down)");
+	return r;
+}
+
+int vmm_op_send(struct vmm_op *op, Envelope *const *envs, size_t n)
+{
+	return vmm_op_send_landed(op, envs, n, NULL, 0);
+}
+
+void vmm_reply_error(struct client_call *call, int status, const char *fmt, ...)
+{
+	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+	char reason[512];
+	va_list ap;
+
+	if (!call)
+		return; /* the operation had no client (a gone client's release) */
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	reply.status = status;
+	reply.reason = reason;
+	client_call_reply(call, &reply);
+}
+
+/* A group's name for a refusal, or "not set". */
+static const char *group_named(const struct config_group *g)
+{
+	return g->name ? g->name : "not set";
+}
+
+bool vmm_client_may(struct vmm *v, struct client_call *call, unsigned right, const char *what)
+{
+	bool admin = right == CLIENT_RIGHT_ADMIN;
+
+	if (!call || client_call_may(call, right))
+		return true;
+	vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_DENIED,
+			"uid %u may not %s: only root, ftvmd's uid %u and [client] %s (%s) may",
+			(unsigned)client_call_peer_uid(call), what, (unsigned)geteuid(),
+			admin ? "admin_group" : "pointer_group",
+			group_named(admin ? &v->config->admin_group : &v->config->pointer_group));
+	return false;
+}
+
+bool vmm_client_owns(struct vmm *v, struct client_call *call, const struct vmm_alloc *a,
+		     const char *verb)
+{
+	if (!call || client_call_peer_uid(call) == a->uid ||
+	    client_call_may(call, CLIENT_RIGHT_ADMIN))
+		return true;
+	vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_DENIED,
+			"allocation %s belongs to uid %u; uid %u may not %s it (only its owner, "
+			"root, ftvmd's uid %u and [client] admin_group (%s) may)",
+			a->guid, (unsigned)a->uid, (unsigned)client_call_peer_uid(call), verb,
+			(unsigned)geteuid(), group_named(&v->config->admin_group));
+	return false;
+}
+
+struct vmm_alloc *vmm_client_page(struct vmm *v, struct client_call *call, const char *guid,
+				  uint64_t page, const char *verb)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, guid);
+
+	if (!a) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_NOT_FOUND, "no allocation %s",
+				guid);
+		return NULL;
+	}
+	if (!vmm_client_owns(v, call, a, verb))
+		return NULL;
+	if (page >= a->pages) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+				"%s has pages 0..%llu, not %llu", guid,
+				(unsigned long long)a->pages - 1, (unsigned long long)page);
+		return NULL;
+	}
+	return a;
+}
+
+void vmm_lock_owner(struct vmm *v, struct client_call *call, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%ld/%llu", vmm_node_id(v), (long)client_call_peer_pid(call),
+		 (unsigned long long)++v->next_op);
+}
+
+static void on_stray_lock_answer(const CommandComplete *cc, void *arg)
+{
+	if (cc->status != FTVM__PARTNER__STATUS__STATUS_OK)
+		log_warning("releasing a half-applied lock (%s) failed: %s", (char *)arg,
+			    cc->reason);
+	free(arg);
+}
+
+void vmm_release_stray_lock(struct vmm *v, const char *guid, uint64_t page, const char *owner)
+{
+	struct vmm_msg msg;
+	Envelope *env = vmm_msg_release_pointer(&msg, guid, page, owner, false, 0, 0);
+	char *arg = strdup(owner);
+
+	vmm_before_request(v);
+	if (!arg || repl_session_request(v->session, env, v->config->request_timeout_ms,
+					 on_stray_lock_answer, arg) < 0)
+		free(arg);
+}
+
+/* ---- the journal ---- */
+
+/* While the partner is away the journal keeps what it missed, up to
+ * [failover] journal_limit rows (DRBD's bounded bitmap): past that this node
+ * lets those rows go by moving the partner's applied mark to its own last
+ * LSN. The partner's Hello then says it applied less than the mark, and the
+ * resync it gets is full (ha/resync.c, make_plan). */
+static void journal_limit(struct vmm *v)
+{
+	uint64_t rows, last;
+
+	if (v->mode != VMM_MODE_SOLO && v->mode != VMM_MODE_SOLO_READ)
+		return;
+	rows = pagetable_journal_count(v->pt);
+	if (rows <= v->config->journal_limit)
+		return;
+	last = pagetable_last_own_lsn(v->pt, vmm_node_id(v));
+	if (last == UINT64_MAX)
+		return;
+	pagetable_set_applied_by_partner_lsn(v->pt, last);
+	if (!v->journal_given_up)
+		log_warning(
+			"journal: %llu rows kept for the partner, past journal_limit (%llu): no "
+			"more are kept, and the partner gets a full resync when it returns",
+			(unsigned long long)rows, (unsigned long long)v->config->journal_limit);
+	v->journal_given_up = true;
+}
+
+/* Rows both nodes applied go, a bounded number at a time: this node's up to
+ * what the partner said it applied (frozen while the partner is away, so a
+ * resync finds what it missed, up to journal_limit), and the partner's. */
+static void on_trim(evutil_socket_t fd, short what, void *arg)
+{
+	struct vmm *v = arg;
+	int r;
+
+	journal_limit(v);
+	r = pagetable_journal_trim(v->pt, vmm_node_id(v), pagetable_applied_by_partner_lsn(v->pt),
+				   JOURNAL_TRIM_ROWS);
+
+	if (r < 0)
+		log_warning("journal trim: %s", pagetable_last_error(v->pt));
+	vmm_changed(v);
+}
+
+/* ---- lifecycle ---- */
+
+static int load_alloc(const struct pt_alloc *pa, void *arg)
+{
+	struct vmm *v = arg;
+	struct vmm_alloc *a = vmm_alloc_new(pa->guid, pa->home, pa->owner, pa->policy, pa->size,
+					    pa->block_size, pa->header, pa->header_len);
+
+	if (!a)
+		return -ENOMEM;
+	a->store_offset = pa->store_offset;
+	a->uid = pa->uid;
+	vmm_table_insert(v->table, a);
+	return 0;
+}
+
+static int load_page(const struct pt_page *pp, void *arg)
+{
+	struct vmm *v = arg;
+	struct vmm_alloc *a = vmm_table_find(v->table, pp->guid);
+
+	if (!a || pp->page >= a->pages)
+		return log_error_errno(-EBADMSG, "page table: page %llu of %s has no allocation",
+				       (unsigned long long)pp->page, pp->guid);
+	a->page[pp->page].version = pp->version;
+	a->page[pp->page].crc32c = pp->crc32c;
+	a->page[pp->page].dirty = pp->dirty;
+	return 0;
+}
+
+int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vmm **ret)
+{
+	char path[4096];
+	struct vmm *v = calloc(1, sizeof(*v));
+	int r;
+
+	if (!v)
+		return log_error_errno(-ENOMEM, "memory manager");
+	v->base = base;
+	v->config = config;
+	v->mode = VMM_MODE_OFFLINE;
+	snprintf(v->mode_reason, sizeof(v->mode_reason), "starting");
+	v->after_tail = &v->after;
+	v->flush_event = event_new(base, -1, 0, on_flush, v);
+	v->kick_event = event_new(base, -1, 0, vmm_on_paging_kick, v);
+	v->window_event = event_new(base, -1, 0, vmm_on_window_closed, v);
+	v->trim_event = event_new(base, -1, EV_PERSIST, on_trim, v);
+	v->idle_event = evtimer_new(base, on_idle, v);
+	/* The lowest priority: a fold due when a request is there too waits
+	 * (the request's commit pushes it back), so it takes no client's time. */
+	if (v->idle_event)
+		event_priority_set(v->idle_event, event_base_get_npriorities(base) - 1);
+	r = vmm_table_new(&v->table);
+	if (r < 0 || !v->flush_event || !v->kick_event || !v->window_event || !v->trim_event ||
+	    !v->idle_event) {
+		r = log_error_errno(-ENOMEM, "memory manager");
+		goto fail;
+	}
+	r = frame_pool_new(config->memory_size, config->page_size, vmm_landing_block_frames(config),
+			   &v->pool);
+	if (r < 0) {
+		log_error_errno(r, "frame pool of %llu bytes",
+				(unsigned long long)config->memory_size);
+		goto fail;
+	}
+	snprintf(path, sizeof(path), "%s/pagetable.db", config->state_dir);
+	r = pagetable_open(path, config->synchronous_full, &v->pt);
+	if (r < 0) {
+		log_error_errno(r, "page table %s: %s", path, pagetable_last_error(NULL));
+		goto fail;
+	}
+	r = pagetable_set_checkpoint_frames(v->pt, config->wal_checkpoint_frames);
+	if (r == 0)
+		r = pagetable_load(v->pt, load_alloc, load_page, v);
+	if (r == 0)
+		r = pagetable_recover_partner_applied_lsn(v->pt, config->id);
+	if (r < 0) {
+		log_error_errno(r, "page table %s: cannot load: %s", path,
+				pagetable_last_error(v->pt));
+		goto fail;
+	}
+	r = pagetable_epoch(v->pt, &v->epoch);
+	if (r < 0) {
+		log_error_errno(r, "page table %s: %s", path, pagetable_last_error(v->pt));
+		goto fail;
+	}
+	log_info("page table %s (WAL, synchronous %s): %zu allocations loaded, epoch %llu", path,
+		 config->synchronous_full ? "full" : "normal", vmm_table_size(v->table),
+		 (unsigned long long)v->epoch);
+	r = vmm_store_open(v);
+	if (r < 0)
+		goto fail;
+	vmm_store_page_in(v);
+	{
+		struct timeval every = { JOURNAL_TRIM_EVERY_S, 0 };
+
+		event_add(v->trim_event, &every);
+	}
+	/* From here a failed commit stops the node; before, it fails the start. */
+	pagetable_on_commit_failed(v->pt, stop_on_failed_commit, v);
+	*ret = v;
+	return 0;
+fail:
+	vmm_free(v);
+	return r;
+}
+
+int vmm_set_session(struct vmm *v, struct repl_session *session)
+{
+	v->session = session;
+	return vmm_pool_start(v);
+}
+
+void vmm_free(struct vmm *v)
+{
+	if (!v)
+		return;
+	if (v->store_queue)
+		log_info("replacement: %llu page-ins, %llu evictions since start; %llu pages "
+			 "resident",
+			 (unsigned long long)v->page_ins, (unsigned long long)v->evictions,
+			 (unsigned long long)v->resident_pages);
+	vmm_space_waiters_fail(v);
+	vmm_window_fail_all(v, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN, "node stopping");
+	vmm_page_waiters_fail(v, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN, "node stopping");
+	if (v->mode == VMM_MODE_SOLO)
+		vmm_holdings_release_at_stop(v);
+	vmm_holdings_free(v);
+	vmm_landings_drop(v);
+	vmm_grants_drop(v);
+	vmm_granted_forget(v);
+	/* Destage first: the pages it marks clean commit with the flush below. */
+	vmm_store_close(v);
+	if (v->kick_event)
+		event_free(v->kick_event);
+	if (v->window_event)
+		event_free(v->window_event);
+	if (v->trim_event)
+		event_free(v->trim_event);
+	if (v->pt && v->flush_event)
+		vmm_flush(v);
+	/* Close folds what waits and checkpoints. */
+	if (v->idle_event)
+		event_free(v->idle_event);
+	pagetable_close(v->pt);
+	vmm_table_free(v->table);
+	vmm_pool_stop(v);
+	frame_pool_free(v->pool);
+	if (v->flush_event)
+		event_free(v->flush_event);
+	free(v);
+}
+
+void vmm_get_counts(struct vmm *v, struct vmm_counts *ret)
+{
+	ret->frames_total = frame_pool_total(v->pool);
+	ret->frames_free = frame_pool_free_count(v->pool);
+	ret->allocations_own = vmm_table_count(v->table, vmm_node_id(v), true);
+	ret->allocations_partner = vmm_table_count(v->table, vmm_node_id(v), false);
+	ret->journal_rows = pagetable_journal_count(v->pt);
+	ret->journal_given_up = v->journal_given_up;
+	ret->pages_one_sided = v->pages_one_sided;
+	ret->pages_inline = v->pages_inline;
+	ret->landings_adopted = v->landings_adopted;
+	ret->landings_refused = v->landings_refused;
+	ret->landings_granted = v->landings_granted;
+	vmm_pool_counts(v, ret);
+	ret->resync_pages_one_sided = v->resync_pages_one_sided;
+	ret->resync_pages_inline = v->resync_pages_inline;
+	ret->resync_pages_dropped = v->resync_pages_dropped;
+	vmm_holdings_revoked(v, &ret->pointers_revoked, &ret->frames_revoked);
+	pagetable_get_stats(v->pt, &ret->pagetable);
+}
+
+void *vmm_pool_base(const struct vmm *v)
+{
+	return frame_pool_addr(v->pool, 0);
+}
+
+uint64_t vmm_pool_block_frames(const struct vmm *v)
+{
+	return frame_pool_block_frames(v->pool);
+}
+
+/* What a request changes: refused while solo with [failover] solo = refuse. */
+static bool modifies(const Ftvm__Client__ClientRequest *req)
+{
+	switch (req->request_case) {
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_ALLOC:
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_WRITE_PAGE:
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FREE:
+		return true;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_GET_POINTER:
+		return req->get_pointer->write;
+	default:
+		return false;
+	}
+}
+
+/* Answers the requests the mode forbids; false when req may go on. */
+static bool refused_by_mode(struct vmm *v, struct client_call *call,
+			    const Ftvm__Client__ClientRequest *req)
+{
+	if (v->mode == VMM_MODE_OFFLINE) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+				"node %s does not serve yet (%s): it waits for its partner",
+				vmm_node_id(v), v->mode_reason);
+		return true;
+	}
+	if (v->mode == VMM_MODE_FENCED) {
+		const Ftvm__Client__ReleasePointerRequest *rel = req->release_pointer;
+
+		/* Its clients learn that their pointers were revoked (ha/HA.md). */
+		if (req->request_case == FTVM__CLIENT__CLIENT_REQUEST__REQUEST_RELEASE_POINTER &&
+		    vmm_holding_revoked_reply(v, call,
+					      vmm_holding_find(v, call, rel->guid, rel->page)))
+			return true;
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_FENCED,
+				"node %s is fenced (%s): its partner serves", vmm_node_id(v),
+				v->mode_reason);
+		return true;
+	}
+	return modifies(req) && vmm_refuses_change(v, call);
+}
+
+bool vmm_refuses_change(struct vmm *v, struct client_call *call)
+{
+	if (v->mode != VMM_MODE_SOLO_READ)
+		return false;
+	vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_DENIED,
+			"node %s serves alone with [failover] solo = refuse: "
+			"reads only until the partner is back",
+			vmm_node_id(v));
+	return true;
+}
+
+/* What cannot complete without the partner while mirrored: in the failover
+ * window it waits for the pair's decision (ha/failover_window.c). */
+static bool needs_partner(const Ftvm__Client__ClientRequest *req)
+{
+	switch (req->request_case) {
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_ALLOC:
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_WRITE_PAGE:
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FREE:
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_GET_POINTER:
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_RELEASE_POINTER:
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_VERIFY:
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FAILBACK:
+		return true;
+	default:
+		return false;
+	}
+}
+
+void vmm_client_request(struct vmm *v, struct client_call *call,
+			const Ftvm__Client__ClientRequest *req)
+{
+	if (refused_by_mode(v, call, req))
+		return;
+	if (needs_partner(req) && vmm_window_open(v) && vmm_window_park(v, call, req))
+		return;
+	switch (req->request_case) {
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_ALLOC:
+		vmm_op_alloc(v, call, req->alloc);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_WRITE_PAGE:
+		vmm_op_write_page(v, call, req->write_page);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_READ_PAGE:
+		vmm_op_read_page(v, call, req->read_page);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FREE:
+		vmm_op_free(v, call, req->free->guid);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_VERIFY:
+		vmm_op_verify(v, call);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FAILBACK:
+		vmm_op_failback(v, call);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_MAP:
+		vmm_op_map(v, call);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_GET_POINTER:
+		vmm_op_get_pointer(v, call, req->get_pointer);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_RELEASE_POINTER:
+		vmm_op_release_pointer(v, call, req->release_pointer);
+		break;
+	default:
+		vmm_op_local(v, call, req);
+		break;
+	}
+}

@@ -1,0 +1,171 @@
+/* The mirrored memory manager of seed 002 (design: vmm/VMM.md): the originating
+ * node's methods behind the client API, and the partner's message response
+ * method behind the partner session. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "client.pb-c.h"
+#include "client_server.h"
+#include "codec.h"
+#include "config.h"
+#include "pagetable_sqlite.h"
+
+struct event_base;
+struct repl_session;
+struct vmm;
+
+/* How the methods complete (node/ha/HA.md). */
+enum vmm_mode {
+	VMM_MODE_OFFLINE,   /* starting or behind: serves nothing, writes no store */
+	VMM_MODE_MIRRORED,  /* acknowledged by the partner first */
+	VMM_MODE_SOLO,	    /* the partner is gone: completed here alone */
+	VMM_MODE_SOLO_READ, /* alone, [failover] solo = refuse: reads only */
+	VMM_MODE_FENCED,    /* nothing at all: another node serves */
+};
+
+struct vmm_takeover {
+	uint64_t allocations; /* adopted */
+	uint64_t locks_released;
+	uint64_t dirty_pages; /* queued for destage here */
+};
+
+struct vmm_counts {
+	uint64_t frames_total;
+	uint64_t frames_free;
+	uint64_t allocations_own;
+	uint64_t allocations_partner;
+	uint64_t journal_rows; /* kept for a resync (trimmed below what both applied) */
+	bool journal_given_up; /* past journal_limit: the partner's next resync is full */
+	/* Page blocks sent to the partner by RDMA WRITE into its landings, and
+	 * inline in WritePage; landings of the partner's adopted and refused. */
+	uint64_t pages_one_sided, pages_inline;
+	uint64_t landings_adopted, landings_refused;
+	uint64_t landings_granted; /* runs granted to the partner since start */
+	/* The frame pool's registration blocks: the ceiling, in use, their
+	 * size, and how many came into use and left since start; and the RDMA
+	 * registrations (0 over TCP): current, stale, purged and refused since
+	 * start. */
+	uint32_t pool_blocks, pool_blocks_in_use;
+	uint64_t pool_block_bytes;
+	uint64_t pool_grown, pool_shrunk;
+	uint32_t registrations_current, registrations_stale;
+	uint64_t registrations_purged, registrations_failed;
+	/* Staging slabs (one-sided sources not in the pool): mapped now, and
+	 * since start. */
+	uint32_t staging_slabs;
+	uint64_t staging_allocated;
+	/* Blocks resyncs sent one-sided and inline, and blocks of the
+	 * partner's resyncs dropped here as older than a change mirrored
+	 * ahead of them. */
+	uint64_t resync_pages_one_sided, resync_pages_inline, resync_pages_dropped;
+	/* Pointers revoked at a fence that their clients have not released
+	 * yet, and the frames set aside for them (node/ha/HA.md). */
+	uint64_t pointers_revoked, frames_revoked;
+	/* The page table's folds and WAL checkpoints: "asked" ones are the
+	 * idle ones (node/vmm/vmm.c asks only when idle). */
+	struct pt_stats pagetable;
+};
+
+/* Opens the page table under state_dir, creates the frame pool and loads
+ * what the page table holds. Errors are logged. */
+int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vmm **ret);
+/* The session the methods mirror through; set once it exists. From then on
+ * the pool's blocks coming and going are told to it (-ENOMEM: no tick). */
+int vmm_set_session(struct vmm *v, struct repl_session *session);
+/* Commits what is open; NULL is fine. */
+void vmm_free(struct vmm *v);
+
+/* Whether the client of call has right (CLIENT_RIGHT_*) to what; if not,
+ * answers it DENIED naming who may. A NULL call (no client) may. */
+bool vmm_client_may(struct vmm *v, struct client_call *call, unsigned right, const char *what);
+
+/* A data request from a local client (alloc, write, read, header, free,
+ * list, sense, verify); answered through call, now or later. */
+void vmm_client_request(struct vmm *v, struct client_call *call,
+			const Ftvm__Client__ClientRequest *req);
+
+/* A local client disconnected: its pointers are released, its waiting
+ * requests dropped. */
+void vmm_client_gone(struct vmm *v, uint64_t client_id);
+
+/* Requests from the partner (Fig. 10), in order, a failure aborting the rest. */
+void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n);
+/* The link to the partner went: the places its waiting requests held in our
+ * paging queue are void (vmm/VMM.md, "Fairness across the pair"). */
+void vmm_tickets_drop(struct vmm *v);
+/* The link was lost: while mirrored, what needs the partner waits for the
+ * pair's decision (the next mode), even once the link is back (ha/HA.md,
+ * "Calls through the failover window"). */
+void vmm_window_link_lost(struct vmm *v);
+/* The link went: the landing runs held for the partner go back to the pool,
+ * and the landings this node's write pointers hold are forgotten (their
+ * blocks go inline). vmm/VMM.md, "Landings". */
+void vmm_landings_drop(struct vmm *v);
+/* The link went: the runs held for a resync's blocks go back to the pool
+ * (replica/RDMA.md, "Resync"). */
+void vmm_resync_landings_drop(struct vmm *v);
+/* Landing grants for whole-page writes live with the link: at link up this
+ * node grants the partner runs (when one-sided); at link down the runs it
+ * granted go back to its pool and those it was granted are void. */
+void vmm_grants_link_changed(struct vmm *v, bool up);
+/* The frame pool's mapping and its registration blocks' size in frames, for
+ * the session's one-sided page data. */
+void *vmm_pool_base(const struct vmm *v);
+uint64_t vmm_pool_block_frames(const struct vmm *v);
+
+void vmm_get_counts(struct vmm *v, struct vmm_counts *ret);
+
+/* ---- failover (ha/vmm_mode.c, node/ha/HA.md) ---- */
+
+/* Sets the mode; reason says why (it ends up in the answers refused). */
+void vmm_set_mode(struct vmm *v, enum vmm_mode mode, const char *reason);
+enum vmm_mode vmm_mode(const struct vmm *v);
+/* The pair's epoch as this node knows it; setting persists it (committed
+ * before it returns) and tells the session. */
+uint64_t vmm_epoch(const struct vmm *v);
+int vmm_set_epoch(struct vmm *v, uint64_t epoch);
+/* Whether this node last ran solo (persisted): it then holds the newest copy
+ * of everything and may serve alone again after a restart. */
+bool vmm_was_solo(struct vmm *v);
+/* This node's partition in the store (and so its fence slot). */
+unsigned vmm_store_index(const struct vmm *v);
+/* Adopts every allocation the partner owned (owner = this node, journalled),
+ * lets go of every lock the partner's clients held, and queues the adopted
+ * dirty pages for destage here. Done in one event-loop turn. */
+int vmm_takeover(struct vmm *v, struct vmm_takeover *ret);
+
+/* Recovery (ha/recovery.c; node/ha/HA.md, "Recovery"): this node is about to
+ * serve knowing that no node holds the newer versions of its stale pages
+ * (why says the occasion): each goes back to the store's copy, journalled and
+ * noted for `ftvmctl recovery`. Returns the pages that went back (0: none
+ * were stale), or -errno. */
+int64_t vmm_recover_lost_pages(struct vmm *v, const char *why);
+/* The pages noted so far, and when the last went (wall clock, ms; 0: none). */
+void vmm_recovered_summary(struct vmm *v, uint64_t *ret_pages, uint64_t *ret_last_at_ms);
+/* Answers `ftvmctl recovery` from the page table, in any mode. */
+void vmm_reply_recovery(struct vmm *v, struct client_call *call,
+			const Ftvm__Client__RecoveryRequest *req);
+
+/* Resync (ha/resync.c). The survivor sends everything it holds to a partner
+ * that is behind, and mirrors every change from then on; done runs once the
+ * partner answered it all (status 0) or failed (a Status, with the reason). */
+struct vmm_resync_stats {
+	bool incremental; /* what changed since, not everything */
+	uint64_t allocations, pages, bytes;
+	uint64_t ms; /* from the snapshot to the last answer */
+};
+typedef void (*vmm_resync_done_fn)(int status, const char *reason,
+				   const struct vmm_resync_stats *stats, void *arg);
+/* The partner's position comes from its Hello (vmm_resync_position() there):
+ * it decides between sending what changed since and everything. */
+int vmm_resync_send(struct vmm *v, uint64_t partner_applied_lsn, uint64_t partner_own_lsn,
+		    vmm_resync_done_fn done, void *arg);
+/* Where this node's page table stands, for its Hello: the last of the
+ * partner's LSNs it applied, and its own last. */
+void vmm_resync_position(struct vmm *v, uint64_t *ret_applied, uint64_t *ret_own);
+/* The receiving side tells: begin (begin true), then the end (r 0, or -errno
+ * with the reason when it was incomplete). */
+typedef void (*vmm_resync_observer_fn)(bool begin, int r, const char *reason, void *arg);
+void vmm_set_resync_observer(struct vmm *v, vmm_resync_observer_fn fn, void *arg);

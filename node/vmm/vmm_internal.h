@@ -1,0 +1,564 @@
+/* What the memory manager's files share (node/vmm/, node/pagedata/, node/ha/).
+ * Not for the rest of node/. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <event2/util.h>
+
+#include "frame_pool.h"
+#include "pagetable_sqlite.h"
+#include "session.h"
+#include "vmm.h"
+#include "vmm_table.h"
+
+#define VMM_LOG_SUBSYSTEM "vmm"
+/* How often a request short of frames (here or on the partner) tries again. */
+#define VMM_RETRY_MS 50
+/* How long the owner keeps a page for a partner's ticket whose turn came
+ * (vmm/VMM.md, "Fairness across the pair"). */
+#define VMM_TICKET_HOLD_MS 1000
+/* Blocks per ResyncLandings and per batch of landed ResyncPages: the runs of
+ * an answer and the batch stay far below the session's max_payload. */
+#define VMM_RESYNC_CHUNK 1024
+
+struct vmm_after_commit {
+	struct vmm_after_commit *next;
+	void (*fn)(void *arg);
+	void *arg;
+};
+
+struct vmm {
+	enum vmm_mode mode; /* node/ha/HA.md: mirrored, solo, fenced */
+	char mode_reason[256];
+	uint64_t epoch;
+	unsigned solo_in_flight;	 /* operations completed alone, a turn from done */
+	struct resync_send *resync_send; /* ha/resync.c, sending */
+	bool resync_receiving, resync_failed;
+	char resync_error[256];
+	/* The journal passed [failover] journal_limit while the partner was
+	 * away: its rows were let go, and it gets a full resync. */
+	bool journal_given_up;
+	vmm_resync_observer_fn resync_observer;
+	void *resync_arg;
+	struct event_base *base;
+	const struct ftvm_config *config;
+	struct repl_session *session;
+	struct pagetable *pt;
+	struct frame_pool *pool;
+	struct vmm_table *table;
+	uint64_t next_op;     /* numbers lock owners "<node>/<pid>/<op>" */
+	uint64_t next_ticket; /* numbers this node's waiting LockRequests */
+
+	/* Group commit: changes collect in one SQLite transaction that is
+	 * committed at the end of the event-loop turn (flush). */
+	struct event *flush_event;
+	bool flush_pending;
+	/* Folds the page writes a commit left waiting and checkpoints the WAL
+	 * once the node is idle (IDLE_MS without a commit), so a busy commit
+	 * seldom pays either. */
+	struct event *idle_event;
+	struct vmm_after_commit *after, **after_tail;
+
+	/* Allocations waiting for room in the store (Fig. 5 without
+	 * `immediate`), in order. */
+	struct vmm_space_waiter *space_waiters;
+	/* The paging queue: requests waiting for a lock, a page-in or frames,
+	 * in order, looked at again (kick_event) when one of those may be over. */
+	struct vmm_page_waiter *page_waiters;
+	struct event *kick_event;
+	/* The failover window (ha/failover_window.c): held from a lost link while
+	 * mirrored until the next mode change; what waits for its end, and the
+	 * event that lets it go on. */
+	bool window_held;
+	struct vmm_window_waiter *window_waiters;
+	struct event *window_event;
+	struct event *trim_event; /* the journal, every JOURNAL_TRIM_EVERY_S */
+	/* Pointers local clients hold. */
+	struct vmm_holding *holdings;
+
+	/* The replacement queue (vmm/vmm.c, vmm/VMM.md "Replacement"): resident pages
+	 * that may give their frames back, least recently used first. */
+	struct vmm_page *lru_head, *lru_tail;
+	uint64_t lru_length;
+	uint64_t resident_pages;
+	uint64_t page_ins, evictions; /* since start, for the logs */
+
+	/* The backing store (vmm/destage.c): where this node's next extent
+	 * goes, and dirty pages of allocations owned here waiting to be
+	 * written to it, in order. */
+	struct store *store;
+	struct store_queue *store_queue;
+	/* Allocations made here and not yet in the table hold their extents. */
+	struct vmm_alloc **extents_reserved;
+	size_t n_extents_reserved;
+	struct vmm_destage *destage_waiting, **destage_tail;
+	struct destage_round *destage_round; /* being written, at most one */
+	struct event *destage_timer;
+
+	/* One-sided pointer writes (pagedata/pointer_landings.c): the landing runs this node
+	 * holds for the partner's write locks (each in one registration block
+	 * of the pool). The counters are since start, for `ftvmctl status`. */
+	struct vmm_landing *landings;
+	struct event *pool_tick;		/* pagedata/pool_registration.c: shrinks the pool, purges */
+	uint64_t pages_one_sided, pages_inline; /* WritePages sent */
+	uint64_t landings_adopted, landings_refused;
+	/* Whole-page writes (pagedata/grants_to_partner.c): the runs granted to the partner, and
+	 * how many were since start. pagedata/grants_from_partner.c: the runs the partner granted
+	 * this node, and its LandingRevokes waiting for writes in flight. */
+	struct vmm_grant *grants;
+	struct event *revoke_event; /* a LandingRevoke to send, made on first use */
+	uint64_t landings_granted;
+	struct vmm_granted *granted;
+	struct vmm_revoke_held *revokes_held;
+	/* Resync (ha/resync.c, pagedata/resync_landings.c): the runs held for the survivor's blocks, and
+	 * blocks a resync sent one-sided and inline, and dropped here as older
+	 * than a change mirrored ahead of them, since start. */
+	struct vmm_resync_landing *resync_landings;
+	uint64_t resync_pages_one_sided, resync_pages_inline, resync_pages_dropped;
+};
+
+/* An originating node's operation waiting for its partner's answers. */
+struct vmm_op {
+	struct vmm *vmm;
+	struct client_call *call;
+	size_t n, answered;
+	int status;	  /* the first failure, or OK */
+	size_t failed_at; /* its index in the batch */
+	char reason[256];
+	uint64_t lock_version; /* from a LockStatus answer */
+	/* From an AllocateWrite answer on a one-sided link: where the partner
+	 * takes the page's block by RDMA WRITE. */
+	struct repl_landing landing;
+	bool has_landing;
+	uint64_t lsn; /* this node's LSN for the change */
+	/* Optional: sees each answer while its payload is alive. */
+	void (*on_answer)(struct vmm_op *op, const CommandComplete *cc);
+	void (*finish)(struct vmm_op *op);
+};
+
+/* Everything changed in this turn is committed at its end; schedules that. */
+void vmm_changed(struct vmm *v);
+/* Runs fn(arg) once the open transaction committed (a node whose commit
+ * fails stops at once: vmm/vmm.c, stop_on_failed_commit). */
+void vmm_after_commit(struct vmm *v, void (*fn)(void *arg), void *arg);
+/* Commits now and sends the answers held for it. */
+void vmm_flush(struct vmm *v);
+/* Before a request to the partner: commits the open transaction only when
+ * answers to the partner wait for it (they must go first). */
+void vmm_before_request(struct vmm *v);
+
+/* Sends envs as one batch for op; op->finish runs when all are answered. */
+int vmm_op_send(struct vmm_op *op, Envelope *const *envs, size_t n);
+/* vmm_op_send with page blocks written one-sided first (the session's
+ * repl_session_request_batch_landed): -ESTALE, -ENOENT, -ERANGE or
+ * -EOPNOTSUPP when they cannot go so (solo too); nothing was sent then. */
+int vmm_op_send_landed(struct vmm_op *op, Envelope *const *envs, size_t n,
+		       const struct repl_page_write *writes, size_t n_writes);
+
+/* Answers a client: status with a reason (printf), no payload. */
+void vmm_reply_error(struct client_call *call, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* The block of a resident page. */
+uint32_t vmm_block_crc(const struct vmm *v, const struct vmm_alloc *a, uint64_t page);
+void *vmm_block_addr(const struct vmm *v, const struct vmm_alloc *a, uint64_t page);
+
+/* ---- frames and the replacement queue (vmm/vmm.c, vmm/VMM.md "Replacement") ---- */
+
+/* A run of frames for a block of block_size bytes: from the free pool, else
+ * by evicting pages from the head of the replacement queue. -ENOSPC when
+ * nothing is left to evict; reason then says so, naming the node. */
+int vmm_frames_take(struct vmm *v, uint32_t block_size, uint64_t *ret_frame, char *reason,
+		    size_t reason_len);
+void vmm_frames_give(struct vmm *v, uint64_t frame, uint32_t block_size);
+/* p's contents are in the frames at frame now: it is resident. */
+void vmm_page_attach(struct vmm *v, struct vmm_page *p, uint64_t frame);
+/* A resident page gives its frames back (nothing when it is not resident). */
+void vmm_page_detach(struct vmm *v, struct vmm_page *p);
+/* A resident page lets go of its frames, which are the caller's now. */
+uint64_t vmm_page_take_frames(struct vmm *v, struct vmm_page *p);
+/* A whole block for a's page from the partner (WritePage, a resync): into
+ * its frames, taken first when it is not resident. -ENOSPC, with reason, when
+ * there are none to take. */
+int vmm_page_fill(struct vmm *v, struct vmm_alloc *a, uint64_t page, const void *data, char *reason,
+		  size_t reason_len);
+/* a goes: its resident pages give their frames back, and the landing runs
+ * held for its pages. */
+void vmm_alloc_give_frames(struct vmm *v, struct vmm_alloc *a);
+/* p's lock, dirty, destaging, pins or residency changed: it enters the
+ * replacement queue (at the tail) or leaves it. */
+void vmm_replace_update(struct vmm *v, struct vmm_page *p);
+/* p was used: a queued page moves to the tail. */
+void vmm_replace_touch(struct vmm *v, struct vmm_page *p);
+/* vmm_page_lock, and p leaves the replacement queue. */
+int vmm_lock(struct vmm *v, struct vmm_page *p, int mode, const char *owner);
+/* A request in flight needs p's frames to stay (not evicted) until unpinned. */
+void vmm_pin(struct vmm *v, struct vmm_page *p);
+void vmm_unpin(struct vmm *v, struct vmm_page *p);
+
+/* ---- landing runs (pagedata/pointer_landings.c, vmm/VMM.md "Landings") ---- */
+
+/* Frames per registration block of the pool, offered to the transport. */
+uint64_t vmm_landing_block_frames(const struct ftvm_config *c);
+
+/* ---- the pool's blocks (pagedata/pool_registration.c) ---- */
+
+/* Tells the session which blocks are not in use, then of every block that
+ * comes or goes; starts the tick that shrinks the pool and purges. */
+int vmm_pool_start(struct vmm *v);
+void vmm_pool_stop(struct vmm *v);
+/* The pool_* and registrations_* fields of ret. */
+void vmm_pool_counts(struct vmm *v, struct vmm_counts *ret);
+/* The partner took the write lock on a's page for owner: on a one-sided link,
+ * a run of free frames for its block, opened for the partner's WRITE and held
+ * with the lock, in ret. false: none (the block will come inline). */
+bool vmm_landing_open(struct vmm *v, struct vmm_alloc *a, uint64_t page, const char *owner,
+		      Ftvm__Partner__Landing *ret);
+/* A WritePage naming m->landed: the run becomes the page's frames (its old
+ * ones go back). Refused (< 0, the run given back) with the reason when the
+ * link is not one-sided, the landing is not the one held for the page's lock,
+ * its generation is stale or its bytes fail m->crc32c. */
+int vmm_landing_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
+		      const Ftvm__Partner__WritePage *m, char *reason, size_t len);
+/* owner's write lock on guid/page went, or its block came inline (owner
+ * NULL: whoever holds the lock): the run held with it goes back. */
+void vmm_landing_close(struct vmm *v, const char *guid, uint64_t page, const char *owner);
+/* guid goes: every run held for its pages goes back. */
+void vmm_landings_close_alloc(struct vmm *v, const char *guid);
+/* A pointer a client of this node holds (vmm/pointer.c grants and releases
+ * it; ha/holdings.c carries it across failover). */
+struct vmm_quarantine;
+struct vmm_holding {
+	struct vmm_holding *next;
+	struct vmm *vmm;
+	uint64_t client_id;
+	char guid[128];
+	uint64_t page;
+	char owner[128];
+	bool write;
+	/* Where the partner takes the block by RDMA WRITE at a modified
+	 * release (it gave it with the lock); used once. */
+	struct repl_landing landing;
+	bool has_landing;
+	/* A gone client's release the partner refused for want of frames is
+	 * tried again (retry) until deadline_ms. */
+	struct event *retry;
+	uint64_t deadline_ms;
+	/* Revoked at a fence: no lock any more, its page's old frames aside
+	 * (NULL when the page had none), and the epoch it was revoked at. */
+	bool revoked;
+	struct vmm_quarantine *quarantine; /* ha/holdings.c */
+	uint64_t revoked_epoch;
+};
+
+/* ha/holdings.c: the newest of call's client's pointers to guid's page. */
+struct vmm_holding *vmm_holding_find(struct vmm *v, struct client_call *call, const char *guid,
+				     uint64_t page);
+/* vmm/pointer.c: h leaves v's list. */
+void vmm_holding_unlink(struct vmm *v, struct vmm_holding *h);
+/* ha/holdings.c: h goes (out of the list already), and the frames set
+ * aside for it with the last revoked pointer into them. */
+void vmm_holding_free(struct vmm *v, struct vmm_holding *h);
+/* ha/holdings.c: the landings this node's write pointers hold are void. */
+void vmm_holdings_forget_landings(struct vmm *v);
+/* ha/holdings.c: right behind a resync's snapshot, the partner learns the
+ * pointers this node's clients hold (node/ha/HA.md, "Solo and rejoin"). */
+void vmm_holdings_mirror(struct vmm *v);
+/* ha/holdings.c: this node fenced itself, or is resynced: the pointers its
+ * clients hold are revoked, their frames kept from every page until each is
+ * released (node/ha/HA.md, "Pointers of a fenced node are revoked"). */
+void vmm_holdings_revoke(struct vmm *v);
+/* ha/holdings.c: true when h (call's client's, as vmm_holding_find() gave
+ * it, or NULL) was revoked; call is then answered STALE_EPOCH and h let go. */
+bool vmm_holding_revoked_reply(struct vmm *v, struct client_call *call, struct vmm_holding *h);
+/* ha/holdings.c: revoked pointers not released yet, and the frames set
+ * aside for them. */
+void vmm_holdings_revoked(const struct vmm *v, uint64_t *ret_pointers, uint64_t *ret_frames);
+/* pagedata/landed_block.c: the start of a refusal's reason, "MESSAGE GUID page P
+ * landed at RUN F (N frames, generation G): ", in reason; its length (0 when
+ * it does not fit). */
+size_t vmm_landed_reason_start(char *reason, size_t len, const char *message, const char *guid,
+			       uint64_t page, const char *run, const Ftvm__Partner__Landing *named);
+/* A run handed out ahead (a grant, a resync's run: handed says which) that
+ * named names, for a's page: a's block size (-EINVAL), at the generation it
+ * was handed out at (-ESTALE), and vmm_landed_bytes_check. */
+int vmm_landed_run_check(struct vmm *v, const struct vmm_alloc *a, const struct repl_landing *at,
+			 const Ftvm__Partner__Landing *named, const char *handed,
+			 uint32_t named_crc32c, char *reason, size_t len);
+/* pagedata/landed_block.c: a block written into the run at by RDMA WRITE may be
+ * adopted: its registration block is still at at's generation (-ESTALE) and
+ * its block_size bytes match named_crc32c (-EBADMSG), else the reason. */
+int vmm_landed_bytes_check(struct vmm *v, const struct repl_landing *at, uint32_t block_size,
+			   uint32_t named_crc32c, char *reason, size_t len);
+/* The run at frame, checked, is a's page's frames from now on: a resident
+ * page's old frames go back, a page-in in flight gives its own back. */
+void vmm_landed_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t frame);
+
+/* ---- a resync's landing runs, on the node it brings up to date
+ * (pagedata/resync_landings.c, replica/RDMA.md "Resync") ---- */
+
+/* ResyncLandings: runs of frames[i] free frames for the first entries, in
+ * order, as far as half the free frames go (and VMM_RESYNC_CHUNK runs), held
+ * and put in ret; how many. */
+size_t vmm_resync_landings_open(struct vmm *v, const uint32_t *frames, size_t n,
+				Ftvm__Partner__Landing *ret);
+/* A ResyncPage at state for a's page: 1 when the page here is newer (a change
+ * mirrored after the snapshot came first: drop the block), 0 when the block
+ * is to be applied, -EINVAL with the reason when it cannot be (ahead of the
+ * page, or its CRC-32C differs at the same version). */
+int vmm_resync_page_order(const struct vmm_alloc *a, uint64_t page,
+			  const Ftvm__Partner__PageState *state, char *reason, size_t len);
+/* The block landed in the run named: checked (held here, the page's block
+ * size, its generation, crc32c) and adopted as the page's frames. Refused
+ * (< 0, the run given back) with the reason. */
+int vmm_resync_landing_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
+			     const Ftvm__Partner__Landing *named, uint32_t crc32c, char *reason,
+			     size_t len);
+/* The block in the run named is not wanted (dropped as older): run back. */
+void vmm_resync_landing_close(struct vmm *v, const Ftvm__Partner__Landing *named);
+
+/* ---- landing grants for whole-page writes (vmm/VMM.md "Landings") ---- */
+
+/* P, pagedata/grants_to_partner.c. The link came up: on a one-sided link, runs of free frames
+ * for each block size in use are granted to the partner (LandingGrant). */
+void vmm_grants_offer(struct vmm *v);
+/* Whether l names a run granted to the partner. */
+bool vmm_grant_named(struct vmm *v, const Ftvm__Partner__Landing *l);
+/* A WritePage landed in a granted run: the run becomes the page's frames
+ * (resident or not; its old ones go back) and a fresh run, if frames allow,
+ * is in ret_fresh (*ret_has_fresh). Refused (< 0, the run stays granted)
+ * with the reason when the run is not granted, not the page's block size,
+ * stale, or its bytes fail m->crc32c. */
+int vmm_grant_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
+		    const Ftvm__Partner__WritePage *m, Ftvm__Partner__Landing *ret_fresh,
+		    bool *ret_has_fresh, char *reason, size_t len);
+/* Short of frames: the grants are asked back (LandingRevoke, sent from its
+ * own event, never from inside the caller's work); their frames return to
+ * the pool when the partner answers. */
+void vmm_grants_revoke(struct vmm *v);
+/* Link down: every granted run back to the pool. */
+void vmm_grants_drop(struct vmm *v);
+
+/* O, pagedata/grants_from_partner.c. Runs the partner granted (a LandingGrant, an answer's
+ * grants); -EINVAL with the reason for a run of no frames. */
+int vmm_granted_add(struct vmm *v, Ftvm__Partner__Landing *const *ls, size_t n, char *reason,
+		    size_t len);
+/* A free granted run of frames frames, in flight from now on, in ret. */
+bool vmm_granted_take(struct vmm *v, uint32_t frames, struct repl_landing *ret);
+/* The write that took at was answered: spent (the partner applied it, or
+ * may have) drops it, otherwise it is free again. */
+void vmm_granted_done(struct vmm *v, const struct repl_landing *at, bool spent);
+/* The partner's LandingRevoke seq m: true when its answer is held until the
+ * writes in flight into those runs are answered. */
+bool vmm_granted_revoke(struct vmm *v, const Ftvm__Partner__LandingRevoke *m, uint64_t seq);
+/* Link down: every granted run is void. */
+void vmm_granted_forget(struct vmm *v);
+
+/* The partner's allocation m (AllocateMemory, ResyncAllocation): its size
+ * and extent fit in its home's partition of the store. */
+bool vmm_extent_fits(struct vmm *v, const Ftvm__Partner__AllocateMemory *m);
+/* Room in this node's store partition was given back: waiting allocations
+ * may go on. */
+void vmm_space_freed(struct vmm *v);
+void vmm_space_waiters_fail(struct vmm *v);
+/* A gone client's allocations waiting for space are not made. */
+void vmm_space_waiters_client_gone(struct vmm *v, uint64_t client_id);
+/* Allocations waiting for space, and page requests waiting (for a lock, a
+ * page-in or frames): together the paging queue. */
+uint64_t vmm_space_waiting(const struct vmm *v);
+uint64_t vmm_page_waiting(const struct vmm *v);
+/* The change in SQLite, with its journal row. */
+int vmm_persist_alloc(struct vmm *v, const struct vmm_alloc *a, const struct pt_origin *o);
+int vmm_persist_page(struct vmm *v, struct vmm_alloc *a, uint64_t page, const struct pt_origin *o);
+/* A row of a's page pp->page in the state pp says, which need not be the
+ * page's in memory (a whole-page write's expected state, vmm/whole_page.c); every
+ * page row goes through here and counts in the page's rows.
+ * vmm_page_state fills ret with the page's state in memory. */
+int vmm_journal_page(struct vmm *v, struct vmm_alloc *a, const struct pt_page *pp,
+		     const struct pt_origin *o);
+void vmm_page_state(const struct vmm_alloc *a, uint64_t page, struct pt_page *ret);
+/* A page took a new version (a modifying release): dirty until destaged,
+ * which the owner queues now; persisted. vmm_page_set_modified changes
+ * memory alone, for a row journalled before. */
+int vmm_page_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t version,
+		      uint32_t crc, const struct pt_origin *o);
+void vmm_page_set_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t version,
+			   uint32_t crc);
+
+/* vmm/destage.c: the destage queue and the backing store. */
+int vmm_store_open(struct vmm *v);
+void vmm_store_close(struct vmm *v);
+/* At start: takes from the store's records the version and CRC-32C of every
+ * page it holds; pages stay non-resident. */
+void vmm_store_page_in(struct vmm *v);
+/* The store's record of each of a's pages (a->pages of them, to free), read
+ * at once (the store queue drained); NULL, logged, when it cannot be. */
+struct store_page_record;
+struct store_page_record *vmm_store_read_records(struct vmm *v, const struct vmm_alloc *a);
+/* This node's partition: bytes free for new extents, and its length. */
+void vmm_store_space(struct vmm *v, uint64_t *ret_free, uint64_t *ret_total);
+/* a's extent is new (it may hold an older allocation's records): its records
+ * are zeroed, before anything destaged later (a fence). */
+void vmm_store_extent_clear(struct vmm *v, const struct vmm_alloc *a);
+/* An extent in this node's partition for a, in a->store_offset, held until
+ * vmm_store_extent_done(); -ENOSPC when no gap is large enough. */
+int vmm_store_extent(struct vmm *v, struct vmm_alloc *a);
+/* a is in the table now, or was refused: its reservation ends. */
+void vmm_store_extent_done(struct vmm *v, struct vmm_alloc *a);
+void vmm_destage_page(struct vmm *v, struct vmm_alloc *a, uint64_t page);
+uint64_t vmm_destage_depth(const struct vmm *v);
+/* The partner destaged guid page at version: clean here too. */
+void vmm_destaged(struct vmm *v, const char *guid, uint64_t page, uint64_t version, uint32_t crc);
+const char *vmm_node_id(const struct vmm *v);
+const char *vmm_partner_id(const struct vmm *v);
+bool vmm_is_owner(const struct vmm *v, const struct vmm_alloc *a);
+/* A change can complete: the partner is linked to acknowledge it, or this
+ * node serves alone (solo). */
+bool vmm_can_complete(const struct vmm *v);
+
+/* Looks up guid/page for a client request that would verb it ("read",
+ * "write", ...); answers the client when it cannot, or may not
+ * (vmm_client_owns). */
+struct vmm_alloc *vmm_client_page(struct vmm *v, struct client_call *call, const char *guid,
+				  uint64_t page, const char *verb);
+/* Whether the client of call may verb a: it is a's uid's, or an admin's
+ * (vmm/VMM.md, "Who may do what"). If not, answers it DENIED naming the owner.
+ * A NULL call (no client) may. */
+bool vmm_client_owns(struct vmm *v, struct client_call *call, const struct vmm_alloc *a,
+		     const char *verb);
+/* A new lock owner name for a request: "<node>/<client pid>/<op n>". */
+void vmm_lock_owner(struct vmm *v, struct client_call *call, char *buf, size_t len);
+/* A batch failed after the partner recorded owner's lock: release it there. */
+void vmm_release_stray_lock(struct vmm *v, const char *guid, uint64_t page, const char *owner);
+/* Drops owner's lock on a page and lets the paging queue go on; -ENOENT when
+ * owner held none. */
+int vmm_unlock(struct vmm *v, struct vmm_alloc *a, uint64_t page, const char *owner);
+void vmm_on_paging_kick(evutil_socket_t fd, short what, void *arg);
+
+/* The paging queue holds pointer requests and whole-page calls. */
+enum vmm_wait_kind {
+	VMM_WAIT_POINTER,
+	VMM_WAIT_WRITE_PAGE,
+	VMM_WAIT_READ_PAGE,
+	/* The partner's waiting LockRequest keeping its place (no client
+	 * here): it is never granted from the queue, only held for the
+	 * partner's next ask. */
+	VMM_WAIT_TICKET,
+};
+/* What a queued request waits for. */
+enum vmm_wait_reason {
+	VMM_WAIT_LOCK,	   /* a conflicting lock to go */
+	VMM_WAIT_CONTENTS, /* the page's contents to arrive (page-in, or a write) */
+	VMM_WAIT_FRAMES,   /* frames, here or on the partner: tried every VMM_RETRY_MS */
+	VMM_WAIT_PARTNER,  /* the end of the failover window (ha/failover_window.c) */
+};
+/* A client's request for a page, as the paging queue keeps it. */
+struct vmm_page_request {
+	struct client_call *call;
+	enum vmm_wait_kind kind;
+	const char *guid;
+	uint64_t page;
+	bool write;	      /* wants the write lock */
+	bool wait;	      /* the client waits for a lock, and for frames */
+	bool again;	      /* out of the paging queue: queued again, it goes first */
+	uint64_t deadline_ms; /* monotonic, once queued: it gives up then */
+	uint64_t ticket;      /* its place in the owner's queue, once it has one */
+	const void *data;     /* a whole-page write's bytes */
+	size_t len;
+};
+/* Queues req until why is over or its deadline (reason: why it waits, for the
+ * answer at the deadline). */
+void vmm_page_wait(struct vmm *v, const struct vmm_page_request *req, enum vmm_wait_reason why,
+		   const char *reason);
+/* req cannot complete without the partner: in the failover window it waits
+ * for the pair's decision, else it is refused PARTNER_UNAVAILABLE, reason. */
+void vmm_partner_wait(struct vmm *v, const struct vmm_page_request *req, const char *reason);
+/* No frames for req: it waits for them when req->wait, else NO_SPACE now. */
+void vmm_frames_short(struct vmm *v, const struct vmm_page_request *req, const char *reason);
+/* A page-in failed: the requests waiting to read guid/page get reason. */
+void vmm_page_in_failed(struct vmm *v, const char *guid, uint64_t page, const char *reason);
+/* Something a queued request may wait for happened: look at the queue again. */
+void vmm_paging_kick(struct vmm *v);
+/* Why a new request for guid/page must wait although its lock may be free:
+ * earlier requests wait for the page (vmm/VMM.md, "Fairness across the pair");
+ * NULL when none do. The text is in buf. */
+const char *vmm_page_queued(const struct vmm *v, const char *guid, uint64_t page, char *buf,
+			    size_t len);
+/* The owner's side of the partner's LockRequest m: NULL when m may have the
+ * lock now, as far as the queue goes (its ticket, if any, had its turn and
+ * is dropped); otherwise why not, in buf. */
+const char *vmm_ticket_turn(struct vmm *v, const Ftvm__Partner__LockRequest *m, char *buf,
+			    size_t len);
+/* m was refused: its ticket (non-zero) keeps its place in the queue. */
+void vmm_ticket_queue(struct vmm *v, const Ftvm__Partner__LockRequest *m);
+/* The ticket of req's LockRequest, and how long req still waits (0, 0 when
+ * it does not wait): its own ticket, or a new one the first time. */
+uint64_t vmm_lock_request_ticket(struct vmm *v, const struct vmm_page_request *req,
+				 uint32_t *wait_ms);
+/* vmm/whole_page.c: a whole-page call out of the paging queue, tried again. */
+void vmm_page_retry(struct vmm *v, const struct vmm_page_request *req);
+/* vmm/destage.c: true when a's page (req's) is resident, with its contents
+ * (zeroes for a page never written); otherwise req was queued (a page-in is
+ * on its way, or frames are short and req waits) or answered. */
+bool vmm_page_contents(struct vmm *v, const struct vmm_page_request *req, struct vmm_alloc *a);
+void vmm_page_waiters_fail(struct vmm *v, int status, const char *reason);
+
+/* ha/failover_window.c: the failover window. Open while mirrored with the link
+ * lost, until the next mode change. fn(v, arg, status, reason) runs once
+ * for a waiter: OK when the window closed and the mode decided lets it go
+ * on, else why not (fenced, request_timeout_ms passed, its client gone,
+ * stopping). */
+typedef void (*vmm_window_fn)(struct vmm *v, void *arg, int status, const char *reason);
+bool vmm_window_open(const struct vmm *v);
+/* -ENOMEM: nothing waits. client_id: the client whose going ends it (0:
+ * none). */
+int vmm_window_wait(struct vmm *v, uint64_t client_id, vmm_window_fn fn, void *arg);
+/* After a mode change: a window that closed lets its waiters go on (from
+ * window_event: vmm_on_window_closed). */
+void vmm_window_check(struct vmm *v);
+void vmm_on_window_closed(evutil_socket_t fd, short what, void *arg);
+void vmm_window_client_gone(struct vmm *v, uint64_t client_id);
+void vmm_window_fail_all(struct vmm *v, int status, const char *reason);
+/* Keeps req (packed) until the window's end, then dispatches it again;
+ * false when it cannot (out of memory). */
+bool vmm_window_park(struct vmm *v, struct client_call *call,
+		     const Ftvm__Client__ClientRequest *req);
+/* Refuses a change in [failover] solo = refuse mode: true when answered. */
+bool vmm_refuses_change(struct vmm *v, struct client_call *call);
+/* ha/holdings.c: a node stopping solo releases its clients' write
+ * pointers as modified, here alone, before its last destage. */
+void vmm_holdings_release_at_stop(struct vmm *v);
+/* ha/holdings.c: a gone client's pointer (h, out of the list) whose
+ * release the partner never took is let go here only, and what its client
+ * wrote with it (node/ha/HA.md, "A gone client's pointer"). */
+void vmm_holding_let_go(struct vmm *v, struct vmm_holding *h);
+void vmm_holdings_free(struct vmm *v);
+
+/* The originating node's methods. */
+void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__AllocRequest *req);
+void vmm_op_free(struct vmm *v, struct client_call *call, const char *guid);
+void vmm_op_write_page(struct vmm *v, struct client_call *call,
+		       const Ftvm__Client__WritePageRequest *req);
+void vmm_op_read_page(struct vmm *v, struct client_call *call,
+		      const Ftvm__Client__ReadPageRequest *req);
+void vmm_op_verify(struct vmm *v, struct client_call *call);
+/* Hands every allocation adopted here back to its home node. */
+void vmm_op_failback(struct vmm *v, struct client_call *call);
+/* The partner's messages of failover: a Status, with the reason filled.
+ * OwnerChange (ha/failback.c) and the resync messages (ha/resync.c). */
+int vmm_owner_changed(struct vmm *v, const char *guid, const char *owner, const struct pt_origin *o,
+		      char *reason, size_t len);
+int vmm_resync_apply(struct vmm *v, const Envelope *env, char *reason, size_t len);
+void vmm_op_map(struct vmm *v, struct client_call *call);
+void vmm_op_get_pointer(struct vmm *v, struct client_call *call,
+			const Ftvm__Client__GetPointerRequest *req);
+void vmm_op_release_pointer(struct vmm *v, struct client_call *call,
+			    const Ftvm__Client__ReleasePointerRequest *req);
+/* header, list, sense: answered from this node's own table. */
+void vmm_op_local(struct vmm *v, struct client_call *call, const Ftvm__Client__ClientRequest *req);
+/* Fills info from this node's table (capacity, queues, and digests when
+ * page_table); free with vmm_sense_release. */
+int vmm_sense_fill(struct vmm *v, bool page_table, Ftvm__Partner__SenseInformation *info);
+void vmm_sense_release(Ftvm__Partner__SenseInformation *info);
