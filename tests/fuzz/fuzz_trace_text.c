@@ -1,4 +1,4 @@
-/* libFuzzer target: the text form of a trace (tools/trace_text.c), as
+/* libFuzzer target: the text form of a trace (tools/trace/trace_text.c), as
  * `ftvmctl trace binary TEXT OUT` reads it: each input is the TEXT file, run
  * through trace_binary_run() into OUT, both in a scratch directory in /tmp.
  *

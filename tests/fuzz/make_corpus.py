@@ -96,7 +96,7 @@ block_size = 8192
     write(t, "unterminated-header", "[node\nid = a\n")
 
 
-# ---- trace text (tools/trace_text.c) ----
+# ---- trace text (tools/trace/trace_text.c) ----
 
 def trace_text():
     t = "trace_text"
