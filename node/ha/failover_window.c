@@ -88,8 +88,6 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 int vmm_window_wait(struct vmm *v, uint64_t client_id, vmm_window_fn fn, void *arg)
 {
 	struct vmm_window_waiter *w = calloc(1, sizeof(*w)), **tail = &v->window_waiters;
-	unsigned ms = v->config->request_timeout_ms;
-	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
 
 	if (!w || !(w->deadline = evtimer_new(v->base, on_deadline, w))) {
 		free(w);
@@ -99,7 +97,7 @@ int vmm_window_wait(struct vmm *v, uint64_t client_id, vmm_window_fn fn, void *a
 	w->client_id = client_id;
 	w->fn = fn;
 	w->arg = arg;
-	evtimer_add(w->deadline, &tv);
+	vmm_timer_add_ms(w->deadline, v->config->request_timeout_ms);
 	while (*tail)
 		tail = &(*tail)->next;
 	*tail = w;

@@ -55,14 +55,6 @@ void vmm_replace_touch(struct vmm *v, struct vmm_page *p)
 	lru_append(v, p);
 }
 
-int vmm_lock(struct vmm *v, struct vmm_page *p, int mode, const char *owner)
-{
-	int r = vmm_page_lock(p, mode, owner);
-
-	vmm_replace_update(v, p);
-	return r;
-}
-
 void vmm_pin(struct vmm *v, struct vmm_page *p)
 {
 	p->pins++;

@@ -240,6 +240,13 @@ static void on_idle(evutil_socket_t fd, short what, void *arg)
 	event_del(v->idle_event);
 }
 
+void vmm_timer_add_ms(struct event *ev, uint64_t ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+
+	evtimer_add(ev, &tv);
+}
+
 void vmm_changed(struct vmm *v)
 {
 	if (v->flush_pending)

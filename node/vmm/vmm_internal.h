@@ -7,6 +7,8 @@
 
 #include <event2/util.h>
 
+struct event;
+
 #include "frame_pool.h"
 #include "pagetable_sqlite.h"
 #include "session.h"
@@ -101,7 +103,7 @@ struct vmm {
 	 * holds for the partner's write locks (each in one registration block
 	 * of the pool). The counters are since start, for `ftvmctl status`. */
 	struct vmm_landing *landings;
-	struct event *pool_tick;		/* pagedata/pool_registration.c: shrinks the pool, purges */
+	struct event *pool_tick; /* pagedata/pool_registration.c: shrinks the pool, purges */
 	uint64_t pages_one_sided, pages_inline; /* WritePages sent */
 	uint64_t landings_adopted, landings_refused;
 	/* Whole-page writes (pagedata/grants_to_partner.c): the runs granted to the partner, and
@@ -112,9 +114,9 @@ struct vmm {
 	uint64_t landings_granted;
 	struct vmm_granted *granted;
 	struct vmm_revoke_held *revokes_held;
-	/* Resync (ha/resync.c, pagedata/resync_landings.c): the runs held for the survivor's blocks, and
-	 * blocks a resync sent one-sided and inline, and dropped here as older
-	 * than a change mirrored ahead of them, since start. */
+	/* Resync (ha/resync.c, pagedata/resync_landings.c): the runs held for the survivor's
+	 * blocks, and blocks a resync sent one-sided and inline, and dropped here as older than a
+	 * change mirrored ahead of them, since start. */
 	struct vmm_resync_landing *resync_landings;
 	uint64_t resync_pages_one_sided, resync_pages_inline, resync_pages_dropped;
 };
@@ -138,6 +140,8 @@ struct vmm_op {
 	void (*finish)(struct vmm_op *op);
 };
 
+/* Arms the timer ev to fire in ms milliseconds. */
+void vmm_timer_add_ms(struct event *ev, uint64_t ms);
 /* Everything changed in this turn is committed at its end; schedules that. */
 void vmm_changed(struct vmm *v);
 /* Runs fn(arg) once the open transaction committed (a node whose commit
@@ -192,7 +196,13 @@ void vmm_alloc_give_frames(struct vmm *v, struct vmm_alloc *a);
 void vmm_replace_update(struct vmm *v, struct vmm_page *p);
 /* p was used: a queued page moves to the tail. */
 void vmm_replace_touch(struct vmm *v, struct vmm_page *p);
-/* vmm_page_lock, and p leaves the replacement queue. */
+/* The lock mode of a read or a write pointer. */
+static inline int vmm_lock_mode(bool write)
+{
+	return write ? FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE
+		     : FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ;
+}
+/* paging_queue.c: vmm_page_lock, and p leaves the replacement queue. */
 int vmm_lock(struct vmm *v, struct vmm_page *p, int mode, const char *owner);
 /* A request in flight needs p's frames to stay (not evicted) until unpinned. */
 void vmm_pin(struct vmm *v, struct vmm_page *p);
@@ -497,6 +507,10 @@ void vmm_ticket_queue(struct vmm *v, const Ftvm__Partner__LockRequest *m);
  * it does not wait): its own ticket, or a new one the first time. */
 uint64_t vmm_lock_request_ticket(struct vmm *v, const struct vmm_page_request *req,
 				 uint32_t *wait_ms);
+/* pointer.c: a pointer request out of the paging queue, tried again. */
+void vmm_pointer_retry(struct vmm *v, const struct vmm_page_request *req);
+/* A gone client's requests in the paging queue are dropped. */
+void vmm_page_waiters_client_gone(struct vmm *v, uint64_t client_id);
 /* vmm/whole_page.c: a whole-page call out of the paging queue, tried again. */
 void vmm_page_retry(struct vmm *v, const struct vmm_page_request *req);
 /* vmm/destage.c: true when a's page (req's) is resident, with its contents
