@@ -11,6 +11,8 @@
  *   link down                        -> all gone */
 #include "vmm_internal.h"
 
+#include "pagedata_state.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,15 +53,15 @@ int vmm_granted_add(struct vmm *v, Ftvm__Partner__Landing *const *ls, size_t n, 
 		g->at.frame = ls[i]->frame;
 		g->at.frames = ls[i]->frames;
 		g->at.generation = ls[i]->generation;
-		g->next = v->granted;
-		v->granted = g;
+		g->next = v->pagedata->granted;
+		v->pagedata->granted = g;
 	}
 	return 0;
 }
 
 bool vmm_granted_take(struct vmm *v, uint32_t frames, struct repl_landing *ret)
 {
-	for (struct vmm_granted *g = v->granted; g; g = g->next)
+	for (struct vmm_granted *g = v->pagedata->granted; g; g = g->next)
 		if (!g->in_flight && g->at.frames == frames) {
 			g->in_flight = true;
 			*ret = g->at;
@@ -70,7 +72,7 @@ bool vmm_granted_take(struct vmm *v, uint32_t frames, struct repl_landing *ret)
 
 static bool revoked_in_flight(const struct vmm *v)
 {
-	for (const struct vmm_granted *g = v->granted; g; g = g->next)
+	for (const struct vmm_granted *g = v->pagedata->granted; g; g = g->next)
 		if (g->revoked)
 			return true;
 	return false;
@@ -83,10 +85,10 @@ static void answer_held_revokes(struct vmm *v)
 	if (revoked_in_flight(v))
 		return;
 	cc.applied_lsn = pagetable_partner_applied_lsn(v->pt);
-	while (v->revokes_held) {
-		struct vmm_revoke_held *h = v->revokes_held;
+	while (v->pagedata->revokes_held) {
+		struct vmm_revoke_held *h = v->pagedata->revokes_held;
 
-		v->revokes_held = h->next;
+		v->pagedata->revokes_held = h->next;
 		repl_session_complete(v->session, h->seq, &cc);
 		free(h);
 	}
@@ -94,7 +96,7 @@ static void answer_held_revokes(struct vmm *v)
 
 void vmm_granted_done(struct vmm *v, const struct repl_landing *at, bool spent)
 {
-	struct vmm_granted **g = &v->granted;
+	struct vmm_granted **g = &v->pagedata->granted;
 
 	while (*g && ((*g)->at.frame != at->frame || (*g)->at.frames != at->frames ||
 		      (*g)->at.generation != at->generation || !(*g)->in_flight))
@@ -117,7 +119,7 @@ bool vmm_granted_revoke(struct vmm *v, const Ftvm__Partner__LandingRevoke *m, ui
 	struct vmm_revoke_held *h;
 
 	for (size_t i = 0; i < m->n_landings; i++) {
-		struct vmm_granted **g = &v->granted;
+		struct vmm_granted **g = &v->pagedata->granted;
 
 		while (*g && ((*g)->at.frame != m->landings[i]->frame ||
 			      (*g)->at.frames != m->landings[i]->frames))
@@ -139,24 +141,24 @@ bool vmm_granted_revoke(struct vmm *v, const Ftvm__Partner__LandingRevoke *m, ui
 	if (!h)
 		return false; /* out of memory: answered now, the best left */
 	h->seq = seq;
-	h->next = v->revokes_held;
-	v->revokes_held = h;
+	h->next = v->pagedata->revokes_held;
+	v->pagedata->revokes_held = h;
 	return true;
 }
 
 void vmm_granted_forget(struct vmm *v)
 {
-	while (v->granted) {
-		struct vmm_granted *gone = v->granted;
+	while (v->pagedata->granted) {
+		struct vmm_granted *gone = v->pagedata->granted;
 
-		v->granted = gone->next;
+		v->pagedata->granted = gone->next;
 		free(gone);
 	}
 	/* Their requests failed with the link on the partner's side. */
-	while (v->revokes_held) {
-		struct vmm_revoke_held *gone = v->revokes_held;
+	while (v->pagedata->revokes_held) {
+		struct vmm_revoke_held *gone = v->pagedata->revokes_held;
 
-		v->revokes_held = gone->next;
+		v->pagedata->revokes_held = gone->next;
 		free(gone);
 	}
 }

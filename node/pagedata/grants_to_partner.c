@@ -16,6 +16,8 @@
  * optimisation, never a reason for a page-in or a write to wait. */
 #include "vmm_internal.h"
 
+#include "pagedata_state.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +45,7 @@ static uint64_t frames_granted(const struct vmm *v)
 {
 	uint64_t n = 0;
 
-	for (const struct vmm_grant *g = v->grants; g; g = g->next)
+	for (const struct vmm_grant *g = v->pagedata->grants; g; g = g->next)
 		n += g->at.frames;
 	return n;
 }
@@ -69,9 +71,9 @@ static int grant_take(struct vmm *v, uint32_t frames, struct vmm_grant **ret)
 		free(g);
 		return r;
 	}
-	g->next = v->grants;
-	v->grants = g;
-	v->landings_granted++;
+	g->next = v->pagedata->grants;
+	v->pagedata->grants = g;
+	v->pagedata->landings_granted++;
 	*ret = g;
 	return 0;
 }
@@ -139,7 +141,7 @@ void vmm_grants_offer(struct vmm *v)
 	size_t n_sizes = block_sizes(v, sizes), n = 0;
 	int r;
 
-	if (!repl_session_one_sided(v->session) || v->grants)
+	if (!repl_session_one_sided(v->session) || v->pagedata->grants)
 		return;
 	for (size_t i = 0; i < n_sizes; i++)
 		for (int k = 0; k < GRANTS_PER_SIZE; k++) {
@@ -170,7 +172,7 @@ void vmm_grants_offer(struct vmm *v)
 
 static struct vmm_grant **find(struct vmm *v, const Ftvm__Partner__Landing *l)
 {
-	struct vmm_grant **g = &v->grants;
+	struct vmm_grant **g = &v->pagedata->grants;
 
 	while (*g && ((*g)->at.frame != l->frame || (*g)->at.frames != l->frames))
 		g = &(*g)->next;
@@ -210,12 +212,12 @@ int vmm_grant_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
 	if (!*g) {
 		snprintf(reason, len, "WritePage to %s page %llu: frame %llu is not granted",
 			 m->guid, (unsigned long long)page, (unsigned long long)m->landed->frame);
-		v->landings_refused++;
+		v->pagedata->landings_refused++;
 		return -EINVAL;
 	}
 	r = grant_refusal(v, a, m, *g, reason, len);
 	if (r < 0) {
-		v->landings_refused++; /* the grant stays: nothing names it now */
+		v->pagedata->landings_refused++; /* the grant stays: nothing names it now */
 		return r;
 	}
 	used = *g;
@@ -273,7 +275,7 @@ static void send_revoke(evutil_socket_t fd, short what, void *arg)
 	if (!rv)
 		return;
 	rv->v = v;
-	for (struct vmm_grant *g = v->grants; g && n < GRANTS_MAX; g = g->next) {
+	for (struct vmm_grant *g = v->pagedata->grants; g && n < GRANTS_MAX; g = g->next) {
 		if (g->revoking)
 			continue;
 		g->revoking = true;
@@ -296,7 +298,7 @@ static void send_revoke(evutil_socket_t fd, short what, void *arg)
 				 rv);
 	if (r < 0) {
 		/* Not sent (link down): tried again at the next shortage. */
-		for (struct vmm_grant *g = v->grants; g; g = g->next)
+		for (struct vmm_grant *g = v->pagedata->grants; g; g = g->next)
 			g->revoking = false;
 		free(rv);
 		return;
@@ -306,21 +308,21 @@ static void send_revoke(evutil_socket_t fd, short what, void *arg)
 
 void vmm_grants_revoke(struct vmm *v)
 {
-	if (!v->grants)
+	if (!v->pagedata->grants)
 		return;
-	if (!v->revoke_event)
-		v->revoke_event = event_new(v->base, -1, 0, send_revoke, v);
-	if (v->revoke_event)
-		event_active(v->revoke_event, EV_TIMEOUT, 0);
+	if (!v->pagedata->revoke_event)
+		v->pagedata->revoke_event = event_new(v->base, -1, 0, send_revoke, v);
+	if (v->pagedata->revoke_event)
+		event_active(v->pagedata->revoke_event, EV_TIMEOUT, 0);
 }
 
 void vmm_grants_drop(struct vmm *v)
 {
-	while (v->grants)
-		give_back(v, &v->grants);
-	if (v->revoke_event) /* a revoke not sent yet has nothing to revoke */
-		event_free(v->revoke_event);
-	v->revoke_event = NULL;
+	while (v->pagedata->grants)
+		give_back(v, &v->pagedata->grants);
+	if (v->pagedata->revoke_event) /* a revoke not sent yet has nothing to revoke */
+		event_free(v->pagedata->revoke_event);
+	v->pagedata->revoke_event = NULL;
 }
 
 void vmm_grants_link_changed(struct vmm *v, bool up)

@@ -6,6 +6,8 @@
  * that nothing names. */
 #include "vmm_internal.h"
 
+#include "pagedata_state.h"
+
 #include <errno.h>
 #include <stdio.h>
 
@@ -78,5 +80,5 @@ void vmm_landed_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_
 		vmm_page_attach(v, p, frame);
 	}
 	vmm_replace_touch(v, p);
-	v->landings_adopted++;
+	v->pagedata->landings_adopted++;
 }

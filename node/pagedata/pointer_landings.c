@@ -14,6 +14,8 @@
  * safe. Until adoption the page's own frames hold its last whole version. */
 #include "vmm_internal.h"
 
+#include "pagedata_state.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +69,7 @@ uint64_t vmm_landing_block_frames(const struct ftvm_config *c)
 
 static struct vmm_landing **find(struct vmm *v, const char *guid, uint64_t page)
 {
-	struct vmm_landing **l = &v->landings;
+	struct vmm_landing **l = &v->pagedata->landings;
 
 	while (*l && ((*l)->page != page || strcmp((*l)->guid, guid) != 0))
 		l = &(*l)->next;
@@ -111,8 +113,8 @@ bool vmm_landing_open(struct vmm *v, struct vmm_alloc *a, uint64_t page, const c
 	snprintf(l->guid, sizeof(l->guid), "%s", a->guid);
 	l->page = page;
 	snprintf(l->owner, sizeof(l->owner), "%s", owner);
-	l->next = v->landings;
-	v->landings = l;
+	l->next = v->pagedata->landings;
+	v->pagedata->landings = l;
 	ftvm__partner__landing__init(ret);
 	ret->frame = l->at.frame;
 	ret->frames = l->at.frames;
@@ -169,7 +171,7 @@ int vmm_landing_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
 	struct vmm_landing *used;
 
 	if (r < 0) {
-		v->landings_refused++;
+		v->pagedata->landings_refused++;
 		/* The batch fails: the partner sends this page inline from now on. */
 		if (*l)
 			give_back(v, l);
@@ -192,7 +194,7 @@ void vmm_landing_close(struct vmm *v, const char *guid, uint64_t page, const cha
 
 void vmm_landings_close_alloc(struct vmm *v, const char *guid)
 {
-	struct vmm_landing **l = &v->landings;
+	struct vmm_landing **l = &v->pagedata->landings;
 
 	while (*l)
 		if (strcmp((*l)->guid, guid) == 0)
@@ -203,7 +205,7 @@ void vmm_landings_close_alloc(struct vmm *v, const char *guid)
 
 void vmm_landings_drop(struct vmm *v)
 {
-	while (v->landings)
-		give_back(v, &v->landings);
+	while (v->pagedata->landings)
+		give_back(v, &v->pagedata->landings);
 	vmm_holdings_forget_landings(v);
 }

@@ -7,6 +7,8 @@
  * and purges stale registrations once no RDMA WRITE is in flight. */
 #include "vmm_internal.h"
 
+#include "pagedata_state.h"
+
 #include <errno.h>
 #include <string.h>
 
@@ -85,8 +87,8 @@ int vmm_pool_start(struct vmm *v)
 	struct frame_pool_stats st;
 	struct timeval every = { POOL_TICK_MS / 1000, POOL_TICK_MS % 1000 * 1000 };
 
-	v->pool_tick = event_new(v->base, -1, EV_PERSIST, on_tick, v);
-	if (!v->pool_tick)
+	v->pagedata->pool_tick = event_new(v->base, -1, EV_PERSIST, on_tick, v);
+	if (!v->pagedata->pool_tick)
 		return -ENOMEM;
 	/* The session's table starts with every block in it; the blocks not in
 	 * use (never, or not since the page table was loaded) leave it. */
@@ -95,15 +97,15 @@ int vmm_pool_start(struct vmm *v)
 		if (!frame_pool_block_in_use(v->pool, b))
 			tell_session(v, b, false);
 	frame_pool_set_block_fn(v->pool, on_block, v);
-	event_add(v->pool_tick, &every);
+	event_add(v->pagedata->pool_tick, &every);
 	return 0;
 }
 
 void vmm_pool_stop(struct vmm *v)
 {
-	if (v->pool_tick)
-		event_free(v->pool_tick);
-	v->pool_tick = NULL;
+	if (v->pagedata->pool_tick)
+		event_free(v->pagedata->pool_tick);
+	v->pagedata->pool_tick = NULL;
 	if (v->pool)
 		frame_pool_set_block_fn(v->pool, NULL, NULL);
 }

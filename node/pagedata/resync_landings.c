@@ -14,6 +14,8 @@
  * round trip later): the page's version decides which is kept. */
 #include "vmm_internal.h"
 
+#include "pagedata_state.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +42,7 @@ static void give_back(struct vmm *v, struct vmm_resync_landing **l)
 
 static struct vmm_resync_landing **find(struct vmm *v, const Ftvm__Partner__Landing *named)
 {
-	struct vmm_resync_landing **l = &v->resync_landings;
+	struct vmm_resync_landing **l = &v->pagedata->resync_landings;
 
 	while (*l && ((*l)->at.frame != named->frame || (*l)->at.frames != named->frames))
 		l = &(*l)->next;
@@ -76,8 +78,8 @@ size_t vmm_resync_landings_open(struct vmm *v, const uint32_t *frames, size_t n,
 			break;
 		}
 		budget -= frames[k];
-		l->next = v->resync_landings;
-		v->resync_landings = l;
+		l->next = v->pagedata->resync_landings;
+		v->pagedata->resync_landings = l;
 		ftvm__partner__landing__init(&ret[k]);
 		ret[k].frame = l->at.frame;
 		ret[k].frames = l->at.frames;
@@ -130,7 +132,7 @@ int vmm_resync_landing_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
 		r = vmm_landed_run_check(v, a, &(*l)->at, named, "given", crc32c, reason, len);
 	}
 	if (r < 0) {
-		v->landings_refused++;
+		v->pagedata->landings_refused++;
 		if (*l)
 			give_back(v, l);
 		return r;
@@ -153,6 +155,6 @@ void vmm_resync_landing_close(struct vmm *v, const Ftvm__Partner__Landing *named
 
 void vmm_resync_landings_drop(struct vmm *v)
 {
-	while (v->resync_landings)
-		give_back(v, &v->resync_landings);
+	while (v->pagedata->resync_landings)
+		give_back(v, &v->pagedata->resync_landings);
 }

@@ -564,9 +564,10 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 	 * (the request's commit pushes it back), so it takes no client's time. */
 	if (v->idle_event)
 		event_priority_set(v->idle_event, event_base_get_npriorities(base) - 1);
+	v->pagedata = pagedata_new();
 	r = vmm_table_new(&v->table);
-	if (r < 0 || !v->flush_event || !v->kick_event || !v->window_event || !v->trim_event ||
-	    !v->idle_event) {
+	if (r < 0 || !v->pagedata || !v->flush_event || !v->kick_event || !v->window_event ||
+	    !v->trim_event || !v->idle_event) {
 		r = log_error_errno(-ENOMEM, "memory manager");
 		goto fail;
 	}
@@ -640,9 +641,11 @@ void vmm_free(struct vmm *v)
 	if (v->mode == VMM_MODE_SOLO)
 		vmm_holdings_release_at_stop(v);
 	vmm_holdings_free(v);
-	vmm_landings_drop(v);
-	vmm_grants_drop(v);
-	vmm_granted_forget(v);
+	if (v->pagedata) {
+		vmm_landings_drop(v);
+		vmm_grants_drop(v);
+		vmm_granted_forget(v);
+	}
 	/* Destage first: the pages it marks clean commit with the flush below. */
 	vmm_store_close(v);
 	if (v->kick_event)
@@ -658,7 +661,9 @@ void vmm_free(struct vmm *v)
 		event_free(v->idle_event);
 	pagetable_close(v->pt);
 	vmm_table_free(v->table);
-	vmm_pool_stop(v);
+	if (v->pagedata)
+		vmm_pool_stop(v);
+	pagedata_free(v->pagedata);
 	frame_pool_free(v->pool);
 	if (v->flush_event)
 		event_free(v->flush_event);
@@ -675,9 +680,7 @@ void vmm_get_counts(struct vmm *v, struct vmm_counts *ret)
 	ret->journal_given_up = v->journal_given_up;
 	ret->pages_one_sided = v->pages_one_sided;
 	ret->pages_inline = v->pages_inline;
-	ret->landings_adopted = v->landings_adopted;
-	ret->landings_refused = v->landings_refused;
-	ret->landings_granted = v->landings_granted;
+	pagedata_counts(v->pagedata, ret);
 	vmm_pool_counts(v, ret);
 	ret->resync_pages_one_sided = v->resync_pages_one_sided;
 	ret->resync_pages_inline = v->resync_pages_inline;

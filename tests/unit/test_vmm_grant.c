@@ -17,6 +17,8 @@
 #include "crc32c.h"
 #include "vmm_internal.h"
 
+#include "pagedata_state.h"
+
 #define PAGE 4096u
 #define BLOCK (2 * PAGE) /* the policy's block: two frames */
 #define POOL_FRAMES 1024
@@ -93,7 +95,8 @@ static struct ftvm_config config = {
 	.policies = { { .name = "pair", .block_size = BLOCK },
 		      { .name = "page", .block_size = PAGE } },
 };
-static struct vmm vm;
+static struct pagedata pd;
+static struct vmm vm = { .pagedata = &pd };
 static struct vmm_alloc *alloc;
 
 static void setup(void)
@@ -151,7 +154,7 @@ static void test_offer(uint64_t free0)
 	/* Block sizes in use: the policies' (2 frames, 1 frame) and the default
 	 * policy's (1 frame, the same): two each. */
 	CHECK_INT("runs granted", 4, n_sent);
-	CHECK_INT("counted", 4, vm.landings_granted);
+	CHECK_INT("counted", 4, pd.landings_granted);
 	CHECK_INT("frames held for them", free0 - 6, frame_pool_free_count(vm.pool));
 	for (size_t i = 0; i < n_sent; i++)
 		CHECK(sent[i].frame / BLOCK_FRAMES ==
@@ -166,7 +169,7 @@ static void adopt(const char *what, uint64_t page, Ftvm__Partner__Landing *l)
 {
 	Ftvm__Partner__Landing fresh, used = *l;
 	Ftvm__Partner__WritePage m;
-	uint64_t adopted0 = vm.landings_adopted;
+	uint64_t adopted0 = pd.landings_adopted;
 	bool has_fresh;
 	char reason[256] = "";
 
@@ -179,7 +182,7 @@ static void adopt(const char *what, uint64_t page, Ftvm__Partner__Landing *l)
 	      "%s: page %llu resident %d at frame %llu, want the run at %llu", what,
 	      (unsigned long long)page, alloc->page[page].resident,
 	      (unsigned long long)alloc->page[page].frame, (unsigned long long)used.frame);
-	CHECK_INT("adopted", adopted0 + 1, vm.landings_adopted);
+	CHECK_INT("adopted", adopted0 + 1, pd.landings_adopted);
 	CHECK(!vmm_grant_named(&vm, &used), "%s: the run is still granted", what);
 	CHECK(has_fresh, "%s: no fresh grant in the answer", what);
 	CHECK_INT("fresh grant frames", 2, fresh.frames);
@@ -213,7 +216,7 @@ static void test_adopt(uint64_t free0)
 /* Each refusal names its reason and keeps the grant. */
 static void refused(const char *what, Ftvm__Partner__WritePage *m, int want, const char *says)
 {
-	uint64_t refused0 = vm.landings_refused, free0 = frame_pool_free_count(vm.pool);
+	uint64_t refused0 = pd.landings_refused, free0 = frame_pool_free_count(vm.pool);
 	Ftvm__Partner__Landing fresh;
 	bool has_fresh = true;
 	char reason[256] = "";
@@ -225,7 +228,7 @@ static void refused(const char *what, Ftvm__Partner__WritePage *m, int want, con
 	CHECK(strstr(reason, "a-1 page 3") != NULL, "%s: reason '%s' does not name the page", what,
 	      reason);
 	CHECK(!has_fresh, "%s: a fresh grant with a refusal", what);
-	CHECK_INT("refusals counted", refused0 + 1, vm.landings_refused);
+	CHECK_INT("refusals counted", refused0 + 1, pd.landings_refused);
 	CHECK_INT("frames after a refusal", free0, frame_pool_free_count(vm.pool));
 }
 
@@ -277,7 +280,7 @@ static void test_revoke(uint64_t free0)
 	event_base_loop(vm.base, EVLOOP_NONBLOCK);
 	CHECK_INT("a second revoke of the same runs", 0, sent_case);
 	answer(FTVM__PARTNER__STATUS__STATUS_OK);
-	CHECK(vm.grants == NULL, "grants held after the revoke's answer");
+	CHECK(pd.grants == NULL, "grants held after the revoke's answer");
 	CHECK(kicked, "the paging queue was not told of the frames");
 	/* Pages 1, 2 and 3 hold 2 frames each now. */
 	CHECK_INT("frames after the revoke", free0 - 6, frame_pool_free_count(vm.pool));
@@ -288,18 +291,18 @@ static void test_link_down(uint64_t free0)
 	/* A LandingGrant the partner refused: it took none, they come back. */
 	vmm_grants_link_changed(&vm, true);
 	answer(FTVM__PARTNER__STATUS__STATUS_STALE_EPOCH);
-	CHECK(vm.grants == NULL, "grants held after the partner refused them");
+	CHECK(pd.grants == NULL, "grants held after the partner refused them");
 	CHECK_INT("frames after a refused grant", free0 - 6, frame_pool_free_count(vm.pool));
 	/* Unanswered: the partner may have taken them, so they stay held. */
 	vmm_grants_link_changed(&vm, true);
 	answer(FTVM__PARTNER__STATUS__STATUS_TIMEOUT);
-	CHECK(vm.grants != NULL, "grants given back without an answer");
+	CHECK(pd.grants != NULL, "grants given back without an answer");
 
 	vmm_grants_link_changed(&vm, false);
 	vmm_grants_link_changed(&vm, true);
-	CHECK(vm.grants != NULL, "no grants at the next link up");
+	CHECK(pd.grants != NULL, "no grants at the next link up");
 	vmm_grants_link_changed(&vm, false);
-	CHECK(vm.grants == NULL, "grants held after link down");
+	CHECK(pd.grants == NULL, "grants held after link down");
 	CHECK(granted_forgotten, "link down: the partner's grants to this node were not forgotten");
 	CHECK_INT("frames after link down", free0 - 6, frame_pool_free_count(vm.pool));
 }

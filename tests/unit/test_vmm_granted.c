@@ -12,6 +12,8 @@
 #include "check.h"
 #include "vmm_internal.h"
 
+#include "pagedata_state.h"
+
 #define PAGE 4096u
 
 /* ---- the fake session: the answers sent ---- */
@@ -30,7 +32,8 @@ uint64_t pagetable_partner_applied_lsn(const struct pagetable *pt)
 	return 0;
 }
 
-static struct vmm vm;
+static struct pagedata pd;
+static struct vmm vm = { .pagedata = &pd };
 
 static Ftvm__Partner__Landing landing(uint64_t frame, uint32_t frames)
 {
@@ -120,7 +123,7 @@ static void test_forget(void)
 	m.n_landings = 1;
 	CHECK(vmm_granted_revoke(&vm, &m, 79), "no answer held");
 	vmm_granted_forget(&vm);
-	CHECK(vm.granted == NULL && vm.revokes_held == NULL,
+	CHECK(pd.granted == NULL && pd.revokes_held == NULL,
 	      "runs or held answers after link down");
 	answered_status = -1;
 	vmm_granted_done(&vm, &l, false); /* the write's answer, failed with the link */
