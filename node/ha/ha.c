@@ -14,12 +14,12 @@
 #include "clock.h"
 #include "codec.h"
 #include "log.h"
+#include "node_state.h"
 #include "session.h"
 #include "vmm.h"
 
 #define LOG_SUBSYSTEM "ha"
 
-#define STATE(x) FTVM__PARTNER__NODE_STATE__NODE_STATE_##x
 #define RESYNC_RETRY_MS 250
 
 struct ha {

@@ -13,10 +13,9 @@
 #include "check.h"
 #include "codec.h"
 #include "ha.h"
+#include "node_state.h"
 #include "session.h"
 #include "vmm.h"
-
-#define STATE(x) FTVM__PARTNER__NODE_STATE__NODE_STATE_##x
 
 /* ---- the fakes ---- */
 static uint64_t fake_epoch;
