@@ -45,6 +45,16 @@ void vmm_set_mode(struct vmm *v, enum vmm_mode mode, const char *reason)
 	fake_mode = mode;
 }
 
+enum vmm_mode vmm_mode(const struct vmm *v)
+{
+	return fake_mode;
+}
+
+const char *vmm_mode_name(enum vmm_mode mode)
+{
+	return "(a mode)";
+}
+
 bool vmm_was_solo(struct vmm *v)
 {
 	return fake_was_solo;
