@@ -1,8 +1,52 @@
 /* Failover decisions, as node/ha/HA.md writes them down. Everything here runs
  * on the event loop; the store is read and written by the fence thread
- * (storage/sbd.c), whose report arrives every heartbeat_ms. */
+ * (storage/sbd.c), whose report arrives every heartbeat_ms.
+ *
+ * The node's state (NodeState: its Hello, heartbeats and fence slot say it)
+ * and the memory manager's mode (vmm.h: what its calls complete in) move
+ * together, in change() only: it looks the step up in transitions[] below,
+ * sets the mode the row says, then the state, and logs each that changed
+ * ("memory manager: solo -> mirrored: resynced", "resyncing -> active: ...").
+ * A step the table lacks is a bug: logged as one and refused, the node left
+ * in the state and mode it had, a pair the table allows.
+ *
+ *                         wait
+ *                        +----+
+ *                        v    |
+ *      ha_new ----> STARTING -+ <------- receive failed (mode kept), cut -------+
+ *                   offline                                                      |
+ *                    |  |     resume, took over (forced)                         |
+ *             linked |  +-----------------------------------+                    |
+ *                    v                                      v                    |
+ *      linked +-> ACTIVE ----------- took over ---------->  SOLO -+ unstarted    |
+ *             +-- mirrored                                  solo* <+             |
+ *                    ^                                      |   ^                |
+ *                    |                                 send |   | send failed,   |
+ *                    |                                      v   | unstarted      |
+ *                    +---------- sent, received -------- RESYNCING --------------+
+ *                                                        sending: solo*, then mirrored
+ *                                                        receiving: the mode it had
+ *                                                           ^
+ *                                                           | receive (from STARTING
+ *      FENCED ----------------------------------------------+  too, as a rule)
+ *      fenced  <---- fence, from every other state
+ *
+ * solo* is VMM_MODE_SOLO, or VMM_MODE_SOLO_READ with [failover] solo = refuse.
+ * The drawing shows each step where it usually starts; transitions[] says
+ * every state it may start in, and why. Three things set the mode without
+ * the state, and the table allows what they make:
+ * - vmm_new() starts the memory manager offline (STARTING, as ha_new());
+ * - a resync's sender goes mirrored itself in the snapshot's turn
+ *   (ha/resync.c, start(): every change after the snapshot is mirrored),
+ *   while this node stays RESYNCING until the answer to ResyncEnd;
+ * - a node that receives a resync keeps the mode it had (offline, or fenced;
+ *   a ResyncBegin at a later epoch is taken in any state), and a fenced one
+ *   whose resync failed stays fenced in STARTING until the next one.
+ * When this node stops, ha_free() writes "stopped" (or "fenced") in its slot:
+ * the slot's last word, not a state the node serves in. */
 #include "ha.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,13 +58,164 @@
 #include "clock.h"
 #include "codec.h"
 #include "log.h"
+#include "node_state.h"
 #include "session.h"
 #include "vmm.h"
 
 #define LOG_SUBSYSTEM "ha"
 
-#define STATE(x) FTVM__PARTNER__NODE_STATE__NODE_STATE_##x
 #define RESYNC_RETRY_MS 250
+
+#define S(x) (1u << STATE(x))
+#define ANY_STATE (S(STARTING) | S(ACTIVE) | S(SOLO) | S(RESYNCING) | S(FENCED))
+#define M(x) (1u << VMM_MODE_##x)
+
+/* The modes each state allows; M(SOLO) stands for the configured solo mode
+ * (solo*). */
+static const unsigned state_modes[] = {
+	[STATE(STARTING)] = M(OFFLINE) | M(FENCED),
+	[STATE(ACTIVE)] = M(MIRRORED),
+	[STATE(SOLO)] = M(SOLO),
+	[STATE(RESYNCING)] = M(OFFLINE) | M(MIRRORED) | M(SOLO) | M(FENCED),
+	[STATE(FENCED)] = M(FENCED),
+};
+
+struct transition {
+	const char *name;
+	unsigned from; /* S() of each state it may happen in */
+	int to;
+	bool keep_mode;		 /* the mode stays: it must be one `to` allows */
+	enum vmm_mode mode;	 /* else set to this; VMM_MODE_SOLO is solo* */
+	const char *mode_reason; /* what refused calls say; NULL: the state's reason */
+};
+
+/* A row's from is every state its caller may run in (what its guards let
+ * through, not only the usual one: a narrower row would refuse a step the
+ * code makes, and so change what a node does). */
+static const struct transition transitions[HA_EVENT_COUNT] = {
+	/* wait_for_partner() at the first slot round, link_up() behind or
+	 * with the partner serving. */
+	[HA_WAIT] = { .name = "wait",
+		      .from = S(STARTING),
+		      .to = STATE(STARTING),
+		      .keep_mode = true },
+	/* link_up(): two new processes at one epoch, or active with the link
+	 * back (the failover window closes), or resyncing it with the link back
+	 * on a new connection. Never fenced (ha_link_changed()) nor solo. */
+	[HA_LINKED] = { .name = "linked",
+			.from = S(STARTING) | S(ACTIVE) | S(RESYNCING),
+			.to = STATE(ACTIVE),
+			.mode = VMM_MODE_MIRRORED,
+			.mode_reason = "partner linked" },
+	[HA_RESUME] = { .name = "resume",
+			.from = S(STARTING),
+			.to = STATE(SOLO),
+			.mode = VMM_MODE_SOLO,
+			.mode_reason = "ran alone before it stopped" },
+	/* finish_takeover(): a takeover begins active (decided), starting or
+	 * fenced (forced), and ends a fence round later in whatever state the
+	 * node reached meanwhile; fence() cancels it. */
+	[HA_TOOK_OVER] = { .name = "took over",
+			   .from = ANY_STATE,
+			   .to = STATE(SOLO),
+			   .mode = VMM_MODE_SOLO,
+			   .mode_reason = "took over" },
+	[HA_FENCE] = { .name = "fence",
+		       .from = ANY_STATE & ~S(FENCED),
+		       .to = STATE(FENCED),
+		       .mode = VMM_MODE_FENCED },
+	/* maybe_resync(): the mode stays solo* until the snapshot's turn. */
+	[HA_RESYNC_SEND] = { .name = "send",
+			     .from = S(SOLO),
+			     .to = STATE(RESYNCING),
+			     .keep_mode = true },
+	[HA_RESYNC_SENT] = { .name = "sent",
+			     .from = S(RESYNCING),
+			     .to = STATE(ACTIVE),
+			     .mode = VMM_MODE_MIRRORED,
+			     .mode_reason = "resynced" },
+	[HA_RESYNC_SEND_FAILED] = { .name = "send failed",
+				    .from = S(RESYNCING),
+				    .to = STATE(SOLO),
+				    .mode = VMM_MODE_SOLO,
+				    .mode_reason = "the resync failed" },
+	/* maybe_resync(): no new epoch, or the resync did not start: still
+	 * solo*. */
+	[HA_RESYNC_UNSTARTED] = { .name = "unstarted",
+				  .from = S(SOLO) | S(RESYNCING),
+				  .to = STATE(SOLO),
+				  .keep_mode = true },
+	/* on_resync_received(): the memory manager takes a ResyncBegin at a
+	 * later epoch whatever this node's state. */
+	[HA_RESYNC_RECEIVE] = { .name = "receive",
+				.from = ANY_STATE,
+				.to = STATE(RESYNCING),
+				.keep_mode = true },
+	[HA_RESYNC_RECEIVED] = { .name = "received",
+				 .from = ANY_STATE,
+				 .to = STATE(ACTIVE),
+				 .mode = VMM_MODE_MIRRORED,
+				 .mode_reason = "resynced" },
+	/* Offline or fenced, as it was: it serves nothing until resynced. */
+	[HA_RESYNC_RECEIVE_FAILED] = { .name = "receive failed",
+				       .from = ANY_STATE,
+				       .to = STATE(STARTING),
+				       .keep_mode = true },
+	/* link_lost() while receiving: the table is half replaced. */
+	[HA_RESYNC_CUT] = { .name = "cut",
+			    .from = ANY_STATE,
+			    .to = STATE(STARTING),
+			    .mode = VMM_MODE_OFFLINE,
+			    .mode_reason = "the resync was cut" },
+};
+
+const char *ha_event_name(enum ha_event event)
+{
+	if ((unsigned)event >= HA_EVENT_COUNT)
+		return "unknown";
+	return transitions[event].name;
+}
+
+static bool known_state(int state)
+{
+	return state >= 0 && (size_t)state < sizeof(state_modes) / sizeof(state_modes[0]) &&
+	       state_modes[state];
+}
+
+bool ha_state_allows_mode(int state, enum vmm_mode mode, bool solo_refuse)
+{
+	unsigned modes;
+
+	if (!known_state(state))
+		return false;
+	modes = state_modes[state];
+	if (modes & M(SOLO))
+		modes = (modes & ~M(SOLO)) | (solo_refuse ? M(SOLO_READ) : M(SOLO));
+	return (unsigned)mode < 32 && (modes & (1u << mode));
+}
+
+int ha_transition_lookup(int from, enum vmm_mode mode, enum ha_event event, bool solo_refuse,
+			 int *ret_to, enum vmm_mode *ret_mode)
+{
+	const struct transition *t;
+
+	if ((unsigned)event >= HA_EVENT_COUNT || !known_state(from))
+		return -EINVAL;
+	t = &transitions[event];
+	if (!(t->from & (1u << from)))
+		return -EINVAL;
+	*ret_to = t->to;
+	if (t->keep_mode) {
+		if (!ha_state_allows_mode(t->to, mode, solo_refuse))
+			return -EINVAL;
+		*ret_mode = mode;
+		return 0;
+	}
+	*ret_mode = t->mode == VMM_MODE_SOLO && solo_refuse ? VMM_MODE_SOLO_READ : t->mode;
+	/* The table itself: a row sets a mode its own state allows. */
+	assert(ha_state_allows_mode(t->to, *ret_mode, solo_refuse));
+	return 1;
+}
 
 struct ha {
 	const struct ftvm_config *config;
@@ -52,23 +247,45 @@ struct ha {
 	void *forced_arg;
 };
 
-static void set_state(struct ha *h, int state, const char *fmt, ...)
+static int change(struct ha *h, enum ha_event event, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-static void set_state(struct ha *h, int state, const char *fmt, ...)
+/* The one place the node's state and the memory manager's mode change
+ * (the table above). The state's reason goes to the log, status, sd_notify
+ * and, for a row with no mode_reason of its own, to the mode. 0, or -EINVAL
+ * when the table has no such step: nothing changed. */
+static int change(struct ha *h, enum ha_event event, const char *fmt, ...)
 {
+	enum vmm_mode mode = vmm_mode(h->vmm);
+	char reason[sizeof(h->reason)];
+	const char *mode_reason;
 	va_list ap;
+	int to, r;
 
 	va_start(ap, fmt);
-	vsnprintf(h->reason, sizeof(h->reason), fmt, ap);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
-	if (h->state != state)
-		log_info("%s -> %s: %s", codec_node_state_name(h->state),
-			 codec_node_state_name(state), h->reason);
-	h->state = state;
+	r = ha_transition_lookup(h->state, mode, event, h->config->solo_refuse, &to, &mode);
+	if (r < 0) {
+		log_error("bug: no transition \"%s\" from %s with the memory manager %s in the "
+			  "table; staying so (%s)",
+			  ha_event_name(event), codec_node_state_name(h->state),
+			  vmm_mode_name(vmm_mode(h->vmm)), reason);
+		return r;
+	}
+	if (r > 0) {
+		mode_reason = transitions[event].mode_reason;
+		vmm_set_mode(h->vmm, mode, mode_reason ? mode_reason : reason);
+	}
+	snprintf(h->reason, sizeof(h->reason), "%s", reason);
+	if (h->state != to)
+		log_info("%s -> %s: %s", codec_node_state_name(h->state), codec_node_state_name(to),
+			 h->reason);
+	h->state = to;
 	if (h->sbd)
-		sbd_set(h->sbd, (uint32_t)state, vmm_epoch(h->vmm));
-	h->state_changed(state, h->reason, h->arg);
+		sbd_set(h->sbd, (uint32_t)to, vmm_epoch(h->vmm));
+	h->state_changed(to, h->reason, h->arg);
+	return 0;
 }
 
 static const char *partner_name(const struct ha *h)
@@ -102,8 +319,7 @@ static void fence(struct ha *h, const char *why)
 	if (h->state == STATE(FENCED))
 		return;
 	log_error("fencing this node: %s", why);
-	vmm_set_mode(h->vmm, VMM_MODE_FENCED, why);
-	set_state(h, STATE(FENCED), "%s", why);
+	change(h, HA_FENCE, "%s", why);
 }
 
 static void on_resync_sent(int status, const char *reason, const struct vmm_resync_stats *st,
@@ -116,10 +332,8 @@ static void on_resync_sent(int status, const char *reason, const struct vmm_resy
 	if (status != FTVM__PARTNER__STATUS__STATUS_OK) {
 		struct timeval again = { 0, RESYNC_RETRY_MS * 1000 };
 
-		vmm_set_mode(h->vmm, h->config->solo_refuse ? VMM_MODE_SOLO_READ : VMM_MODE_SOLO,
-			     "the resync failed");
-		set_state(h, STATE(SOLO), "resync of %s failed (%s): serving alone",
-			  partner_name(h), reason);
+		change(h, HA_RESYNC_SEND_FAILED, "resync of %s failed (%s): serving alone",
+		       partner_name(h), reason);
 		/* A connection replaced under it, say: while linked, try again. */
 		evtimer_add(h->resync_retry, &again);
 		return;
@@ -127,12 +341,11 @@ static void on_resync_sent(int status, const char *reason, const struct vmm_resy
 	h->resyncs++;
 	h->last_resync_pages = st->pages;
 	h->last_resync_ms = st->ms;
-	vmm_set_mode(h->vmm, VMM_MODE_MIRRORED, "resynced");
-	set_state(h, STATE(ACTIVE),
-		  "%s resynced (%s): %llu allocations, %llu pages (%llu bytes) in %llu ms",
-		  partner_name(h), st->incremental ? "incremental" : "full",
-		  (unsigned long long)st->allocations, (unsigned long long)st->pages,
-		  (unsigned long long)st->bytes, (unsigned long long)st->ms);
+	change(h, HA_RESYNC_SENT,
+	       "%s resynced (%s): %llu allocations, %llu pages (%llu bytes) in %llu ms",
+	       partner_name(h), st->incremental ? "incremental" : "full",
+	       (unsigned long long)st->allocations, (unsigned long long)st->pages,
+	       (unsigned long long)st->bytes, (unsigned long long)st->ms);
 }
 
 /* Serving alone with the partner back and behind: bring it up to date. A
@@ -156,17 +369,17 @@ static void maybe_resync(struct ha *h)
 			    st.partner_id, (unsigned long long)epoch,
 			    codec_node_state_name(st.partner_state), (unsigned long long)epoch + 1);
 		if (vmm_set_epoch(h->vmm, epoch + 1) < 0) {
-			set_state(h, STATE(SOLO), "cannot record epoch %llu to resync %s",
-				  (unsigned long long)epoch + 1, st.partner_id);
+			change(h, HA_RESYNC_UNSTARTED, "cannot record epoch %llu to resync %s",
+			       (unsigned long long)epoch + 1, st.partner_id);
 			return;
 		}
 	}
-	set_state(h, STATE(RESYNCING), "sending %s everything (it is at epoch %llu, we at %llu)",
-		  st.partner_id, (unsigned long long)st.partner_epoch,
-		  (unsigned long long)vmm_epoch(h->vmm));
+	change(h, HA_RESYNC_SEND, "sending %s everything (it is at epoch %llu, we at %llu)",
+	       st.partner_id, (unsigned long long)st.partner_epoch,
+	       (unsigned long long)vmm_epoch(h->vmm));
 	r = vmm_resync_send(h->vmm, st.partner_applied_lsn, st.partner_own_lsn, on_resync_sent, h);
 	if (r < 0)
-		set_state(h, STATE(SOLO), "cannot start the resync: %s", strerror(-r));
+		change(h, HA_RESYNC_UNSTARTED, "cannot start the resync: %s", strerror(-r));
 }
 
 static void on_resync_retry(evutil_socket_t fd, short what, void *arg)
@@ -181,17 +394,16 @@ static void on_resync_received(bool begin, int r, const char *reason, void *arg)
 
 	h->receiving = begin;
 	if (begin) {
-		set_state(h, STATE(RESYNCING), "receiving everything from %s", partner_name(h));
+		change(h, HA_RESYNC_RECEIVE, "receiving everything from %s", partner_name(h));
 		return;
 	}
 	if (r < 0) {
-		set_state(h, STATE(STARTING), "%s", reason);
+		change(h, HA_RESYNC_RECEIVE_FAILED, "%s", reason);
 		return;
 	}
 	h->resyncs++;
-	vmm_set_mode(h->vmm, VMM_MODE_MIRRORED, "resynced");
-	set_state(h, STATE(ACTIVE), "resynced by %s at epoch %llu", partner_name(h),
-		  (unsigned long long)vmm_epoch(h->vmm));
+	change(h, HA_RESYNC_RECEIVED, "resynced by %s at epoch %llu", partner_name(h),
+	       (unsigned long long)vmm_epoch(h->vmm));
 }
 
 /* About to serve knowing that no partner holds what this node lost (ha/HA.md,
@@ -229,17 +441,14 @@ static void finish_takeover(struct ha *h)
 		fence(h, "the takeover failed in the page table");
 		return;
 	}
-	vmm_set_mode(h->vmm, h->config->solo_refuse ? VMM_MODE_SOLO_READ : VMM_MODE_SOLO,
-		     "took over");
 	h->takeovers++;
 	h->last_takeover_ms = clock_now_ms();
-	set_state(h, STATE(SOLO),
-		  "took over from %s at epoch %llu%s: %llu allocations adopted, %llu locks "
-		  "released, %llu dirty pages to destage%s",
-		  h->taking_over, (unsigned long long)vmm_epoch(h->vmm),
-		  h->forced_done ? " (forced by an operator)" : "",
-		  (unsigned long long)t.allocations, (unsigned long long)t.locks_released,
-		  (unsigned long long)t.dirty_pages, note);
+	change(h, HA_TOOK_OVER,
+	       "took over from %s at epoch %llu%s: %llu allocations adopted, %llu locks "
+	       "released, %llu dirty pages to destage%s",
+	       h->taking_over, (unsigned long long)vmm_epoch(h->vmm),
+	       h->forced_done ? " (forced by an operator)" : "", (unsigned long long)t.allocations,
+	       (unsigned long long)t.locks_released, (unsigned long long)t.dirty_pages, note);
 	forced_end(h, true, h->reason);
 	maybe_resync(h); /* the partner may be back already (a quick restart) */
 }
@@ -346,15 +555,15 @@ static void wait_for_partner(struct ha *h)
 	const struct sbd_slot *p = &h->last.partner;
 
 	if (h->last.partner_valid && p->epoch > vmm_epoch(h->vmm))
-		set_state(h, STATE(STARTING),
-			  "behind: %s is at epoch %llu, we at %llu; waiting for it to resync us",
-			  p->node, (unsigned long long)p->epoch,
-			  (unsigned long long)vmm_epoch(h->vmm));
+		change(h, HA_WAIT,
+		       "behind: %s is at epoch %llu, we at %llu; waiting for it to resync us",
+		       p->node, (unsigned long long)p->epoch,
+		       (unsigned long long)vmm_epoch(h->vmm));
 	else
-		set_state(h, STATE(STARTING),
-			  "waiting for %s: this node did not serve alone when it stopped, so its "
-			  "copy may be behind its partner's",
-			  partner_name(h));
+		change(h, HA_WAIT,
+		       "waiting for %s: this node did not serve alone when it stopped, so its "
+		       "copy may be behind its partner's",
+		       partner_name(h));
 }
 
 /* A node that ran alone before it stopped holds the newest copy of
@@ -370,10 +579,8 @@ static void resume(struct ha *h)
 	}
 	/* What it held in memory alone went with the old process. */
 	recover(h, "restarted after serving alone", note, sizeof(note));
-	vmm_set_mode(h->vmm, h->config->solo_refuse ? VMM_MODE_SOLO_READ : VMM_MODE_SOLO,
-		     "ran alone before it stopped");
-	set_state(h, STATE(SOLO), "serving alone, as before the restart (epoch %llu)%s",
-		  (unsigned long long)vmm_epoch(h->vmm), note);
+	change(h, HA_RESUME, "serving alone, as before the restart (epoch %llu)%s",
+	       (unsigned long long)vmm_epoch(h->vmm), note);
 	maybe_resync(h);
 }
 
@@ -420,9 +627,7 @@ static void link_lost(struct ha *h, const char *reason)
 {
 	if (h->receiving) {
 		h->receiving = false;
-		vmm_set_mode(h->vmm, VMM_MODE_OFFLINE, "the resync was cut");
-		set_state(h, STATE(STARTING), "the resync from %s was cut: %s", partner_name(h),
-			  reason);
+		change(h, HA_RESYNC_CUT, "the resync from %s was cut: %s", partner_name(h), reason);
 		return;
 	}
 	if (h->state != STATE(ACTIVE) || h->takeover_epoch)
@@ -445,11 +650,10 @@ static void link_up(struct ha *h)
 	repl_session_get_stats(h->session, &st);
 	if (st.partner_epoch > epoch) {
 		if (h->state == STATE(STARTING))
-			set_state(h, STATE(STARTING),
-				  "behind: %s is at epoch %llu, we at %llu; waiting for it to "
-				  "resync us",
-				  st.partner_id, (unsigned long long)st.partner_epoch,
-				  (unsigned long long)epoch);
+			change(h, HA_WAIT,
+			       "behind: %s is at epoch %llu, we at %llu; waiting for it to resync us",
+			       st.partner_id, (unsigned long long)st.partner_epoch,
+			       (unsigned long long)epoch);
 		else
 			fence(h, "the partner is at a later epoch: it took over");
 		return;
@@ -472,8 +676,8 @@ static void link_up(struct ha *h)
 		return;
 	}
 	if (h->state == STATE(STARTING) && st.partner_state != STATE(STARTING)) {
-		set_state(h, STATE(STARTING), "%s serves (%s): waiting for it to resync us",
-			  st.partner_id, codec_node_state_name(st.partner_state));
+		change(h, HA_WAIT, "%s serves (%s): waiting for it to resync us", st.partner_id,
+		       codec_node_state_name(st.partner_state));
 		return;
 	}
 	/* Both new processes at one epoch, neither served alone: both lost
@@ -482,9 +686,8 @@ static void link_up(struct ha *h)
 	if (h->state == STATE(STARTING) && st.partner_state == STATE(STARTING))
 		recover(h, "both nodes restarted", note, sizeof(note));
 	h->deciding = false;
-	vmm_set_mode(h->vmm, VMM_MODE_MIRRORED, "partner linked");
-	set_state(h, STATE(ACTIVE), "partner %s linked at epoch %llu%s", st.partner_id,
-		  (unsigned long long)epoch, note);
+	change(h, HA_LINKED, "partner %s linked at epoch %llu%s", st.partner_id,
+	       (unsigned long long)epoch, note);
 }
 
 void ha_link_changed(struct ha *h, bool up, const char *reason)

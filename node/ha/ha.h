@@ -9,11 +9,45 @@
 
 #include "config.h"
 #include "sbd.h"
+#include "vmm.h"
 
 struct event_base;
 struct repl_session;
-struct vmm;
 struct ha;
+
+/* What moves a node from one state to another: the rows of the transition
+ * table drawn at the top of ha.c, which says for each the states it may
+ * happen in, the state it leads to and what it does to the memory manager's
+ * mode. */
+enum ha_event {
+	HA_WAIT,	/* starting: wait for the partner (behind, or not the last to serve) */
+	HA_LINKED,	/* the partner linked at our epoch: mirror */
+	HA_RESUME,	/* ran alone before it stopped: serve alone again */
+	HA_TOOK_OVER,	/* our slot says the new epoch: serve alone */
+	HA_FENCE,	/* another node serves: acknowledge nothing more */
+	HA_RESYNC_SEND, /* solo, the partner back and behind: bring it up to date */
+	HA_RESYNC_SENT, /* ... it answered ResyncEnd: mirror */
+	HA_RESYNC_SEND_FAILED,	  /* ... it did not: serve alone (retried while linked) */
+	HA_RESYNC_UNSTARTED,	  /* a resync could not start: serve alone on */
+	HA_RESYNC_RECEIVE,	  /* the survivor's ResyncBegin came */
+	HA_RESYNC_RECEIVED,	  /* ... and its ResyncEnd, all applied: mirror */
+	HA_RESYNC_RECEIVE_FAILED, /* ... but something in it was refused */
+	HA_RESYNC_CUT,		  /* ... and the link went before its end */
+	HA_EVENT_COUNT,
+};
+
+const char *ha_event_name(enum ha_event event);
+/* The table's answer for event in state from with the memory manager in
+ * mode, without doing it: 1 when it sets the mode (*ret_mode; with
+ * solo_refuse, [failover] solo = refuse, solo is VMM_MODE_SOLO_READ), 0 when
+ * the mode stays (*ret_mode = mode), and *ret_to the state; -EINVAL when the
+ * table has no such step: from is not one event happens in, or the mode it
+ * keeps is not one the new state allows. */
+int ha_transition_lookup(int from, enum vmm_mode mode, enum ha_event event, bool solo_refuse,
+			 int *ret_to, enum vmm_mode *ret_mode);
+/* Whether the table lets a node in state (Ftvm__Partner__NodeState) run its
+ * memory manager in mode. */
+bool ha_state_allows_mode(int state, enum vmm_mode mode, bool solo_refuse);
 
 struct ha_status {
 	int state;		   /* Ftvm__Partner__NodeState */

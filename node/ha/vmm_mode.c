@@ -14,7 +14,7 @@
 
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
 
-static const char *mode_name(enum vmm_mode mode)
+const char *vmm_mode_name(enum vmm_mode mode)
 {
 	switch (mode) {
 	case VMM_MODE_OFFLINE:
@@ -37,8 +37,8 @@ void vmm_set_mode(struct vmm *v, enum vmm_mode mode, const char *reason)
 	bool was_solo = vmm_was_solo(v);
 
 	if (v->mode != mode)
-		log_info("memory manager: %s -> %s: %s", mode_name(v->mode), mode_name(mode),
-			 reason);
+		log_info("memory manager: %s -> %s: %s", vmm_mode_name(v->mode),
+			 vmm_mode_name(mode), reason);
 	v->mode = mode;
 	snprintf(v->mode_reason, sizeof(v->mode_reason), "%s", reason);
 	if (mode == VMM_MODE_MIRRORED)

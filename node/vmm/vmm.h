@@ -119,9 +119,13 @@ void vmm_get_counts(struct vmm *v, struct vmm_counts *ret);
 
 /* ---- failover (ha/vmm_mode.c, node/ha/HA.md) ---- */
 
-/* Sets the mode; reason says why (it ends up in the answers refused). */
+/* Sets the mode; reason says why (it ends up in the answers refused). The
+ * node's state goes with it: ha/ha.c's transition table says which mode each
+ * state allows, and its change() is the one caller. */
 void vmm_set_mode(struct vmm *v, enum vmm_mode mode, const char *reason);
 enum vmm_mode vmm_mode(const struct vmm *v);
+/* "offline", "mirrored", "solo", "solo, reads only", "fenced". */
+const char *vmm_mode_name(enum vmm_mode mode);
 /* The pair's epoch as this node knows it; setting persists it (committed
  * before it returns) and tells the session. */
 uint64_t vmm_epoch(const struct vmm *v);

@@ -9,6 +9,7 @@
 
 #include "client.pb-c.h"
 #include "codec.h"
+#include "node_state.h"
 #include "replay_nodes.h"
 #include "replay_stream.h"
 #include "trace_file.h"
@@ -17,8 +18,6 @@ struct replay_options;
 struct replay_slot;
 struct trace_maps;
 struct trace_reader;
-
-#define STATE(x) FTVM__PARTNER__NODE_STATE__NODE_STATE_##x
 
 #define LINK_TIMEOUT_MS 10000u /* for the fresh node to link with the replayer */
 #define ANSWER_MARGIN_MS 5000u /* beyond the node's request_timeout_ms */
