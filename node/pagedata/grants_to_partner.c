@@ -71,7 +71,7 @@ static int grant_take(struct vmm *v, uint32_t frames, struct vmm_grant **ret)
 	}
 	g->next = v->grants;
 	v->grants = g;
-	v->landings_granted++;
+	v->counted.landings_granted++;
 	*ret = g;
 	return 0;
 }
@@ -210,12 +210,12 @@ int vmm_grant_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
 	if (!*g) {
 		snprintf(reason, len, "WritePage to %s page %llu: frame %llu is not granted",
 			 m->guid, (unsigned long long)page, (unsigned long long)m->landed->frame);
-		v->landings_refused++;
+		v->counted.landings_refused++;
 		return -EINVAL;
 	}
 	r = grant_refusal(v, a, m, *g, reason, len);
 	if (r < 0) {
-		v->landings_refused++; /* the grant stays: nothing names it now */
+		v->counted.landings_refused++; /* the grant stays: nothing names it now */
 		return r;
 	}
 	used = *g;

@@ -78,5 +78,5 @@ void vmm_landed_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_
 		vmm_page_attach(v, p, frame);
 	}
 	vmm_replace_touch(v, p);
-	v->landings_adopted++;
+	v->counted.landings_adopted++;
 }

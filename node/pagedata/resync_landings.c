@@ -130,7 +130,7 @@ int vmm_resync_landing_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
 		r = vmm_landed_run_check(v, a, &(*l)->at, named, "given", crc32c, reason, len);
 	}
 	if (r < 0) {
-		v->landings_refused++;
+		v->counted.landings_refused++;
 		if (*l)
 			give_back(v, l);
 		return r;

@@ -99,24 +99,24 @@ struct vmm {
 
 	/* One-sided pointer writes (pagedata/pointer_landings.c): the landing runs this node
 	 * holds for the partner's write locks (each in one registration block
-	 * of the pool). The counters are since start, for `ftvmctl status`. */
+	 * of the pool). */
 	struct vmm_landing *landings;
-	struct event *pool_tick;		/* pagedata/pool_registration.c: shrinks the pool, purges */
-	uint64_t pages_one_sided, pages_inline; /* WritePages sent */
-	uint64_t landings_adopted, landings_refused;
-	/* Whole-page writes (pagedata/grants_to_partner.c): the runs granted to the partner, and
-	 * how many were since start. pagedata/grants_from_partner.c: the runs the partner granted
-	 * this node, and its LandingRevokes waiting for writes in flight. */
+	struct event *pool_tick; /* pagedata/pool_registration.c: shrinks the pool, purges */
+	/* Whole-page writes (pagedata/grants_to_partner.c): the runs granted to the partner.
+	 * pagedata/grants_from_partner.c: the runs the partner granted this node, and its
+	 * LandingRevokes waiting for writes in flight. */
 	struct vmm_grant *grants;
 	struct event *revoke_event; /* a LandingRevoke to send, made on first use */
-	uint64_t landings_granted;
 	struct vmm_granted *granted;
 	struct vmm_revoke_held *revokes_held;
-	/* Resync (ha/resync.c, pagedata/resync_landings.c): the runs held for the survivor's blocks, and
-	 * blocks a resync sent one-sided and inline, and dropped here as older
-	 * than a change mirrored ahead of them, since start. */
+	/* Resync (ha/resync.c, pagedata/resync_landings.c): the runs held for the survivor's
+	 * blocks. */
 	struct vmm_resync_landing *resync_landings;
-	uint64_t resync_pages_one_sided, resync_pages_inline, resync_pages_dropped;
+
+	/* The status counters the memory manager counts, since start, where
+	 * each happens (`v->counted.landings_granted++`); vmm_get_counts()
+	 * hands them on with its gauges. */
+	struct status_counts counted;
 };
 
 /* An originating node's operation waiting for its partner's answers. */
@@ -210,7 +210,7 @@ uint64_t vmm_landing_block_frames(const struct ftvm_config *c);
 int vmm_pool_start(struct vmm *v);
 void vmm_pool_stop(struct vmm *v);
 /* The pool_* and registrations_* fields of ret. */
-void vmm_pool_counts(struct vmm *v, struct vmm_counts *ret);
+void vmm_pool_counts(struct vmm *v, struct status_counts *ret);
 /* The partner took the write lock on a's page for owner: on a one-sided link,
  * a run of free frames for its block, opened for the partner's WRITE and held
  * with the lock, in ret. false: none (the block will come inline). */
