@@ -22,6 +22,7 @@
 #include "log.h"
 #include "notify.h"
 #include "session.h"
+#include "status_counts.h"
 #include "trace_tap.h"
 #include "vmm.h"
 
@@ -245,81 +246,47 @@ static void reply_status(struct node *n, struct client_call *call)
 	Ftvm__Client__PageTableStatus pagetable = FTVM__CLIENT__PAGE_TABLE_STATUS__INIT;
 	ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	struct repl_session_stats rs;
-	struct vmm_counts counts;
+	struct status_counts c;
 	struct ha_status hs;
 
 	repl_session_get_stats(n->session, &rs);
 	ha_get_status(n->ha, &hs);
+	vmm_get_counts(n->vmm, &c);
+	c.epoch = vmm_epoch(n->vmm);
+	c.partner_link_changes = rs.link_changes;
+	c.partner_last_seen_ms = rs.link_up || !rs.last_rx_ms ? 0 : clock_now_ms() - rs.last_rx_ms;
+	c.partner_store_epoch = hs.store.partner.epoch;
+	c.partner_store_silent_ms = clock_now_ms() - hs.store.partner_changed_ms;
+	c.partner_auth_failures = rs.auth_failures;
+	c.partner_address_refused = rs.address_refused;
+	c.takeovers = hs.takeovers;
+	c.since_takeover_ms = hs.last_takeover_ms ? clock_now_ms() - hs.last_takeover_ms : 0;
+	c.resyncs = hs.resyncs;
+	c.last_resync_pages = hs.last_resync_pages;
+	c.last_resync_ms = hs.last_resync_ms;
+	c.journal_limit = n->config->journal_limit;
+	vmm_recovered_summary(n->vmm, &c.recovered_pages, &c.recovered_last_at_ms);
+	c.loop_pauses = rs.loop_pauses;
+	c.loop_pause_max_ms = rs.loop_pause_max_ms;
+	c.page_size = n->config->page_size;
+	c.pid = getpid();
+	status_counts_to_reply(&c, &st, &partner, &pagetable);
+
 	partner.id = rs.partner_id;
 	partner.link = rs.link_up ? "up" : "down";
 	partner.state = rs.link_up ? (char *)codec_node_state_name(rs.partner_state) : "unknown";
 	partner.endpoint = n->config->partner;
-	partner.link_changes = rs.link_changes;
-	partner.last_seen_ms = rs.link_up || !rs.last_rx_ms ? 0 : clock_now_ms() - rs.last_rx_ms;
 	partner.store_state = (char *)sbd_state_name(hs.store.partner_valid ? hs.store.partner.state
 									    : SBD_STATE_EMPTY);
-	partner.store_epoch = hs.store.partner.epoch;
-	partner.store_silent_ms = clock_now_ms() - hs.store.partner_changed_ms;
 	partner.auth = n->config->key ? "key" : "none";
-	partner.auth_failures = rs.auth_failures;
-	partner.address_refused = rs.address_refused;
-
 	st.node = (char *)n->config->id;
 	st.state = (char *)state_name(n);
-	st.epoch = vmm_epoch(n->vmm);
 	st.reason = hs.reason;
-	st.takeovers = hs.takeovers;
-	st.since_takeover_ms = hs.last_takeover_ms ? clock_now_ms() - hs.last_takeover_ms : 0;
 	st.store_error = hs.store.error;
-	st.resyncs = hs.resyncs;
-	st.last_resync_pages = hs.last_resync_pages;
-	st.last_resync_ms = hs.last_resync_ms;
 	st.transport = (char *)n->transport->name;
 	st.transport_reason = n->transport_reason;
 	st.partner = &partner;
-	vmm_get_counts(n->vmm, &counts);
-	st.frames_total = counts.frames_total;
-	st.frames_free = counts.frames_free;
-	st.allocations_own = counts.allocations_own;
-	st.allocations_partner = counts.allocations_partner;
-	st.journal_rows = counts.journal_rows;
-	st.journal_limit = n->config->journal_limit;
-	st.journal_given_up = counts.journal_given_up;
-	vmm_recovered_summary(n->vmm, &st.recovered_pages, &st.recovered_last_at_ms);
-	st.pages_one_sided = counts.pages_one_sided;
-	st.pages_inline = counts.pages_inline;
-	st.landings_adopted = counts.landings_adopted;
-	st.landings_refused = counts.landings_refused;
-	st.landings_granted = counts.landings_granted;
-	st.pool_blocks = counts.pool_blocks;
-	st.pool_blocks_in_use = counts.pool_blocks_in_use;
-	st.pool_block_bytes = counts.pool_block_bytes;
-	st.pool_grown = counts.pool_grown;
-	st.pool_shrunk = counts.pool_shrunk;
-	st.registrations_current = counts.registrations_current;
-	st.registrations_stale = counts.registrations_stale;
-	st.registrations_purged = counts.registrations_purged;
-	st.registrations_failed = counts.registrations_failed;
-	st.pointers_revoked = counts.pointers_revoked;
-	st.frames_revoked = counts.frames_revoked;
-	st.loop_pauses = rs.loop_pauses;
-	st.loop_pause_max_ms = rs.loop_pause_max_ms;
-	st.staging_slabs = counts.staging_slabs;
-	st.staging_allocated = counts.staging_allocated;
-	st.resync_pages_one_sided = counts.resync_pages_one_sided;
-	st.resync_pages_inline = counts.resync_pages_inline;
-	st.resync_pages_dropped = counts.resync_pages_dropped;
-	pagetable.folds_idle = counts.pagetable.folds_asked;
-	pagetable.folds_backstop = counts.pagetable.folds_backstop;
-	pagetable.fold_waiting = counts.pagetable.fold_waiting;
-	pagetable.checkpoints_idle = counts.pagetable.checkpoints_asked;
-	pagetable.checkpoints_backstop = counts.pagetable.checkpoints_backstop;
-	pagetable.wal_frames = counts.pagetable.wal_frames;
-	pagetable.wal_frames_peak = counts.pagetable.wal_frames_peak;
-	pagetable.wal_checkpoint_frames = counts.pagetable.checkpoint_frames;
 	st.pagetable = &pagetable;
-	st.page_size = n->config->page_size;
-	st.pid = getpid();
 
 	reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_STATUS_REPLY;
 	reply.status_reply = &st;

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -394,31 +395,165 @@ static void recovered_print_text(const struct ftvm_recovered *rec)
 	       rec->guid, rec->page, rec->from_version, rec->to_version, rec->why);
 }
 
-/* status's "recovery": the count, the last time, the newest few. */
-static json_object *status_recovery_json(struct ftvm_client *c, const struct ftvm_node_status *st)
+/* status's "recovery" list: the newest few pages gone back to the store's copy. */
+static json_object *status_recovery_list(struct ftvm_client *c, const struct ftvm_node_status *st)
 {
 	struct ftvm_recovered rec[RECOVERY_IN_STATUS];
-	json_object *o = json_object_new_object(), *list = json_object_new_array();
+	json_object *list = json_object_new_array();
 	size_t n = 0;
 
-	if (!o || !list) {
-		json_object_put(o);
-		json_object_put(list);
+	if (!list)
 		return NULL;
-	}
-	add_uint64(o, "pages", st->recovered_pages);
-	add_uint64(o, "last_at_ms", st->recovered_last_at_ms);
 	if (st->recovered_pages &&
 	    ftvm_recovery_list(c, 0, true, rec, RECOVERY_IN_STATUS, &n, NULL) < 0)
 		n = 0;
 	for (size_t i = 0; i < n; i++)
 		json_object_array_add(list, recovered_json(&rec[i]));
-	json_object_object_add(o, "list", list);
-	return o;
+	return list;
+}
+
+/* ---- status, from the rows of FTVM_STATUS_FIELDS (ftvm_status.h) ------ */
+
+enum status_kind {
+	KIND_U64,
+	KIND_U32,
+	KIND_I64,
+	KIND_BOOL,
+	KIND_STR
+};
+/* How a row shows in the text: not in the lines the table makes (TEXT_HEAD,
+ * TEXT_NONE), or as ftvm_status.h's "how" says. */
+enum status_how {
+	HOW_NOT,
+	HOW_NUM,
+	HOW_AGO,
+	HOW_WALL,
+	HOW_FLAG
+};
+
+struct status_row {
+	size_t offset; /* in struct ftvm_node_status */
+	enum status_kind kind;
+	unsigned json_slot, json_pos;
+	const char *json_group, *json_key;
+	unsigned text_line, text_pos; /* 0: not in the lines the table makes */
+	enum status_how text_how;
+	bool text_if; /* the first of a line shown only when it is not zero */
+	const char *text_before, *text_after;
+};
+
+/* (Its parameters are short: .kind is a member it sets.) */
+#define STATUS_ROW(k, n, w, j, t) \
+	{ .offset = offsetof(struct ftvm_node_status, n), .kind = ROW_KIND_##k, ROW_##j, ROW_##t },
+#define ROW_KIND_U64 KIND_U64
+#define ROW_KIND_U32 KIND_U32
+#define ROW_KIND_I64 KIND_I64
+#define ROW_KIND_BOOL KIND_BOOL
+#define ROW_KIND_STR(n) KIND_STR
+#define ROW_JSON(slot, group, pos, key) \
+	.json_slot = slot, .json_pos = pos, .json_group = #group, .json_key = key
+#define ROW_TEXT(line, pos, how, before, after)                                           \
+	.text_line = line, .text_pos = pos, .text_how = HOW_##how, .text_before = before, \
+	.text_after = after
+#define ROW_TEXT_IF(line, pos, how, before, after) \
+	ROW_TEXT(line, pos, how, before, after), .text_if = true
+#define ROW_TEXT_HEAD .text_how = HOW_NOT
+#define ROW_TEXT_NONE .text_how = HOW_NOT
+
+static const struct status_row status_rows[] = { FTVM_STATUS_FIELDS(STATUS_ROW) };
+#define N_STATUS_ROWS (sizeof(status_rows) / sizeof(status_rows[0]))
+
+/* A number row's value; strings are read with status_string(). */
+static uint64_t status_number(const struct ftvm_node_status *st, const struct status_row *r)
+{
+	const char *p = (const char *)st + r->offset;
+
+	switch (r->kind) {
+	case KIND_U64:
+		return *(const uint64_t *)p;
+	case KIND_U32:
+		return *(const uint32_t *)p;
+	case KIND_I64:
+		return (uint64_t) * (const int64_t *)p;
+	case KIND_BOOL:
+		return *(const bool *)p;
+	case KIND_STR:
+		break;
+	}
+	assert(!"a string row read as a number");
+	return 0;
+}
+
+static const char *status_string(const struct ftvm_node_status *st, const struct status_row *r)
+{
+	assert(r->kind == KIND_STR);
+	return (const char *)st + r->offset;
+}
+
+/* Orders by (major, minor): a row's place in the text or the JSON. */
+static int place_cmp(unsigned x_major, unsigned x_minor, unsigned y_major, unsigned y_minor)
+{
+	if (x_major != y_major)
+		return x_major < y_major ? -1 : 1;
+	return x_minor < y_minor ? -1 : x_minor > y_minor;
+}
+
+static int by_text_place(const void *a, const void *b)
+{
+	const struct status_row *x = *(const struct status_row *const *)a;
+	const struct status_row *y = *(const struct status_row *const *)b;
+
+	return place_cmp(x->text_line, x->text_pos, y->text_line, y->text_pos);
+}
+
+static int by_json_place(const void *a, const void *b)
+{
+	const struct status_row *x = *(const struct status_row *const *)a;
+	const struct status_row *y = *(const struct status_row *const *)b;
+
+	return place_cmp(x->json_slot, x->json_pos, y->json_slot, y->json_pos);
+}
+
+/* The rows, all N_STATUS_ROWS of them, in the order of place. */
+static void status_rows_sorted(const struct status_row **ret,
+			       int (*place)(const void *, const void *))
+{
+	for (size_t i = 0; i < N_STATUS_ROWS; i++)
+		ret[i] = &status_rows[i];
+	qsort(ret, N_STATUS_ROWS, sizeof(*ret), place);
+}
+
+static void status_print_fragment(const struct ftvm_node_status *st, const struct status_row *r)
+{
+	uint64_t v = status_number(st, r);
+	char buf[64];
+
+	switch (r->text_how) {
+	case HOW_NUM:
+		printf("%s%" PRIu64 "%s", r->text_before, v, r->text_after);
+		break;
+	case HOW_AGO:
+		format_ago(buf, sizeof(buf), v);
+		printf("%s%s%s", r->text_before, buf, r->text_after);
+		break;
+	case HOW_WALL:
+		format_wall_clock(buf, sizeof(buf), v);
+		printf("%s%s%s", r->text_before, buf, r->text_after);
+		break;
+	case HOW_FLAG:
+		if (v)
+			printf("%s%s", r->text_before, r->text_after);
+		break;
+	case HOW_NOT:
+		break;
+	}
 }
 
 static void status_print_text(const struct ftvm_node_status *st)
 {
+	const struct status_row *sorted[N_STATUS_ROWS];
+	unsigned line = 0;
+	bool shown = false;
 	bool up = strcmp(st->partner_link, "up") == 0;
 	char ago[64];
 
@@ -455,175 +590,74 @@ static void status_print_text(const struct ftvm_node_status *st)
 	       or_unknown(st->partner_store_state), st->partner_store_epoch, ago);
 	if (st->store_error[0])
 		printf("fence slots: %s\n", st->store_error);
-	if (st->takeovers) {
-		format_ago(ago, sizeof(ago), st->since_takeover_ms);
-		printf("takeovers: %" PRIu64 ", the last %s ago\n", st->takeovers, ago);
-	}
-	if (st->resyncs)
-		printf("resyncs: %" PRIu64 "; the last sent %" PRIu64 " pages in %" PRIu64 " ms\n",
-		       st->resyncs, st->last_resync_pages, st->last_resync_ms);
-	printf("frames: %" PRIu64 " total, %" PRIu64 " free (page size %" PRIu32 ")\n",
-	       st->frames_total, st->frames_free, st->page_size);
-	if (st->pointers_revoked)
-		printf("revoked pointers: %" PRIu64 " not released yet by their clients, %" PRIu64
-		       " frames set aside for them\n",
-		       st->pointers_revoked, st->frames_revoked);
-	printf("allocations: %" PRIu64 " own, %" PRIu64 " partner\n", st->allocations_own,
-	       st->allocations_partner);
-	printf("journal: %" PRIu64 " rows (limit %" PRIu64 ")%s\n", st->journal_rows,
-	       st->journal_limit,
-	       st->journal_given_up ? "; passed while the partner was away: its next resync is full"
-				    : "");
-	if (st->recovered_pages) {
-		char at[64];
+	/* The lines the table makes, each line's fields in their order. */
+	status_rows_sorted(sorted, by_text_place);
+	for (size_t i = 0; i < N_STATUS_ROWS; i++) {
+		const struct status_row *r = sorted[i];
 
-		format_wall_clock(at, sizeof(at), st->recovered_last_at_ms);
-		printf("recovery: %" PRIu64 " pages went back to the store's copy, their newer "
-		       "versions lost; the last at %s (`ftvmctl recovery` lists them)\n",
-		       st->recovered_pages, at);
+		if (!r->text_line)
+			continue;
+		if (r->text_line != line) {
+			if (shown)
+				printf("\n");
+			line = r->text_line;
+			shown = !r->text_if || status_number(st, r);
+		}
+		if (shown)
+			status_print_fragment(st, r);
 	}
-	if (st->loop_pauses)
-		printf("event loop: %" PRIu64
-		       " pauses longer than heartbeat_ms, the longest %" PRIu64 " ms\n",
-		       st->loop_pauses, st->loop_pause_max_ms);
-	printf("page table: %" PRIu64 " page writes waiting for a fold (folds: %" PRIu64
-	       " idle, %" PRIu64 " backstop); WAL: %" PRIu64 " frames, %" PRIu64
-	       " at most, checkpoint by %" PRIu32 " (checkpoints: %" PRIu64 " idle, %" PRIu64
-	       " backstop)\n",
-	       st->pagetable_fold_waiting, st->pagetable_folds_idle, st->pagetable_folds_backstop,
-	       st->pagetable_wal_frames, st->pagetable_wal_frames_peak,
-	       st->pagetable_wal_checkpoint_frames, st->pagetable_checkpoints_idle,
-	       st->pagetable_checkpoints_backstop);
-	printf("page writes sent: %" PRIu64 " one-sided, %" PRIu64
-	       " inline; partner's landings: %" PRIu64 " adopted, %" PRIu64 " refused, %" PRIu64
-	       " granted\n",
-	       st->pages_one_sided, st->pages_inline, st->landings_adopted, st->landings_refused,
-	       st->landings_granted);
-	printf("resync pages sent: %" PRIu64 " one-sided, %" PRIu64 " inline; received: %" PRIu64
-	       " dropped as older\n",
-	       st->resync_pages_one_sided, st->resync_pages_inline, st->resync_pages_dropped);
-	printf("pool: %" PRIu32 " of %" PRIu32 " blocks of %" PRIu64 " bytes in use (%" PRIu64
-	       " grown, %" PRIu64 " shrunk); registrations: %" PRIu32 " current, %" PRIu32
-	       " stale, %" PRIu64 " purged, %" PRIu64 " failed; staging slabs: %" PRIu32
-	       " (%" PRIu64 " since start)\n",
-	       st->pool_blocks_in_use, st->pool_blocks, st->pool_block_bytes, st->pool_grown,
-	       st->pool_shrunk, st->registrations_current, st->registrations_stale,
-	       st->registrations_purged, st->registrations_failed, st->staging_slabs,
-	       st->staging_allocated);
+	if (shown)
+		printf("\n");
+}
+
+/* The object of group in o, made and added on first use; NULL: no memory. */
+static json_object *status_json_group(json_object *o, const char *group)
+{
+	json_object *g;
+
+	if (strcmp(group, "top") == 0)
+		return o;
+	if (json_object_object_get_ex(o, group, &g))
+		return g;
+	g = json_object_new_object();
+	if (g)
+		json_object_object_add(o, group, g);
+	return g;
 }
 
 static int status_print_json(struct ftvm_client *c, const struct ftvm_node_status *st)
 {
-	json_object *o = json_object_new_object();
-	json_object *partner = json_object_new_object();
-	json_object *frames = json_object_new_object();
-	json_object *allocations = json_object_new_object();
-	json_object *page_writes = json_object_new_object();
-	json_object *landings = json_object_new_object();
-	json_object *pool = json_object_new_object();
-	json_object *registrations = json_object_new_object();
-	json_object *staging = json_object_new_object();
-	json_object *resync = json_object_new_object();
-	json_object *pagetable = json_object_new_object();
+	const struct status_row *sorted[N_STATUS_ROWS];
+	json_object *o = json_object_new_object(), *g = NULL;
 
-	if (!o || !partner || !frames || !allocations || !page_writes || !landings || !pool ||
-	    !registrations || !staging || !resync || !pagetable) {
+	status_rows_sorted(sorted, by_json_place);
+	for (size_t i = 0; o && i < N_STATUS_ROWS; i++) {
+		const struct status_row *r = sorted[i];
+
+		g = status_json_group(o, r->json_group);
+		if (!g)
+			break;
+		if (r->kind == KIND_STR)
+			json_object_object_add(g, r->json_key,
+					       json_object_new_string(status_string(st, r)));
+		else if (r->kind == KIND_I64)
+			json_object_object_add(
+				g, r->json_key,
+				json_object_new_int64((int64_t)status_number(st, r)));
+		else if (r->kind == KIND_BOOL)
+			json_object_object_add(g, r->json_key,
+					       json_object_new_boolean(status_number(st, r)));
+		else
+			add_uint64(g, r->json_key, status_number(st, r));
+	}
+	if (g)
+		g = status_json_group(o, "recovery");
+	if (!g) {
 		json_object_put(o);
-		json_object_put(partner);
-		json_object_put(frames);
-		json_object_put(allocations);
-		json_object_put(page_writes);
-		json_object_put(landings);
-		json_object_put(pool);
-		json_object_put(registrations);
-		json_object_put(staging);
-		json_object_put(resync);
-		json_object_put(pagetable);
 		fprintf(stderr, "ftvmctl: out of memory\n");
 		return EXIT_FAILED;
 	}
-	json_object_object_add(o, "node", json_object_new_string(st->node));
-	json_object_object_add(o, "state", json_object_new_string(st->state));
-	add_uint64(o, "epoch", st->epoch);
-	json_object_object_add(o, "transport", json_object_new_string(st->transport));
-	json_object_object_add(o, "transport_reason", json_object_new_string(st->transport_reason));
-	json_object_object_add(o, "pid", json_object_new_int64(st->pid));
-	add_uint64(o, "page_size", st->page_size);
-	json_object_object_add(o, "reason", json_object_new_string(st->reason));
-	add_uint64(o, "takeovers", st->takeovers);
-	add_uint64(o, "since_takeover_ms", st->since_takeover_ms);
-	json_object_object_add(o, "store_error", json_object_new_string(st->store_error));
-	add_uint64(o, "resyncs", st->resyncs);
-	add_uint64(o, "journal_rows", st->journal_rows);
-	add_uint64(o, "journal_limit", st->journal_limit);
-	json_object_object_add(o, "journal_given_up",
-			       json_object_new_boolean(st->journal_given_up));
-	add_uint64(o, "last_resync_pages", st->last_resync_pages);
-	add_uint64(o, "last_resync_ms", st->last_resync_ms);
-	add_uint64(o, "loop_pauses", st->loop_pauses);
-	add_uint64(o, "loop_pause_max_ms", st->loop_pause_max_ms);
-
-	json_object_object_add(partner, "id", json_object_new_string(st->partner_id));
-	json_object_object_add(partner, "link", json_object_new_string(st->partner_link));
-	json_object_object_add(partner, "state", json_object_new_string(st->partner_state));
-	json_object_object_add(partner, "endpoint", json_object_new_string(st->partner_endpoint));
-	add_uint64(partner, "link_changes", st->partner_link_changes);
-	add_uint64(partner, "last_seen_ms", st->partner_last_seen_ms);
-	json_object_object_add(partner, "store_state",
-			       json_object_new_string(st->partner_store_state));
-	add_uint64(partner, "store_epoch", st->partner_store_epoch);
-	add_uint64(partner, "store_silent_ms", st->partner_store_silent_ms);
-	json_object_object_add(partner, "auth", json_object_new_string(st->partner_auth));
-	add_uint64(partner, "auth_failures", st->partner_auth_failures);
-	add_uint64(partner, "address_refused", st->partner_address_refused);
-	json_object_object_add(o, "partner", partner);
-
-	add_uint64(frames, "total", st->frames_total);
-	add_uint64(frames, "free", st->frames_free);
-	add_uint64(frames, "revoked", st->frames_revoked);
-	add_uint64(o, "pointers_revoked", st->pointers_revoked);
-	json_object_object_add(o, "frames", frames);
-
-	add_uint64(allocations, "own", st->allocations_own);
-	add_uint64(allocations, "partner", st->allocations_partner);
-	json_object_object_add(o, "allocations", allocations);
-
-	add_uint64(page_writes, "one_sided", st->pages_one_sided);
-	add_uint64(page_writes, "inline", st->pages_inline);
-	json_object_object_add(o, "page_writes", page_writes);
-	add_uint64(landings, "adopted", st->landings_adopted);
-	add_uint64(landings, "refused", st->landings_refused);
-	add_uint64(landings, "granted", st->landings_granted);
-	json_object_object_add(o, "landings", landings);
-	add_uint64(pool, "blocks", st->pool_blocks);
-	add_uint64(pool, "blocks_in_use", st->pool_blocks_in_use);
-	add_uint64(pool, "block_bytes", st->pool_block_bytes);
-	add_uint64(pool, "grown", st->pool_grown);
-	add_uint64(pool, "shrunk", st->pool_shrunk);
-	json_object_object_add(o, "pool", pool);
-	add_uint64(registrations, "current", st->registrations_current);
-	add_uint64(registrations, "stale", st->registrations_stale);
-	add_uint64(registrations, "purged", st->registrations_purged);
-	add_uint64(registrations, "failed", st->registrations_failed);
-	json_object_object_add(o, "registrations", registrations);
-	add_uint64(staging, "slabs", st->staging_slabs);
-	add_uint64(staging, "allocated", st->staging_allocated);
-	json_object_object_add(o, "staging", staging);
-	add_uint64(resync, "pages_one_sided", st->resync_pages_one_sided);
-	add_uint64(resync, "pages_inline", st->resync_pages_inline);
-	add_uint64(resync, "pages_dropped", st->resync_pages_dropped);
-	json_object_object_add(o, "resync", resync);
-	add_uint64(pagetable, "folds_idle", st->pagetable_folds_idle);
-	add_uint64(pagetable, "folds_backstop", st->pagetable_folds_backstop);
-	add_uint64(pagetable, "fold_waiting", st->pagetable_fold_waiting);
-	add_uint64(pagetable, "checkpoints_idle", st->pagetable_checkpoints_idle);
-	add_uint64(pagetable, "checkpoints_backstop", st->pagetable_checkpoints_backstop);
-	add_uint64(pagetable, "wal_frames", st->pagetable_wal_frames);
-	add_uint64(pagetable, "wal_frames_peak", st->pagetable_wal_frames_peak);
-	add_uint64(pagetable, "wal_checkpoint_frames", st->pagetable_wal_checkpoint_frames);
-	json_object_object_add(o, "pagetable", pagetable);
-	json_object_object_add(o, "recovery", status_recovery_json(c, st));
-
+	json_object_object_add(g, "list", status_recovery_list(c, st));
 	print_json(o);
 	json_object_put(o);
 	return EXIT_DONE;

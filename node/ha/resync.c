@@ -188,7 +188,7 @@ static int send_inline(struct resync_send *rs, const char *guid, uint64_t page, 
 	env.resync_page = &m;
 	r = send_one(rs, &env);
 	if (r == 0)
-		rs->vmm->resync_pages_inline++;
+		rs->vmm->counted.resync_pages_inline++;
 	return r;
 }
 
@@ -455,7 +455,7 @@ static int send_landed(struct resync_send *rs)
 					      writes, n);
 	if (r == 0) {
 		rs->outstanding += n;
-		v->resync_pages_one_sided += n;
+		v->counted.resync_pages_one_sided += n;
 	}
 out:
 	free(envs);
@@ -848,7 +848,7 @@ static int drop_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m)
 {
 	if (m->landed)
 		vmm_resync_landing_close(v, m->landed);
-	v->resync_pages_dropped++;
+	v->counted.resync_pages_dropped++;
 	log_debug("resync: %s page %llu dropped, a newer change came first", m->guid,
 		  (unsigned long long)m->page);
 	return 0;

@@ -569,82 +569,29 @@ static void copy_str(char *dst, size_t size, const char *src)
 	snprintf(dst, size, "%s", src ? src : "");
 }
 
-static void status_from_reply(const Ftvm__Client__StatusReply *s, struct ftvm_node_status *ret)
+/* Each row of FTVM_STATUS_FIELDS (ftvm_status.h) from its field of the reply;
+ * a missing partner or pagetable message reads as all empty. */
+#define FROM_REPLY(kind, name, wire, json, text) FROM_REPLY_##kind(ret->name, WIRE_##wire);
+#define WIRE_PB(msg, field) msg->field
+#define FROM_REPLY_U64 FROM_REPLY_NUM
+#define FROM_REPLY_U32 FROM_REPLY_NUM
+#define FROM_REPLY_I64 FROM_REPLY_NUM
+#define FROM_REPLY_BOOL FROM_REPLY_NUM
+#define FROM_REPLY_NUM(member, value) member = value
+#define FROM_REPLY_STR(n) FROM_REPLY_STRING
+#define FROM_REPLY_STRING(member, value) copy_str(member, sizeof(member), value)
+
+static void status_from_reply(const Ftvm__Client__StatusReply *reply, struct ftvm_node_status *ret)
 {
-	const Ftvm__Client__PartnerStatus *p = s->partner;
+	static const Ftvm__Client__PartnerStatus no_partner = FTVM__CLIENT__PARTNER_STATUS__INIT;
+	static const Ftvm__Client__PageTableStatus no_pagetable =
+		FTVM__CLIENT__PAGE_TABLE_STATUS__INIT;
+	const Ftvm__Client__PartnerStatus *partner = reply->partner ? reply->partner : &no_partner;
+	const Ftvm__Client__PageTableStatus *pagetable =
+		reply->pagetable ? reply->pagetable : &no_pagetable;
 
 	memset(ret, 0, sizeof(*ret));
-	copy_str(ret->node, sizeof(ret->node), s->node);
-	copy_str(ret->state, sizeof(ret->state), s->state);
-	ret->epoch = s->epoch;
-	copy_str(ret->transport, sizeof(ret->transport), s->transport);
-	copy_str(ret->transport_reason, sizeof(ret->transport_reason), s->transport_reason);
-	if (p) {
-		copy_str(ret->partner_id, sizeof(ret->partner_id), p->id);
-		copy_str(ret->partner_link, sizeof(ret->partner_link), p->link);
-		copy_str(ret->partner_state, sizeof(ret->partner_state), p->state);
-		copy_str(ret->partner_endpoint, sizeof(ret->partner_endpoint), p->endpoint);
-		ret->partner_link_changes = p->link_changes;
-		ret->partner_last_seen_ms = p->last_seen_ms;
-		copy_str(ret->partner_store_state, sizeof(ret->partner_store_state),
-			 p->store_state);
-		ret->partner_store_epoch = p->store_epoch;
-		ret->partner_store_silent_ms = p->store_silent_ms;
-		copy_str(ret->partner_auth, sizeof(ret->partner_auth), p->auth);
-		ret->partner_auth_failures = p->auth_failures;
-		ret->partner_address_refused = p->address_refused;
-	}
-	ret->frames_total = s->frames_total;
-	ret->frames_free = s->frames_free;
-	ret->allocations_own = s->allocations_own;
-	ret->allocations_partner = s->allocations_partner;
-	ret->page_size = s->page_size;
-	ret->pid = s->pid;
-	copy_str(ret->reason, sizeof(ret->reason), s->reason);
-	ret->takeovers = s->takeovers;
-	ret->since_takeover_ms = s->since_takeover_ms;
-	copy_str(ret->store_error, sizeof(ret->store_error), s->store_error);
-	ret->resyncs = s->resyncs;
-	ret->last_resync_pages = s->last_resync_pages;
-	ret->last_resync_ms = s->last_resync_ms;
-	ret->journal_rows = s->journal_rows;
-	ret->journal_limit = s->journal_limit;
-	ret->journal_given_up = s->journal_given_up;
-	ret->recovered_pages = s->recovered_pages;
-	ret->recovered_last_at_ms = s->recovered_last_at_ms;
-	ret->pages_one_sided = s->pages_one_sided;
-	ret->pages_inline = s->pages_inline;
-	ret->landings_adopted = s->landings_adopted;
-	ret->landings_refused = s->landings_refused;
-	ret->landings_granted = s->landings_granted;
-	ret->pool_blocks = s->pool_blocks;
-	ret->pool_blocks_in_use = s->pool_blocks_in_use;
-	ret->pool_block_bytes = s->pool_block_bytes;
-	ret->pool_grown = s->pool_grown;
-	ret->pool_shrunk = s->pool_shrunk;
-	ret->registrations_current = s->registrations_current;
-	ret->registrations_stale = s->registrations_stale;
-	ret->registrations_purged = s->registrations_purged;
-	ret->registrations_failed = s->registrations_failed;
-	ret->pointers_revoked = s->pointers_revoked;
-	ret->frames_revoked = s->frames_revoked;
-	ret->loop_pauses = s->loop_pauses;
-	ret->loop_pause_max_ms = s->loop_pause_max_ms;
-	ret->staging_slabs = s->staging_slabs;
-	ret->staging_allocated = s->staging_allocated;
-	ret->resync_pages_one_sided = s->resync_pages_one_sided;
-	ret->resync_pages_inline = s->resync_pages_inline;
-	ret->resync_pages_dropped = s->resync_pages_dropped;
-	if (s->pagetable) {
-		ret->pagetable_folds_idle = s->pagetable->folds_idle;
-		ret->pagetable_folds_backstop = s->pagetable->folds_backstop;
-		ret->pagetable_fold_waiting = s->pagetable->fold_waiting;
-		ret->pagetable_checkpoints_idle = s->pagetable->checkpoints_idle;
-		ret->pagetable_checkpoints_backstop = s->pagetable->checkpoints_backstop;
-		ret->pagetable_wal_frames = s->pagetable->wal_frames;
-		ret->pagetable_wal_frames_peak = s->pagetable->wal_frames_peak;
-		ret->pagetable_wal_checkpoint_frames = s->pagetable->wal_checkpoint_frames;
-	}
+	FTVM_STATUS_FIELDS(FROM_REPLY)
 }
 
 /* Asks the node at the end of conn for its status; -errno when it did not

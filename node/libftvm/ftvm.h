@@ -126,6 +126,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ftvm_status.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -197,76 +199,12 @@ FTVM_EXPORT void ftvm_disconnect(struct ftvm_client *c);
 /**
  * @brief A node's view of itself and of its partner (`ftvmctl status`).
  *
- * Strings are NUL terminated and truncated to fit.
+ * Its members, in this order, and what each means are the rows of
+ * FTVM_STATUS_FIELDS in ftvm_status.h. Strings are NUL terminated and
+ * truncated to fit.
  */
 struct ftvm_node_status {
-	char node[64];			  /**< this node's id */
-	char state[16];			  /**< starting | active | solo | resyncing | fenced */
-	uint64_t epoch;			  /**< the pair's epoch as this node knows it */
-	char transport[16];		  /**< partner channel transport: "tcp", "rdma" */
-	char transport_reason[160];	  /**< why that transport runs */
-	char partner_id[64];		  /**< empty until the partner said hello */
-	char partner_link[8];		  /**< "up" or "down" */
-	char partner_state[16];		  /**< the partner's own state, "unknown" while down */
-	char partner_endpoint[80];	  /**< host:port of the partner channel */
-	uint64_t partner_link_changes;	  /**< link up/down transitions since the node started */
-	uint64_t partner_last_seen_ms;	  /**< ms since the partner was last heard, 0 while up */
-	uint64_t frames_total;		  /**< frames in the pool */
-	uint64_t frames_free;		  /**< frames not in use */
-	uint64_t allocations_own;	  /**< allocations made on this node */
-	uint64_t allocations_partner;	  /**< the partner's allocations mirrored here */
-	uint32_t page_size;		  /**< bytes per frame */
-	int64_t pid;			  /**< the node's process id */
-	char reason[256];		  /**< why the node is in its state */
-	char partner_store_state[16];	  /**< the partner's fence slot in the store says */
-	uint64_t partner_store_epoch;	  /**< the epoch its slot says */
-	uint64_t partner_store_silent_ms; /**< since its store heartbeat last moved */
-	uint64_t takeovers;		  /**< takeovers by this node since it started */
-	uint64_t since_takeover_ms;	  /**< since the last one finished, 0: none */
-	char store_error[160];		  /**< why our last fence-slot round failed, "" when none */
-	uint64_t resyncs;		  /**< resyncs sent or received since the node started */
-	uint64_t last_resync_pages;	  /**< pages the last resync this node sent carried */
-	uint64_t last_resync_ms;	  /**< how long it took */
-	uint64_t journal_rows;		  /**< page-table journal rows kept for a resync */
-	uint64_t pages_one_sided;	  /**< page blocks sent by RDMA WRITE since start */
-	uint64_t pages_inline;		  /**< page blocks sent inline in WritePage */
-	uint64_t landings_adopted;	  /**< the partner's one-sided blocks taken */
-	uint64_t landings_refused;	  /**< ... and refused (stale, bad CRC-32C) */
-	uint64_t landings_granted; /**< landing runs granted to the partner for whole-page writes */
-	uint32_t pool_blocks;	   /**< the pool's registration blocks up to its ceiling */
-	uint32_t pool_blocks_in_use;	 /**< ... that frames are taken from now */
-	uint64_t pool_block_bytes;	 /**< bytes per block ([memory] pool_block_size, rounded) */
-	uint64_t pool_grown;		 /**< blocks that came into use since start */
-	uint64_t pool_shrunk;		 /**< blocks that left, their memory back to the OS */
-	uint32_t registrations_current;	 /**< RDMA registrations of the pool now (0 over TCP) */
-	uint32_t registrations_stale;	 /**< left behind by blocks that left, to be purged */
-	uint64_t registrations_purged;	 /**< stale registrations deregistered since start */
-	uint32_t staging_slabs;		 /**< registered staging slabs mapped now */
-	uint64_t staging_allocated;	 /**< ... and since start */
-	uint64_t resync_pages_one_sided; /**< resync blocks sent by RDMA WRITE since start */
-	uint64_t resync_pages_inline;	 /**< resync blocks sent inline in ResyncPage */
-	uint64_t resync_pages_dropped;	 /**< the partner's resync blocks dropped as older */
-	/* The page table's housekeeping since the node started. */
-	uint64_t pagetable_folds_idle;		  /**< folds of page writes when idle */
-	uint64_t pagetable_folds_backstop;	  /**< ... by a commit with 1024 waiting */
-	uint64_t pagetable_fold_waiting;	  /**< page writes waiting for a fold now */
-	uint64_t pagetable_checkpoints_idle;	  /**< WAL checkpoints when idle */
-	uint64_t pagetable_checkpoints_backstop;  /**< ... by a commit at the bound */
-	uint64_t pagetable_wal_frames;		  /**< WAL frames not in the database yet */
-	uint64_t pagetable_wal_frames_peak;	  /**< the most since start */
-	uint32_t pagetable_wal_checkpoint_frames; /**< the bound ([node] wal_checkpoint_frames) */
-	uint64_t registrations_failed;	  /**< RDMA registrations the device refused since start */
-	uint64_t pointers_revoked;	  /**< revoked at a fence, not released yet (node/ha/HA.md) */
-	uint64_t frames_revoked;	  /**< frames set aside for them */
-	uint64_t loop_pauses;		  /**< the node's event loop paused over heartbeat_ms */
-	uint64_t loop_pause_max_ms;	  /**< the longest such pause since start */
-	char partner_auth[8];		  /**< "key" ([node] key_file) or "none" (loopback only) */
-	uint64_t partner_auth_failures;	  /**< connections that did not prove the key */
-	uint64_t partner_address_refused; /**< connections from another address than the partner */
-	uint64_t journal_limit;	  /**< [failover] journal_limit: rows kept for a partner away */
-	bool journal_given_up;	  /**< past it: the partner's next resync is full */
-	uint64_t recovered_pages; /**< pages that went back to the store's copy (ha/HA.md) */
-	uint64_t recovered_last_at_ms; /**< when the last went: ms since the epoch, 0: none */
+	FTVM_STATUS_FIELDS(FTVM_STATUS_MEMBER)
 };
 
 /**

@@ -73,7 +73,7 @@ static int grant_take(struct vmm *v, uint32_t frames, struct vmm_grant **ret)
 	}
 	g->next = v->pagedata->grants;
 	v->pagedata->grants = g;
-	v->pagedata->landings_granted++;
+	v->pagedata->counted.landings_granted++;
 	*ret = g;
 	return 0;
 }
@@ -212,12 +212,12 @@ int vmm_grant_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
 	if (!*g) {
 		snprintf(reason, len, "WritePage to %s page %llu: frame %llu is not granted",
 			 m->guid, (unsigned long long)page, (unsigned long long)m->landed->frame);
-		v->pagedata->landings_refused++;
+		v->pagedata->counted.landings_refused++;
 		return -EINVAL;
 	}
 	r = grant_refusal(v, a, m, *g, reason, len);
 	if (r < 0) {
-		v->pagedata->landings_refused++; /* the grant stays: nothing names it now */
+		v->pagedata->counted.landings_refused++; /* the grant stays: nothing names it now */
 		return r;
 	}
 	used = *g;

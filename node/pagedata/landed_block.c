@@ -80,5 +80,5 @@ void vmm_landed_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_
 		vmm_page_attach(v, p, frame);
 	}
 	vmm_replace_touch(v, p);
-	v->pagedata->landings_adopted++;
+	v->pagedata->counted.landings_adopted++;
 }

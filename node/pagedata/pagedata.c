@@ -4,7 +4,6 @@
 #include <stdlib.h>
 
 #include "pagedata_state.h"
-#include "vmm.h"
 
 struct pagedata *pagedata_new(void)
 {
@@ -16,9 +15,7 @@ void pagedata_free(struct pagedata *pd)
 	free(pd);
 }
 
-void pagedata_counts(const struct pagedata *pd, struct vmm_counts *ret)
+const struct status_counts *pagedata_counted(const struct pagedata *pd)
 {
-	ret->landings_adopted = pd->landings_adopted;
-	ret->landings_refused = pd->landings_refused;
-	ret->landings_granted = pd->landings_granted;
+	return &pd->counted;
 }

@@ -18,14 +18,14 @@
 struct pagedata;
 struct vmm;
 struct vmm_alloc;
-struct vmm_counts;
+struct status_counts;
 
 /* The component's state, empty; NULL when out of memory. Freed once the
  * runs it held went back (link down, or the node stopping). */
 struct pagedata *pagedata_new(void);
 void pagedata_free(struct pagedata *pd);
-/* Its counters since start, into ret's landings_* fields. */
-void pagedata_counts(const struct pagedata *pd, struct vmm_counts *ret);
+/* What it counted since start (the landings_* rows of the status). */
+const struct status_counts *pagedata_counted(const struct pagedata *pd);
 
 /* ---- landing runs (pagedata/pointer_landings.c, vmm/VMM.md "Landings") ---- */
 
@@ -39,7 +39,7 @@ uint64_t vmm_landing_block_frames(const struct ftvm_config *c);
 int vmm_pool_start(struct vmm *v);
 void vmm_pool_stop(struct vmm *v);
 /* The pool_* and registrations_* fields of ret. */
-void vmm_pool_counts(struct vmm *v, struct vmm_counts *ret);
+void vmm_pool_counts(struct vmm *v, struct status_counts *ret);
 /* The partner took the write lock on a's page for owner: on a one-sided link,
  * a run of free frames for its block, opened for the partner's WRITE and held
  * with the lock, in ret. false: none (the block will come inline). */

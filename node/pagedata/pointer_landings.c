@@ -171,7 +171,7 @@ int vmm_landing_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
 	struct vmm_landing *used;
 
 	if (r < 0) {
-		v->pagedata->landings_refused++;
+		v->pagedata->counted.landings_refused++;
 		/* The batch fails: the partner sends this page inline from now on. */
 		if (*l)
 			give_back(v, l);

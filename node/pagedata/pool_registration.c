@@ -110,7 +110,7 @@ void vmm_pool_stop(struct vmm *v)
 		frame_pool_set_block_fn(v->pool, NULL, NULL);
 }
 
-void vmm_pool_counts(struct vmm *v, struct vmm_counts *ret)
+void vmm_pool_counts(struct vmm *v, struct status_counts *ret)
 {
 	struct frame_pool_stats st;
 	struct repl_pool_stats reg = { 0 };

@@ -132,7 +132,7 @@ int vmm_resync_landing_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
 		r = vmm_landed_run_check(v, a, &(*l)->at, named, "given", crc32c, reason, len);
 	}
 	if (r < 0) {
-		v->pagedata->landings_refused++;
+		v->pagedata->counted.landings_refused++;
 		if (*l)
 			give_back(v, l);
 		return r;

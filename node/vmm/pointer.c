@@ -402,7 +402,7 @@ static int send_release(struct vmm *v, struct release_op *op, struct vmm_alloc *
 		envs[0] = vmm_msg_write_page_landed(&msgs[0], h->guid, h->page, op->crc, &w.to);
 		r = vmm_op_send_landed(&op->op, envs, n, &w, 1);
 		if (r == 0)
-			v->pages_one_sided++;
+			v->counted.pages_one_sided++;
 		if (!repl_session_inline_instead(r))
 			return r;
 		log_debug("%s page %llu: block sent inline, not one-sided: %s", h->guid,
@@ -413,7 +413,7 @@ static int send_release(struct vmm *v, struct release_op *op, struct vmm_alloc *
 					     vmm_block_addr(v, a, h->page), a->block_size, op->crc);
 	r = vmm_op_send(&op->op, envs, n);
 	if (r == 0 && op->modified)
-		v->pages_inline++;
+		v->counted.pages_inline++;
 	return r;
 }
 

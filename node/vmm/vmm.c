@@ -670,23 +670,30 @@ void vmm_free(struct vmm *v)
 	free(v);
 }
 
-void vmm_get_counts(struct vmm *v, struct vmm_counts *ret)
+void vmm_get_counts(struct vmm *v, struct status_counts *ret)
 {
+	struct pt_stats pt;
+
+	*ret = v->counted;
 	ret->frames_total = frame_pool_total(v->pool);
 	ret->frames_free = frame_pool_free_count(v->pool);
 	ret->allocations_own = vmm_table_count(v->table, vmm_node_id(v), true);
 	ret->allocations_partner = vmm_table_count(v->table, vmm_node_id(v), false);
 	ret->journal_rows = pagetable_journal_count(v->pt);
 	ret->journal_given_up = v->journal_given_up;
-	ret->pages_one_sided = v->pages_one_sided;
-	ret->pages_inline = v->pages_inline;
-	pagedata_counts(v->pagedata, ret);
+	status_counts_add(ret, pagedata_counted(v->pagedata));
 	vmm_pool_counts(v, ret);
-	ret->resync_pages_one_sided = v->resync_pages_one_sided;
-	ret->resync_pages_inline = v->resync_pages_inline;
-	ret->resync_pages_dropped = v->resync_pages_dropped;
 	vmm_holdings_revoked(v, &ret->pointers_revoked, &ret->frames_revoked);
-	pagetable_get_stats(v->pt, &ret->pagetable);
+	/* "asked" folds and checkpoints are the idle ones: vmm.c asks only when idle. */
+	pagetable_get_stats(v->pt, &pt);
+	ret->pagetable_folds_idle = pt.folds_asked;
+	ret->pagetable_folds_backstop = pt.folds_backstop;
+	ret->pagetable_fold_waiting = pt.fold_waiting;
+	ret->pagetable_checkpoints_idle = pt.checkpoints_asked;
+	ret->pagetable_checkpoints_backstop = pt.checkpoints_backstop;
+	ret->pagetable_wal_frames = pt.wal_frames;
+	ret->pagetable_wal_frames_peak = pt.wal_frames_peak;
+	ret->pagetable_wal_checkpoint_frames = pt.checkpoint_frames;
 }
 
 void *vmm_pool_base(const struct vmm *v)

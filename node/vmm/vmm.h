@@ -11,6 +11,7 @@
 #include "codec.h"
 #include "config.h"
 #include "pagetable_sqlite.h"
+#include "status_counts.h"
 
 struct event_base;
 struct repl_session;
@@ -29,43 +30,6 @@ struct vmm_takeover {
 	uint64_t allocations; /* adopted */
 	uint64_t locks_released;
 	uint64_t dirty_pages; /* queued for destage here */
-};
-
-struct vmm_counts {
-	uint64_t frames_total;
-	uint64_t frames_free;
-	uint64_t allocations_own;
-	uint64_t allocations_partner;
-	uint64_t journal_rows; /* kept for a resync (trimmed below what both applied) */
-	bool journal_given_up; /* past journal_limit: the partner's next resync is full */
-	/* Page blocks sent to the partner by RDMA WRITE into its landings, and
-	 * inline in WritePage; landings of the partner's adopted and refused. */
-	uint64_t pages_one_sided, pages_inline;
-	uint64_t landings_adopted, landings_refused;
-	uint64_t landings_granted; /* runs granted to the partner since start */
-	/* The frame pool's registration blocks: the ceiling, in use, their
-	 * size, and how many came into use and left since start; and the RDMA
-	 * registrations (0 over TCP): current, stale, purged and refused since
-	 * start. */
-	uint32_t pool_blocks, pool_blocks_in_use;
-	uint64_t pool_block_bytes;
-	uint64_t pool_grown, pool_shrunk;
-	uint32_t registrations_current, registrations_stale;
-	uint64_t registrations_purged, registrations_failed;
-	/* Staging slabs (one-sided sources not in the pool): mapped now, and
-	 * since start. */
-	uint32_t staging_slabs;
-	uint64_t staging_allocated;
-	/* Blocks resyncs sent one-sided and inline, and blocks of the
-	 * partner's resyncs dropped here as older than a change mirrored
-	 * ahead of them. */
-	uint64_t resync_pages_one_sided, resync_pages_inline, resync_pages_dropped;
-	/* Pointers revoked at a fence that their clients have not released
-	 * yet, and the frames set aside for them (node/ha/HA.md). */
-	uint64_t pointers_revoked, frames_revoked;
-	/* The page table's folds and WAL checkpoints: "asked" ones are the
-	 * idle ones (node/vmm/vmm.c asks only when idle). */
-	struct pt_stats pagetable;
 };
 
 /* Opens the page table under state_dir, creates the frame pool and loads
@@ -115,7 +79,9 @@ void vmm_grants_link_changed(struct vmm *v, bool up);
 void *vmm_pool_base(const struct vmm *v);
 uint64_t vmm_pool_block_frames(const struct vmm *v);
 
-void vmm_get_counts(struct vmm *v, struct vmm_counts *ret);
+/* Sets all of *ret: the counters the memory manager counted, its gauges now,
+ * and zero for the numbers others keep (node.c fills those). */
+void vmm_get_counts(struct vmm *v, struct status_counts *ret);
 
 /* ---- failover (ha/vmm_mode.c, node/ha/HA.md) ---- */
 

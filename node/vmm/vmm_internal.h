@@ -100,14 +100,13 @@ struct vmm {
 	struct destage_round *destage_round; /* being written, at most one */
 	struct event *destage_timer;
 
-	/* What pagedata/ owns (pagedata_state.h), and the WritePages sent
-	 * one-sided and inline since start. */
+	/* What pagedata/ owns (pagedata_state.h). */
 	struct pagedata *pagedata;
-	uint64_t pages_one_sided, pages_inline;
-	/* Blocks a resync sent one-sided and inline, and blocks of the
-	 * partner's resyncs dropped here as older than a change mirrored ahead
-	 * of them, since start (ha/resync.c). */
-	uint64_t resync_pages_one_sided, resync_pages_inline, resync_pages_dropped;
+
+	/* The status counters the memory manager counts, since start, where
+	 * each happens (`v->counted.pages_inline++`); vmm_get_counts()
+	 * hands them on with its gauges, and what pagedata/ counted. */
+	struct status_counts counted;
 };
 
 /* An originating node's operation waiting for its partner's answers. */

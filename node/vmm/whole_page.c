@@ -482,9 +482,9 @@ static void send_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
 			release_grant(v, op, false);
 	}
 	if (r >= 0)
-		v->pages_one_sided++;
+		v->counted.pages_one_sided++;
 	else if (repl_session_inline_instead(r) && (r = send_batch(v, a, op, NULL)) >= 0)
-		v->pages_inline++;
+		v->counted.pages_inline++;
 	if (r < 0) {
 		unprepare(v, a, op);
 		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,

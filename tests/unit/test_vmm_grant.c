@@ -154,7 +154,7 @@ static void test_offer(uint64_t free0)
 	/* Block sizes in use: the policies' (2 frames, 1 frame) and the default
 	 * policy's (1 frame, the same): two each. */
 	CHECK_INT("runs granted", 4, n_sent);
-	CHECK_INT("counted", 4, pd.landings_granted);
+	CHECK_INT("counted", 4, pd.counted.landings_granted);
 	CHECK_INT("frames held for them", free0 - 6, frame_pool_free_count(vm.pool));
 	for (size_t i = 0; i < n_sent; i++)
 		CHECK(sent[i].frame / BLOCK_FRAMES ==
@@ -169,7 +169,7 @@ static void adopt(const char *what, uint64_t page, Ftvm__Partner__Landing *l)
 {
 	Ftvm__Partner__Landing fresh, used = *l;
 	Ftvm__Partner__WritePage m;
-	uint64_t adopted0 = pd.landings_adopted;
+	uint64_t adopted0 = pd.counted.landings_adopted;
 	bool has_fresh;
 	char reason[256] = "";
 
@@ -182,7 +182,7 @@ static void adopt(const char *what, uint64_t page, Ftvm__Partner__Landing *l)
 	      "%s: page %llu resident %d at frame %llu, want the run at %llu", what,
 	      (unsigned long long)page, alloc->page[page].resident,
 	      (unsigned long long)alloc->page[page].frame, (unsigned long long)used.frame);
-	CHECK_INT("adopted", adopted0 + 1, pd.landings_adopted);
+	CHECK_INT("adopted", adopted0 + 1, pd.counted.landings_adopted);
 	CHECK(!vmm_grant_named(&vm, &used), "%s: the run is still granted", what);
 	CHECK(has_fresh, "%s: no fresh grant in the answer", what);
 	CHECK_INT("fresh grant frames", 2, fresh.frames);
@@ -216,7 +216,7 @@ static void test_adopt(uint64_t free0)
 /* Each refusal names its reason and keeps the grant. */
 static void refused(const char *what, Ftvm__Partner__WritePage *m, int want, const char *says)
 {
-	uint64_t refused0 = pd.landings_refused, free0 = frame_pool_free_count(vm.pool);
+	uint64_t refused0 = pd.counted.landings_refused, free0 = frame_pool_free_count(vm.pool);
 	Ftvm__Partner__Landing fresh;
 	bool has_fresh = true;
 	char reason[256] = "";
@@ -228,7 +228,7 @@ static void refused(const char *what, Ftvm__Partner__WritePage *m, int want, con
 	CHECK(strstr(reason, "a-1 page 3") != NULL, "%s: reason '%s' does not name the page", what,
 	      reason);
 	CHECK(!has_fresh, "%s: a fresh grant with a refusal", what);
-	CHECK_INT("refusals counted", refused0 + 1, pd.landings_refused);
+	CHECK_INT("refusals counted", refused0 + 1, pd.counted.landings_refused);
 	CHECK_INT("frames after a refusal", free0, frame_pool_free_count(vm.pool));
 }
 

@@ -114,7 +114,7 @@ static void test_adopt(void)
 	CHECK_INT("adopt", 0, vmm_landing_adopt(&vm, alloc, 1, &m, reason, sizeof(reason)));
 	CHECK_INT("the page's frames", l.frame, alloc->page[1].frame);
 	CHECK_INT("old frames back, the run the page's", free0, frame_pool_free_count(vm.pool));
-	CHECK_INT("adopted", 1, pd.landings_adopted);
+	CHECK_INT("adopted", 1, pd.counted.landings_adopted);
 	/* Adopted: the unlock behind it gives nothing back. */
 	vmm_landing_close(&vm, "a-1", 1, "b/1/3");
 	CHECK_INT("frames after the unlock", free0, frame_pool_free_count(vm.pool));
@@ -132,7 +132,7 @@ static void test_adopt(void)
 /* Each refusal names its reason and gives the run back. */
 static void refused(const char *what, Ftvm__Partner__WritePage *m, int want, const char *says)
 {
-	uint64_t refused0 = pd.landings_refused;
+	uint64_t refused0 = pd.counted.landings_refused;
 	char reason[256] = "";
 	int r = vmm_landing_adopt(&vm, alloc, 3, m, reason, sizeof(reason));
 
@@ -141,7 +141,7 @@ static void refused(const char *what, Ftvm__Partner__WritePage *m, int want, con
 	      says);
 	CHECK(strstr(reason, "a-1 page 3") != NULL, "%s: reason '%s' does not name the page", what,
 	      reason);
-	CHECK_INT("refusals counted", refused0 + 1, pd.landings_refused);
+	CHECK_INT("refusals counted", refused0 + 1, pd.counted.landings_refused);
 }
 
 static void test_refusals(void)

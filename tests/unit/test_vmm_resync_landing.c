@@ -119,7 +119,7 @@ static void test_adopt(void)
 	      alloc->page[2].stale, (unsigned long long)l[1].frame);
 	/* The old frames back, the runs the pages' own. */
 	CHECK_INT("frames after adopting", free0 - 2, free_frames());
-	CHECK_INT("adopted", 2, pd.landings_adopted);
+	CHECK_INT("adopted", 2, pd.counted.landings_adopted);
 	/* Adopted: a run serves once. */
 	CHECK_INT("the same run again", -EINVAL,
 		  vmm_resync_landing_adopt(&vm, alloc, 1, &l[0], place(&l[0], 0x11), reason,
@@ -164,7 +164,7 @@ static void test_order(void)
 static void refused(const char *what, const Ftvm__Partner__Landing *named, uint32_t crc, int want,
 		    const char *says)
 {
-	uint64_t refused0 = pd.landings_refused;
+	uint64_t refused0 = pd.counted.landings_refused;
 	char reason[512] = "";
 	int r = vmm_resync_landing_adopt(&vm, alloc, 4, named, crc, reason, sizeof(reason));
 
@@ -173,7 +173,7 @@ static void refused(const char *what, const Ftvm__Partner__Landing *named, uint3
 	      says);
 	CHECK(strstr(reason, "a-1 page 4") != NULL, "%s: reason '%s' does not name the page", what,
 	      reason);
-	CHECK_INT("refusals counted", refused0 + 1, pd.landings_refused);
+	CHECK_INT("refusals counted", refused0 + 1, pd.counted.landings_refused);
 	CHECK(!alloc->page[4].resident, "%s: the page took the run", what);
 }
 
