@@ -18,6 +18,8 @@
  * requests wait for the same end under VMM_WAIT_PARTNER. */
 #include "vmm_internal.h"
 
+#include "failover_state.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,18 +43,18 @@ struct vmm_window_waiter {
 bool vmm_window_open(const struct vmm *v)
 {
 	return v->mode == VMM_MODE_MIRRORED &&
-	       (v->window_held || !repl_session_link_up(v->session));
+	       (v->failover->window_held || !repl_session_link_up(v->session));
 }
 
 void vmm_window_link_lost(struct vmm *v)
 {
 	if (v->mode == VMM_MODE_MIRRORED)
-		v->window_held = true;
+		v->failover->window_held = true;
 }
 
 static void unlink_waiter(struct vmm *v, struct vmm_window_waiter *w)
 {
-	struct vmm_window_waiter **p = &v->window_waiters;
+	struct vmm_window_waiter **p = &v->failover->window_waiters;
 
 	while (*p && *p != w)
 		p = &(*p)->next;
@@ -87,7 +89,7 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 
 int vmm_window_wait(struct vmm *v, uint64_t client_id, vmm_window_fn fn, void *arg)
 {
-	struct vmm_window_waiter *w = calloc(1, sizeof(*w)), **tail = &v->window_waiters;
+	struct vmm_window_waiter *w = calloc(1, sizeof(*w)), **tail = &v->failover->window_waiters;
 
 	if (!w || !(w->deadline = evtimer_new(v->base, on_deadline, w))) {
 		free(w);
@@ -110,11 +112,11 @@ int vmm_window_wait(struct vmm *v, uint64_t client_id, vmm_window_fn fn, void *a
 void vmm_on_window_closed(evutil_socket_t fd, short what, void *arg)
 {
 	struct vmm *v = arg;
-	struct vmm_window_waiter *w = v->window_waiters;
+	struct vmm_window_waiter *w = v->failover->window_waiters;
 	char reason[320];
 	size_t n = 0;
 
-	v->window_waiters = NULL;
+	v->failover->window_waiters = NULL;
 	if (w)
 		log_info("%s: requests that waited for the partner go on",
 			 v->mode == VMM_MODE_FENCED ? "fenced" : "the pair decided");
@@ -141,17 +143,17 @@ void vmm_on_window_closed(evutil_socket_t fd, short what, void *arg)
 void vmm_window_check(struct vmm *v)
 {
 	if (v->mode != VMM_MODE_MIRRORED || repl_session_link_up(v->session))
-		v->window_held = false;
+		v->failover->window_held = false;
 	if (vmm_window_open(v))
 		return;
-	if (v->window_waiters)
-		event_active(v->window_event, EV_TIMEOUT, 0);
+	if (v->failover->window_waiters)
+		event_active(v->failover->window_event, EV_TIMEOUT, 0);
 	vmm_paging_kick(v); /* its VMM_WAIT_PARTNER waiters */
 }
 
 void vmm_window_client_gone(struct vmm *v, uint64_t client_id)
 {
-	struct vmm_window_waiter *w = v->window_waiters, *next;
+	struct vmm_window_waiter *w = v->failover->window_waiters, *next;
 
 	for (; w; w = next) {
 		next = w->next;
@@ -163,8 +165,8 @@ void vmm_window_client_gone(struct vmm *v, uint64_t client_id)
 
 void vmm_window_fail_all(struct vmm *v, int status, const char *reason)
 {
-	while (v->window_waiters)
-		end_waiter(v, v->window_waiters, status, reason);
+	while (v->failover->window_waiters)
+		end_waiter(v, v->failover->window_waiters, status, reason);
 }
 
 /* ---- requests parked as they came ---- */

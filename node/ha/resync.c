@@ -13,6 +13,8 @@
  *   each answer:   staging runs back to the pool */
 #include "vmm_internal.h"
 
+#include "failover_state.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,7 +99,7 @@ static void release(struct resync_send *rs)
 	}
 	free(rs->staged);
 	rs->stats.ms = clock_now_ms() - rs->stats.ms;
-	rs->vmm->resync_send = NULL;
+	rs->vmm->failover->resync_send = NULL;
 	rs->done(rs->status, rs->reason, &rs->stats, rs->arg);
 	free(rs);
 }
@@ -684,7 +686,7 @@ int vmm_resync_send(struct vmm *v, uint64_t partner_applied_lsn, uint64_t partne
 {
 	struct resync_send *rs;
 
-	if (v->resync_send)
+	if (v->failover->resync_send)
 		return -EBUSY;
 	rs = calloc(1, sizeof(*rs));
 	if (!rs)
@@ -694,7 +696,7 @@ int vmm_resync_send(struct vmm *v, uint64_t partner_applied_lsn, uint64_t partne
 	rs->partner_own_lsn = partner_own_lsn;
 	rs->done = done;
 	rs->arg = arg;
-	v->resync_send = rs;
+	v->failover->resync_send = rs;
 	start(rs);
 	return 0;
 }
@@ -709,9 +711,10 @@ __attribute__((format(printf, 4, 5))) static int refuse(struct vmm *v, char *rea
 	va_start(ap, fmt);
 	vsnprintf(reason, len, fmt, ap);
 	va_end(ap);
-	if (v->resync_receiving && !v->resync_failed) {
-		v->resync_failed = true;
-		snprintf(v->resync_error, sizeof(v->resync_error), "%s", reason);
+	if (v->failover->resync_receiving && !v->failover->resync_failed) {
+		v->failover->resync_failed = true;
+		snprintf(v->failover->resync_error, sizeof(v->failover->resync_error), "%s",
+			 reason);
 	}
 	return FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
 }
@@ -756,10 +759,10 @@ static int on_begin(struct vmm *v, const Ftvm__Partner__ResyncBegin *m, const st
 		return refuse(v, reason, len,
 			      "not behind: this node is at epoch %llu, not below %llu",
 			      (unsigned long long)v->epoch, (unsigned long long)m->epoch);
-	v->resync_receiving = true;
-	v->resync_failed = false;
+	v->failover->resync_receiving = true;
+	v->failover->resync_failed = false;
 	vmm_resync_landings_drop(v); /* an earlier resync's */
-	v->resync_error[0] = '\0';
+	v->failover->resync_error[0] = '\0';
 	vmm_space_waiters_fail(v);
 	vmm_page_waiters_fail(v, FTVM__PARTNER__STATUS__STATUS_FENCED,
 			      "this node is being resynced by its partner, which serves");
@@ -773,8 +776,8 @@ static int on_begin(struct vmm *v, const Ftvm__Partner__ResyncBegin *m, const st
 			      pagetable_last_error(v->pt));
 	log_info("resync from %s (epoch %llu): %llu allocations coming", o->node,
 		 (unsigned long long)m->epoch, (unsigned long long)m->allocations);
-	if (v->resync_observer)
-		v->resync_observer(true, 0, "", v->resync_arg);
+	if (v->failover->resync_observer)
+		v->failover->resync_observer(true, 0, "", v->failover->resync_arg);
 	return 0;
 }
 
@@ -784,7 +787,7 @@ static int on_allocation(struct vmm *v, const Ftvm__Partner__ResyncAllocation *m
 	const Ftvm__Partner__AllocateMemory *am = m->allocation;
 	struct vmm_alloc *a;
 
-	if (!v->resync_receiving)
+	if (!v->failover->resync_receiving)
 		return refuse(v, reason, len, "ResyncAllocation outside a resync");
 	if (am && am->guid[0] && drop_allocation(v, am->guid, o) < 0)
 		return refuse(v, reason, len, "page table: %s", pagetable_last_error(v->pt));
@@ -860,10 +863,10 @@ static int on_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m, char *reas
 	char why[512];
 	int r;
 
-	if (!v->resync_receiving || !a || m->page >= a->pages) {
+	if (!v->failover->resync_receiving || !a || m->page >= a->pages) {
 		if (m->landed)
 			vmm_resync_landing_close(v, m->landed);
-		if (!v->resync_receiving)
+		if (!v->failover->resync_receiving)
 			return refuse(v, reason, len, "ResyncPage outside a resync");
 		/* With a state it may come after the allocation's ReleaseMemory. */
 		if (!a && m->state)
@@ -906,14 +909,14 @@ static int on_end(struct vmm *v, const Ftvm__Partner__ResyncEnd *m, char *reason
 {
 	int r;
 
-	if (!v->resync_receiving)
+	if (!v->failover->resync_receiving)
 		return refuse(v, reason, len, "ResyncEnd outside a resync");
-	v->resync_receiving = false;
+	v->failover->resync_receiving = false;
 	vmm_resync_landings_drop(v); /* none is named after ResyncEnd */
-	if (v->resync_failed) {
-		snprintf(reason, len, "resync incomplete: %s", v->resync_error);
-		if (v->resync_observer)
-			v->resync_observer(false, -EIO, reason, v->resync_arg);
+	if (v->failover->resync_failed) {
+		snprintf(reason, len, "resync incomplete: %s", v->failover->resync_error);
+		if (v->failover->resync_observer)
+			v->failover->resync_observer(false, -EIO, reason, v->failover->resync_arg);
 		return FTVM__PARTNER__STATUS__STATUS_INTERNAL;
 	}
 	/* Changes mirrored after the snapshot may have been applied already,
@@ -935,8 +938,8 @@ static int on_end(struct vmm *v, const Ftvm__Partner__ResyncEnd *m, char *reason
 	log_info("resync done: epoch %llu, %zu allocations", (unsigned long long)m->epoch,
 		 vmm_table_size(v->table));
 	vmm_after_commit(v, offer_grants, v);
-	if (v->resync_observer)
-		v->resync_observer(false, 0, "", v->resync_arg);
+	if (v->failover->resync_observer)
+		v->failover->resync_observer(false, 0, "", v->failover->resync_arg);
 	return 0;
 }
 
@@ -961,6 +964,16 @@ int vmm_resync_apply(struct vmm *v, const Envelope *env, char *reason, size_t le
 
 void vmm_set_resync_observer(struct vmm *v, vmm_resync_observer_fn fn, void *arg)
 {
-	v->resync_observer = fn;
-	v->resync_arg = arg;
+	v->failover->resync_observer = fn;
+	v->failover->resync_arg = arg;
+}
+
+bool vmm_resync_busy(const struct vmm *v)
+{
+	return v->failover->resync_send || v->failover->resync_receiving;
+}
+
+bool vmm_resync_receiving(const struct vmm *v)
+{
+	return v->failover->resync_receiving;
 }

@@ -258,7 +258,7 @@ static void on_resync_landings(struct vmm *v, const Ftvm__Partner__ResyncLanding
 {
 	size_t n;
 
-	if (!v->resync_receiving) {
+	if (!vmm_resync_receiving(v)) {
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
 		       "ResyncLandings outside a resync");
 		return;

@@ -92,7 +92,7 @@ int vmm_sense_fill(struct vmm *v, bool page_table, Ftvm__Partner__SenseInformati
 	if (!page_table)
 		return 0;
 
-	info->resync = v->resync_send || v->resync_receiving;
+	info->resync = vmm_resync_busy(v);
 	all = vmm_table_sorted(v->table, &n);
 	info->allocations = calloc(n ? n : 1, sizeof(*info->allocations));
 	if (!all || !info->allocations)

@@ -557,7 +557,7 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 	v->after_tail = &v->after;
 	v->flush_event = event_new(base, -1, 0, on_flush, v);
 	v->kick_event = event_new(base, -1, 0, vmm_on_paging_kick, v);
-	v->window_event = event_new(base, -1, 0, vmm_on_window_closed, v);
+	v->failover = failover_state_new(base, v);
 	v->trim_event = event_new(base, -1, EV_PERSIST, on_trim, v);
 	v->idle_event = evtimer_new(base, on_idle, v);
 	/* The lowest priority: a fold due when a request is there too waits
@@ -566,7 +566,7 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 		event_priority_set(v->idle_event, event_base_get_npriorities(base) - 1);
 	v->pagedata = pagedata_new();
 	r = vmm_table_new(&v->table);
-	if (r < 0 || !v->pagedata || !v->flush_event || !v->kick_event || !v->window_event ||
+	if (r < 0 || !v->pagedata || !v->failover || !v->flush_event || !v->kick_event ||
 	    !v->trim_event || !v->idle_event) {
 		r = log_error_errno(-ENOMEM, "memory manager");
 		goto fail;
@@ -636,7 +636,9 @@ void vmm_free(struct vmm *v)
 			 (unsigned long long)v->page_ins, (unsigned long long)v->evictions,
 			 (unsigned long long)v->resident_pages);
 	vmm_space_waiters_fail(v);
-	vmm_window_fail_all(v, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN, "node stopping");
+	if (v->failover)
+		vmm_window_fail_all(v, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN,
+				    "node stopping");
 	vmm_page_waiters_fail(v, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN, "node stopping");
 	if (v->mode == VMM_MODE_SOLO)
 		vmm_holdings_release_at_stop(v);
@@ -650,8 +652,7 @@ void vmm_free(struct vmm *v)
 	vmm_store_close(v);
 	if (v->kick_event)
 		event_free(v->kick_event);
-	if (v->window_event)
-		event_free(v->window_event);
+	failover_state_free(v->failover);
 	if (v->trim_event)
 		event_free(v->trim_event);
 	if (v->pt && v->flush_event)

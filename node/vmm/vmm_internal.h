@@ -9,6 +9,7 @@
 
 struct event;
 
+#include "failover.h"
 #include "frame_pool.h"
 #include "pagedata.h"
 #include "pagetable_sqlite.h"
@@ -36,15 +37,10 @@ struct vmm {
 	enum vmm_mode mode; /* node/ha/HA.md: mirrored, solo, fenced */
 	char mode_reason[256];
 	uint64_t epoch;
-	unsigned solo_in_flight;	 /* operations completed alone, a turn from done */
-	struct resync_send *resync_send; /* ha/resync.c, sending */
-	bool resync_receiving, resync_failed;
-	char resync_error[256];
+	unsigned solo_in_flight; /* operations completed alone, a turn from done */
 	/* The journal passed [failover] journal_limit while the partner was
 	 * away: its rows were let go, and it gets a full resync. */
 	bool journal_given_up;
-	vmm_resync_observer_fn resync_observer;
-	void *resync_arg;
 	struct event_base *base;
 	const struct ftvm_config *config;
 	struct repl_session *session;
@@ -71,12 +67,6 @@ struct vmm {
 	 * in order, looked at again (kick_event) when one of those may be over. */
 	struct vmm_page_waiter *page_waiters;
 	struct event *kick_event;
-	/* The failover window (ha/failover_window.c): held from a lost link while
-	 * mirrored until the next mode change; what waits for its end, and the
-	 * event that lets it go on. */
-	bool window_held;
-	struct vmm_window_waiter *window_waiters;
-	struct event *window_event;
 	struct event *trim_event; /* the journal, every JOURNAL_TRIM_EVERY_S */
 	/* Pointers local clients hold. */
 	struct vmm_holding *holdings;
@@ -100,8 +90,10 @@ struct vmm {
 	struct destage_round *destage_round; /* being written, at most one */
 	struct event *destage_timer;
 
-	/* What pagedata/ owns (pagedata_state.h). */
+	/* What pagedata/ owns (pagedata_state.h), and what ha/ owns of the
+	 * memory manager's side of failover (failover_state.h). */
 	struct pagedata *pagedata;
+	struct failover_state *failover;
 
 	/* The status counters the memory manager counts, since start, where
 	 * each happens (`v->counted.pages_inline++`); vmm_get_counts()
@@ -195,56 +187,6 @@ int vmm_lock(struct vmm *v, struct vmm_page *p, int mode, const char *owner);
 /* A request in flight needs p's frames to stay (not evicted) until unpinned. */
 void vmm_pin(struct vmm *v, struct vmm_page *p);
 void vmm_unpin(struct vmm *v, struct vmm_page *p);
-
-/* A pointer a client of this node holds (vmm/pointer.c grants and releases
- * it; ha/holdings.c carries it across failover). */
-struct vmm_quarantine;
-struct vmm_holding {
-	struct vmm_holding *next;
-	struct vmm *vmm;
-	uint64_t client_id;
-	char guid[128];
-	uint64_t page;
-	char owner[128];
-	bool write;
-	/* Where the partner takes the block by RDMA WRITE at a modified
-	 * release (it gave it with the lock); used once. */
-	struct repl_landing landing;
-	bool has_landing;
-	/* A gone client's release the partner refused for want of frames is
-	 * tried again (retry) until deadline_ms. */
-	struct event *retry;
-	uint64_t deadline_ms;
-	/* Revoked at a fence: no lock any more, its page's old frames aside
-	 * (NULL when the page had none), and the epoch it was revoked at. */
-	bool revoked;
-	struct vmm_quarantine *quarantine; /* ha/holdings.c */
-	uint64_t revoked_epoch;
-};
-
-/* ha/holdings.c: the newest of call's client's pointers to guid's page. */
-struct vmm_holding *vmm_holding_find(struct vmm *v, struct client_call *call, const char *guid,
-				     uint64_t page);
-/* vmm/pointer.c: h leaves v's list. */
-void vmm_holding_unlink(struct vmm *v, struct vmm_holding *h);
-/* ha/holdings.c: h goes (out of the list already), and the frames set
- * aside for it with the last revoked pointer into them. */
-void vmm_holding_free(struct vmm *v, struct vmm_holding *h);
-/* ha/holdings.c: the landings this node's write pointers hold are void. */
-void vmm_holdings_forget_landings(struct vmm *v);
-/* ha/holdings.c: right behind a resync's snapshot, the partner learns the
- * pointers this node's clients hold (node/ha/HA.md, "Solo and rejoin"). */
-void vmm_holdings_mirror(struct vmm *v);
-/* ha/holdings.c: this node fenced itself, or is resynced: the pointers its
- * clients hold are revoked, their frames kept from every page until each is
- * released (node/ha/HA.md, "Pointers of a fenced node are revoked"). */
-void vmm_holdings_revoke(struct vmm *v);
-/* ha/holdings.c: true when h (call's client's, as vmm_holding_find() gave
- * it, or NULL) was revoked; call is then answered STALE_EPOCH and h let go. */
-bool vmm_holding_revoked_reply(struct vmm *v, struct client_call *call, struct vmm_holding *h);
-/* ha/holdings.c: revoked pointers not released yet, and the frames set
- * aside for them. */
-void vmm_holdings_revoked(const struct vmm *v, uint64_t *ret_pointers, uint64_t *ret_frames);
 
 /* The partner's allocation m (AllocateMemory, ResyncAllocation): its size
  * and extent fit in its home's partition of the store. */
@@ -399,37 +341,6 @@ void vmm_page_retry(struct vmm *v, const struct vmm_page_request *req);
 bool vmm_page_contents(struct vmm *v, const struct vmm_page_request *req, struct vmm_alloc *a);
 void vmm_page_waiters_fail(struct vmm *v, int status, const char *reason);
 
-/* ha/failover_window.c: the failover window. Open while mirrored with the link
- * lost, until the next mode change. fn(v, arg, status, reason) runs once
- * for a waiter: OK when the window closed and the mode decided lets it go
- * on, else why not (fenced, request_timeout_ms passed, its client gone,
- * stopping). */
-typedef void (*vmm_window_fn)(struct vmm *v, void *arg, int status, const char *reason);
-bool vmm_window_open(const struct vmm *v);
-/* -ENOMEM: nothing waits. client_id: the client whose going ends it (0:
- * none). */
-int vmm_window_wait(struct vmm *v, uint64_t client_id, vmm_window_fn fn, void *arg);
-/* After a mode change: a window that closed lets its waiters go on (from
- * window_event: vmm_on_window_closed). */
-void vmm_window_check(struct vmm *v);
-void vmm_on_window_closed(evutil_socket_t fd, short what, void *arg);
-void vmm_window_client_gone(struct vmm *v, uint64_t client_id);
-void vmm_window_fail_all(struct vmm *v, int status, const char *reason);
-/* Keeps req (packed) until the window's end, then dispatches it again;
- * false when it cannot (out of memory). */
-bool vmm_window_park(struct vmm *v, struct client_call *call,
-		     const Ftvm__Client__ClientRequest *req);
-/* Refuses a change in [failover] solo = refuse mode: true when answered. */
-bool vmm_refuses_change(struct vmm *v, struct client_call *call);
-/* ha/holdings.c: a node stopping solo releases its clients' write
- * pointers as modified, here alone, before its last destage. */
-void vmm_holdings_release_at_stop(struct vmm *v);
-/* ha/holdings.c: a gone client's pointer (h, out of the list) whose
- * release the partner never took is let go here only, and what its client
- * wrote with it (node/ha/HA.md, "A gone client's pointer"). */
-void vmm_holding_let_go(struct vmm *v, struct vmm_holding *h);
-void vmm_holdings_free(struct vmm *v);
-
 /* The originating node's methods. */
 void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__AllocRequest *req);
 void vmm_op_free(struct vmm *v, struct client_call *call, const char *guid);
@@ -438,13 +349,6 @@ void vmm_op_write_page(struct vmm *v, struct client_call *call,
 void vmm_op_read_page(struct vmm *v, struct client_call *call,
 		      const Ftvm__Client__ReadPageRequest *req);
 void vmm_op_verify(struct vmm *v, struct client_call *call);
-/* Hands every allocation adopted here back to its home node. */
-void vmm_op_failback(struct vmm *v, struct client_call *call);
-/* The partner's messages of failover: a Status, with the reason filled.
- * OwnerChange (ha/failback.c) and the resync messages (ha/resync.c). */
-int vmm_owner_changed(struct vmm *v, const char *guid, const char *owner, const struct pt_origin *o,
-		      char *reason, size_t len);
-int vmm_resync_apply(struct vmm *v, const Envelope *env, char *reason, size_t len);
 void vmm_op_map(struct vmm *v, struct client_call *call);
 void vmm_op_get_pointer(struct vmm *v, struct client_call *call,
 			const Ftvm__Client__GetPointerRequest *req);
