@@ -24,7 +24,7 @@
 #include "fake_client.h"
 #include "fake_session.h"
 
-#define HARNESS_TURNS 400
+#define HARNESS_TURNS 50
 #define HARNESS_PAGE 4096u
 
 typedef Ftvm__Client__ClientReply ClientReply;
