@@ -54,24 +54,25 @@ static Envelope *allocate_memory(Envelope *env, Ftvm__Partner__AllocateMemory *m
 	return env;
 }
 
-static Envelope *read_header(Envelope *env, Ftvm__Partner__ReadHeader *m, const char *guid)
-{
-	ftvm__partner__envelope__init(env);
-	ftvm__partner__read_header__init(m);
-	m->guid = (char *)guid;
-	env->message_case = MSG(READ_HEADER);
-	env->read_header = m;
-	return env;
-}
+/* ReadHeader or ReleaseMemory: each message is a guid alone. */
+struct of_guid {
+	Envelope env;
+	Ftvm__Partner__ReadHeader rh;
+	Ftvm__Partner__ReleaseMemory rm;
+};
 
-static Envelope *release_memory(Envelope *env, Ftvm__Partner__ReleaseMemory *m, const char *guid)
+static Envelope *of_guid(struct of_guid *g, int message_case, const char *guid)
 {
-	ftvm__partner__envelope__init(env);
-	ftvm__partner__release_memory__init(m);
-	m->guid = (char *)guid;
-	env->message_case = MSG(RELEASE_MEMORY);
-	env->release_memory = m;
-	return env;
+	ftvm__partner__envelope__init(&g->env);
+	ftvm__partner__read_header__init(&g->rh);
+	ftvm__partner__release_memory__init(&g->rm);
+	g->rh.guid = g->rm.guid = (char *)guid;
+	g->env.message_case = message_case;
+	if (message_case == MSG(READ_HEADER))
+		g->env.read_header = &g->rh;
+	else
+		g->env.release_memory = &g->rm;
+	return &g->env;
 }
 
 static void test_allocate_memory(void)
@@ -105,17 +106,17 @@ static void test_allocate_memory(void)
 
 static void test_space_and_sense(void)
 {
-	Envelope env[3], *envs[] = { &env[0], &env[1], &env[2] };
+	struct of_guid g;
+	Envelope env[2], *envs[] = { &g.env, &env[0], &env[1] };
 	Ftvm__Partner__SpaceRequest sr = FTVM__PARTNER__SPACE_REQUEST__INIT;
 	Ftvm__Partner__SenseRequest sense = FTVM__PARTNER__SENSE_REQUEST__INIT;
-	Ftvm__Partner__ReadHeader rh;
 	const CommandComplete *cc;
 	size_t found = 0;
 
-	ftvm__partner__envelope__init(&env[1]);
-	env[1].message_case = MSG(SPACE_REQUEST);
-	env[1].space_request = &sr;
-	cc = ask(&env[1]);
+	ftvm__partner__envelope__init(&env[0]);
+	env[0].message_case = MSG(SPACE_REQUEST);
+	env[0].space_request = &sr;
+	cc = ask(&env[0]);
 	CHECK_INT("SpaceRequest", STATUS(OK), status_of(cc));
 	CHECK(cc && cc->payload_case == PAYLOAD(SPACE), "no SpaceStatus");
 	if (cc && cc->space) {
@@ -125,10 +126,10 @@ static void test_space_and_sense(void)
 	}
 
 	sense.page_table = true;
-	ftvm__partner__envelope__init(&env[2]);
-	env[2].message_case = MSG(SENSE_REQUEST);
-	env[2].sense_request = &sense;
-	cc = ask(&env[2]);
+	ftvm__partner__envelope__init(&env[1]);
+	env[1].message_case = MSG(SENSE_REQUEST);
+	env[1].sense_request = &sense;
+	cc = ask(&env[1]);
 	CHECK_INT("SenseRequest", STATUS(OK), status_of(cc));
 	CHECK(cc && cc->payload_case == PAYLOAD(SENSE), "no SenseInformation");
 	for (size_t i = 0; cc && cc->sense && i < cc->sense->n_allocations; i++)
@@ -137,24 +138,23 @@ static void test_space_and_sense(void)
 	CHECK_INT("allocations in the digest", 2, found);
 
 	/* After a request that fails, the rest of its batch is not applied. */
-	read_header(&env[0], &rh, "no-such");
+	of_guid(&g, MSG(READ_HEADER), "no-such");
 	fake_session_deliver(h.s, h.v, envs, 3);
 	harness_settle(&h);
 	CHECK_INT("ReadHeader of no-such", STATUS(NOT_FOUND),
-		  status_of(fake_session_completion(h.s, env[0].seq)));
-	cc = fake_session_completion(h.s, env[1].seq);
+		  status_of(fake_session_completion(h.s, g.env.seq)));
+	cc = fake_session_completion(h.s, env[0].seq);
 	CHECK_INT("SpaceRequest behind it", STATUS(ABORTED), status_of(cc));
 	CHECK(cc && cc->payload_case != PAYLOAD(SPACE), "an aborted SpaceRequest answered");
-	cc = fake_session_completion(h.s, env[2].seq);
+	cc = fake_session_completion(h.s, env[1].seq);
 	CHECK_INT("SenseRequest behind it", STATUS(ABORTED), status_of(cc));
 	CHECK(cc && cc->payload_case != PAYLOAD(SENSE), "an aborted SenseRequest answered");
 }
 
 static void test_read_header(void)
 {
-	Envelope env;
-	Ftvm__Partner__ReadHeader m;
-	const CommandComplete *cc = ask(read_header(&env, &m, "b-1"));
+	struct of_guid g;
+	const CommandComplete *cc = ask(of_guid(&g, MSG(READ_HEADER), "b-1"));
 
 	CHECK_INT("ReadHeader", STATUS(OK), status_of(cc));
 	CHECK(cc && cc->payload_case == PAYLOAD(HEADER), "no Header");
@@ -167,7 +167,7 @@ static void test_read_header(void)
 		      "the header blob");
 	}
 	CHECK_INT("ReadHeader of no-such", STATUS(NOT_FOUND),
-		  status_of(ask(read_header(&env, &m, "no-such"))));
+		  status_of(ask(of_guid(&g, MSG(READ_HEADER), "no-such"))));
 }
 
 /* LockRequest, AllocateRead and AllocateWrite; a's client holds the write
@@ -271,17 +271,17 @@ static void test_write_and_release(void)
 
 static void test_release_memory(void)
 {
-	Envelope env;
-	Ftvm__Partner__ReleaseMemory m;
+	struct of_guid g;
 	struct peek_page pk;
 
 	CHECK_INT("ReleaseMemory of no-such", STATUS(NOT_FOUND),
-		  status_of(ask(release_memory(&env, &m, "no-such"))));
+		  status_of(ask(of_guid(&g, MSG(RELEASE_MEMORY), "no-such"))));
 	/* A's page 0 is write-locked by a's client (test_locks). */
 	CHECK_INT("ReleaseMemory of A, locked here", STATUS(LOCKED),
-		  status_of(ask(release_memory(&env, &m, A))));
+		  status_of(ask(of_guid(&g, MSG(RELEASE_MEMORY), A))));
 	CHECK(harness_pt_alloc(&h, A, NULL, 0), "A went");
-	CHECK_INT("ReleaseMemory", STATUS(OK), status_of(ask(release_memory(&env, &m, "b-1"))));
+	CHECK_INT("ReleaseMemory", STATUS(OK),
+		  status_of(ask(of_guid(&g, MSG(RELEASE_MEMORY), "b-1"))));
 	CHECK(!vmm_peek_page(h.v, "b-1", 0, &pk), "b-1 still in the table");
 	CHECK(!harness_pt_alloc(&h, "b-1", NULL, 0), "b-1 still committed");
 }

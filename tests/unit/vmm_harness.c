@@ -3,7 +3,6 @@
 #define _GNU_SOURCE
 #include "vmm_harness.h"
 
-#include <dirent.h>
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "client_server.h"
 #include "config.h"
 #include "log.h"
@@ -63,10 +63,7 @@ void harness_start(struct harness *h, const char *name, const char *memory, cons
 
 	memset(h, 0, sizeof(*h));
 	log_set_max_level(debug && *debug == '1' ? LOG_LEVEL_DEBUG : LOG_LEVEL_WARNING);
-	snprintf(h->dir, sizeof(h->dir), "%s/%s-XXXXXX",
-		 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", name);
-	if (!mkdtemp(h->dir))
-		setup_failed("mkdtemp %s: %s", h->dir, strerror(errno));
+	scratch_dir_make(h->dir, sizeof(h->dir), name);
 	snprintf(text, sizeof(text),
 		 "[node]\nid = a\nstate_dir = .\n"
 		 "[memory]\nsize = %s\npool_block_size = %s\n"
@@ -90,25 +87,6 @@ void harness_start(struct harness *h, const char *name, const char *memory, cons
 	h->partition = partition_length(h);
 }
 
-static void remove_dir(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	char path[1024];
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		if (unlink(path) < 0 && errno == EISDIR)
-			remove_dir(path);
-	}
-	closedir(d);
-	rmdir(dir);
-}
-
 unsigned harness_stop(struct harness *h)
 {
 	unsigned unanswered;
@@ -123,7 +101,7 @@ unsigned harness_stop(struct harness *h)
 	fake_session_free(h->s);
 	event_base_free(h->base);
 	config_free(h->config);
-	remove_dir(h->dir);
+	scratch_dir_remove(h->dir);
 	return unanswered;
 }
 
@@ -137,64 +115,62 @@ void harness_settle(struct harness *h)
 
 /* ---- client calls ---- */
 
+/* Sends m, the request_case member of ClientRequest's oneof, as c. */
+static struct fake_call *send_request(struct harness *h, struct fake_client *c, int request_case,
+				      void *m)
+{
+	ClientRequest req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+
+	req.request_case = request_case;
+	req.alloc = m; /* the oneof's members share one union: any of them names m */
+	return fake_client_send(c ? c : h->client, h->v, &req);
+}
+
 struct fake_call *harness_alloc_call(struct harness *h, uint64_t size, const char *policy,
 				     bool immediate)
 {
-	ClientRequest req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
 	Ftvm__Client__AllocRequest m = FTVM__CLIENT__ALLOC_REQUEST__INIT;
 
 	m.size = size;
 	m.policy = (char *)(policy ? policy : "");
 	m.immediate = immediate;
-	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_ALLOC;
-	req.alloc = &m;
-	return fake_client_send(h->client, h->v, &req);
+	return send_request(h, NULL, FTVM__CLIENT__CLIENT_REQUEST__REQUEST_ALLOC, &m);
 }
 
 struct fake_call *harness_free_call(struct harness *h, const char *guid)
 {
-	ClientRequest req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
 	Ftvm__Client__FreeRequest m = FTVM__CLIENT__FREE_REQUEST__INIT;
 
 	m.guid = (char *)guid;
-	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FREE;
-	req.free = &m;
-	return fake_client_send(h->client, h->v, &req);
+	return send_request(h, NULL, FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FREE, &m);
 }
 
 struct fake_call *harness_pointer_call(struct harness *h, struct fake_client *c, const char *guid,
 				       uint64_t page, bool write, bool wait)
 {
-	ClientRequest req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
 	Ftvm__Client__GetPointerRequest m = FTVM__CLIENT__GET_POINTER_REQUEST__INIT;
 
 	m.guid = (char *)guid;
 	m.page = page;
 	m.write = write;
 	m.wait = wait;
-	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_GET_POINTER;
-	req.get_pointer = &m;
-	return fake_client_send(c ? c : h->client, h->v, &req);
+	return send_request(h, c, FTVM__CLIENT__CLIENT_REQUEST__REQUEST_GET_POINTER, &m);
 }
 
 struct fake_call *harness_release_call(struct harness *h, struct fake_client *c, const char *guid,
 				       uint64_t page, bool modified)
 {
-	ClientRequest req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
 	Ftvm__Client__ReleasePointerRequest m = FTVM__CLIENT__RELEASE_POINTER_REQUEST__INIT;
 
 	m.guid = (char *)guid;
 	m.page = page;
 	m.modified = modified;
-	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_RELEASE_POINTER;
-	req.release_pointer = &m;
-	return fake_client_send(c ? c : h->client, h->v, &req);
+	return send_request(h, c, FTVM__CLIENT__CLIENT_REQUEST__REQUEST_RELEASE_POINTER, &m);
 }
 
 struct fake_call *harness_write_call(struct harness *h, const char *guid, uint64_t page,
 				     const void *data, size_t len, bool wait)
 {
-	ClientRequest req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
 	Ftvm__Client__WritePageRequest m = FTVM__CLIENT__WRITE_PAGE_REQUEST__INIT;
 
 	m.guid = (char *)guid;
@@ -202,22 +178,17 @@ struct fake_call *harness_write_call(struct harness *h, const char *guid, uint64
 	m.data.data = (uint8_t *)data;
 	m.data.len = len;
 	m.wait = wait;
-	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_WRITE_PAGE;
-	req.write_page = &m;
-	return fake_client_send(h->client, h->v, &req);
+	return send_request(h, NULL, FTVM__CLIENT__CLIENT_REQUEST__REQUEST_WRITE_PAGE, &m);
 }
 
 struct fake_call *harness_read_call(struct harness *h, const char *guid, uint64_t page, bool wait)
 {
-	ClientRequest req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
 	Ftvm__Client__ReadPageRequest m = FTVM__CLIENT__READ_PAGE_REQUEST__INIT;
 
 	m.guid = (char *)guid;
 	m.page = page;
 	m.wait = wait;
-	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_READ_PAGE;
-	req.read_page = &m;
-	return fake_client_send(h->client, h->v, &req);
+	return send_request(h, NULL, FTVM__CLIENT__CLIENT_REQUEST__REQUEST_READ_PAGE, &m);
 }
 
 struct fake_call *harness_pointer(struct harness *h, struct fake_client *c, const char *guid,
