@@ -15,6 +15,7 @@ set -euo pipefail
 
 FTVMD=${FTVMD:?FTVMD must name the ftvmd binary}
 FTVMCTL=${FTVMCTL:?FTVMCTL must name the ftvmctl binary}
+FTVM_FREE_PORT=${FTVM_FREE_PORT:?FTVM_FREE_PORT must name the ftvm-free-port binary}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ftvm-e2e.XXXXXX")
 declare -A PIDS=()
 FAILED=0
@@ -53,7 +54,7 @@ DEAD_AFTER_MS=${FTVM_E2E_DEAD_AFTER_MS:-300}
 E2E_TIME_SCALE=${FTVM_E2E_TIME_SCALE:-1}
 
 free_port() {
-	python3 "$FTVM_SRCDIR/tests/free_port.py"
+	"$FTVM_FREE_PORT"
 }
 
 # write_pair_configs [extra ini lines for both]: a.conf and b.conf in $WORK,
