@@ -57,6 +57,10 @@ free_port() {
 	"$FTVM_FREE_PORT"
 }
 
+# "$POKE" ARGS...: what ftvmctl does not do (raw bytes on a node's sockets,
+# its frame pool, its page table, systemd's notify socket); see its --help.
+POKE=$FTVM_SRCDIR/tests/poke.py
+
 # write_pair_configs [extra ini lines for both]: a.conf and b.conf in $WORK,
 # whose partner channel proves the key $WORK/pair.key (made here once).
 write_pair_configs() {
