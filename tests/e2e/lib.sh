@@ -159,6 +159,9 @@ wait_for() {
 	done
 }
 
+# connected ID PID: node ID logged the connection of the client process PID.
+connected() { grep -q "client pid $2 uid [0-9]* connected" "$WORK/$1.log"; }
+
 # frames_settled ID: every dirty page of ID destaged and every resident page
 # in its replacement queue, so that nothing holds a frame but the pages.
 frames_settled() {

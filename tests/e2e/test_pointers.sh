@@ -124,15 +124,11 @@ ok "client killed holding a write pointer: released by the node, page writable, 
 FTVM_HOLD=${FTVM_HOLD:?FTVM_HOLD must name the ftvm-hold binary}
 g2=$(ctl b alloc --size 4096)
 kill -STOP "${PIDS[b]}"
-# stdin from a process substitution: `wait` below then waits for the holder
-# alone, not for a whole pipeline (which kept b stopped for the sleep).
-"$FTVM_HOLD" "$WORK/a.sock" "$g2" 0 write --release-after-stdin < <(sleep 7) >"$WORK/h.out" 2>&1 &
-late=$!
-PIDS[late]=$late
-sleep 0.1 # the request is on its way to the stopped owner
-kill -9 "$late" 2>/dev/null || true
-wait "$late" 2>/dev/null || true
-unset 'PIDS[late]'
+hold_start late a "$g2" 0 write
+# It asked, connected to a, which sends the request to the stopped owner at once.
+wait_for 5000 "the pointer asked" hold_said late asking
+wait_for 5000 "the pointer's client at a" connected a "${PIDS[late]}"
+hold_kill late
 kill -CONT "${PIDS[b]}"
 writable() { printf 'x' | ctl a write "$g2" 0 >/dev/null 2>&1; }
 wait_for 5000 "the page free again after the late grant" writable
