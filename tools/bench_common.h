@@ -1,5 +1,6 @@
-/* What the benchmarks share: free loopback ports, whole reads and writes,
- * percentiles, and the floors every round trip is held against. */
+/* What the benchmarks share: whole reads and writes, percentiles, and the
+ * floors every round trip is held against. (Free loopback ports come from
+ * tests/support/free_port.h.) */
 #pragma once
 
 #include <stdbool.h>

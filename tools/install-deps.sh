@@ -16,7 +16,8 @@ packages=(
 	clang libclang-rt-14-dev
 	# the style check in `tools/dev.sh test` (.clang-format)
 	clang-format
-	# tests/e2e and the demo: free ports (python3), `ftvmctl --json` (jq), processes
+	# tests/e2e and the demo: raw sockets and page tables (python3: tests/poke.py),
+	# `ftvmctl --json` (jq), processes
 	python3 jq procps iproute2
 	# for the benchmark's Redis reference (ftvm-bench-vmm); its system service is not used
 	redis-server

@@ -509,6 +509,8 @@ static void on_trim(evutil_socket_t fd, short what, void *arg)
 
 	if (r < 0)
 		log_warning("journal trim: %s", pagetable_last_error(v->pt));
+	else if (v->mode == VMM_MODE_SOLO || v->mode == VMM_MODE_SOLO_READ)
+		log_debug("journal trim while alone: %d rows gone", r);
 	vmm_changed(v);
 }
 

@@ -15,6 +15,7 @@ set -euo pipefail
 
 FTVMD=${FTVMD:?FTVMD must name the ftvmd binary}
 FTVMCTL=${FTVMCTL:?FTVMCTL must name the ftvmctl binary}
+FTVM_FREE_PORT=${FTVM_FREE_PORT:?FTVM_FREE_PORT must name the ftvm-free-port binary}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ftvm-e2e.XXXXXX")
 declare -A PIDS=()
 FAILED=0
@@ -53,8 +54,12 @@ DEAD_AFTER_MS=${FTVM_E2E_DEAD_AFTER_MS:-300}
 E2E_TIME_SCALE=${FTVM_E2E_TIME_SCALE:-1}
 
 free_port() {
-	python3 "$FTVM_SRCDIR/tests/free_port.py"
+	"$FTVM_FREE_PORT"
 }
+
+# "$POKE" ARGS...: what ftvmctl does not do (raw bytes on a node's sockets,
+# its frame pool, its page table, systemd's notify socket); see its --help.
+POKE=$FTVM_SRCDIR/tests/poke.py
 
 # write_pair_configs [extra ini lines for both]: a.conf and b.conf in $WORK,
 # whose partner channel proves the key $WORK/pair.key (made here once).
@@ -153,6 +158,9 @@ wait_for() {
 		sleep 0.01
 	done
 }
+
+# connected ID PID: node ID logged the connection of the client process PID.
+connected() { grep -q "client pid $2 uid [0-9]* connected" "$WORK/$1.log"; }
 
 # frames_settled ID: every dirty page of ID destaged and every resident page
 # in its replacement queue, so that nothing holds a frame but the pages.

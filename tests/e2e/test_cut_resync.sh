@@ -25,12 +25,7 @@ echo "page 1 alone" | ctl a write "$guid" 1 >/dev/null
 ok "a took over at epoch $epoch and wrote alone"
 
 # What b's ResyncEnd would have left: a's epoch in b's page table.
-python3 - "$WORK/b/pagetable.db" "$epoch" <<'PY'
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('epoch', ?)", (int(sys.argv[2]),))
-db.commit()
-PY
+"$POKE" sql "$WORK/b/pagetable.db" "INSERT OR REPLACE INTO meta(key, value) VALUES ('epoch', ?)" "$epoch"
 start_node b
 grep -q "allocations loaded, epoch $epoch\$" "$WORK/b.log" || fail "b did not come back at epoch $epoch"
 wait_for 10000 "a resyncs b, both active" pair_up

@@ -81,11 +81,7 @@ ok "refused requests changed nothing (verify equal)"
 pid_b=${PIDS[b]}
 memfd=$(find "/proc/$pid_b/fd" -lname '/memfd:ftvm-frames*' | head -n 1)
 [ -n "$memfd" ] || fail "b's frame pool memfd not found"
-python3 - "$memfd" <<'PY'
-import sys
-with open(sys.argv[1], "r+b") as f:
-    f.write(b"\xa5" * (1 << 20))  # clobber the first MiB of frames
-PY
+"$POKE" clobber "$memfd" # 0xa5 over the first MiB of frames
 rc=0
 out=$(ctl a verify 2>&1) || rc=$?
 [ "$rc" -eq 1 ] || fail "verify after corrupting b exited $rc: $out"

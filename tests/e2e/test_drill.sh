@@ -92,7 +92,7 @@ field_is b state starting || fail "b is $(status_field b state), not starting"
 	>"$WORK/drill.json" 2>"$WORK/drill.err" &
 drill=$!
 # The drill asks b first (starting), then a, whose answer waits in its socket.
-wait_for 5000 "the drill at b" grep -q "client pid $drill uid [0-9]* connected" "$WORK/b.log"
+wait_for 5000 "the drill at b" connected b "$drill"
 kill -CONT "${PIDS[a]}"
 wait "$drill" || fail "drill cut 1 asked while b was rejoining: $(cat "$WORK/drill.json" "$WORK/drill.err")"
 adopt_pids

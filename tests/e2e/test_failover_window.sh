@@ -97,9 +97,8 @@ wait_for 5000 "the grant sent to b" hold_said inflight asking
 "$FTVMCTL" --config "$WORK/a.conf" write "$gb" 7 --file "$(fill 7)" >"$WORK/inflight.out" 2>&1 &
 inflight_write=$!
 # Both clients connected to a, which sends what they ask to b at once.
-connected() { grep -q "client pid $1 uid [0-9]* connected" "$WORK/a.log"; }
-wait_for 5000 "the pointer's client at a" connected "${PIDS[inflight]}"
-wait_for 5000 "the write's client at a" connected "$inflight_write"
+wait_for 5000 "the pointer's client at a" connected a "${PIDS[inflight]}"
+wait_for 5000 "the write's client at a" connected a "$inflight_write"
 field_is a partner.link up || fail "the link went down before b was killed: the calls were parked, not in flight"
 kill -9 "${PIDS[b]}"
 kill -CONT "${PIDS[b]}" 2>/dev/null || true

@@ -88,41 +88,8 @@ ok "whole-page writes read back equal"
 # A client that dies holding a write pointer: its connection closes, the
 # node releases the pointer (as modified), and others can lock the page.
 guid=$(ctl a alloc --size 4096)
-python3 - "$WORK/a.sock" "$guid" <<'PY' &
-import os, socket, struct, sys, time
-# Minimal client: a GetPointer request (field 20) for a write pointer, then
-# hang until killed. ClientRequest{id=1, get_pointer{guid, page 0, write}}.
-def varint(n):
-    out = b""
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out += bytes([b | (0x80 if n else 0)])
-        if not n:
-            return out
-def field(num, wire, payload):
-    return varint(num << 3 | wire) + payload
-def ld(num, data):
-    return field(num, 2, varint(len(data)) + data)
-guid = sys.argv[2].encode()
-get = ld(1, guid) + field(3, 0, varint(1))
-req = field(1, 0, varint(1)) + ld(20, get)
-poly = 0x82F63B78
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ poly if crc & 1 else crc >> 1
-    return crc ^ 0xFFFFFFFF
-head = b"FV\x01\x00" + struct.pack(">I", len(req))
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-s.sendall(head + struct.pack(">I", crc32c(head + req)) + req)
-s.recv(4096)
-print("holding", flush=True)
-time.sleep(60)
-PY
+# A bare client (no libftvm): a write pointer, held until it is killed.
+"$POKE" hold-write-pointer "$WORK/a.sock" "$guid" &
 holder=$!
 PIDS[holder]=$holder # killed by the cleanup if a check fails first
 locked() {
@@ -157,15 +124,11 @@ ok "client killed holding a write pointer: released by the node, page writable, 
 FTVM_HOLD=${FTVM_HOLD:?FTVM_HOLD must name the ftvm-hold binary}
 g2=$(ctl b alloc --size 4096)
 kill -STOP "${PIDS[b]}"
-# stdin from a process substitution: `wait` below then waits for the holder
-# alone, not for a whole pipeline (which kept b stopped for the sleep).
-"$FTVM_HOLD" "$WORK/a.sock" "$g2" 0 write --release-after-stdin < <(sleep 7) >"$WORK/h.out" 2>&1 &
-late=$!
-PIDS[late]=$late
-sleep 0.1 # the request is on its way to the stopped owner
-kill -9 "$late" 2>/dev/null || true
-wait "$late" 2>/dev/null || true
-unset 'PIDS[late]'
+hold_start late a "$g2" 0 write
+# It asked, connected to a, which sends the request to the stopped owner at once.
+wait_for 5000 "the pointer asked" hold_said late asking
+wait_for 5000 "the pointer's client at a" connected a "${PIDS[late]}"
+hold_kill late
 kill -CONT "${PIDS[b]}"
 writable() { printf 'x' | ctl a write "$g2" 0 >/dev/null 2>&1; }
 wait_for 5000 "the page free again after the late grant" writable

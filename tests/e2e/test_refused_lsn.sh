@@ -53,12 +53,7 @@ claimed=$(grep "sender=b .*CommandComplete" <<<"$dump" | grep -o "applied_lsn=[0
 	fail "b answered applied_lsn=$claimed, though a's LSN $bad_lsn was refused at its WritePage"
 ok "b's answers claim a's LSNs up to $claimed: the refused write's $bad_lsn never"
 
-mark=$(python3 - "$WORK/b/pagetable.db" <<-'PY'
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-print(db.execute("SELECT value FROM meta WHERE key = 'partner_applied_lsn'").fetchone()[0])
-PY
-)
+mark=$("$POKE" sql "$WORK/b/pagetable.db" "SELECT value FROM meta WHERE key = 'partner_applied_lsn'")
 [ "$mark" = "$ok_lsn" ] ||
 	fail "b's pagetable.db notes a's LSN $mark applied; a's last applied write was $ok_lsn, the refused one $bad_lsn"
 ok "b's pagetable.db after a clean stop: a's LSN $mark applied, the refused write's $bad_lsn not"
@@ -66,19 +61,18 @@ ok "b's pagetable.db after a clean stop: a's LSN $mark applied, the refused writ
 kill -TERM "${PIDS[a]}"
 wait "${PIDS[a]}" || fail "a did not stop cleanly"
 unset 'PIDS[a]'
-got=$(python3 - "$WORK/a/pagetable.db" "$g" $FRAMES "$bad_lsn" <<-'PY'
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-guid, page, lsn = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-v, dirty = db.execute("SELECT version, dirty FROM pages WHERE guid = ? AND page = ?",
-                      (guid, page)).fetchone()
-rows = db.execute("SELECT lsn, version, op FROM journal WHERE guid = ? AND page = ? "
-                  "ORDER BY seq", (guid, page)).fetchall()
-early = [f"{r[1]} {r[2]}" for r in rows if r[0] == lsn]
-after = [f"{r[1]} {r[2]}" for r in rows if r[0] > lsn]
-print(f"page version {v} dirty {dirty}; the early row's version {early}, later rows' {after}")
-PY
-)
-[ "$got" = "page version 0 dirty 0; the early row's version ['1 page'], later rows' ['0 undo']" ] ||
+# rows_of OP: the version and op of a's journal rows of the page whose LSN
+# is OP the refused write's, one a line.
+rows_of() {
+	"$POKE" sql "$WORK/a/pagetable.db" "SELECT version, op FROM journal WHERE guid = ?1 AND page = ?2
+		AND lsn $1 ?3 ORDER BY seq" "$g" $FRAMES "$bad_lsn"
+}
+page=$("$POKE" sql "$WORK/a/pagetable.db" "SELECT version, dirty FROM pages WHERE guid = ? AND page = ?" \
+	"$g" $FRAMES)
+early=$(rows_of '=')
+after=$(rows_of '>')
+got="page version ${page% *} dirty ${page#* }; the early row's version [${early//$'\n'/, }],"
+got+=" later rows' [${after//$'\n'/, }]"
+[ "$page" = "0 0" ] && [ "$early" = "1 page" ] && [ "$after" = "0 undo" ] ||
 	fail "a's pagetable.db after the refused write and a clean stop: $got"
 ok "a's pagetable.db after a clean stop: $got"

@@ -52,12 +52,16 @@ settled() {
 	done
 }
 count_log() { grep -c "$2" "$WORK/$1.log" || true; }
+# How often ID refused the partner's WritePage for want of frames.
+refusals() { count_log "$1" "partner seq .* WritePage: no frame free on $1"; }
+refused_past() { [ "$(refusals "$1")" -ge "$2" ]; }
 
 # The workers write and read pages in parallel: page P of G holds its writer
 # W's stamp "G/P/W " over and over. Writes wait for frames; reads do not
-# (read-wait does).
+# (read-wait does). Each job done adds a line to jobs.done.
 cat >"$WORK/io.sh" <<'IO'
 set -euo pipefail
+trap 'echo >>"$WORK/jobs.done"' EXIT
 block() { local out="$1 "; while [ ${#out} -lt 4096 ]; do out+=$out; done; printf '%s' "${out:0:4096}"; }
 op=$1 n=$2 g=$3 p=$4 w=$5
 conf="$WORK/$n.conf"
@@ -86,11 +90,16 @@ page_jobs() {
 }
 run_jobs() { xargs -P 4 -L 1 bash "$WORK/io.sh"; }
 
-# Samples both nodes' resident pages while a phase runs, in $WORK/samples.
+# Samples both nodes' resident pages while a phase runs, in $WORK/samples:
+# again each time the workers have done 8 more jobs.
+jobs_done() { wc -l <"$WORK/jobs.done" 2>/dev/null || echo 0; }
+jobs_past() { [ "$(jobs_done)" -ge "$1" ]; }
 sampler() {
+	local next
 	while :; do
 		for n in a b; do echo "$n $(residency "$n")" >>"$WORK/samples"; done
-		sleep 0.2
+		next=$(($(jobs_done) + 8))
+		wait_for 300000 "8 more jobs done" jobs_past "$next"
 	done
 }
 check_samples() {
@@ -192,7 +201,10 @@ for full in a b; do
 	waiting_write wf "$full" write "${G[1]}" 21 --file "$WORK/io.sh"
 	wait_for 5000 "the write from $o waiting" sense_is "$o" queues.paging 1
 	wait_for 5000 "the write from $full waiting" sense_is "$full" queues.paging 1
-	sleep 0.2 # several retries, all still short
+	# Several retries, all still short: $full refuses $o's each time (those
+	# of $full's own write, on the same timer, leave no trace).
+	refused=$(refusals "$full")
+	wait_for 5000 "4 more retries from $o refused" refused_past "$full" $((refused + 4))
 	pid_gone "${PIDS[wo]}" && fail "the write from $o ended while $full had no frame: $(cat "$WORK/wo.out")"
 	pid_gone "${PIDS[wf]}" && fail "the write from $full ended while it had no frame: $(cat "$WORK/wf.out")"
 	hold_end one || fail "one: $(cat "$WORK/one.err")"

@@ -1,28 +1,12 @@
 #!/usr/bin/env bash
 # Under systemd (Type=notify, WatchdogSec=): ftvmd sends READY=1 once serving,
 # STATUS= with the partner state, WATCHDOG=1 at half of WATCHDOG_USEC, and
-# STOPPING=1 on SIGTERM. A python listener plays systemd's notify socket.
+# STOPPING=1 on SIGTERM. tests/poke.py plays systemd's notify socket.
 . "$(dirname "$0")/lib.sh"
 
 write_pair_configs
 NOTIFY="$WORK/notify.sock"
-python3 - "$NOTIFY" "$WORK/notify.txt" <<'PY' &
-import socket, sys, time
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind(sys.argv[1])
-s.settimeout(0.2)
-end = time.time() + 30
-with open(sys.argv[2], "a", buffering=1) as out:
-    while time.time() < end:
-        try:
-            msg = s.recv(4096).decode()
-        except socket.timeout:
-            continue
-        for line in msg.split("\n"):
-            out.write(line + "\n")
-        if "STOPPING=1" in msg:
-            break
-PY
+"$POKE" notify-listen "$NOTIFY" "$WORK/notify.txt" &
 listener=$!
 wait_for 5000 "notify listener bound" test -S "$NOTIFY"
 

@@ -46,22 +46,7 @@ ok "$VERIFIES verifies under writers on both nodes: all equal ($busy pages busy 
 pid_b=${PIDS[b]}
 memfd=$(find "/proc/$pid_b/fd" -lname '/memfd:ftvm-frames*' | head -n 1)
 [ -n "$memfd" ] || fail "b's frame pool memfd not found"
-hit=$(python3 - "$memfd" "$WORK/target" <<'PY'
-import sys
-want = open(sys.argv[2], "rb").read()
-hit = 0
-with open(sys.argv[1], "r+b") as f:
-    pool = f.read()
-    at = pool.find(want)
-    while at >= 0:
-        if at % 4096 == 0:
-            f.seek(at)
-            f.write(b"\xa5" * 4096)
-            hit += 1
-        at = pool.find(want, at + 1)
-print(hit)
-PY
-)
+hit=$("$POKE" clobber "$memfd" --frames-of "$WORK/target")
 [ "$hit" -ge 1 ] || fail "the target page's bytes are in no frame of b's pool"
 ok "target page's frame on b overwritten with 0xa5 ($hit frame)"
 

@@ -43,7 +43,7 @@ resyncs() { grep -c "a resynced ($1)" "$WORK/b.log" || true; }
 crash_in_window() {
 	local page=$1 rc=0 before
 	head -c 4096 /dev/urandom >"$WORK/block.$page"
-	sleep 0.1 # past the idle fold of what came before
+	wait_for 5000 "a's idle fold of what came before" field_is a pagetable.fold_waiting 0
 	before=$(folds)
 	kill -STOP "${PIDS[b]}"
 	ctl a write "$g" "$page" --file "$WORK/block.$page" >"$WORK/write.out" 2>&1 &

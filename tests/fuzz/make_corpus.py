@@ -15,15 +15,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-
-
-def crc32c(data, crc=0):
-    crc ^= 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
+sys.dont_write_bytecode = True  # no __pycache__ left in tests/
+sys.path.insert(0, os.path.dirname(HERE))
+from poke import crc32c, field, frame, request  # noqa: E402 (tests/poke.py)
 
 
 def write(target, name, data):
@@ -188,32 +182,6 @@ def sbd():
 
 
 # ---- client requests (node/client_server.c), after a control byte ----
-
-def varint(n):
-    out = b""
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
-
-
-def field(num, value):
-    if isinstance(value, int):
-        return varint(num << 3) + varint(value)
-    return varint(num << 3 | 2) + varint(len(value)) + value
-
-
-def request(rid, num, body=b""):
-    return field(1, rid) + field(num, body)
-
-
-def frame(payload):
-    hdr = b"FV\x01\x00" + struct.pack(">I", len(payload))
-    return hdr + struct.pack(">I", crc32c(hdr + payload)) + payload
-
 
 def payloads(*ps):
     return b"\1" + b"".join(struct.pack("<H", len(p)) + p for p in ps)

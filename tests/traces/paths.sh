@@ -45,7 +45,7 @@ path_alloc_waiting() {
 	g=$(ctl a alloc --size 24K)
 	ctl a alloc --size 16K >"$WORK/waited" &
 	pid=$!
-	sleep 0.3
+	wait_until grep -q "allocation .* waits for .* bytes in a's partition" "$WORK/a.log"
 	kill -0 "$pid" 2>/dev/null || fail "the second allocation did not wait"
 	ctl a free "$g"
 	wait "$pid" || fail "the waiting allocation was refused"

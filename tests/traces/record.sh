@@ -19,7 +19,8 @@ fi
 FTVMD=$BUILD/node/ftvmd
 FTVMCTL=$BUILD/tools/ftvmctl
 HOLD=$BUILD/tests/race/ftvm-hold
-for b in "$FTVMD" "$FTVMCTL" "$HOLD"; do
+FREE_PORT=$BUILD/tests/support/ftvm-free-port
+for b in "$FTVMD" "$FTVMCTL" "$HOLD" "$FREE_PORT"; do
 	[ -x "$b" ] || { echo "record.sh: $b is not built (give --build DIR)" >&2; exit 2; }
 done
 
@@ -40,10 +41,6 @@ fail() {
 	echo "record.sh: $CURRENT: $*" >&2
 	[ -n "$WORK" ] && tail -n 20 "$WORK"/*.log "$WORK"/*.out "$WORK"/*.err >&2
 	exit 1
-}
-
-free_port() {
-	python3 "$HERE/../free_port.py"
 }
 
 ctl() {
@@ -112,8 +109,8 @@ destaged() { [ "$(ctl "$1" --json sense | jq .queues.destage)" = 0 ]; }
 start_pair() {
 	local pa pb id port partner
 	WORK=$(mktemp -d "${TMPDIR:-/tmp}/ftvm-record.XXXXXX")
-	pa=$(free_port)
-	pb=$(free_port)
+	pa=$("$FREE_PORT")
+	pb=$("$FREE_PORT")
 	for id in a b; do
 		if [ "$id" = a ]; then port=$pa partner=$pb; else port=$pb partner=$pa; fi
 		cat >"$WORK/$id.conf" <<-CONF

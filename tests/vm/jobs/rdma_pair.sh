@@ -49,6 +49,7 @@ export FTVM_EXAMPLE=$FTVM_BUILD/tests/example/ftvm-example
 export FTVM_FAILOVER_CLIENT=$FTVM_BUILD/tests/failover_client/ftvm-failover-client
 export FTVM_FAKE_ORIGINATOR=$FTVM_BUILD/tests/landing/ftvm-fake-originator
 export FTVM_STRANGER=$FTVM_BUILD/tests/stranger/ftvm-stranger
+export FTVM_FREE_PORT=$FTVM_BUILD/tests/support/ftvm-free-port
 
 # e2e NAME [VAR=VALUE...]: tests/e2e/test_NAME.sh with that environment; its
 # ok lines on success, its whole output on failure, which is counted and the
