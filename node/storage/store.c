@@ -38,7 +38,8 @@ struct store_header_disk {
 	uint32_t crc32c; /* of everything before it */
 };
 
-_Static_assert(sizeof(struct store_header_disk) == STORE_HEADER_SIZE, "storage/store.h has the size");
+_Static_assert(sizeof(struct store_header_disk) == STORE_HEADER_SIZE,
+	       "storage/store.h has the size");
 _Static_assert(offsetof(struct store_header_disk, crc32c) == STORE_HEADER_CRC_OFFSET,
 	       "storage/store.h has the checksum's place");
 
