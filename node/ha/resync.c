@@ -639,6 +639,21 @@ static void start(struct resync_send *rs)
 			log_error("resync: cannot wait for operations in flight");
 		return;
 	}
+	/* Fenced, say, while the snapshot waited: a node that no longer serves
+	 * alone has nothing to resync, and must not go mirrored. */
+	if (v->mode != VMM_MODE_SOLO && v->mode != VMM_MODE_SOLO_READ) {
+		char why[160];
+
+		snprintf(why, sizeof(why), "this node no longer serves alone (%s)",
+			 vmm_mode_name(v->mode));
+		rs->outstanding = 1;
+		fail(rs,
+		     v->mode == VMM_MODE_FENCED ? FTVM__PARTNER__STATUS__STATUS_FENCED
+						: FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+		     why);
+		release(rs);
+		return;
+	}
 	vmm_flush(v);
 	rs->stats.ms = clock_now_ms();
 	rs->outstanding = 1; /* held until every request is out */
