@@ -3,7 +3,8 @@
  * its way no lock on it is granted here; the home takes it on when the
  * message arrives, and this node lets go when the answer does, which the link
  * orders before anything the home then asks about it. */
-#include "vmm_internal.h"
+#include "vmm_core.h"
+#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include <errno.h>
 #include <stdio.h>

@@ -16,7 +16,8 @@
  * (vmm_window_park: its bytes, dispatched again), or an operation whose
  * partner answer the lost link failed (vmm/whole_page.c). The paging queue's
  * requests wait for the same end under VMM_WAIT_PARTNER. */
-#include "vmm_internal.h"
+#include "vmm_core.h"
+#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include "failover_state.h"
 

@@ -4,7 +4,8 @@
  * released (vmm_holdings_revoke), released at a stop alone
  * (vmm_holdings_release_at_stop), and counted for `ftvmctl status`. The
  * grants and releases themselves are vmm/pointer.c's. */
-#include "vmm_internal.h"
+#include "vmm_core.h"
+#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include <stdio.h>
 #include <stdlib.h>

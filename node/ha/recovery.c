@@ -8,7 +8,8 @@
  * (version 0, zeroes, when the store never had one), journalled as an own
  * change ("undo": a resync must carry it), and the page table keeps the
  * list, from which version to which, for `ftvmctl recovery`. */
-#include "vmm_internal.h"
+#include "vmm_core.h"
+#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include <endian.h>
 #include <errno.h>

@@ -11,7 +11,8 @@
  *   snapshot turn: Begin, Allocation..., inline pages, ResyncLandings
  *   its answer:    landed pages (one batch), the rest inline, ResyncEnd
  *   each answer:   staging runs back to the pool */
-#include "vmm_internal.h"
+#include "vmm_core.h"
+#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include "failover_state.h"
 

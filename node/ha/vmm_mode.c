@@ -1,7 +1,8 @@
 /* The memory manager's side of failover (node/ha/HA.md): the mode the methods
  * complete in, the epoch, and the takeover of the partner's allocations. The
  * decisions themselves are node/ha/ha.c's. */
-#include "vmm_internal.h"
+#include "vmm_core.h"
+#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include <errno.h>
 #include <stdio.h>

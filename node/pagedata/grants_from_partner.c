@@ -9,7 +9,8 @@
  *   LandingRevoke                    -> gone; answered once none of its runs
  *                                       is in flight
  *   link down                        -> all gone */
-#include "vmm_internal.h"
+#include "vmm_core.h"
+#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include "pagedata_state.h"
 

@@ -14,7 +14,8 @@
  *
  * Grants never take more than 1/GRANT_SHARE of the free frames: they are an
  * optimisation, never a reason for a page-in or a write to wait. */
-#include "vmm_internal.h"
+#include "vmm_core.h"
+#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include "pagedata_state.h"
 

@@ -4,7 +4,8 @@
  * must still be at the generation it was handed out at, and its bytes must
  * match the CRC-32C the message names. Until both hold, the run is garbage
  * that nothing names. */
-#include "vmm_internal.h"
+#include "vmm_core.h"
+#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include "pagedata_state.h"
 

@@ -12,7 +12,8 @@
  * A run is held with the partner's write lock, so no client of this node
  * can hold a pointer into the page meanwhile: moving the page to the run is
  * safe. Until adoption the page's own frames hold its last whole version. */
-#include "vmm_internal.h"
+#include "vmm_core.h"
+#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include "pagedata_state.h"
 

@@ -5,7 +5,8 @@
  * and going is told to the session, and a tick on the event loop lets one
  * block go at a time, lets the staging slabs idle since the last tick go,
  * and purges stale registrations once no RDMA WRITE is in flight. */
-#include "vmm_internal.h"
+#include "vmm_core.h"
+#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include "pagedata_state.h"
 

@@ -12,7 +12,8 @@
  * A change the survivor mirrored after its snapshot may reach this node
  * before the snapshot's block of the same page (the landed blocks go a
  * round trip later): the page's version decides which is kept. */
-#include "vmm_internal.h"
+#include "vmm_core.h"
+#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include "pagedata_state.h"
 

@@ -5,7 +5,7 @@
  * "Replacement"): what limits it is its extent in the home node's store
  * partition, which this node chooses alone. The partner's SpaceRequest answer
  * reports its own partition, which this allocation does not use. */
-#include "vmm_internal.h"
+#include "vmm_state.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -15,7 +15,7 @@
  * request that needs a page's contents reads its block into frames through
  * the queue, and the block must match the page table's CRC-32C. So a clean
  * restart of both nodes (each destages everything first) loses nothing. */
-#include "vmm_internal.h"
+#include "vmm_state.h"
 
 #include <event2/event.h>
 

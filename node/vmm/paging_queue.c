@@ -6,7 +6,7 @@
  * VMM_RETRY_MS), in order per page, until its deadline. On the owner of an allocation it also holds
  * the partner's waiting requests as tickets, in the same order (vmm/VMM.md, "Fairness across the
  * pair"). */
-#include "vmm_internal.h"
+#include "vmm_state.h"
 
 #include <stdio.h>
 #include <stdlib.h>

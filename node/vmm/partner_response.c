@@ -9,7 +9,7 @@
  * ever paged in for the partner); without any, it is refused with NO_SPACE.
  * On a one-sided link the answer to AllocateWrite may carry a landing run,
  * and a WritePage naming it brings no data (pagedata/pointer_landings.c). */
-#include "vmm_internal.h"
+#include "vmm_state.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -13,7 +13,7 @@
  * modified: whatever the client wrote into the frame is mirrored, so the two
  * copies stay equal). What becomes of the pointers held across a failover
  * (mirrored at a resync, revoked at a fence) is ha/holdings.c's. */
-#include "vmm_internal.h"
+#include "vmm_state.h"
 
 #include <errno.h>
 #include <stdio.h>

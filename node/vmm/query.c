@@ -16,7 +16,7 @@
  *
  * A difference has lasted through every round with nothing in flight at the
  * last, so at quiescence verify reports exactly what differs. */
-#include "vmm_internal.h"
+#include "vmm_state.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -2,7 +2,7 @@
  * partner drops the allocation first, then this node; its frames go back to
  * the pool and its extent to the home node's partition, where an allocation
  * waiting for space may take it (allocate.c). */
-#include "vmm_internal.h"
+#include "vmm_state.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * page takes frames when it is first needed, from the free pool or by
  * evicting the least recently used clean, unlocked page; a dirty or locked
  * page is never evicted. */
-#include "vmm_internal.h"
+#include "vmm_state.h"
 
 #include <assert.h>
 #include <errno.h>

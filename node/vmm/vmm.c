@@ -1,6 +1,6 @@
 /* The memory manager's lifecycle, group commit and the plumbing its methods
  * share (vmm/VMM.md, "Ordering and durability"). */
-#include "vmm_internal.h"
+#include "vmm_state.h"
 
 #include <assert.h>
 #include <errno.h>

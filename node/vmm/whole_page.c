@@ -2,7 +2,7 @@
  * "Batches"). A write costs one partner round trip; a read none. A write
  * needs frames for the page, never its old contents; a read of a page that
  * is not resident waits for its page-in. */
-#include "vmm_internal.h"
+#include "vmm_state.h"
 
 #include <errno.h>
 #include <stdio.h>

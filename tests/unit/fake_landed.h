@@ -15,7 +15,7 @@
 #include <stdio.h>
 
 #include "session.h"
-#include "vmm_internal.h"
+#include "vmm_state.h"
 
 static bool fake_one_sided __attribute__((unused)) = true;
 static uint64_t fake_generation __attribute__((unused)) = 1;

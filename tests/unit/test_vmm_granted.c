@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "vmm_internal.h"
+#include "vmm_state.h"
 
 #include "pagedata_state.h"
 

@@ -12,7 +12,7 @@
 
 #include "check.h"
 #include "crc32c.h"
-#include "vmm_internal.h"
+#include "vmm_state.h"
 
 #include "pagedata_state.h"
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "vmm_harness.h"
-#include "vmm_internal.h"
+#include "vmm_state.h"
 
 bool vmm_peek_page(struct vmm *v, const char *guid, uint64_t page, struct peek_page *ret)
 {
