@@ -319,31 +319,32 @@ static void on_release_pointer(struct vmm *v, const Ftvm__Partner__ReleasePointe
 {
 	struct vmm_alloc *a;
 	struct vmm_page *p = find_page(v, m->guid, m->page, &a, ans);
-	bool was_writer;
 
 	if (!p)
 		return;
-	was_writer = vmm_page_write_locked(p);
+	/* Every refusal comes before the unlock: a refused release keeps its
+	 * lock. */
+	if (!vmm_page_locked_by(p, m->owner)) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+		       "%s holds no lock on %s page %llu", m->owner, m->guid,
+		       (unsigned long long)m->page);
+		return;
+	}
+	if (m->modified && !vmm_page_write_locked(p)) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+		       "%s released %s page %llu as modified with a read lock", m->owner, m->guid,
+		       (unsigned long long)m->page);
+		return;
+	}
 	if (m->modified && !p->resident) {
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
 		       "%s released %s page %llu as modified without its WritePage", m->owner,
 		       m->guid, (unsigned long long)m->page);
 		return;
 	}
-	if (vmm_unlock(v, a, m->page, m->owner) < 0) {
-		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
-		       "%s holds no lock on %s page %llu", m->owner, m->guid,
-		       (unsigned long long)m->page);
-		return;
-	}
+	vmm_unlock(v, a, m->page, m->owner);
 	if (!m->modified)
 		return;
-	if (!was_writer) {
-		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
-		       "%s released %s page %llu as modified with a read lock", m->owner, m->guid,
-		       (unsigned long long)m->page);
-		return;
-	}
 	/* The owner assigns versions; a mirror takes the owner's. */
 	if (vmm_page_modified(v, a, m->page, vmm_is_owner(v, a) ? p->version + 1 : m->version,
 			      vmm_block_crc(v, a, m->page), o) < 0)

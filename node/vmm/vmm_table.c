@@ -202,6 +202,14 @@ int vmm_page_lock(struct vmm_page *p, int mode, const char *owner)
 	return 0;
 }
 
+bool vmm_page_locked_by(const struct vmm_page *p, const char *owner)
+{
+	for (size_t i = 0; i < p->n_owners; i++)
+		if (strcmp(p->owners[i], owner) == 0)
+			return true;
+	return false;
+}
+
 int vmm_page_unlock(struct vmm_page *p, const char *owner)
 {
 	for (size_t i = 0; i < p->n_owners; i++) {

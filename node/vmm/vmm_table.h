@@ -97,6 +97,8 @@ const char *vmm_page_conflict(const struct vmm_alloc *a, const struct vmm_page *
 int vmm_page_lock(struct vmm_page *p, int mode, const char *owner);
 /* -ENOENT when owner holds no lock on p. */
 int vmm_page_unlock(struct vmm_page *p, const char *owner);
+/* Whether owner holds a lock (read or write) on p. */
+bool vmm_page_locked_by(const struct vmm_page *p, const char *owner);
 bool vmm_alloc_locked(const struct vmm_alloc *a);
 bool vmm_page_write_locked(const struct vmm_page *p);
 /* Lock owners are "<node>/<client pid>/<op>": whether lock_owner is one of

@@ -267,6 +267,11 @@ static void test_write_and_release(void)
 		  status_of(ask(vmm_msg_release_pointer(&msg, "b-1", 1, "b/7/4", true, 2, crc))));
 	CHECK(vmm_peek_page(h.v, "b-1", 1, &pk) && pk.version == 1, "a reader made version %llu",
 	      (unsigned long long)pk.version);
+	CHECK(pk.n_owners == 1 && strcmp(pk.owner0, "b/7/4") == 0,
+	      "the refused release let go of b/7/4's read lock (%zu owners)", pk.n_owners);
+	CHECK_INT("ReleasePointer of that read lock", STATUS(OK),
+		  status_of(ask(vmm_msg_release_pointer(&msg, "b-1", 1, "b/7/4", false, 0, 0))));
+	CHECK(vmm_peek_page(h.v, "b-1", 1, &pk) && pk.n_owners == 0, "b-1 page 1 still locked");
 }
 
 static void test_release_memory(void)
