@@ -47,6 +47,7 @@ state_dir = state
 log_level = debug
 synchronous = full
 wal_checkpoint_frames = 1024
+key_file = pair.key
 [memory]
 size = 64M
 page_size = 8K
@@ -59,6 +60,14 @@ heartbeat_ms = 50
 dead_after_ms = 300
 request_timeout_ms = 2000
 solo = refuse
+journal_limit = 100000
+[client]
+socket_mode = 0660
+socket_group = root
+admin_group = root
+pointer_group = root
+max_clients = 1024
+output_limit = 64M
 [trace]
 path = traces/a.trace
 channels = partner
