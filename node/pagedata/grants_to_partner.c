@@ -86,6 +86,43 @@ static void landing_of(const struct vmm_grant *g, Ftvm__Partner__Landing *ret)
 	ret->generation = g->at.generation;
 }
 
+/* The runs of a LandingGrant or a LandingRevoke, as they are sent. */
+struct runs {
+	Ftvm__Partner__Landing landing[GRANTS_MAX], *ptr[GRANTS_MAX];
+	size_t n;
+};
+
+static void runs_add(struct runs *rs, const struct vmm_grant *g)
+{
+	landing_of(g, &rs->landing[rs->n]);
+	rs->ptr[rs->n] = &rs->landing[rs->n];
+	rs->n++;
+}
+
+/* Sends rs to the partner, in a LandingRevoke when revoke, else in a
+ * LandingGrant; its answer goes to done(arg). */
+static int send_runs(struct pagedata *pd, bool revoke, struct runs *rs, pending_done_fn done,
+		     void *arg)
+{
+	Ftvm__Partner__LandingGrant grant = FTVM__PARTNER__LANDING_GRANT__INIT;
+	Ftvm__Partner__LandingRevoke revocation = FTVM__PARTNER__LANDING_REVOKE__INIT;
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+
+	if (revoke) {
+		revocation.n_landings = rs->n;
+		revocation.landings = rs->ptr;
+		env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_REVOKE;
+		env.landing_revoke = &revocation;
+	} else {
+		grant.n_landings = rs->n;
+		grant.landings = rs->ptr;
+		env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_GRANT;
+		env.landing_grant = &grant;
+	}
+	vmm_before_request(pd->vmm);
+	return repl_session_request(pd->session, &env, pd->config->request_timeout_ms, done, arg);
+}
+
 static void give_back(struct pagedata *pd, struct vmm_grant **g)
 {
 	struct vmm_grant *gone = *g;
@@ -134,11 +171,9 @@ static size_t block_sizes(const struct pagedata *pd, uint32_t *sizes)
 
 void pagedata_grants_offer(struct pagedata *pd)
 {
-	Ftvm__Partner__LandingGrant grant = FTVM__PARTNER__LANDING_GRANT__INIT;
-	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
-	Ftvm__Partner__Landing landings[GRANTS_MAX], *ptrs[GRANTS_MAX];
+	struct runs rs = { .n = 0 };
 	uint32_t sizes[CONFIG_POLICIES_MAX + 1];
-	size_t n_sizes = block_sizes(pd, sizes), n = 0;
+	size_t n_sizes = block_sizes(pd, sizes);
 	int r;
 
 	if (!repl_session_one_sided(pd->session) || pd->grants)
@@ -149,25 +184,17 @@ void pagedata_grants_offer(struct pagedata *pd)
 
 			if (grant_take(pd, sizes[i] / pd->config->page_size, &g) < 0)
 				break;
-			landing_of(g, &landings[n]);
-			ptrs[n] = &landings[n];
-			n++;
+			runs_add(&rs, g);
 		}
-	if (!n)
+	if (!rs.n)
 		return;
-	grant.n_landings = n;
-	grant.landings = ptrs;
-	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_GRANT;
-	env.landing_grant = &grant;
-	vmm_before_request(pd->vmm);
-	r = repl_session_request(pd->session, &env, pd->config->request_timeout_ms, on_grant_answer,
-				 pd);
+	r = send_runs(pd, false, &rs, on_grant_answer, pd);
 	if (r < 0) {
 		log_debug("LandingGrant to %s not sent: %s", vmm_partner_id(pd->vmm), strerror(-r));
 		pagedata_grants_drop(pd);
 		return;
 	}
-	log_debug("granted %zu landing runs to %s", n, vmm_partner_id(pd->vmm));
+	log_debug("granted %zu landing runs to %s", rs.n, vmm_partner_id(pd->vmm));
 }
 
 static struct vmm_grant **find(struct pagedata *pd, const Ftvm__Partner__Landing *l)
@@ -265,38 +292,27 @@ static void on_revoke_answer(const CommandComplete *cc, void *arg)
  * partner's batch being answered, corked), where a request must not go. */
 static void send_revoke(evutil_socket_t fd, short what, void *arg)
 {
-	Ftvm__Partner__LandingRevoke revoke = FTVM__PARTNER__LANDING_REVOKE__INIT;
-	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
-	Ftvm__Partner__Landing landings[GRANTS_MAX], *ptrs[GRANTS_MAX];
+	struct runs rs = { .n = 0 };
 	struct pagedata *pd = arg;
 	struct revoke *rv = calloc(1, sizeof(*rv) + GRANTS_MAX * sizeof(rv->at[0]));
-	size_t n = 0;
 	int r;
 
 	if (!rv)
 		return;
 	rv->pd = pd;
-	for (struct vmm_grant *g = pd->grants; g && n < GRANTS_MAX; g = g->next) {
+	for (struct vmm_grant *g = pd->grants; g && rs.n < GRANTS_MAX; g = g->next) {
 		if (g->revoking)
 			continue;
 		g->revoking = true;
-		rv->at[n] = g->at;
-		landing_of(g, &landings[n]);
-		ptrs[n] = &landings[n];
-		n++;
+		rv->at[rs.n] = g->at;
+		runs_add(&rs, g);
 	}
-	rv->n = n;
-	if (!n) {
+	rv->n = rs.n;
+	if (!rs.n) {
 		free(rv);
 		return;
 	}
-	revoke.n_landings = n;
-	revoke.landings = ptrs;
-	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_REVOKE;
-	env.landing_revoke = &revoke;
-	vmm_before_request(pd->vmm);
-	r = repl_session_request(pd->session, &env, pd->config->request_timeout_ms,
-				 on_revoke_answer, rv);
+	r = send_runs(pd, true, &rs, on_revoke_answer, rv);
 	if (r < 0) {
 		/* Not sent (link down): tried again at the next shortage. */
 		for (struct vmm_grant *g = pd->grants; g; g = g->next)
@@ -304,7 +320,7 @@ static void send_revoke(evutil_socket_t fd, short what, void *arg)
 		free(rv);
 		return;
 	}
-	log_info("short of frames: revoking %zu landing runs granted to %s", n,
+	log_info("short of frames: revoking %zu landing runs granted to %s", rs.n,
 		 vmm_partner_id(pd->vmm));
 }
 
