@@ -84,3 +84,16 @@ void pagedata_landed_adopt(struct pagedata *pd, struct vmm_alloc *a, uint64_t pa
 	vmm_replace_touch(pd->vmm, p);
 	pd->counted.landings_adopted++;
 }
+
+int pagedata_landed_settle(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
+			   const struct repl_landing *held, int r)
+{
+	if (r < 0) {
+		pd->counted.landings_refused++;
+		if (held)
+			frame_pool_give(pd->pool, held->frame, held->frames);
+		return r;
+	}
+	pagedata_landed_adopt(pd, a, page, held->frame); /* its frames are the page's now */
+	return 0;
+}

@@ -70,3 +70,9 @@ int pagedata_landed_bytes_check(struct pagedata *pd, const struct repl_landing *
 /* The run at frame, checked, is a's page's frames from now on: a resident
  * page's old frames go back, a page-in in flight gives its own back. */
 void pagedata_landed_adopt(struct pagedata *pd, struct vmm_alloc *a, uint64_t page, uint64_t frame);
+/* The end of an adoption of a run held here (held, NULL when none was),
+ * checked with the result r: refused (r < 0), it is counted and the run
+ * goes back to the pool; otherwise its frames are a's page's. The caller
+ * has unlinked its record of the run and frees it. r, either way. */
+int pagedata_landed_settle(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
+			   const struct repl_landing *held, int r);

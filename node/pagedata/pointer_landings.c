@@ -166,22 +166,16 @@ static int landing_refusal(struct pagedata *pd, const struct vmm_alloc *a,
 int pagedata_landing_adopt(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
 			   const Ftvm__Partner__WritePage *m, char *reason, size_t len)
 {
-	struct vmm_landing **l = find(pd, a->guid, page);
-	int r = landing_refusal(pd, a, m, *l, reason, len);
-	struct vmm_landing *used;
+	struct vmm_landing **l = find(pd, a->guid, page), *held = *l;
+	int r = landing_refusal(pd, a, m, held, reason, len);
 
-	if (r < 0) {
-		pd->counted.landings_refused++;
-		/* The batch fails: the partner sends this page inline from now on. */
-		if (*l)
-			give_back(pd, l);
-		return r;
-	}
-	used = *l;
-	*l = used->next; /* its frames are the page's now */
-	pagedata_landed_adopt(pd, a, page, used->at.frame);
-	free(used);
-	return 0;
+	/* Adopted, or refused and back to the pool: the batch fails then, and
+	 * the partner sends this page inline from now on. */
+	if (held)
+		*l = held->next;
+	r = pagedata_landed_settle(pd, a, page, held ? &held->at : NULL, r);
+	free(held);
+	return r;
 }
 
 void pagedata_landing_close(struct pagedata *pd, const char *guid, uint64_t page, const char *owner)

@@ -118,32 +118,26 @@ int pagedata_resync_landing_adopt(struct pagedata *pd, struct vmm_alloc *a, uint
 				  const Ftvm__Partner__Landing *named, uint32_t crc32c,
 				  char *reason, size_t len)
 {
-	struct vmm_resync_landing **l = find(pd, named), *used;
+	struct vmm_resync_landing **l = find(pd, named), *held = *l;
 	size_t n = pagedata_landed_reason_start(reason, len, "ResyncPage", a->guid, page, "frame",
 						named);
 	int r;
 
 	reason += n;
 	len -= n;
-	if (!*l) {
+	if (!held) {
 		snprintf(reason, len, "%s holds no resync landing there", vmm_node_id(pd->vmm));
 		r = -EINVAL;
 	} else {
-		r = pagedata_landed_run_check(pd, a, &(*l)->at, named, "given", crc32c, reason,
+		r = pagedata_landed_run_check(pd, a, &held->at, named, "given", crc32c, reason,
 					      len);
+		*l = held->next; /* adopted, or refused and back to the pool */
 	}
-	if (r < 0) {
-		pd->counted.landings_refused++;
-		if (*l)
-			give_back(pd, l);
-		return r;
-	}
-	used = *l;
-	*l = used->next; /* its frames are the page's now */
-	pagedata_landed_adopt(pd, a, page, used->at.frame);
-	a->page[page].stale = false;
-	free(used);
-	return 0;
+	r = pagedata_landed_settle(pd, a, page, held ? &held->at : NULL, r);
+	if (r == 0)
+		a->page[page].stale = false;
+	free(held);
+	return r;
 }
 
 void pagedata_resync_landing_close(struct pagedata *pd, const Ftvm__Partner__Landing *named)
