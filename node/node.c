@@ -21,6 +21,7 @@
 #include "ha.h"
 #include "log.h"
 #include "notify.h"
+#include "pagedata.h"
 #include "session.h"
 #include "status_counts.h"
 #include "trace_tap.h"
@@ -80,10 +81,8 @@ static void on_link_changed(struct repl_session *s, bool up, const char *reason,
 	if (!up) {
 		vmm_window_link_lost(n->vmm);
 		vmm_tickets_drop(n->vmm);
-		vmm_landings_drop(n->vmm);
-		vmm_resync_landings_drop(n->vmm);
 	}
-	vmm_grants_link_changed(n->vmm, up);
+	pagedata_link_changed(vmm_pagedata(n->vmm), up);
 	if (n->ha)
 		ha_link_changed(n->ha, up, reason);
 }
@@ -507,7 +506,7 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 		goto fail;
 	sc.epoch = vmm_epoch(n->vmm);
 	/* One-sided page data: the transport registers the pool in blocks of
-	 * this many frames (vmm_landing_block_frames() says why that size). */
+	 * this many frames (pagedata_landing_block_frames() says why that size). */
 	sc.pool_base = vmm_pool_base(n->vmm);
 	sc.pool_block_frames = vmm_pool_block_frames(n->vmm);
 	r = repl_session_new(base, &sc, &session_cb, n, &n->session);

@@ -777,7 +777,7 @@ static int on_begin(struct vmm *v, const Ftvm__Partner__ResyncBegin *m, const st
 			      (unsigned long long)v->epoch, (unsigned long long)m->epoch);
 	v->failover->resync_receiving = true;
 	v->failover->resync_failed = false;
-	vmm_resync_landings_drop(v); /* an earlier resync's */
+	pagedata_resync_landings_drop(vmm_pagedata(v)); /* an earlier resync's */
 	v->failover->resync_error[0] = '\0';
 	vmm_space_waiters_fail(v);
 	vmm_page_waiters_fail(v, FTVM__PARTNER__STATUS__STATUS_FENCED,
@@ -866,7 +866,7 @@ static int fill_page(struct vmm *v, struct vmm_alloc *a, const Ftvm__Partner__Re
 static int drop_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m)
 {
 	if (m->landed)
-		vmm_resync_landing_close(v, m->landed);
+		pagedata_resync_landing_close(vmm_pagedata(v), m->landed);
 	v->counted.resync_pages_dropped++;
 	log_debug("resync: %s page %llu dropped, a newer change came first", m->guid,
 		  (unsigned long long)m->page);
@@ -881,7 +881,7 @@ static int on_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m, char *reas
 
 	if (!v->failover->resync_receiving || !a || m->page >= a->pages) {
 		if (m->landed)
-			vmm_resync_landing_close(v, m->landed);
+			pagedata_resync_landing_close(vmm_pagedata(v), m->landed);
 		if (!v->failover->resync_receiving)
 			return refuse(v, reason, len, "ResyncPage outside a resync");
 		/* With a state it may come after the allocation's ReleaseMemory. */
@@ -891,25 +891,25 @@ static int on_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m, char *reas
 			      (unsigned long long)m->page);
 	}
 	if (m->state) {
-		r = vmm_resync_page_order(a, m->page, m->state, why, sizeof(why));
+		r = pagedata_resync_page_order(a, m->page, m->state, why, sizeof(why));
 		if (r > 0)
 			return drop_page(v, m);
 		if (r < 0) {
 			if (m->landed)
-				vmm_resync_landing_close(v, m->landed);
+				pagedata_resync_landing_close(vmm_pagedata(v), m->landed);
 			return refuse(v, reason, len, "%s", why);
 		}
 	}
 	if (!m->landed)
 		return fill_page(v, a, m, reason, len);
 	if (!m->state || m->data.len) {
-		vmm_resync_landing_close(v, m->landed);
+		pagedata_resync_landing_close(vmm_pagedata(v), m->landed);
 		return refuse(v, reason, len, "ResyncPage %s page %llu: landed, but with %s",
 			      m->guid, (unsigned long long)m->page,
 			      m->data.len ? "data as well" : "no state");
 	}
-	if (vmm_resync_landing_adopt(v, a, m->page, m->landed, m->state->crc32c, why, sizeof(why)) <
-	    0)
+	if (pagedata_resync_landing_adopt(vmm_pagedata(v), a, m->page, m->landed, m->state->crc32c,
+					  why, sizeof(why)) < 0)
 		return refuse(v, reason, len, "%s", why);
 	return 0;
 }
@@ -918,7 +918,7 @@ static int on_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m, char *reas
  * refused it; offer again at the new one, once ResyncEnd's answer is out. */
 static void offer_grants(void *arg)
 {
-	vmm_grants_offer(arg);
+	pagedata_grants_offer(vmm_pagedata(arg));
 }
 
 static int on_end(struct vmm *v, const Ftvm__Partner__ResyncEnd *m, char *reason, size_t len)
@@ -928,7 +928,7 @@ static int on_end(struct vmm *v, const Ftvm__Partner__ResyncEnd *m, char *reason
 	if (!v->failover->resync_receiving)
 		return refuse(v, reason, len, "ResyncEnd outside a resync");
 	v->failover->resync_receiving = false;
-	vmm_resync_landings_drop(v); /* none is named after ResyncEnd */
+	pagedata_resync_landings_drop(vmm_pagedata(v)); /* none is named after ResyncEnd */
 	if (v->failover->resync_failed) {
 		snprintf(reason, len, "resync incomplete: %s", v->failover->resync_error);
 		if (v->failover->resync_observer)

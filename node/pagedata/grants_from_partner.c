@@ -10,7 +10,6 @@
  *                                       is in flight
  *   link down                        -> all gone */
 #include "vmm_core.h"
-#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include "pagedata_state.h"
 
@@ -33,10 +32,10 @@ struct vmm_revoke_held {
 	uint64_t seq;
 };
 
-int vmm_granted_add(struct vmm *v, Ftvm__Partner__Landing *const *ls, size_t n, char *reason,
-		    size_t len)
+int pagedata_granted_add(struct pagedata *pd, Ftvm__Partner__Landing *const *ls, size_t n,
+			 char *reason, size_t len)
 {
-	uint32_t page_size = frame_pool_page_size(v->pool);
+	uint32_t page_size = frame_pool_page_size(pd->pool);
 
 	for (size_t i = 0; i < n; i++)
 		if (ls[i]->frames == 0 || (uint64_t)ls[i]->frames * page_size > UINT32_MAX) {
@@ -54,15 +53,15 @@ int vmm_granted_add(struct vmm *v, Ftvm__Partner__Landing *const *ls, size_t n, 
 		g->at.frame = ls[i]->frame;
 		g->at.frames = ls[i]->frames;
 		g->at.generation = ls[i]->generation;
-		g->next = v->pagedata->granted;
-		v->pagedata->granted = g;
+		g->next = pd->granted;
+		pd->granted = g;
 	}
 	return 0;
 }
 
-bool vmm_granted_take(struct vmm *v, uint32_t frames, struct repl_landing *ret)
+bool pagedata_granted_take(struct pagedata *pd, uint32_t frames, struct repl_landing *ret)
 {
-	for (struct vmm_granted *g = v->pagedata->granted; g; g = g->next)
+	for (struct vmm_granted *g = pd->granted; g; g = g->next)
 		if (!g->in_flight && g->at.frames == frames) {
 			g->in_flight = true;
 			*ret = g->at;
@@ -71,33 +70,33 @@ bool vmm_granted_take(struct vmm *v, uint32_t frames, struct repl_landing *ret)
 	return false;
 }
 
-static bool revoked_in_flight(const struct vmm *v)
+static bool revoked_in_flight(const struct pagedata *pd)
 {
-	for (const struct vmm_granted *g = v->pagedata->granted; g; g = g->next)
+	for (const struct vmm_granted *g = pd->granted; g; g = g->next)
 		if (g->revoked)
 			return true;
 	return false;
 }
 
-static void answer_held_revokes(struct vmm *v)
+static void answer_held_revokes(struct pagedata *pd)
 {
 	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
 
-	if (revoked_in_flight(v))
+	if (revoked_in_flight(pd))
 		return;
-	cc.applied_lsn = pagetable_partner_applied_lsn(v->pt);
-	while (v->pagedata->revokes_held) {
-		struct vmm_revoke_held *h = v->pagedata->revokes_held;
+	cc.applied_lsn = pagetable_partner_applied_lsn(pd->pt);
+	while (pd->revokes_held) {
+		struct vmm_revoke_held *h = pd->revokes_held;
 
-		v->pagedata->revokes_held = h->next;
-		repl_session_complete(v->session, h->seq, &cc);
+		pd->revokes_held = h->next;
+		repl_session_complete(pd->session, h->seq, &cc);
 		free(h);
 	}
 }
 
-void vmm_granted_done(struct vmm *v, const struct repl_landing *at, bool spent)
+void pagedata_granted_done(struct pagedata *pd, const struct repl_landing *at, bool spent)
 {
-	struct vmm_granted **g = &v->pagedata->granted;
+	struct vmm_granted **g = &pd->granted;
 
 	while (*g && ((*g)->at.frame != at->frame || (*g)->at.frames != at->frames ||
 		      (*g)->at.generation != at->generation || !(*g)->in_flight))
@@ -112,15 +111,16 @@ void vmm_granted_done(struct vmm *v, const struct repl_landing *at, bool spent)
 	} else {
 		(*g)->in_flight = false;
 	}
-	answer_held_revokes(v);
+	answer_held_revokes(pd);
 }
 
-bool vmm_granted_revoke(struct vmm *v, const Ftvm__Partner__LandingRevoke *m, uint64_t seq)
+bool pagedata_granted_revoke(struct pagedata *pd, const Ftvm__Partner__LandingRevoke *m,
+			     uint64_t seq)
 {
 	struct vmm_revoke_held *h;
 
 	for (size_t i = 0; i < m->n_landings; i++) {
-		struct vmm_granted **g = &v->pagedata->granted;
+		struct vmm_granted **g = &pd->granted;
 
 		while (*g && ((*g)->at.frame != m->landings[i]->frame ||
 			      (*g)->at.frames != m->landings[i]->frames))
@@ -136,30 +136,30 @@ bool vmm_granted_revoke(struct vmm *v, const Ftvm__Partner__LandingRevoke *m, ui
 			free(gone);
 		}
 	}
-	if (!revoked_in_flight(v))
+	if (!revoked_in_flight(pd))
 		return false;
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return false; /* out of memory: answered now, the best left */
 	h->seq = seq;
-	h->next = v->pagedata->revokes_held;
-	v->pagedata->revokes_held = h;
+	h->next = pd->revokes_held;
+	pd->revokes_held = h;
 	return true;
 }
 
-void vmm_granted_forget(struct vmm *v)
+void pagedata_granted_forget(struct pagedata *pd)
 {
-	while (v->pagedata->granted) {
-		struct vmm_granted *gone = v->pagedata->granted;
+	while (pd->granted) {
+		struct vmm_granted *gone = pd->granted;
 
-		v->pagedata->granted = gone->next;
+		pd->granted = gone->next;
 		free(gone);
 	}
 	/* Their requests failed with the link on the partner's side. */
-	while (v->pagedata->revokes_held) {
-		struct vmm_revoke_held *gone = v->pagedata->revokes_held;
+	while (pd->revokes_held) {
+		struct vmm_revoke_held *gone = pd->revokes_held;
 
-		v->pagedata->revokes_held = gone->next;
+		pd->revokes_held = gone->next;
 		free(gone);
 	}
 }

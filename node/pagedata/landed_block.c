@@ -5,7 +5,6 @@
  * match the CRC-32C the message names. Until both hold, the run is garbage
  * that nothing names. */
 #include "vmm_core.h"
-#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include "pagedata_state.h"
 
@@ -15,8 +14,9 @@
 #include "crc32c.h"
 #include "session.h"
 
-size_t vmm_landed_reason_start(char *reason, size_t len, const char *message, const char *guid,
-			       uint64_t page, const char *run, const Ftvm__Partner__Landing *named)
+size_t pagedata_landed_reason_start(char *reason, size_t len, const char *message, const char *guid,
+				    uint64_t page, const char *run,
+				    const Ftvm__Partner__Landing *named)
 {
 	int n = snprintf(
 		reason, len,
@@ -27,11 +27,11 @@ size_t vmm_landed_reason_start(char *reason, size_t len, const char *message, co
 	return n < 0 || (size_t)n >= len ? 0 : (size_t)n;
 }
 
-int vmm_landed_run_check(struct vmm *v, const struct vmm_alloc *a, const struct repl_landing *at,
-			 const Ftvm__Partner__Landing *named, const char *handed,
-			 uint32_t named_crc32c, char *reason, size_t len)
+int pagedata_landed_run_check(struct pagedata *pd, const struct vmm_alloc *a,
+			      const struct repl_landing *at, const Ftvm__Partner__Landing *named,
+			      const char *handed, uint32_t named_crc32c, char *reason, size_t len)
 {
-	uint32_t frames = a->block_size / frame_pool_page_size(v->pool);
+	uint32_t frames = a->block_size / frame_pool_page_size(pd->pool);
 
 	if (at->frames != frames) {
 		snprintf(reason, len, "the run is %u frames, the page's block %u", at->frames,
@@ -43,22 +43,23 @@ int vmm_landed_run_check(struct vmm *v, const struct vmm_alloc *a, const struct 
 			 (unsigned long long)at->generation);
 		return -ESTALE;
 	}
-	return vmm_landed_bytes_check(v, at, a->block_size, named_crc32c, reason, len);
+	return pagedata_landed_bytes_check(pd, at, a->block_size, named_crc32c, reason, len);
 }
 
-int vmm_landed_bytes_check(struct vmm *v, const struct repl_landing *at, uint32_t block_size,
-			   uint32_t named_crc32c, char *reason, size_t len)
+int pagedata_landed_bytes_check(struct pagedata *pd, const struct repl_landing *at,
+				uint32_t block_size, uint32_t named_crc32c, char *reason,
+				size_t len)
 {
 	char why[200];
 	uint32_t crc;
 
 	/* The block may have been registered again since: the WRITE then went
 	 * nowhere of ours. */
-	if (repl_session_landing_check(v->session, at, why, sizeof(why)) < 0) {
+	if (repl_session_landing_check(pd->session, at, why, sizeof(why)) < 0) {
 		snprintf(reason, len, "%s", why);
 		return -ESTALE;
 	}
-	crc = crc32c(0, frame_pool_addr(v->pool, at->frame), block_size);
+	crc = crc32c(0, frame_pool_addr(pd->pool, at->frame), block_size);
 	if (crc != named_crc32c) {
 		snprintf(reason, len, "its bytes' CRC-32C is 0x%08x, the message says 0x%08x", crc,
 			 named_crc32c);
@@ -67,7 +68,7 @@ int vmm_landed_bytes_check(struct vmm *v, const struct repl_landing *at, uint32_
 	return 0;
 }
 
-void vmm_landed_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t frame)
+void pagedata_landed_adopt(struct pagedata *pd, struct vmm_alloc *a, uint64_t page, uint64_t frame)
 {
 	struct vmm_page *p = &a->page[page];
 
@@ -75,11 +76,24 @@ void vmm_landed_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_
 		uint64_t old = p->frame;
 
 		p->frame = frame;
-		vmm_frames_give(v, old, a->block_size);
+		vmm_frames_give(pd->vmm, old, a->block_size);
 	} else {
 		p->pagein = NULL; /* a read of the store in flight gives its own frames back */
-		vmm_page_attach(v, p, frame);
+		vmm_page_attach(pd->vmm, p, frame);
 	}
-	vmm_replace_touch(v, p);
-	v->pagedata->counted.landings_adopted++;
+	vmm_replace_touch(pd->vmm, p);
+	pd->counted.landings_adopted++;
+}
+
+int pagedata_landed_settle(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
+			   const struct repl_landing *held, int r)
+{
+	if (r < 0) {
+		pd->counted.landings_refused++;
+		if (held)
+			frame_pool_give(pd->pool, held->frame, held->frames);
+		return r;
+	}
+	pagedata_landed_adopt(pd, a, page, held->frame); /* its frames are the page's now */
+	return 0;
 }

@@ -15,66 +15,65 @@
 #include "partner.pb-c.h"
 #include "session.h"
 
+struct event_base;
+struct frame_pool;
 struct pagedata;
+struct pagetable;
+struct repl_session;
 struct vmm;
 struct vmm_alloc;
 struct status_counts;
 
-/* The component's state, empty; NULL when out of memory. Freed once the
- * runs it held went back (link down, or the node stopping). */
-struct pagedata *pagedata_new(void);
+/* The component's state, with the memory manager's handles it works with
+ * (v only for the calls vmm_core.h declares); no runs yet. NULL when out of
+ * memory. Freed once the runs it held went back (link down, or the node
+ * stopping). */
+struct pagedata *pagedata_new(struct vmm *v, struct event_base *base,
+			      const struct ftvm_config *config, struct pagetable *pt,
+			      struct frame_pool *pool);
 void pagedata_free(struct pagedata *pd);
 /* What it counted since start (the landings_* rows of the status). */
 const struct status_counts *pagedata_counted(const struct pagedata *pd);
+/* The link to the partner came up or went (node.c): at link down the runs
+ * held for the partner's write locks and for a resync go back to the pool;
+ * then pagedata_grants_link_changed. */
+void pagedata_link_changed(struct pagedata *pd, bool up);
 
 /* ---- landing runs (pagedata/pointer_landings.c, vmm/VMM.md "Landings") ---- */
 
 /* Frames per registration block of the pool, offered to the transport. */
-uint64_t vmm_landing_block_frames(const struct ftvm_config *c);
+uint64_t pagedata_landing_block_frames(const struct ftvm_config *c);
 
 /* ---- the pool's blocks (pagedata/pool_registration.c) ---- */
 
-/* Tells the session which blocks are not in use, then of every block that
- * comes or goes; starts the tick that shrinks the pool and purges. */
-int vmm_pool_start(struct vmm *v);
-void vmm_pool_stop(struct vmm *v);
+/* The session is there: tells it which blocks are not in use, then of every
+ * block that comes or goes; starts the tick that shrinks the pool and
+ * purges. */
+int pagedata_start(struct pagedata *pd, struct repl_session *session);
+void pagedata_stop(struct pagedata *pd);
 /* The pool_* and registrations_* fields of ret. */
-void vmm_pool_counts(struct vmm *v, struct status_counts *ret);
+void pagedata_pool_counts(struct pagedata *pd, struct status_counts *ret);
 /* The partner took the write lock on a's page for owner: on a one-sided link,
  * a run of free frames for its block, opened for the partner's WRITE and held
  * with the lock, in ret. false: none (the block will come inline). */
-bool vmm_landing_open(struct vmm *v, struct vmm_alloc *a, uint64_t page, const char *owner,
-		      Ftvm__Partner__Landing *ret);
+bool pagedata_landing_open(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
+			   const char *owner, Ftvm__Partner__Landing *ret);
 /* A WritePage naming m->landed: the run becomes the page's frames (its old
  * ones go back). Refused (< 0, the run given back) with the reason when the
  * link is not one-sided, the landing is not the one held for the page's lock,
  * its generation is stale or its bytes fail m->crc32c. */
-int vmm_landing_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
-		      const Ftvm__Partner__WritePage *m, char *reason, size_t len);
+int pagedata_landing_adopt(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
+			   const Ftvm__Partner__WritePage *m, char *reason, size_t len);
 /* owner's write lock on guid/page went, or its block came inline (owner
  * NULL: whoever holds the lock): the run held with it goes back. */
-void vmm_landing_close(struct vmm *v, const char *guid, uint64_t page, const char *owner);
+void pagedata_landing_close(struct pagedata *pd, const char *guid, uint64_t page,
+			    const char *owner);
 /* guid goes: every run held for its pages goes back. */
-void vmm_landings_close_alloc(struct vmm *v, const char *guid);
-/* pagedata/landed_block.c: the start of a refusal's reason, "MESSAGE GUID page P
- * landed at RUN F (N frames, generation G): ", in reason; its length (0 when
- * it does not fit). */
-size_t vmm_landed_reason_start(char *reason, size_t len, const char *message, const char *guid,
-			       uint64_t page, const char *run, const Ftvm__Partner__Landing *named);
-/* A run handed out ahead (a grant, a resync's run: handed says which) that
- * named names, for a's page: a's block size (-EINVAL), at the generation it
- * was handed out at (-ESTALE), and vmm_landed_bytes_check. */
-int vmm_landed_run_check(struct vmm *v, const struct vmm_alloc *a, const struct repl_landing *at,
-			 const Ftvm__Partner__Landing *named, const char *handed,
-			 uint32_t named_crc32c, char *reason, size_t len);
-/* pagedata/landed_block.c: a block written into the run at by RDMA WRITE may be
- * adopted: its registration block is still at at's generation (-ESTALE) and
- * its block_size bytes match named_crc32c (-EBADMSG), else the reason. */
-int vmm_landed_bytes_check(struct vmm *v, const struct repl_landing *at, uint32_t block_size,
-			   uint32_t named_crc32c, char *reason, size_t len);
-/* The run at frame, checked, is a's page's frames from now on: a resident
- * page's old frames go back, a page-in in flight gives its own back. */
-void vmm_landed_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t frame);
+void pagedata_landings_close_alloc(struct pagedata *pd, const char *guid);
+/* The link went (or the node stops): the landing runs held for the partner
+ * go back to the pool, and the landings this node's write pointers hold are
+ * forgotten (their blocks go inline). vmm/VMM.md, "Landings". */
+void pagedata_landings_drop(struct pagedata *pd);
 
 /* ---- a resync's landing runs, on the node it brings up to date
  * (pagedata/resync_landings.c, replica/RDMA.md "Resync") ---- */
@@ -82,56 +81,65 @@ void vmm_landed_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_
 /* ResyncLandings: runs of frames[i] free frames for the first entries, in
  * order, as far as half the free frames go (and VMM_RESYNC_CHUNK runs), held
  * and put in ret; how many. */
-size_t vmm_resync_landings_open(struct vmm *v, const uint32_t *frames, size_t n,
-				Ftvm__Partner__Landing *ret);
+size_t pagedata_resync_landings_open(struct pagedata *pd, const uint32_t *frames, size_t n,
+				     Ftvm__Partner__Landing *ret);
 /* A ResyncPage at state for a's page: 1 when the page here is newer (a change
  * mirrored after the snapshot came first: drop the block), 0 when the block
  * is to be applied, -EINVAL with the reason when it cannot be (ahead of the
  * page, or its CRC-32C differs at the same version). */
-int vmm_resync_page_order(const struct vmm_alloc *a, uint64_t page,
-			  const Ftvm__Partner__PageState *state, char *reason, size_t len);
+int pagedata_resync_page_order(const struct vmm_alloc *a, uint64_t page,
+			       const Ftvm__Partner__PageState *state, char *reason, size_t len);
 /* The block landed in the run named: checked (held here, the page's block
  * size, its generation, crc32c) and adopted as the page's frames. Refused
  * (< 0, the run given back) with the reason. */
-int vmm_resync_landing_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
-			     const Ftvm__Partner__Landing *named, uint32_t crc32c, char *reason,
-			     size_t len);
+int pagedata_resync_landing_adopt(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
+				  const Ftvm__Partner__Landing *named, uint32_t crc32c,
+				  char *reason, size_t len);
 /* The block in the run named is not wanted (dropped as older): run back. */
-void vmm_resync_landing_close(struct vmm *v, const Ftvm__Partner__Landing *named);
+void pagedata_resync_landing_close(struct pagedata *pd, const Ftvm__Partner__Landing *named);
+/* The resync ended or failed, or the link went: the runs held for its
+ * blocks go back to the pool (replica/RDMA.md, "Resync"). */
+void pagedata_resync_landings_drop(struct pagedata *pd);
 
 /* ---- landing grants for whole-page writes (vmm/VMM.md "Landings") ---- */
 
+/* Landing grants for whole-page writes live with the link: at link up this
+ * node grants the partner runs (when one-sided); at link down the runs it
+ * granted go back to its pool and those it was granted are void. */
+void pagedata_grants_link_changed(struct pagedata *pd, bool up);
+
 /* P, pagedata/grants_to_partner.c. The link came up: on a one-sided link, runs of free frames
  * for each block size in use are granted to the partner (LandingGrant). */
-void vmm_grants_offer(struct vmm *v);
+void pagedata_grants_offer(struct pagedata *pd);
 /* Whether l names a run granted to the partner. */
-bool vmm_grant_named(struct vmm *v, const Ftvm__Partner__Landing *l);
+bool pagedata_grant_named(struct pagedata *pd, const Ftvm__Partner__Landing *l);
 /* A WritePage landed in a granted run: the run becomes the page's frames
  * (resident or not; its old ones go back) and a fresh run, if frames allow,
  * is in ret_fresh (*ret_has_fresh). Refused (< 0, the run stays granted)
  * with the reason when the run is not granted, not the page's block size,
  * stale, or its bytes fail m->crc32c. */
-int vmm_grant_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
-		    const Ftvm__Partner__WritePage *m, Ftvm__Partner__Landing *ret_fresh,
-		    bool *ret_has_fresh, char *reason, size_t len);
+int pagedata_grant_adopt(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
+			 const Ftvm__Partner__WritePage *m, Ftvm__Partner__Landing *ret_fresh,
+			 bool *ret_has_fresh, char *reason, size_t len);
 /* Short of frames: the grants are asked back (LandingRevoke, sent from its
  * own event, never from inside the caller's work); their frames return to
  * the pool when the partner answers. */
-void vmm_grants_revoke(struct vmm *v);
+void pagedata_grants_revoke(struct pagedata *pd);
 /* Link down: every granted run back to the pool. */
-void vmm_grants_drop(struct vmm *v);
+void pagedata_grants_drop(struct pagedata *pd);
 
 /* O, pagedata/grants_from_partner.c. Runs the partner granted (a LandingGrant, an answer's
  * grants); -EINVAL with the reason for a run of no frames. */
-int vmm_granted_add(struct vmm *v, Ftvm__Partner__Landing *const *ls, size_t n, char *reason,
-		    size_t len);
+int pagedata_granted_add(struct pagedata *pd, Ftvm__Partner__Landing *const *ls, size_t n,
+			 char *reason, size_t len);
 /* A free granted run of frames frames, in flight from now on, in ret. */
-bool vmm_granted_take(struct vmm *v, uint32_t frames, struct repl_landing *ret);
+bool pagedata_granted_take(struct pagedata *pd, uint32_t frames, struct repl_landing *ret);
 /* The write that took at was answered: spent (the partner applied it, or
  * may have) drops it, otherwise it is free again. */
-void vmm_granted_done(struct vmm *v, const struct repl_landing *at, bool spent);
+void pagedata_granted_done(struct pagedata *pd, const struct repl_landing *at, bool spent);
 /* The partner's LandingRevoke seq m: true when its answer is held until the
  * writes in flight into those runs are answered. */
-bool vmm_granted_revoke(struct vmm *v, const Ftvm__Partner__LandingRevoke *m, uint64_t seq);
+bool pagedata_granted_revoke(struct pagedata *pd, const Ftvm__Partner__LandingRevoke *m,
+			     uint64_t seq);
 /* Link down: every granted run is void. */
-void vmm_granted_forget(struct vmm *v);
+void pagedata_granted_forget(struct pagedata *pd);

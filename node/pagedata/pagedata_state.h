@@ -1,14 +1,33 @@
-/* The state pagedata/ owns (pagedata.h). Only pagedata/'s files include
- * this. */
+/* The state pagedata/ owns (pagedata.h), and the calls its files share.
+ * Only pagedata/'s files (and their unit tests) include this. */
 #pragma once
 
 #include <stdint.h>
 
+#include "partner.pb-c.h"
+#include "session.h"
 #include "status_counts.h"
 
 struct event;
+struct event_base;
+struct frame_pool;
+struct ftvm_config;
+struct pagetable;
+struct repl_session;
+struct vmm;
+struct vmm_alloc;
 
 struct pagedata {
+	/* The handles it works with, the memory manager's (pagedata_new);
+	 * the session comes at pagedata_start. vmm is only passed to the
+	 * calls vmm_core.h declares, never looked into. */
+	struct vmm *vmm;
+	struct event_base *base;
+	const struct ftvm_config *config;
+	struct pagetable *pt;
+	struct frame_pool *pool;
+	struct repl_session *session;
+
 	/* One-sided pointer writes (pagedata/pointer_landings.c): the landing runs this node
 	 * holds for the partner's write locks (each in one registration block
 	 * of the pool). */
@@ -25,6 +44,35 @@ struct pagedata {
 	 * for the survivor's blocks. */
 	struct vmm_resync_landing *resync_landings;
 	/* The landings_* rows of `ftvmctl status`, counted as they happen
-	 * (`v->pagedata->counted.landings_adopted++`). */
+	 * (`pd->counted.landings_adopted++`). */
 	struct status_counts counted;
 };
+
+/* ---- a block that came by RDMA WRITE (pagedata/landed_block.c) ---- */
+
+/* The start of a refusal's reason, "MESSAGE GUID page P landed at RUN F (N
+ * frames, generation G): ", in reason; its length (0 when it does not fit). */
+size_t pagedata_landed_reason_start(char *reason, size_t len, const char *message, const char *guid,
+				    uint64_t page, const char *run,
+				    const Ftvm__Partner__Landing *named);
+/* A run handed out ahead (a grant, a resync's run: handed says which) that
+ * named names, for a's page: a's block size (-EINVAL), at the generation it
+ * was handed out at (-ESTALE), and pagedata_landed_bytes_check. */
+int pagedata_landed_run_check(struct pagedata *pd, const struct vmm_alloc *a,
+			      const struct repl_landing *at, const Ftvm__Partner__Landing *named,
+			      const char *handed, uint32_t named_crc32c, char *reason, size_t len);
+/* A block written into the run at by RDMA WRITE may be adopted: its
+ * registration block is still at at's generation (-ESTALE) and its
+ * block_size bytes match named_crc32c (-EBADMSG), else the reason. */
+int pagedata_landed_bytes_check(struct pagedata *pd, const struct repl_landing *at,
+				uint32_t block_size, uint32_t named_crc32c, char *reason,
+				size_t len);
+/* The run at frame, checked, is a's page's frames from now on: a resident
+ * page's old frames go back, a page-in in flight gives its own back. */
+void pagedata_landed_adopt(struct pagedata *pd, struct vmm_alloc *a, uint64_t page, uint64_t frame);
+/* The end of an adoption of a run held here (held, NULL when none was),
+ * checked with the result r: refused (r < 0), it is counted and the run
+ * goes back to the pool; otherwise its frames are a's page's. The caller
+ * has unlinked its record of the run and frees it. r, either way. */
+int pagedata_landed_settle(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
+			   const struct repl_landing *held, int r);

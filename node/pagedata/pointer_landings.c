@@ -13,7 +13,6 @@
  * can hold a pointer into the page meanwhile: moving the page to the run is
  * safe. Until adoption the page's own frames hold its last whole version. */
 #include "vmm_core.h"
-#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include "pagedata_state.h"
 
@@ -51,7 +50,7 @@ static uint64_t gcd(uint64_t a, uint64_t b)
  * multiple of every policy's block (the largest one's, when they are powers
  * of two) so that no frames are stranded at a block's end where no landing
  * run fits. A pool smaller than that is one block. */
-uint64_t vmm_landing_block_frames(const struct ftvm_config *c)
+uint64_t pagedata_landing_block_frames(const struct ftvm_config *c)
 {
 	uint64_t total = c->memory_size / c->page_size;
 	uint64_t want = c->pool_block_size / c->page_size, unit = 1;
@@ -68,54 +67,54 @@ uint64_t vmm_landing_block_frames(const struct ftvm_config *c)
 	return want ? want : 1;
 }
 
-static struct vmm_landing **find(struct vmm *v, const char *guid, uint64_t page)
+static struct vmm_landing **find(struct pagedata *pd, const char *guid, uint64_t page)
 {
-	struct vmm_landing **l = &v->pagedata->landings;
+	struct vmm_landing **l = &pd->landings;
 
 	while (*l && ((*l)->page != page || strcmp((*l)->guid, guid) != 0))
 		l = &(*l)->next;
 	return l;
 }
 
-static void give_back(struct vmm *v, struct vmm_landing **l)
+static void give_back(struct pagedata *pd, struct vmm_landing **l)
 {
 	struct vmm_landing *gone = *l;
 
 	*l = gone->next;
-	frame_pool_give(v->pool, gone->at.frame, gone->at.frames);
+	frame_pool_give(pd->pool, gone->at.frame, gone->at.frames);
 	free(gone);
 }
 
-bool vmm_landing_open(struct vmm *v, struct vmm_alloc *a, uint64_t page, const char *owner,
-		      Ftvm__Partner__Landing *ret)
+bool pagedata_landing_open(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
+			   const char *owner, Ftvm__Partner__Landing *ret)
 {
-	uint32_t frames = a->block_size / frame_pool_page_size(v->pool);
-	struct vmm_landing **old = find(v, a->guid, page), *l;
+	uint32_t frames = a->block_size / frame_pool_page_size(pd->pool);
+	struct vmm_landing **old = find(pd, a->guid, page), *l;
 	uint64_t first;
 	int r;
 
-	if (!repl_session_one_sided(v->session))
+	if (!repl_session_one_sided(pd->session))
 		return false;
 	if (*old) /* a lock the owner granted over our mirror's: its run is void */
-		give_back(v, old);
+		give_back(pd, old);
 	/* Free frames only: a pointer write never waits nor evicts for a landing,
 	 * it goes inline without one. */
-	if (frame_pool_take(v->pool, frames, &first) < 0)
+	if (frame_pool_take(pd->pool, frames, &first) < 0)
 		return false;
 	l = calloc(1, sizeof(*l));
-	r = l ? repl_session_landing_open(v->session, first, frames, &l->at) : -ENOMEM;
+	r = l ? repl_session_landing_open(pd->session, first, frames, &l->at) : -ENOMEM;
 	if (r < 0) {
 		log_debug("%s page %llu: no landing (%s), the block will come inline", a->guid,
 			  (unsigned long long)page, strerror(-r));
-		frame_pool_give(v->pool, first, frames);
+		frame_pool_give(pd->pool, first, frames);
 		free(l);
 		return false;
 	}
 	snprintf(l->guid, sizeof(l->guid), "%s", a->guid);
 	l->page = page;
 	snprintf(l->owner, sizeof(l->owner), "%s", owner);
-	l->next = v->pagedata->landings;
-	v->pagedata->landings = l;
+	l->next = pd->landings;
+	pd->landings = l;
 	ftvm__partner__landing__init(ret);
 	ret->frame = l->at.frame;
 	ret->frames = l->at.frames;
@@ -124,13 +123,13 @@ bool vmm_landing_open(struct vmm *v, struct vmm_alloc *a, uint64_t page, const c
 }
 
 /* Why the landing m names cannot be adopted, in reason; 0 when it can. */
-static int landing_refusal(struct vmm *v, const struct vmm_alloc *a,
+static int landing_refusal(struct pagedata *pd, const struct vmm_alloc *a,
 			   const Ftvm__Partner__WritePage *m, struct vmm_landing *held,
 			   char *reason, size_t len)
 {
 	const Ftvm__Partner__Landing *named = m->landed;
-	size_t n = vmm_landed_reason_start(reason, len, "WritePage to", m->guid, m->page, "frame",
-					   named);
+	size_t n = pagedata_landed_reason_start(reason, len, "WritePage to", m->guid, m->page,
+						"frame", named);
 
 	reason += n;
 	len -= n;
@@ -138,13 +137,13 @@ static int landing_refusal(struct vmm *v, const struct vmm_alloc *a,
 		snprintf(reason, len, "it carries %zu bytes of data as well", m->data.len);
 		return -EINVAL;
 	}
-	if (!repl_session_one_sided(v->session)) {
+	if (!repl_session_one_sided(pd->session)) {
 		snprintf(reason, len, "the link to %s does not take page data one-sided",
-			 vmm_partner_id(v));
+			 vmm_partner_id(pd->vmm));
 		return -EINVAL;
 	}
 	if (!held) {
-		snprintf(reason, len, "%s holds no landing for that page", vmm_node_id(v));
+		snprintf(reason, len, "%s holds no landing for that page", vmm_node_id(pd->vmm));
 		return -EINVAL;
 	}
 	if (held->at.frame != named->frame || held->at.frames != named->frames) {
@@ -161,52 +160,46 @@ static int landing_refusal(struct vmm *v, const struct vmm_alloc *a,
 			(unsigned long long)held->at.generation);
 		return -ESTALE;
 	}
-	return vmm_landed_bytes_check(v, &held->at, a->block_size, m->crc32c, reason, len);
+	return pagedata_landed_bytes_check(pd, &held->at, a->block_size, m->crc32c, reason, len);
 }
 
-int vmm_landing_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
-		      const Ftvm__Partner__WritePage *m, char *reason, size_t len)
+int pagedata_landing_adopt(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
+			   const Ftvm__Partner__WritePage *m, char *reason, size_t len)
 {
-	struct vmm_landing **l = find(v, a->guid, page);
-	int r = landing_refusal(v, a, m, *l, reason, len);
-	struct vmm_landing *used;
+	struct vmm_landing **l = find(pd, a->guid, page), *held = *l;
+	int r = landing_refusal(pd, a, m, held, reason, len);
 
-	if (r < 0) {
-		v->pagedata->counted.landings_refused++;
-		/* The batch fails: the partner sends this page inline from now on. */
-		if (*l)
-			give_back(v, l);
-		return r;
-	}
-	used = *l;
-	*l = used->next; /* its frames are the page's now */
-	vmm_landed_adopt(v, a, page, used->at.frame);
-	free(used);
-	return 0;
+	/* Adopted, or refused and back to the pool: the batch fails then, and
+	 * the partner sends this page inline from now on. */
+	if (held)
+		*l = held->next;
+	r = pagedata_landed_settle(pd, a, page, held ? &held->at : NULL, r);
+	free(held);
+	return r;
 }
 
-void vmm_landing_close(struct vmm *v, const char *guid, uint64_t page, const char *owner)
+void pagedata_landing_close(struct pagedata *pd, const char *guid, uint64_t page, const char *owner)
 {
-	struct vmm_landing **l = find(v, guid, page);
+	struct vmm_landing **l = find(pd, guid, page);
 
 	if (*l && (!owner || strcmp((*l)->owner, owner) == 0))
-		give_back(v, l);
+		give_back(pd, l);
 }
 
-void vmm_landings_close_alloc(struct vmm *v, const char *guid)
+void pagedata_landings_close_alloc(struct pagedata *pd, const char *guid)
 {
-	struct vmm_landing **l = &v->pagedata->landings;
+	struct vmm_landing **l = &pd->landings;
 
 	while (*l)
 		if (strcmp((*l)->guid, guid) == 0)
-			give_back(v, l);
+			give_back(pd, l);
 		else
 			l = &(*l)->next;
 }
 
-void vmm_landings_drop(struct vmm *v)
+void pagedata_landings_drop(struct pagedata *pd)
 {
-	while (v->pagedata->landings)
-		give_back(v, &v->pagedata->landings);
-	vmm_holdings_forget_landings(v);
+	while (pd->landings)
+		give_back(pd, &pd->landings);
+	vmm_holdings_forget_landings(pd->vmm);
 }

@@ -13,7 +13,6 @@
  * before the snapshot's block of the same page (the landed blocks go a
  * round trip later): the page's version decides which is kept. */
 #include "vmm_core.h"
-#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include "pagedata_state.h"
 
@@ -32,45 +31,45 @@ struct vmm_resync_landing {
 	struct repl_landing at;
 };
 
-static void give_back(struct vmm *v, struct vmm_resync_landing **l)
+static void give_back(struct pagedata *pd, struct vmm_resync_landing **l)
 {
 	struct vmm_resync_landing *gone = *l;
 
 	*l = gone->next;
-	frame_pool_give(v->pool, gone->at.frame, gone->at.frames);
+	frame_pool_give(pd->pool, gone->at.frame, gone->at.frames);
 	free(gone);
 }
 
-static struct vmm_resync_landing **find(struct vmm *v, const Ftvm__Partner__Landing *named)
+static struct vmm_resync_landing **find(struct pagedata *pd, const Ftvm__Partner__Landing *named)
 {
-	struct vmm_resync_landing **l = &v->pagedata->resync_landings;
+	struct vmm_resync_landing **l = &pd->resync_landings;
 
 	while (*l && ((*l)->at.frame != named->frame || (*l)->at.frames != named->frames))
 		l = &(*l)->next;
 	return l;
 }
 
-size_t vmm_resync_landings_open(struct vmm *v, const uint32_t *frames, size_t n,
-				Ftvm__Partner__Landing *ret)
+size_t pagedata_resync_landings_open(struct pagedata *pd, const uint32_t *frames, size_t n,
+				     Ftvm__Partner__Landing *ret)
 {
 	/* Free frames only, and at most half of them: the changes mirrored
 	 * meanwhile need frames too, and a block without a run comes inline. */
-	uint64_t budget = frame_pool_free_count(v->pool) / 2;
+	uint64_t budget = frame_pool_free_count(pd->pool) / 2;
 	size_t k = 0;
 
-	if (!repl_session_one_sided(v->session))
+	if (!repl_session_one_sided(pd->session))
 		return 0;
 	if (n > VMM_RESYNC_CHUNK)
 		n = VMM_RESYNC_CHUNK;
 	for (; k < n && frames[k] && frames[k] <= budget; k++) {
 		struct vmm_resync_landing *l = calloc(1, sizeof(*l));
 		uint64_t first;
-		int r = l ? frame_pool_take(v->pool, frames[k], &first) : -ENOMEM;
+		int r = l ? frame_pool_take(pd->pool, frames[k], &first) : -ENOMEM;
 
 		if (r == 0) {
-			r = repl_session_landing_open(v->session, first, frames[k], &l->at);
+			r = repl_session_landing_open(pd->session, first, frames[k], &l->at);
 			if (r < 0)
-				frame_pool_give(v->pool, first, frames[k]);
+				frame_pool_give(pd->pool, first, frames[k]);
 		}
 		if (r < 0) {
 			log_debug("resync: %zu of %zu landing runs (%s); the rest come inline", k,
@@ -79,8 +78,8 @@ size_t vmm_resync_landings_open(struct vmm *v, const uint32_t *frames, size_t n,
 			break;
 		}
 		budget -= frames[k];
-		l->next = v->pagedata->resync_landings;
-		v->pagedata->resync_landings = l;
+		l->next = pd->resync_landings;
+		pd->resync_landings = l;
 		ftvm__partner__landing__init(&ret[k]);
 		ret[k].frame = l->at.frame;
 		ret[k].frames = l->at.frames;
@@ -89,8 +88,8 @@ size_t vmm_resync_landings_open(struct vmm *v, const uint32_t *frames, size_t n,
 	return k;
 }
 
-int vmm_resync_page_order(const struct vmm_alloc *a, uint64_t page,
-			  const Ftvm__Partner__PageState *state, char *reason, size_t len)
+int pagedata_resync_page_order(const struct vmm_alloc *a, uint64_t page,
+			       const Ftvm__Partner__PageState *state, char *reason, size_t len)
 {
 	const struct vmm_page *p = &a->page[page];
 
@@ -115,47 +114,42 @@ int vmm_resync_page_order(const struct vmm_alloc *a, uint64_t page,
 	return 0;
 }
 
-int vmm_resync_landing_adopt(struct vmm *v, struct vmm_alloc *a, uint64_t page,
-			     const Ftvm__Partner__Landing *named, uint32_t crc32c, char *reason,
-			     size_t len)
+int pagedata_resync_landing_adopt(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
+				  const Ftvm__Partner__Landing *named, uint32_t crc32c,
+				  char *reason, size_t len)
 {
-	struct vmm_resync_landing **l = find(v, named), *used;
-	size_t n =
-		vmm_landed_reason_start(reason, len, "ResyncPage", a->guid, page, "frame", named);
+	struct vmm_resync_landing **l = find(pd, named), *held = *l;
+	size_t n = pagedata_landed_reason_start(reason, len, "ResyncPage", a->guid, page, "frame",
+						named);
 	int r;
 
 	reason += n;
 	len -= n;
-	if (!*l) {
-		snprintf(reason, len, "%s holds no resync landing there", vmm_node_id(v));
+	if (!held) {
+		snprintf(reason, len, "%s holds no resync landing there", vmm_node_id(pd->vmm));
 		r = -EINVAL;
 	} else {
-		r = vmm_landed_run_check(v, a, &(*l)->at, named, "given", crc32c, reason, len);
+		r = pagedata_landed_run_check(pd, a, &held->at, named, "given", crc32c, reason,
+					      len);
+		*l = held->next; /* adopted, or refused and back to the pool */
 	}
-	if (r < 0) {
-		v->pagedata->counted.landings_refused++;
-		if (*l)
-			give_back(v, l);
-		return r;
-	}
-	used = *l;
-	*l = used->next; /* its frames are the page's now */
-	vmm_landed_adopt(v, a, page, used->at.frame);
-	a->page[page].stale = false;
-	free(used);
-	return 0;
+	r = pagedata_landed_settle(pd, a, page, held ? &held->at : NULL, r);
+	if (r == 0)
+		a->page[page].stale = false;
+	free(held);
+	return r;
 }
 
-void vmm_resync_landing_close(struct vmm *v, const Ftvm__Partner__Landing *named)
+void pagedata_resync_landing_close(struct pagedata *pd, const Ftvm__Partner__Landing *named)
 {
-	struct vmm_resync_landing **l = find(v, named);
+	struct vmm_resync_landing **l = find(pd, named);
 
 	if (*l)
-		give_back(v, l);
+		give_back(pd, l);
 }
 
-void vmm_resync_landings_drop(struct vmm *v)
+void pagedata_resync_landings_drop(struct pagedata *pd)
 {
-	while (v->pagedata->resync_landings)
-		give_back(v, &v->pagedata->resync_landings);
+	while (pd->resync_landings)
+		give_back(pd, &pd->resync_landings);
 }

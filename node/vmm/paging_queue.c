@@ -443,7 +443,8 @@ int vmm_unlock(struct vmm *v, struct vmm_alloc *a, uint64_t page, const char *ow
 
 	if (r < 0)
 		return r;
-	vmm_landing_close(v, a->guid, page, owner); /* not adopted: nothing will land */
+	pagedata_landing_close(v->pagedata, a->guid, page,
+			       owner); /* not adopted: nothing will land */
 	vmm_replace_update(v, p);
 	if (p->dirty && vmm_is_owner(v, a))
 		vmm_destage_page(v, a, page); /* held back while it was write-locked */

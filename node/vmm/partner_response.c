@@ -209,7 +209,7 @@ static void on_allocate_lock(struct vmm *v, const char *guid, uint64_t page, con
 	}
 	/* Where the partner's release can write the block one-sided. */
 	if (mode == FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE && !block_follows &&
-	    vmm_landing_open(v, a, page, owner, &ans->landing)) {
+	    pagedata_landing_open(v->pagedata, a, page, owner, &ans->landing)) {
 		ans->cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LANDING;
 		ans->cc.landing = &ans->landing;
 	}
@@ -222,14 +222,14 @@ static void on_write_page_granted(struct vmm *v, struct vmm_alloc *a,
 {
 	bool fresh;
 
-	if (vmm_grant_adopt(v, a, m->page, m, &ans->grant, &fresh, ans->reason,
-			    sizeof(ans->reason)) < 0) {
+	if (pagedata_grant_adopt(v->pagedata, a, m->page, m, &ans->grant, &fresh, ans->reason,
+				 sizeof(ans->reason)) < 0) {
 		ans->cc.status = FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
 		ans->cc.reason = ans->reason;
 		return;
 	}
 	/* A run held for the lock (none, for a whole-page write) is unused. */
-	vmm_landing_close(v, m->guid, m->page, NULL);
+	pagedata_landing_close(v->pagedata, m->guid, m->page, NULL);
 	if (fresh) {
 		ans->grant_ptr = &ans->grant;
 		ans->cc.n_grants = 1;
@@ -245,7 +245,8 @@ static void on_landing_grant(struct vmm *v, const Ftvm__Partner__LandingGrant *m
 		       "LandingGrant on a link that does not take page data one-sided");
 		return;
 	}
-	if (vmm_granted_add(v, m->landings, m->n_landings, ans->reason, sizeof(ans->reason)) < 0) {
+	if (pagedata_granted_add(v->pagedata, m->landings, m->n_landings, ans->reason,
+				 sizeof(ans->reason)) < 0) {
 		ans->cc.status = FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
 		ans->cc.reason = ans->reason;
 	}
@@ -267,7 +268,7 @@ static void on_resync_landings(struct vmm *v, const Ftvm__Partner__ResyncLanding
 	ans->run_ptrs = calloc(m->n_frames + 1, sizeof(*ans->run_ptrs));
 	if (!ans->runs || !ans->run_ptrs)
 		return;
-	n = vmm_resync_landings_open(v, m->frames, m->n_frames, ans->runs);
+	n = pagedata_resync_landings_open(v->pagedata, m->frames, m->n_frames, ans->runs);
 	for (size_t i = 0; i < n; i++)
 		ans->run_ptrs[i] = &ans->runs[i];
 	ans->cc.n_landings = n;
@@ -287,12 +288,13 @@ static void on_write_page(struct vmm *v, const Ftvm__Partner__WritePage *m, stru
 		       (unsigned long long)m->page);
 		return;
 	}
-	if (m->landed && vmm_grant_named(v, m->landed)) {
+	if (m->landed && pagedata_grant_named(v->pagedata, m->landed)) {
 		on_write_page_granted(v, a, m, ans);
 		return;
 	}
 	if (m->landed) {
-		if (vmm_landing_adopt(v, a, m->page, m, ans->reason, sizeof(ans->reason)) < 0) {
+		if (pagedata_landing_adopt(v->pagedata, a, m->page, m, ans->reason,
+					   sizeof(ans->reason)) < 0) {
 			ans->cc.status = FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
 			ans->cc.reason = ans->reason;
 		}
@@ -300,7 +302,7 @@ static void on_write_page(struct vmm *v, const Ftvm__Partner__WritePage *m, stru
 	}
 	/* The block came inline: a run held for the lock will not be used, and
 	 * its frames may be what this block needs. */
-	vmm_landing_close(v, m->guid, m->page, NULL);
+	pagedata_landing_close(v->pagedata, m->guid, m->page, NULL);
 	if (m->data.len != a->block_size || crc32c(0, m->data.data, m->data.len) != m->crc32c) {
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
 		       "WritePage to %s page %llu: %zu bytes with crc32c 0x%08x, want %u bytes "
@@ -430,7 +432,7 @@ static void apply(struct vmm *v, const Envelope *env, const Envelope *next, stru
 		on_landing_grant(v, env->landing_grant, ans);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_REVOKE:
-		ans->held = vmm_granted_revoke(v, env->landing_revoke, env->seq);
+		ans->held = pagedata_granted_revoke(v->pagedata, env->landing_revoke, env->seq);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED:
 		vmm_destaged(v, env->destaged->guid, env->destaged->page, env->destaged->version,

@@ -141,7 +141,7 @@ int vmm_frames_take(struct vmm *v, uint32_t block_size, uint64_t *ret_frame, cha
 		uint64_t frame;
 
 		if (!victim) {
-			vmm_grants_revoke(v); /* the partner's grants come back */
+			pagedata_grants_revoke(v->pagedata); /* the partner's grants come back */
 			return short_of_frames(v, n, reason, reason_len);
 		}
 		frame = evict(v, victim);
@@ -179,5 +179,5 @@ void vmm_alloc_give_frames(struct vmm *v, struct vmm_alloc *a)
 	 * the allocation gone and gives them back. */
 	for (uint64_t i = 0; i < a->pages; i++)
 		vmm_page_detach(v, &a->page[i]);
-	vmm_landings_close_alloc(v, a->guid);
+	pagedata_landings_close_alloc(v->pagedata, a->guid);
 }

@@ -36,6 +36,11 @@ const char *vmm_node_id(const struct vmm *v)
 	return v->config->id;
 }
 
+struct pagedata *vmm_pagedata(const struct vmm *v)
+{
+	return v->pagedata;
+}
+
 const char *vmm_partner_id(const struct vmm *v)
 {
 	return repl_session_partner_id(v->session);
@@ -298,7 +303,7 @@ static void on_answer(const CommandComplete *cc, void *arg)
 		op->has_landing = true;
 	}
 	if (cc->n_grants &&
-	    vmm_granted_add(v, cc->grants, cc->n_grants, reason, sizeof(reason)) < 0)
+	    pagedata_granted_add(v->pagedata, cc->grants, cc->n_grants, reason, sizeof(reason)) < 0)
 		log_warning("grants from %s ignored: %s", vmm_partner_id(v), reason);
 	if (cc->applied_lsn > pagetable_applied_by_partner_lsn(v->pt))
 		pagetable_set_applied_by_partner_lsn(v->pt, cc->applied_lsn);
@@ -566,15 +571,14 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 	 * (the request's commit pushes it back), so it takes no client's time. */
 	if (v->idle_event)
 		event_priority_set(v->idle_event, event_base_get_npriorities(base) - 1);
-	v->pagedata = pagedata_new();
 	r = vmm_table_new(&v->table);
-	if (r < 0 || !v->pagedata || !v->failover || !v->flush_event || !v->kick_event ||
-	    !v->trim_event || !v->idle_event) {
+	if (r < 0 || !v->failover || !v->flush_event || !v->kick_event || !v->trim_event ||
+	    !v->idle_event) {
 		r = log_error_errno(-ENOMEM, "memory manager");
 		goto fail;
 	}
-	r = frame_pool_new(config->memory_size, config->page_size, vmm_landing_block_frames(config),
-			   &v->pool);
+	r = frame_pool_new(config->memory_size, config->page_size,
+			   pagedata_landing_block_frames(config), &v->pool);
 	if (r < 0) {
 		log_error_errno(r, "frame pool of %llu bytes",
 				(unsigned long long)config->memory_size);
@@ -584,6 +588,11 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 	r = pagetable_open(path, config->synchronous_full, &v->pt);
 	if (r < 0) {
 		log_error_errno(r, "page table %s: %s", path, pagetable_last_error(NULL));
+		goto fail;
+	}
+	v->pagedata = pagedata_new(v, base, config, v->pt, v->pool);
+	if (!v->pagedata) {
+		r = log_error_errno(-ENOMEM, "memory manager");
 		goto fail;
 	}
 	r = pagetable_set_checkpoint_frames(v->pt, config->wal_checkpoint_frames);
@@ -625,7 +634,7 @@ fail:
 int vmm_set_session(struct vmm *v, struct repl_session *session)
 {
 	v->session = session;
-	return vmm_pool_start(v);
+	return pagedata_start(v->pagedata, session);
 }
 
 void vmm_free(struct vmm *v)
@@ -646,9 +655,9 @@ void vmm_free(struct vmm *v)
 		vmm_holdings_release_at_stop(v);
 	vmm_holdings_free(v);
 	if (v->pagedata) {
-		vmm_landings_drop(v);
-		vmm_grants_drop(v);
-		vmm_granted_forget(v);
+		pagedata_landings_drop(v->pagedata);
+		pagedata_grants_drop(v->pagedata);
+		pagedata_granted_forget(v->pagedata);
 	}
 	/* Destage first: the pages it marks clean commit with the flush below. */
 	vmm_store_close(v);
@@ -665,7 +674,7 @@ void vmm_free(struct vmm *v)
 	pagetable_close(v->pt);
 	vmm_table_free(v->table);
 	if (v->pagedata)
-		vmm_pool_stop(v);
+		pagedata_stop(v->pagedata);
 	pagedata_free(v->pagedata);
 	frame_pool_free(v->pool);
 	if (v->flush_event)
@@ -685,7 +694,7 @@ void vmm_get_counts(struct vmm *v, struct status_counts *ret)
 	ret->journal_rows = pagetable_journal_count(v->pt);
 	ret->journal_given_up = v->journal_given_up;
 	status_counts_add(ret, pagedata_counted(v->pagedata));
-	vmm_pool_counts(v, ret);
+	pagedata_pool_counts(v->pagedata, ret);
 	vmm_holdings_revoked(v, &ret->pointers_revoked, &ret->frames_revoked);
 	/* "asked" folds and checkpoints are the idle ones: vmm.c asks only when idle. */
 	pagetable_get_stats(v->pt, &pt);

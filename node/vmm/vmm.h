@@ -63,17 +63,9 @@ void vmm_tickets_drop(struct vmm *v);
  * pair's decision (the next mode), even once the link is back (ha/HA.md,
  * "Calls through the failover window"). */
 void vmm_window_link_lost(struct vmm *v);
-/* The link went: the landing runs held for the partner go back to the pool,
- * and the landings this node's write pointers hold are forgotten (their
- * blocks go inline). vmm/VMM.md, "Landings". */
-void vmm_landings_drop(struct vmm *v);
-/* The link went: the runs held for a resync's blocks go back to the pool
- * (replica/RDMA.md, "Resync"). */
-void vmm_resync_landings_drop(struct vmm *v);
-/* Landing grants for whole-page writes live with the link: at link up this
- * node grants the partner runs (when one-sided); at link down the runs it
- * granted go back to its pool and those it was granted are void. */
-void vmm_grants_link_changed(struct vmm *v, bool up);
+/* The memory manager's page-data component (node/pagedata/, pagedata.h),
+ * for node.c's wiring and ha/: what reaches the partner's frames by RDMA. */
+struct pagedata *vmm_pagedata(const struct vmm *v);
 /* The frame pool's mapping and its registration blocks' size in frames, for
  * the session's one-sided page data. */
 void *vmm_pool_base(const struct vmm *v);

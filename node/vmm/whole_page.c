@@ -88,7 +88,7 @@ static bool partner_refused(const struct write_op *op)
 static void release_grant(struct vmm *v, struct write_op *op, bool spent)
 {
 	if (op->landed)
-		vmm_granted_done(v, &op->grant, spent);
+		pagedata_granted_done(v->pagedata, &op->grant, spent);
 	if (op->staging)
 		repl_session_staging_give(v->session, op->staging);
 	op->landed = false;
@@ -419,7 +419,8 @@ static bool landed_source(struct vmm *v, struct vmm_alloc *a, struct write_op *o
 	uint32_t frames = a->block_size / frame_pool_page_size(v->pool);
 	uint8_t *src;
 
-	if (!repl_session_one_sided(v->session) || !vmm_granted_take(v, frames, &op->grant))
+	if (!repl_session_one_sided(v->session) ||
+	    !pagedata_granted_take(v->pagedata, frames, &op->grant))
 		return false;
 	op->landed = true;
 	if (op->owned) {

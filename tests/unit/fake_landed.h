@@ -5,7 +5,7 @@
  *   the test defines first), a run refused when it crosses a block or
  *   fake_open_error is set; the real calls are tested in test_session and,
  *   on a verbs device, test_rdma_session;
- * - the vmm's frame calls vmm_landed_adopt makes: frames back to the real
+ * - the vmm's frame calls pagedata_landed_adopt makes: frames back to the real
  *   pool, a page attached, no replacement queue.
  * Included once, by one test file. */
 #ifndef FTVM_TESTS_UNIT_FAKE_LANDED_H
@@ -14,8 +14,12 @@
 #include <errno.h>
 #include <stdio.h>
 
+#include "pagedata_state.h"
 #include "session.h"
-#include "vmm_state.h"
+#include "vmm_core.h"
+
+/* The component under test: its handles are the test's to set. */
+static struct pagedata pd;
 
 static bool fake_one_sided __attribute__((unused)) = true;
 static uint64_t fake_generation __attribute__((unused)) = 1;
@@ -54,7 +58,7 @@ int repl_session_landing_check(const struct repl_session *s, const struct repl_l
 
 void vmm_frames_give(struct vmm *v, uint64_t frame, uint32_t block_size)
 {
-	frame_pool_give(v->pool, frame, block_size / frame_pool_page_size(v->pool));
+	frame_pool_give(pd.pool, frame, block_size / frame_pool_page_size(pd.pool));
 }
 
 void vmm_page_attach(struct vmm *v, struct vmm_page *p, uint64_t frame)

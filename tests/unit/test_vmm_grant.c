@@ -15,7 +15,7 @@
 
 #include "check.h"
 #include "crc32c.h"
-#include "vmm_state.h"
+#include "vmm_core.h"
 
 #include "pagedata_state.h"
 
@@ -83,7 +83,7 @@ void vmm_paging_kick(struct vmm *v)
 	kicked = true;
 }
 
-void vmm_granted_forget(struct vmm *v)
+void pagedata_granted_forget(struct pagedata *state)
 {
 	granted_forgotten = true;
 }
@@ -95,17 +95,15 @@ static struct ftvm_config config = {
 	.policies = { { .name = "pair", .block_size = BLOCK },
 		      { .name = "page", .block_size = PAGE } },
 };
-static struct pagedata pd;
-static struct vmm vm = { .pagedata = &pd };
 static struct vmm_alloc *alloc;
 
 static void setup(void)
 {
-	if (frame_pool_new((uint64_t)POOL_FRAMES * PAGE, PAGE, BLOCK_FRAMES, &vm.pool) < 0)
+	if (frame_pool_new((uint64_t)POOL_FRAMES * PAGE, PAGE, BLOCK_FRAMES, &pd.pool) < 0)
 		die("frame_pool_new");
-	vm.config = &config;
-	vm.base = event_base_new();
-	if (!vm.base)
+	pd.config = &config;
+	pd.base = event_base_new();
+	if (!pd.base)
 		die("event_base_new");
 	alloc = vmm_alloc_new("a-1", "a", "a", "pair", 4 * BLOCK, BLOCK, NULL, 0);
 	if (!alloc)
@@ -138,24 +136,24 @@ static Ftvm__Partner__WritePage landed_write(uint64_t page, Ftvm__Partner__Landi
 	m.guid = (char *)"a-1";
 	m.page = page;
 	m.landed = l;
-	m.crc32c = crc32c(0, frame_pool_addr(vm.pool, l->frame), BLOCK);
+	m.crc32c = crc32c(0, frame_pool_addr(pd.pool, l->frame), BLOCK);
 	return m;
 }
 
 static void test_offer(uint64_t free0)
 {
 	fake_one_sided = false;
-	vmm_grants_link_changed(&vm, true);
+	pagedata_grants_link_changed(&pd, true);
 	CHECK_INT("grants on a link not one-sided", 0, sent_case);
 	fake_one_sided = true;
 
-	vmm_grants_link_changed(&vm, true);
+	pagedata_grants_link_changed(&pd, true);
 	CHECK_INT("sent at link up", FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_GRANT, sent_case);
 	/* Block sizes in use: the policies' (2 frames, 1 frame) and the default
 	 * policy's (1 frame, the same): two each. */
 	CHECK_INT("runs granted", 4, n_sent);
 	CHECK_INT("counted", 4, pd.counted.landings_granted);
-	CHECK_INT("frames held for them", free0 - 6, frame_pool_free_count(vm.pool));
+	CHECK_INT("frames held for them", free0 - 6, frame_pool_free_count(pd.pool));
 	for (size_t i = 0; i < n_sent; i++)
 		CHECK(sent[i].frame / BLOCK_FRAMES ==
 			      (sent[i].frame + sent[i].frames - 1) / BLOCK_FRAMES,
@@ -173,20 +171,20 @@ static void adopt(const char *what, uint64_t page, Ftvm__Partner__Landing *l)
 	bool has_fresh;
 	char reason[256] = "";
 
-	memset(frame_pool_addr(vm.pool, used.frame), 0x5a, BLOCK); /* what the WRITE placed */
+	memset(frame_pool_addr(pd.pool, used.frame), 0x5a, BLOCK); /* what the WRITE placed */
 	m = landed_write(page, &used);
-	CHECK_INT(
-		what, 0,
-		vmm_grant_adopt(&vm, alloc, page, &m, &fresh, &has_fresh, reason, sizeof(reason)));
+	CHECK_INT(what, 0,
+		  pagedata_grant_adopt(&pd, alloc, page, &m, &fresh, &has_fresh, reason,
+				       sizeof(reason)));
 	CHECK(alloc->page[page].resident && alloc->page[page].frame == used.frame,
 	      "%s: page %llu resident %d at frame %llu, want the run at %llu", what,
 	      (unsigned long long)page, alloc->page[page].resident,
 	      (unsigned long long)alloc->page[page].frame, (unsigned long long)used.frame);
 	CHECK_INT("adopted", adopted0 + 1, pd.counted.landings_adopted);
-	CHECK(!vmm_grant_named(&vm, &used), "%s: the run is still granted", what);
+	CHECK(!pagedata_grant_named(&pd, &used), "%s: the run is still granted", what);
 	CHECK(has_fresh, "%s: no fresh grant in the answer", what);
 	CHECK_INT("fresh grant frames", 2, fresh.frames);
-	CHECK(vmm_grant_named(&vm, &fresh), "%s: the fresh grant is not held", what);
+	CHECK(pagedata_grant_named(&pd, &fresh), "%s: the fresh grant is not held", what);
 	*l = fresh; /* the partner's next write goes there */
 }
 
@@ -197,12 +195,12 @@ static void test_adopt(uint64_t free0)
 
 	/* Page 1 resident at its old frames: they go back, the fresh grant
 	 * takes as many. */
-	if (frame_pool_take(vm.pool, 2, &old) < 0)
+	if (frame_pool_take(pd.pool, 2, &old) < 0)
 		die("frame_pool_take");
-	vmm_page_attach(&vm, &alloc->page[1], old);
+	vmm_page_attach(pd.vmm, &alloc->page[1], old);
 	adopt("adopt, resident", 1, l);
 	CHECK_INT("free frames after adopting over a resident page", free0 - 8,
-		  frame_pool_free_count(vm.pool));
+		  frame_pool_free_count(pd.pool));
 
 	/* Page 2 not resident, its read from the store in flight: the run is
 	 * its frames, the read gives its own back when it completes. */
@@ -210,17 +208,17 @@ static void test_adopt(uint64_t free0)
 	adopt("adopt, being paged in", 2, l);
 	CHECK(alloc->page[2].pagein == NULL, "the page-in still names page 2");
 	CHECK_INT("free frames after adopting a non-resident page", free0 - 10,
-		  frame_pool_free_count(vm.pool));
+		  frame_pool_free_count(pd.pool));
 }
 
 /* Each refusal names its reason and keeps the grant. */
 static void refused(const char *what, Ftvm__Partner__WritePage *m, int want, const char *says)
 {
-	uint64_t refused0 = pd.counted.landings_refused, free0 = frame_pool_free_count(vm.pool);
+	uint64_t refused0 = pd.counted.landings_refused, free0 = frame_pool_free_count(pd.pool);
 	Ftvm__Partner__Landing fresh;
 	bool has_fresh = true;
 	char reason[256] = "";
-	int r = vmm_grant_adopt(&vm, alloc, 3, m, &fresh, &has_fresh, reason, sizeof(reason));
+	int r = pagedata_grant_adopt(&pd, alloc, 3, m, &fresh, &has_fresh, reason, sizeof(reason));
 
 	CHECK_INT(what, want, r);
 	CHECK(strstr(reason, says) != NULL, "%s: reason '%s' does not say '%s'", what, reason,
@@ -229,7 +227,7 @@ static void refused(const char *what, Ftvm__Partner__WritePage *m, int want, con
 	      reason);
 	CHECK(!has_fresh, "%s: a fresh grant with a refusal", what);
 	CHECK_INT("refusals counted", refused0 + 1, pd.counted.landings_refused);
-	CHECK_INT("frames after a refusal", free0, frame_pool_free_count(vm.pool));
+	CHECK_INT("frames after a refusal", free0, frame_pool_free_count(pd.pool));
 }
 
 static void test_refusals(Ftvm__Partner__Landing *l)
@@ -257,7 +255,7 @@ static void test_refusals(Ftvm__Partner__Landing *l)
 	other.frame = POOL_FRAMES - 2;
 	m = landed_write(3, &other);
 	refused("not granted", &m, -EINVAL, "is not granted");
-	CHECK(vmm_grant_named(&vm, l), "the grant went with a refusal");
+	CHECK(pagedata_grant_named(&pd, l), "the grant went with a refusal");
 
 	/* Kept: the partner uses it again, and it is adopted. */
 	adopt("adopt after refusals", 3, l);
@@ -265,46 +263,46 @@ static void test_refusals(Ftvm__Partner__Landing *l)
 
 static void test_revoke(uint64_t free0)
 {
-	uint64_t before = frame_pool_free_count(vm.pool);
+	uint64_t before = frame_pool_free_count(pd.pool);
 	size_t held = 4; /* as granted at link up: each adopted run was replaced */
 	sent_case = 0;
 	kicked = false;
-	vmm_grants_revoke(&vm);
+	pagedata_grants_revoke(&pd);
 	CHECK_INT("sent inside the caller's work", 0, sent_case);
-	event_base_loop(vm.base, EVLOOP_NONBLOCK);
+	event_base_loop(pd.base, EVLOOP_NONBLOCK);
 	CHECK_INT("sent when short", FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_REVOKE, sent_case);
 	CHECK_INT("runs revoked", held, n_sent);
-	CHECK_INT("frames before the answer", before, frame_pool_free_count(vm.pool));
+	CHECK_INT("frames before the answer", before, frame_pool_free_count(pd.pool));
 	sent_case = 0;
-	vmm_grants_revoke(&vm);
-	event_base_loop(vm.base, EVLOOP_NONBLOCK);
+	pagedata_grants_revoke(&pd);
+	event_base_loop(pd.base, EVLOOP_NONBLOCK);
 	CHECK_INT("a second revoke of the same runs", 0, sent_case);
 	answer(FTVM__PARTNER__STATUS__STATUS_OK);
 	CHECK(pd.grants == NULL, "grants held after the revoke's answer");
 	CHECK(kicked, "the paging queue was not told of the frames");
 	/* Pages 1, 2 and 3 hold 2 frames each now. */
-	CHECK_INT("frames after the revoke", free0 - 6, frame_pool_free_count(vm.pool));
+	CHECK_INT("frames after the revoke", free0 - 6, frame_pool_free_count(pd.pool));
 }
 
 static void test_link_down(uint64_t free0)
 {
 	/* A LandingGrant the partner refused: it took none, they come back. */
-	vmm_grants_link_changed(&vm, true);
+	pagedata_grants_link_changed(&pd, true);
 	answer(FTVM__PARTNER__STATUS__STATUS_STALE_EPOCH);
 	CHECK(pd.grants == NULL, "grants held after the partner refused them");
-	CHECK_INT("frames after a refused grant", free0 - 6, frame_pool_free_count(vm.pool));
+	CHECK_INT("frames after a refused grant", free0 - 6, frame_pool_free_count(pd.pool));
 	/* Unanswered: the partner may have taken them, so they stay held. */
-	vmm_grants_link_changed(&vm, true);
+	pagedata_grants_link_changed(&pd, true);
 	answer(FTVM__PARTNER__STATUS__STATUS_TIMEOUT);
 	CHECK(pd.grants != NULL, "grants given back without an answer");
 
-	vmm_grants_link_changed(&vm, false);
-	vmm_grants_link_changed(&vm, true);
+	pagedata_grants_link_changed(&pd, false);
+	pagedata_grants_link_changed(&pd, true);
 	CHECK(pd.grants != NULL, "no grants at the next link up");
-	vmm_grants_link_changed(&vm, false);
+	pagedata_grants_link_changed(&pd, false);
 	CHECK(pd.grants == NULL, "grants held after link down");
 	CHECK(granted_forgotten, "link down: the partner's grants to this node were not forgotten");
-	CHECK_INT("frames after link down", free0 - 6, frame_pool_free_count(vm.pool));
+	CHECK_INT("frames after link down", free0 - 6, frame_pool_free_count(pd.pool));
 }
 
 int main(void)
@@ -312,18 +310,18 @@ int main(void)
 	uint64_t free0;
 
 	setup();
-	free0 = frame_pool_free_count(vm.pool);
+	free0 = frame_pool_free_count(pd.pool);
 	test_offer(free0);
 	test_adopt(free0);
 	test_refusals(granted(2));
 	test_revoke(free0);
 	test_link_down(free0);
 	for (uint64_t i = 1; i <= 3; i++)
-		frame_pool_give(vm.pool, alloc->page[i].frame, 2);
-	CHECK_INT("frames at the end", free0, frame_pool_free_count(vm.pool));
+		frame_pool_give(pd.pool, alloc->page[i].frame, 2);
+	CHECK_INT("frames at the end", free0, frame_pool_free_count(pd.pool));
 	vmm_alloc_free(alloc);
-	frame_pool_free(vm.pool);
-	event_base_free(vm.base);
+	frame_pool_free(pd.pool);
+	event_base_free(pd.base);
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
 		return 1;

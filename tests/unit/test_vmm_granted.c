@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "vmm_state.h"
+#include "vmm_core.h"
 
 #include "pagedata_state.h"
 
@@ -33,7 +33,6 @@ uint64_t pagetable_partner_applied_lsn(const struct pagetable *pt)
 }
 
 static struct pagedata pd;
-static struct vmm vm = { .pagedata = &pd };
 
 static Ftvm__Partner__Landing landing(uint64_t frame, uint32_t frames)
 {
@@ -50,7 +49,7 @@ static void add(uint64_t frame, uint32_t frames)
 	Ftvm__Partner__Landing l = landing(frame, frames), *ls[] = { &l };
 	char reason[128];
 
-	CHECK_INT("add", 0, vmm_granted_add(&vm, ls, 1, reason, sizeof(reason)));
+	CHECK_INT("add", 0, pagedata_granted_add(&pd, ls, 1, reason, sizeof(reason)));
 }
 
 static void test_take_and_settle(void)
@@ -60,28 +59,28 @@ static void test_take_and_settle(void)
 	char reason[128] = "";
 
 	CHECK_INT("a run of no frames", -EINVAL,
-		  vmm_granted_add(&vm, ls, 1, reason, sizeof(reason)));
+		  pagedata_granted_add(&pd, ls, 1, reason, sizeof(reason)));
 	CHECK(strstr(reason, "frame 9 has 0 frames") != NULL, "reason '%s'", reason);
-	CHECK(!vmm_granted_take(&vm, 1, &a), "a run taken that was refused");
+	CHECK(!pagedata_granted_take(&pd, 1, &a), "a run taken that was refused");
 
 	add(10, 2);
 	add(20, 2);
 	add(30, 1);
-	CHECK(vmm_granted_take(&vm, 2, &a), "no run of 2 frames");
-	CHECK(vmm_granted_take(&vm, 2, &b), "no second run of 2 frames");
+	CHECK(pagedata_granted_take(&pd, 2, &a), "no run of 2 frames");
+	CHECK(pagedata_granted_take(&pd, 2, &b), "no second run of 2 frames");
 	CHECK(a.frame != b.frame, "the same run taken twice: %llu", (unsigned long long)a.frame);
-	CHECK(!vmm_granted_take(&vm, 2, &c), "a third run of 2 frames, both in flight");
-	CHECK(vmm_granted_take(&vm, 1, &c) && c.frame == 30, "no run of 1 frame");
+	CHECK(!pagedata_granted_take(&pd, 2, &c), "a third run of 2 frames, both in flight");
+	CHECK(pagedata_granted_take(&pd, 1, &c) && c.frame == 30, "no run of 1 frame");
 
 	/* Not applied (LOCKED, a refusal): free again, and taken again. */
-	vmm_granted_done(&vm, &a, false);
-	CHECK(vmm_granted_take(&vm, 2, &c) && c.frame == a.frame, "the run is not free again");
+	pagedata_granted_done(&pd, &a, false);
+	CHECK(pagedata_granted_take(&pd, 2, &c) && c.frame == a.frame, "the run is not free again");
 	/* Applied: spent. */
-	vmm_granted_done(&vm, &c, true);
-	vmm_granted_done(&vm, &b, true);
-	CHECK(!vmm_granted_take(&vm, 2, &c), "a spent run taken");
+	pagedata_granted_done(&pd, &c, true);
+	pagedata_granted_done(&pd, &b, true);
+	CHECK(!pagedata_granted_take(&pd, 2, &c), "a spent run taken");
 	c = (struct repl_landing){ .frame = 30, .frames = 1, .generation = 1 };
-	vmm_granted_done(&vm, &c, false);
+	pagedata_granted_done(&pd, &c, false);
 }
 
 static void test_revoke(void)
@@ -92,22 +91,23 @@ static void test_revoke(void)
 
 	add(40, 2);
 	add(50, 2);
-	CHECK(vmm_granted_take(&vm, 2, &in_flight), "no run to take");
+	CHECK(pagedata_granted_take(&pd, 2, &in_flight), "no run to take");
 	m.landings = ls;
 	m.n_landings = 2;
 	answered_status = -1;
-	CHECK(vmm_granted_revoke(&vm, &m, 77), "the answer was not held for the write in flight");
+	CHECK(pagedata_granted_revoke(&pd, &m, 77),
+	      "the answer was not held for the write in flight");
 	CHECK_INT("answered early", -1, answered_status);
-	CHECK(!vmm_granted_take(&vm, 2, &free_run), "a revoked run taken");
+	CHECK(!pagedata_granted_take(&pd, 2, &free_run), "a revoked run taken");
 	/* The write is answered (not applied): the run is revoked all the same. */
-	vmm_granted_done(&vm, &in_flight, false);
+	pagedata_granted_done(&pd, &in_flight, false);
 	CHECK_INT("revoke answered", 77, answered_seq);
 	CHECK_INT("revoke answer", FTVM__PARTNER__STATUS__STATUS_OK, answered_status);
-	CHECK(!vmm_granted_take(&vm, 2, &free_run), "a revoked run is free again");
+	CHECK(!pagedata_granted_take(&pd, 2, &free_run), "a revoked run is free again");
 
 	/* Nothing in flight: answered at once. */
 	add(40, 2);
-	CHECK(!vmm_granted_revoke(&vm, &m, 78), "an answer held with nothing in flight");
+	CHECK(!pagedata_granted_revoke(&pd, &m, 78), "an answer held with nothing in flight");
 }
 
 static void test_forget(void)
@@ -118,27 +118,27 @@ static void test_forget(void)
 
 	add(60, 1);
 	add(70, 1);
-	CHECK(vmm_granted_take(&vm, 1, &l) && l.frame == 70, "not the last run granted taken");
+	CHECK(pagedata_granted_take(&pd, 1, &l) && l.frame == 70, "not the last run granted taken");
 	m.landings = ls;
 	m.n_landings = 1;
-	CHECK(vmm_granted_revoke(&vm, &m, 79), "no answer held");
-	vmm_granted_forget(&vm);
+	CHECK(pagedata_granted_revoke(&pd, &m, 79), "no answer held");
+	pagedata_granted_forget(&pd);
 	CHECK(pd.granted == NULL && pd.revokes_held == NULL,
 	      "runs or held answers after link down");
 	answered_status = -1;
-	vmm_granted_done(&vm, &l, false); /* the write's answer, failed with the link */
+	pagedata_granted_done(&pd, &l, false); /* the write's answer, failed with the link */
 	CHECK_INT("an answer to a revoke of a link gone", -1, answered_status);
-	CHECK(!vmm_granted_take(&vm, 1, &l), "a run taken after link down");
+	CHECK(!pagedata_granted_take(&pd, 1, &l), "a run taken after link down");
 }
 
 int main(void)
 {
-	if (frame_pool_new(64ull * PAGE, PAGE, 0, &vm.pool) < 0)
+	if (frame_pool_new(64ull * PAGE, PAGE, 0, &pd.pool) < 0)
 		die("frame_pool_new");
 	test_take_and_settle();
 	test_revoke();
 	test_forget();
-	frame_pool_free(vm.pool);
+	frame_pool_free(pd.pool);
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
 		return 1;

@@ -12,7 +12,7 @@
 
 #include "check.h"
 #include "crc32c.h"
-#include "vmm_state.h"
+#include "vmm_core.h"
 
 #include "pagedata_state.h"
 
@@ -29,13 +29,11 @@ const char *vmm_node_id(const struct vmm *v)
 	return "b";
 }
 
-static struct pagedata pd;
-static struct vmm vm = { .pagedata = &pd };
 static struct vmm_alloc *alloc;
 
 static void setup(void)
 {
-	if (frame_pool_new((uint64_t)POOL_FRAMES * PAGE, PAGE, BLOCK_FRAMES, &vm.pool) < 0)
+	if (frame_pool_new((uint64_t)POOL_FRAMES * PAGE, PAGE, BLOCK_FRAMES, &pd.pool) < 0)
 		die("frame_pool_new");
 	alloc = vmm_alloc_new("a-1", "a", "a", "stripe", 8 * BLOCK, BLOCK, NULL, 0);
 	if (!alloc)
@@ -44,7 +42,7 @@ static void setup(void)
 
 static uint64_t free_frames(void)
 {
-	return frame_pool_free_count(vm.pool);
+	return frame_pool_free_count(pd.pool);
 }
 
 /* Runs for n blocks of this test's block size: how many came. */
@@ -54,14 +52,14 @@ static size_t open_runs(size_t n, Ftvm__Partner__Landing *ret)
 
 	for (size_t i = 0; i < n; i++)
 		frames[i] = BLOCK / PAGE;
-	return vmm_resync_landings_open(&vm, frames, n, ret);
+	return pagedata_resync_landings_open(&pd, frames, n, ret);
 }
 
 /* What the survivor's WRITE placed in l, and its state at the snapshot. */
 static uint32_t place(const Ftvm__Partner__Landing *l, uint8_t byte)
 {
-	memset(frame_pool_addr(vm.pool, l->frame), byte, BLOCK);
-	return crc32c(0, frame_pool_addr(vm.pool, l->frame), BLOCK);
+	memset(frame_pool_addr(pd.pool, l->frame), byte, BLOCK);
+	return crc32c(0, frame_pool_addr(pd.pool, l->frame), BLOCK);
 }
 
 static void test_open(void)
@@ -83,7 +81,7 @@ static void test_open(void)
 		if (i)
 			CHECK_INT("run next to the one before", l[i - 1].frame + 2, l[i].frame);
 	}
-	vmm_resync_landings_drop(&vm);
+	pagedata_resync_landings_drop(&pd);
 	CHECK_INT("frames after ResyncEnd or link down", free0, free_frames());
 
 	fake_one_sided = false;
@@ -99,19 +97,19 @@ static void test_adopt(void)
 	char reason[512];
 
 	/* Page 1 resident at its old frames; page 2 not resident, stale. */
-	if (frame_pool_take(vm.pool, 2, &old) < 0)
+	if (frame_pool_take(pd.pool, 2, &old) < 0)
 		die("frame_pool_take");
-	vmm_page_attach(&vm, &alloc->page[1], old);
+	vmm_page_attach(pd.vmm, &alloc->page[1], old);
 	alloc->page[2].stale = true;
 	free0 = free_frames();
 	CHECK_INT("two runs", 2, open_runs(2, l));
 	CHECK_INT("adopt into a resident page", 0,
-		  vmm_resync_landing_adopt(&vm, alloc, 1, &l[0], place(&l[0], 0x11), reason,
-					   sizeof(reason)));
+		  pagedata_resync_landing_adopt(&pd, alloc, 1, &l[0], place(&l[0], 0x11), reason,
+						sizeof(reason)));
 	CHECK_INT("page 1's frames", l[0].frame, alloc->page[1].frame);
 	CHECK_INT("adopt into a stale page", 0,
-		  vmm_resync_landing_adopt(&vm, alloc, 2, &l[1], place(&l[1], 0x22), reason,
-					   sizeof(reason)));
+		  pagedata_resync_landing_adopt(&pd, alloc, 2, &l[1], place(&l[1], 0x22), reason,
+						sizeof(reason)));
 	CHECK(alloc->page[2].resident && alloc->page[2].frame == l[1].frame &&
 		      !alloc->page[2].stale,
 	      "page 2: resident %d at %llu stale %d, want the run at %llu, not stale",
@@ -122,9 +120,9 @@ static void test_adopt(void)
 	CHECK_INT("adopted", 2, pd.counted.landings_adopted);
 	/* Adopted: a run serves once. */
 	CHECK_INT("the same run again", -EINVAL,
-		  vmm_resync_landing_adopt(&vm, alloc, 1, &l[0], place(&l[0], 0x11), reason,
-					   sizeof(reason)));
-	vmm_resync_landings_drop(&vm);
+		  pagedata_resync_landing_adopt(&pd, alloc, 1, &l[0], place(&l[0], 0x11), reason,
+						sizeof(reason)));
+	pagedata_resync_landings_drop(&pd);
 	CHECK_INT("frames after link down", free0 - 2, free_frames());
 }
 
@@ -140,23 +138,23 @@ static void test_order(void)
 	st.version = 7;
 	st.crc32c = 0xabcd;
 	CHECK_INT("the snapshot's version", 0,
-		  vmm_resync_page_order(alloc, 3, &st, reason, sizeof(reason)));
+		  pagedata_resync_page_order(alloc, 3, &st, reason, sizeof(reason)));
 	/* A change mirrored after the snapshot came first: version 8 here. */
 	alloc->page[3].version = 8;
 	CHECK_INT("older than the page", 1,
-		  vmm_resync_page_order(alloc, 3, &st, reason, sizeof(reason)));
+		  pagedata_resync_page_order(alloc, 3, &st, reason, sizeof(reason)));
 	CHECK_INT("a run for it", 1, open_runs(1, &l));
-	vmm_resync_landing_close(&vm, &l); /* dropped: its run back */
+	pagedata_resync_landing_close(&pd, &l); /* dropped: its run back */
 	CHECK_INT("frames after the drop", free0, free_frames());
 
 	st.version = 9;
 	CHECK_INT("ahead of the page", -EINVAL,
-		  vmm_resync_page_order(alloc, 3, &st, reason, sizeof(reason)));
+		  pagedata_resync_page_order(alloc, 3, &st, reason, sizeof(reason)));
 	CHECK(strstr(reason, "ahead of its page state") != NULL, "reason '%s'", reason);
 	st.version = 8;
 	st.crc32c = 0x1234;
 	CHECK_INT("same version, another CRC-32C", -EINVAL,
-		  vmm_resync_page_order(alloc, 3, &st, reason, sizeof(reason)));
+		  pagedata_resync_page_order(alloc, 3, &st, reason, sizeof(reason)));
 	CHECK(strstr(reason, "CRC-32C") != NULL, "reason '%s'", reason);
 }
 
@@ -166,7 +164,7 @@ static void refused(const char *what, const Ftvm__Partner__Landing *named, uint3
 {
 	uint64_t refused0 = pd.counted.landings_refused;
 	char reason[512] = "";
-	int r = vmm_resync_landing_adopt(&vm, alloc, 4, named, crc, reason, sizeof(reason));
+	int r = pagedata_resync_landing_adopt(&pd, alloc, 4, named, crc, reason, sizeof(reason));
 
 	CHECK_INT(what, want, r);
 	CHECK(strstr(reason, says) != NULL, "%s: reason '%s' does not say '%s'", what, reason,
@@ -203,7 +201,7 @@ static void test_refusals(void)
 	{
 		uint32_t one = 1;
 
-		CHECK_INT("a run of one frame", 1, vmm_resync_landings_open(&vm, &one, 1, &l));
+		CHECK_INT("a run of one frame", 1, pagedata_resync_landings_open(&pd, &one, 1, &l));
 		refused("another size", &l, 0, -EINVAL, "the run is 1 frames");
 	}
 	CHECK_INT("frames after the refusals", free0, free_frames());
@@ -218,7 +216,7 @@ int main(void)
 	test_order();
 	test_refusals();
 	vmm_alloc_free(alloc);
-	frame_pool_free(vm.pool);
+	frame_pool_free(pd.pool);
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
 		return 1;
