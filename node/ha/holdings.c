@@ -186,7 +186,7 @@ static void drop_written(struct vmm *v, struct vmm_alloc *a, const struct vmm_ho
  * and the page's frames go aside for them. Returns how many. */
 static unsigned revoke_page(struct vmm *v, struct vmm_holding *first)
 {
-	struct vmm_alloc *a = vmm_table_find(v->table, first->guid);
+	struct vmm_alloc *a = vmm_table_find(vmm_allocations(v), first->guid);
 	struct vmm_page *p = vmm_alloc_page(a, first->page);
 	struct vmm_quarantine *q = NULL;
 	unsigned n = 0;
@@ -236,7 +236,7 @@ void vmm_holdings_revoke(struct vmm *v)
 			/* A gone client's release, to be tried again: the
 			 * survivor let its lock go at the takeover. */
 			*hp = h->next;
-			drop_written(v, vmm_table_find(v->table, h->guid), h);
+			drop_written(v, vmm_table_find(vmm_allocations(v), h->guid), h);
 			vmm_holding_free(v, h);
 			continue;
 		}
@@ -269,7 +269,8 @@ void vmm_holdings_revoked(const struct vmm *v, uint64_t *ret_pointers, uint64_t 
 			continue;
 		(*ret_pointers)++;
 		if (h->quarantine && first_into(v->holdings, h))
-			*ret_frames += h->quarantine->block_size / frame_pool_page_size(v->pool);
+			*ret_frames +=
+				h->quarantine->block_size / frame_pool_page_size(vmm_frame_pool(v));
 	}
 }
 
@@ -278,7 +279,7 @@ void vmm_holdings_revoked(const struct vmm *v, uint64_t *ret_pointers, uint64_t 
 static uint64_t release_modified_here(struct vmm *v, struct vmm_alloc *a, struct vmm_holding *h)
 {
 	struct pt_origin o = { .node = vmm_node_id(v),
-			       .lsn = pagetable_reserve_lsn(v->pt),
+			       .lsn = pagetable_reserve_lsn(vmm_pagetable(v)),
 			       .own = true };
 	uint64_t version = a->page[h->page].version + 1;
 
@@ -296,7 +297,7 @@ static uint64_t release_modified_here(struct vmm *v, struct vmm_alloc *a, struct
 void vmm_holdings_release_at_stop(struct vmm *v)
 {
 	for (struct vmm_holding *h = v->holdings; h; h = h->next) {
-		struct vmm_alloc *a = vmm_table_find(v->table, h->guid);
+		struct vmm_alloc *a = vmm_table_find(vmm_allocations(v), h->guid);
 		struct vmm_page *p = vmm_alloc_page(a, h->page);
 
 		if (!p || !p->resident || !h->write || h->revoked)
@@ -310,7 +311,7 @@ void vmm_holdings_release_at_stop(struct vmm *v)
 
 void vmm_holding_let_go(struct vmm *v, struct vmm_holding *h)
 {
-	struct vmm_alloc *a = vmm_table_find(v->table, h->guid);
+	struct vmm_alloc *a = vmm_table_find(vmm_allocations(v), h->guid);
 
 	if (!a)
 		return;

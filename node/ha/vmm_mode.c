@@ -11,7 +11,6 @@
 
 #include "log.h"
 #include "session.h"
-#include "store.h"
 
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
 
@@ -43,16 +42,16 @@ void vmm_set_mode(struct vmm *v, enum vmm_mode mode, const char *reason)
 	v->mode = mode;
 	snprintf(v->mode_reason, sizeof(v->mode_reason), "%s", reason);
 	if (mode == VMM_MODE_MIRRORED)
-		v->journal_given_up = false; /* the partner has it all again */
+		vmm_journal_caught_up(v); /* the partner has it all again */
 	/* Offline and fenced keep what was recorded: it tells a restart. */
 	if (mode != VMM_MODE_FENCED && mode != VMM_MODE_OFFLINE && solo != was_solo) {
-		int r = pagetable_set_solo(v->pt, solo);
+		int r = pagetable_set_solo(vmm_pagetable(v), solo);
 
 		if (r == 0)
-			r = pagetable_commit(v->pt);
+			r = pagetable_commit(vmm_pagetable(v));
 		if (r < 0)
 			log_error_errno(r, "page table: cannot record solo: %s",
-					pagetable_last_error(v->pt));
+					pagetable_last_error(vmm_pagetable(v)));
 	}
 	if (mode == VMM_MODE_FENCED) {
 		char why[320];
@@ -78,16 +77,17 @@ uint64_t vmm_epoch(const struct vmm *v)
 
 int vmm_set_epoch(struct vmm *v, uint64_t epoch)
 {
-	int r = pagetable_set_epoch(v->pt, epoch);
+	int r = pagetable_set_epoch(vmm_pagetable(v), epoch);
 
 	if (r == 0)
-		r = pagetable_commit(v->pt);
+		r = pagetable_commit(vmm_pagetable(v));
 	if (r < 0)
 		return log_error_errno(r, "page table: cannot record epoch %llu: %s",
-				       (unsigned long long)epoch, pagetable_last_error(v->pt));
+				       (unsigned long long)epoch,
+				       pagetable_last_error(vmm_pagetable(v)));
 	v->epoch = epoch;
-	if (v->session)
-		repl_session_set_epoch(v->session, epoch);
+	if (vmm_session(v))
+		repl_session_set_epoch(vmm_session(v), epoch);
 	return 0;
 }
 
@@ -95,15 +95,10 @@ bool vmm_was_solo(struct vmm *v)
 {
 	bool solo = false;
 
-	if (pagetable_solo(v->pt, &solo) < 0)
+	if (pagetable_solo(vmm_pagetable(v), &solo) < 0)
 		log_warning("page table: cannot tell whether this node ran solo: %s",
-			    pagetable_last_error(v->pt));
+			    pagetable_last_error(vmm_pagetable(v)));
 	return solo;
-}
-
-unsigned vmm_store_index(const struct vmm *v)
-{
-	return store_partition_index(v->store);
 }
 
 static uint64_t release_partner_locks(struct vmm *v, struct vmm_alloc *a)
@@ -129,18 +124,18 @@ static uint64_t release_partner_locks(struct vmm *v, struct vmm_alloc *a)
 static int adopt(struct vmm *v, struct vmm_alloc *a, struct vmm_takeover *ret)
 {
 	struct pt_origin o = { .node = vmm_node_id(v),
-			       .lsn = pagetable_reserve_lsn(v->pt),
+			       .lsn = pagetable_reserve_lsn(vmm_pagetable(v)),
 			       .own = true };
 	char *owner = strdup(vmm_node_id(v));
 	int r;
 
 	if (!owner)
 		return -ENOMEM;
-	r = pagetable_alloc_set_owner(v->pt, a->guid, owner, &o);
+	r = pagetable_alloc_set_owner(vmm_pagetable(v), a->guid, owner, &o);
 	if (r < 0) {
 		free(owner);
 		return log_error_errno(r, "page table: cannot adopt %s: %s", a->guid,
-				       pagetable_last_error(v->pt));
+				       pagetable_last_error(vmm_pagetable(v)));
 	}
 	free(a->owner);
 	a->owner = owner;
@@ -158,7 +153,7 @@ static int adopt(struct vmm *v, struct vmm_alloc *a, struct vmm_takeover *ret)
 int vmm_takeover(struct vmm *v, struct vmm_takeover *ret)
 {
 	size_t n = 0;
-	struct vmm_alloc **all = vmm_table_sorted(v->table, &n);
+	struct vmm_alloc **all = vmm_table_sorted(vmm_allocations(v), &n);
 	int r = 0;
 
 	memset(ret, 0, sizeof(*ret));

@@ -798,6 +798,11 @@ out:
 	free(all);
 }
 
+unsigned vmm_store_index(const struct vmm *v)
+{
+	return store_partition_index(v->store);
+}
+
 void vmm_store_close(struct vmm *v)
 {
 	if (v->store_queue) {

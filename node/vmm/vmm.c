@@ -46,6 +46,53 @@ bool vmm_can_complete(const struct vmm *v)
 	return v->mode == VMM_MODE_SOLO || repl_session_link_up(v->session);
 }
 
+/* ---- for node/ha/ (vmm_core.h) ---- */
+
+struct pagetable *vmm_pagetable(const struct vmm *v)
+{
+	return v->pt;
+}
+
+struct vmm_table *vmm_allocations(const struct vmm *v)
+{
+	return v->table;
+}
+
+struct frame_pool *vmm_frame_pool(const struct vmm *v)
+{
+	return v->pool;
+}
+
+struct repl_session *vmm_session(const struct vmm *v)
+{
+	return v->session;
+}
+
+const struct ftvm_config *vmm_config(const struct vmm *v)
+{
+	return v->config;
+}
+
+struct event_base *vmm_event_base(const struct vmm *v)
+{
+	return v->base;
+}
+
+struct failover_state *vmm_failover(const struct vmm *v)
+{
+	return v->failover;
+}
+
+bool vmm_solo_answers_pending(const struct vmm *v)
+{
+	return v->solo_in_flight != 0;
+}
+
+void vmm_journal_caught_up(struct vmm *v)
+{
+	v->journal_given_up = false;
+}
+
 bool vmm_is_owner(const struct vmm *v, const struct vmm_alloc *a)
 {
 	return strcmp(a->owner, vmm_node_id(v)) == 0;
