@@ -17,6 +17,7 @@
 #include "codec.h"
 #include "pagetable_sqlite.h"
 #include "session.h"
+#include "status_counts.h"
 
 struct event_base;
 struct vmm;
@@ -26,6 +27,8 @@ struct failover_state;
  * out of memory. */
 struct failover_state *failover_state_new(struct event_base *base, struct vmm *v);
 void failover_state_free(struct failover_state *f);
+/* What it counted since start (the resync_* rows of the status). */
+const struct status_counts *failover_counted(const struct failover_state *f);
 /* resync.c: a resync is under way, sending or receiving; receiving. */
 bool vmm_resync_busy(const struct vmm *v);
 bool vmm_resync_receiving(const struct vmm *v);

@@ -21,6 +21,11 @@ struct failover_state *failover_state_new(struct event_base *base, struct vmm *v
 	return f;
 }
 
+const struct status_counts *failover_counted(const struct failover_state *f)
+{
+	return &f->counted;
+}
+
 void failover_state_free(struct failover_state *f)
 {
 	if (!f)

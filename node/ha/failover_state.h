@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 
+#include "status_counts.h"
 #include "vmm.h"
 
 struct event;
@@ -22,4 +23,7 @@ struct failover_state {
 	bool window_held;
 	struct vmm_window_waiter *window_waiters;
 	struct event *window_event;
+	/* The resync_* rows of `ftvmctl status`, counted where each happens
+	 * in resync.c (`vmm_failover(v)->counted.resync_pages_dropped++`). */
+	struct status_counts counted;
 };

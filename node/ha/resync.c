@@ -192,7 +192,7 @@ static int send_inline(struct resync_send *rs, const char *guid, uint64_t page, 
 	env.resync_page = &m;
 	r = send_one(rs, &env);
 	if (r == 0)
-		rs->vmm->counted.resync_pages_inline++;
+		vmm_failover(rs->vmm)->counted.resync_pages_inline++;
 	return r;
 }
 
@@ -459,7 +459,7 @@ static int send_landed(struct resync_send *rs)
 					      args, writes, n);
 	if (r == 0) {
 		rs->outstanding += n;
-		v->counted.resync_pages_one_sided += n;
+		vmm_failover(v)->counted.resync_pages_one_sided += n;
 	}
 out:
 	free(envs);
@@ -874,7 +874,7 @@ static int drop_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m)
 {
 	if (m->landed)
 		vmm_resync_landing_close(v, m->landed);
-	v->counted.resync_pages_dropped++;
+	vmm_failover(v)->counted.resync_pages_dropped++;
 	log_debug("resync: %s page %llu dropped, a newer change came first", m->guid,
 		  (unsigned long long)m->page);
 	return 0;

@@ -732,6 +732,7 @@ void vmm_get_counts(struct vmm *v, struct status_counts *ret)
 	ret->journal_rows = pagetable_journal_count(v->pt);
 	ret->journal_given_up = v->journal_given_up;
 	status_counts_add(ret, pagedata_counted(v->pagedata));
+	status_counts_add(ret, failover_counted(v->failover));
 	vmm_pool_counts(v, ret);
 	vmm_holdings_revoked(v, &ret->pointers_revoked, &ret->frames_revoked);
 	/* "asked" folds and checkpoints are the idle ones: vmm.c asks only when idle. */

@@ -76,6 +76,7 @@ struct vmm {
 
 	/* The status counters the memory manager counts, since start, where
 	 * each happens (`v->counted.pages_inline++`); vmm_get_counts()
-	 * hands them on with its gauges, and what pagedata/ counted. */
+	 * hands them on with its gauges, and what pagedata/ and ha/
+	 * counted. */
 	struct status_counts counted;
 };
