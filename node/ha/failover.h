@@ -62,8 +62,15 @@ struct vmm_holding {
 /* ha/holdings.c: the newest of call's client's pointers to guid's page. */
 struct vmm_holding *vmm_holding_find(struct vmm *v, struct client_call *call, const char *guid,
 				     uint64_t page);
-/* vmm/pointer.c: h leaves v's list. */
+/* ha/holdings.c keeps the list of them (failover_state.h); vmm/pointer.c
+ * puts h in when granted (and when its release failed or waits to be tried
+ * again), and takes it out to release it. */
+void vmm_holding_add(struct vmm *v, struct vmm_holding *h);
 void vmm_holding_unlink(struct vmm *v, struct vmm_holding *h);
+/* A gone client's next pointer to release, out of the list: one of
+ * client_id's not waiting to be tried again (h->retry); NULL when none is
+ * left. */
+struct vmm_holding *vmm_holding_take_client(struct vmm *v, uint64_t client_id);
 /* ha/holdings.c: h goes (out of the list already), and the frames set
  * aside for it with the last revoked pointer into them. */
 void vmm_holding_free(struct vmm *v, struct vmm_holding *h);

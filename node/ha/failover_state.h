@@ -23,6 +23,9 @@ struct failover_state {
 	bool window_held;
 	struct vmm_window_waiter *window_waiters;
 	struct event *window_event;
+	/* holdings.c: the pointers this node's clients hold, newest first;
+	 * vmm/pointer.c adds and takes them through failover.h's calls. */
+	struct vmm_holding *holdings;
 	/* The resync_* rows of `ftvmctl status`, counted where each happens
 	 * in resync.c (`vmm_failover(v)->counted.resync_pages_dropped++`). */
 	struct status_counts counted;

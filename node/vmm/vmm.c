@@ -689,9 +689,11 @@ void vmm_free(struct vmm *v)
 		vmm_window_fail_all(v, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN,
 				    "node stopping");
 	vmm_page_waiters_fail(v, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN, "node stopping");
-	if (v->mode == VMM_MODE_SOLO)
-		vmm_holdings_release_at_stop(v);
-	vmm_holdings_free(v);
+	if (v->failover) { /* the holdings are ha/'s (a start may fail before) */
+		if (v->mode == VMM_MODE_SOLO)
+			vmm_holdings_release_at_stop(v);
+		vmm_holdings_free(v);
+	}
 	if (v->pagedata) {
 		vmm_landings_drop(v);
 		vmm_grants_drop(v);

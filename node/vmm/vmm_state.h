@@ -47,8 +47,6 @@ struct vmm {
 	struct vmm_page_waiter *page_waiters;
 	struct event *kick_event;
 	struct event *trim_event; /* the journal, every JOURNAL_TRIM_EVERY_S */
-	/* Pointers local clients hold. */
-	struct vmm_holding *holdings;
 
 	/* The replacement queue (vmm/vmm.c, vmm/VMM.md "Replacement"): resident pages
 	 * that may give their frames back, least recently used first. */
