@@ -4,7 +4,6 @@
  * message arrives, and this node lets go when the answer does, which the link
  * orders before anything the home then asks about it. */
 #include "vmm_core.h"
-#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include <errno.h>
 #include <stdio.h>
@@ -144,11 +143,11 @@ void vmm_op_failback(struct vmm *v, struct client_call *call)
 	struct vmm_alloc **all;
 	size_t n = 0;
 
-	if (v->mode != VMM_MODE_MIRRORED || !vmm_can_complete(v)) {
+	if (vmm_mode(v) != VMM_MODE_MIRRORED || !vmm_can_complete(v)) {
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
 				"failback needs the pair whole: node %s is not mirrored with its "
 				"partner (%s)",
-				vmm_node_id(v), v->mode_reason);
+				vmm_node_id(v), vmm_mode_reason(v));
 		return;
 	}
 	fb = calloc(1, sizeof(*fb));

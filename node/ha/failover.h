@@ -23,10 +23,17 @@ struct event_base;
 struct vmm;
 struct failover_state;
 
-/* The state, empty but for the window's event (on base, for v); NULL when
- * out of memory. */
+/* The state, empty but for the window's event (on base, for v), offline
+ * ("starting"); NULL when out of memory. */
 struct failover_state *failover_state_new(struct event_base *base, struct vmm *v);
 void failover_state_free(struct failover_state *f);
+/* vmm_mode.c: at start, the epoch recorded in the page table becomes this
+ * node's (vmm_epoch()); -errno when it cannot be read (the page table's
+ * error says why). */
+int vmm_epoch_load(struct vmm *v);
+/* Why the node is in its mode (vmm_set_mode()'s reason; "starting" before
+ * the first): the answers it refuses say so. */
+const char *vmm_mode_reason(const struct vmm *v);
 /* What it counted since start (the resync_* rows of the status). */
 const struct status_counts *failover_counted(const struct failover_state *f);
 /* resync.c: a resync is under way, sending or receiving; receiving. */

@@ -10,6 +10,12 @@
 struct event;
 
 struct failover_state {
+	/* vmm_mode.c, which alone writes them: the mode the methods complete
+	 * in (node/ha/HA.md: mirrored, solo, fenced), why, and the pair's
+	 * epoch as this node knows it (loaded from the page table at start). */
+	enum vmm_mode mode;
+	char mode_reason[256];
+	uint64_t epoch;
 	/* resync.c: the resync this node sends, or whether it receives one,
 	 * and how that went; who is told of a received one's start and end. */
 	struct resync_send *resync_send;
@@ -30,3 +36,9 @@ struct failover_state {
 	 * in resync.c (`vmm_failover(v)->counted.resync_pages_dropped++`). */
 	struct status_counts counted;
 };
+
+/* vmm_mode.c: a resync's sender goes mirrored in its snapshot's turn
+ * (resync.c, start()): every change from then on goes to the partner behind
+ * the snapshot. Quietly: the mode's reason stays, and the pair's own change
+ * (vmm_set_mode()) comes with the partner's answer. */
+void vmm_mode_mirrored_at_snapshot(struct vmm *v);

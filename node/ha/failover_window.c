@@ -17,7 +17,6 @@
  * partner answer the lost link failed (vmm/whole_page.c). The paging queue's
  * requests wait for the same end under VMM_WAIT_PARTNER. */
 #include "vmm_core.h"
-#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include "failover_state.h"
 
@@ -43,13 +42,13 @@ struct vmm_window_waiter {
 
 bool vmm_window_open(const struct vmm *v)
 {
-	return v->mode == VMM_MODE_MIRRORED &&
+	return vmm_mode(v) == VMM_MODE_MIRRORED &&
 	       (vmm_failover(v)->window_held || !repl_session_link_up(vmm_session(v)));
 }
 
 void vmm_window_link_lost(struct vmm *v)
 {
-	if (v->mode == VMM_MODE_MIRRORED)
+	if (vmm_mode(v) == VMM_MODE_MIRRORED)
 		vmm_failover(v)->window_held = true;
 }
 
@@ -122,9 +121,9 @@ void vmm_on_window_closed(evutil_socket_t fd, short what, void *arg)
 	f->window_waiters = NULL;
 	if (w)
 		log_info("%s: requests that waited for the partner go on",
-			 v->mode == VMM_MODE_FENCED ? "fenced" : "the pair decided");
+			 vmm_mode(v) == VMM_MODE_FENCED ? "fenced" : "the pair decided");
 	snprintf(reason, sizeof(reason), "node %s is fenced (%s): its partner serves",
-		 vmm_node_id(v), v->mode_reason);
+		 vmm_node_id(v), vmm_mode_reason(v));
 	while (w) {
 		struct vmm_window_waiter *next = w->next;
 		vmm_window_fn fn = w->fn;
@@ -133,7 +132,7 @@ void vmm_on_window_closed(evutil_socket_t fd, short what, void *arg)
 		event_free(w->deadline);
 		free(w);
 		n++;
-		if (v->mode == VMM_MODE_FENCED)
+		if (vmm_mode(v) == VMM_MODE_FENCED)
 			fn(v, fn_arg, FTVM__PARTNER__STATUS__STATUS_FENCED, reason);
 		else
 			fn(v, fn_arg, FTVM__PARTNER__STATUS__STATUS_OK, "");
@@ -147,7 +146,7 @@ void vmm_window_check(struct vmm *v)
 {
 	struct failover_state *f = vmm_failover(v);
 
-	if (v->mode != VMM_MODE_MIRRORED || repl_session_link_up(vmm_session(v)))
+	if (vmm_mode(v) != VMM_MODE_MIRRORED || repl_session_link_up(vmm_session(v)))
 		f->window_held = false;
 	if (vmm_window_open(v))
 		return;

@@ -9,7 +9,6 @@
  * change ("undo": a resync must carry it), and the page table keeps the
  * list, from which version to which, for `ftvmctl recovery`. */
 #include "vmm_core.h"
-#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include <endian.h>
 #include <errno.h>

@@ -12,7 +12,6 @@
  *   its answer:    landed pages (one batch), the rest inline, ResyncEnd
  *   each answer:   staging runs back to the pool */
 #include "vmm_core.h"
-#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include "failover_state.h"
 
@@ -384,7 +383,7 @@ static int send_begin(struct resync_send *rs, const struct resync_plan *p, size_
 
 	if (p->incremental && !freed)
 		return -ENOMEM;
-	begin.epoch = rs->vmm->epoch;
+	begin.epoch = vmm_epoch(rs->vmm);
 	begin.allocations = n;
 	begin.incremental = p->incremental;
 	begin.freed = freed;
@@ -401,7 +400,7 @@ static int send_end(struct resync_send *rs)
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 	Ftvm__Partner__ResyncEnd end = FTVM__PARTNER__RESYNC_END__INIT;
 
-	end.epoch = rs->vmm->epoch;
+	end.epoch = vmm_epoch(rs->vmm);
 	end.lsn = rs->end_lsn;
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_END;
 	env.resync_end = &end;
@@ -645,15 +644,16 @@ static void start(struct resync_send *rs)
 	}
 	/* Fenced, say, while the snapshot waited: a node that no longer serves
 	 * alone has nothing to resync, and must not go mirrored. */
-	if (v->mode != VMM_MODE_SOLO && v->mode != VMM_MODE_SOLO_READ) {
+	if (vmm_mode(v) != VMM_MODE_SOLO && vmm_mode(v) != VMM_MODE_SOLO_READ) {
 		char why[160];
 
 		snprintf(why, sizeof(why), "this node no longer serves alone (%s)",
-			 vmm_mode_name(v->mode));
+			 vmm_mode_name(vmm_mode(v)));
 		rs->outstanding = 1;
 		fail(rs,
-		     v->mode == VMM_MODE_FENCED ? FTVM__PARTNER__STATUS__STATUS_FENCED
-						: FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+		     vmm_mode(v) == VMM_MODE_FENCED
+			     ? FTVM__PARTNER__STATUS__STATUS_FENCED
+			     : FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
 		     why);
 		release(rs);
 		return;
@@ -666,7 +666,7 @@ static void start(struct resync_send *rs)
 	r = send_snapshot(rs);
 	/* From this turn on, every change goes to the partner after the
 	 * snapshot, on the same link, as any mirrored change does. */
-	v->mode = VMM_MODE_MIRRORED;
+	vmm_mode_mirrored_at_snapshot(v);
 	/* Ahead of ResyncEnd, after which the partner serves its clients: it
 	 * must know our clients' locks by then. */
 	if (r >= 0)
@@ -776,10 +776,10 @@ static int on_begin(struct vmm *v, const Ftvm__Partner__ResyncBegin *m, const st
 	struct failover_state *f = vmm_failover(v);
 	int r = 0;
 
-	if (m->epoch <= v->epoch)
+	if (m->epoch <= vmm_epoch(v))
 		return refuse(v, reason, len,
 			      "not behind: this node is at epoch %llu, not below %llu",
-			      (unsigned long long)v->epoch, (unsigned long long)m->epoch);
+			      (unsigned long long)vmm_epoch(v), (unsigned long long)m->epoch);
 	f->resync_receiving = true;
 	f->resync_failed = false;
 	vmm_resync_landings_drop(v); /* an earlier resync's */

@@ -2,7 +2,8 @@
  * complete in, the epoch, and the takeover of the partner's allocations. The
  * decisions themselves are node/ha/ha.c's. */
 #include "vmm_core.h"
-#include "vmm_state.h" /* still reads struct vmm: to go */
+
+#include "failover_state.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -33,14 +34,15 @@ const char *vmm_mode_name(enum vmm_mode mode)
 
 void vmm_set_mode(struct vmm *v, enum vmm_mode mode, const char *reason)
 {
+	struct failover_state *f = vmm_failover(v);
 	bool solo = mode == VMM_MODE_SOLO || mode == VMM_MODE_SOLO_READ;
 	bool was_solo = vmm_was_solo(v);
 
-	if (v->mode != mode)
-		log_info("memory manager: %s -> %s: %s", vmm_mode_name(v->mode),
+	if (f->mode != mode)
+		log_info("memory manager: %s -> %s: %s", vmm_mode_name(f->mode),
 			 vmm_mode_name(mode), reason);
-	v->mode = mode;
-	snprintf(v->mode_reason, sizeof(v->mode_reason), "%s", reason);
+	f->mode = mode;
+	snprintf(f->mode_reason, sizeof(f->mode_reason), "%s", reason);
 	if (mode == VMM_MODE_MIRRORED)
 		vmm_journal_caught_up(v); /* the partner has it all again */
 	/* Offline and fenced keep what was recorded: it tells a restart. */
@@ -65,14 +67,29 @@ void vmm_set_mode(struct vmm *v, enum vmm_mode mode, const char *reason)
 	vmm_window_check(v);
 }
 
+void vmm_mode_mirrored_at_snapshot(struct vmm *v)
+{
+	vmm_failover(v)->mode = VMM_MODE_MIRRORED;
+}
+
 enum vmm_mode vmm_mode(const struct vmm *v)
 {
-	return v->mode;
+	return vmm_failover(v)->mode;
+}
+
+const char *vmm_mode_reason(const struct vmm *v)
+{
+	return vmm_failover(v)->mode_reason;
 }
 
 uint64_t vmm_epoch(const struct vmm *v)
 {
-	return v->epoch;
+	return vmm_failover(v)->epoch;
+}
+
+int vmm_epoch_load(struct vmm *v)
+{
+	return pagetable_epoch(vmm_pagetable(v), &vmm_failover(v)->epoch);
 }
 
 int vmm_set_epoch(struct vmm *v, uint64_t epoch)
@@ -85,7 +102,7 @@ int vmm_set_epoch(struct vmm *v, uint64_t epoch)
 		return log_error_errno(r, "page table: cannot record epoch %llu: %s",
 				       (unsigned long long)epoch,
 				       pagetable_last_error(vmm_pagetable(v)));
-	v->epoch = epoch;
+	vmm_failover(v)->epoch = epoch;
 	if (vmm_session(v))
 		repl_session_set_epoch(vmm_session(v), epoch);
 	return 0;

@@ -13,9 +13,6 @@ struct vmm_after_commit {
 };
 
 struct vmm {
-	enum vmm_mode mode; /* node/ha/HA.md: mirrored, solo, fenced */
-	char mode_reason[256];
-	uint64_t epoch;
 	unsigned solo_in_flight; /* operations completed alone, a turn from done */
 	/* The journal passed [failover] journal_limit while the partner was
 	 * away: its rows were let go, and it gets a full resync. */
@@ -68,7 +65,9 @@ struct vmm {
 	struct event *destage_timer;
 
 	/* What pagedata/ owns (pagedata_state.h), and what ha/ owns of the
-	 * memory manager's side of failover (failover_state.h). */
+	 * memory manager's side of failover (failover_state.h): among it the
+	 * node's mode and epoch (vmm_mode(), vmm_epoch()) and the pointers
+	 * clients hold. */
 	struct pagedata *pagedata;
 	struct failover_state *failover;
 
