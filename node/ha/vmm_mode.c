@@ -47,13 +47,14 @@ void vmm_set_mode(struct vmm *v, enum vmm_mode mode, const char *reason)
 		vmm_journal_caught_up(v); /* the partner has it all again */
 	/* Offline and fenced keep what was recorded: it tells a restart. */
 	if (mode != VMM_MODE_FENCED && mode != VMM_MODE_OFFLINE && solo != was_solo) {
-		int r = pagetable_set_solo(vmm_pagetable(v), solo);
+		struct pagetable *pt = vmm_pagetable(v);
+		int r = pagetable_set_solo(pt, solo);
 
 		if (r == 0)
-			r = pagetable_commit(vmm_pagetable(v));
+			r = pagetable_commit(pt);
 		if (r < 0)
 			log_error_errno(r, "page table: cannot record solo: %s",
-					pagetable_last_error(vmm_pagetable(v)));
+					pagetable_last_error(pt));
 	}
 	if (mode == VMM_MODE_FENCED) {
 		char why[320];
@@ -94,14 +95,14 @@ int vmm_epoch_load(struct vmm *v)
 
 int vmm_set_epoch(struct vmm *v, uint64_t epoch)
 {
-	int r = pagetable_set_epoch(vmm_pagetable(v), epoch);
+	struct pagetable *pt = vmm_pagetable(v);
+	int r = pagetable_set_epoch(pt, epoch);
 
 	if (r == 0)
-		r = pagetable_commit(vmm_pagetable(v));
+		r = pagetable_commit(pt);
 	if (r < 0)
 		return log_error_errno(r, "page table: cannot record epoch %llu: %s",
-				       (unsigned long long)epoch,
-				       pagetable_last_error(vmm_pagetable(v)));
+				       (unsigned long long)epoch, pagetable_last_error(pt));
 	vmm_failover(v)->epoch = epoch;
 	if (vmm_session(v))
 		repl_session_set_epoch(vmm_session(v), epoch);
@@ -110,11 +111,12 @@ int vmm_set_epoch(struct vmm *v, uint64_t epoch)
 
 bool vmm_was_solo(struct vmm *v)
 {
+	struct pagetable *pt = vmm_pagetable(v);
 	bool solo = false;
 
-	if (pagetable_solo(vmm_pagetable(v), &solo) < 0)
+	if (pagetable_solo(pt, &solo) < 0)
 		log_warning("page table: cannot tell whether this node ran solo: %s",
-			    pagetable_last_error(vmm_pagetable(v)));
+			    pagetable_last_error(pt));
 	return solo;
 }
 
