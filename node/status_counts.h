@@ -27,5 +27,6 @@ void status_counts_to_reply(const struct status_counts *c, Ftvm__Client__StatusR
 			    Ftvm__Client__PartnerStatus *partner,
 			    Ftvm__Client__PageTableStatus *pagetable);
 /* dst gets src's numbers added: a component that counts some rows on its
- * own (pagedata_counted()) adds them to what the memory manager counted. */
+ * own (pagedata_counted(), failover_counted()) adds them to what the memory
+ * manager counted. */
 void status_counts_add(struct status_counts *dst, const struct status_counts *src);

@@ -4,14 +4,11 @@
  * message arrives, and this node lets go when the answer does, which the link
  * orders before anything the home then asks about it. */
 #include "vmm_core.h"
-#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <event2/event.h>
 
 #include "log.h"
 #include "vmm_msg.h"
@@ -67,18 +64,18 @@ static int set_owner(struct vmm *v, struct vmm_alloc *a, const char *owner,
 
 	if (!copy)
 		return -ENOMEM;
-	r = pagetable_alloc_set_owner(v->pt, a->guid, owner, o);
+	r = pagetable_alloc_set_owner(vmm_pagetable(v), a->guid, owner, o);
 	if (r < 0) {
 		free(copy);
 		return log_error_errno(r, "page table: owner of %s: %s", a->guid,
-				       pagetable_last_error(v->pt));
+				       pagetable_last_error(vmm_pagetable(v)));
 	}
 	free(a->owner);
 	a->owner = copy;
 	vmm_changed(v);
 	vmm_tickets_drop(v); /* the new owner keeps its own queue */
 	/* Waiters on its pages ask the new owner now. */
-	event_active(v->kick_event, EV_TIMEOUT, 0);
+	vmm_paging_kick(v);
 	return 0;
 }
 
@@ -87,7 +84,7 @@ static void failback_finish(struct vmm_op *base)
 	struct failback_op *op = (struct failback_op *)base;
 	struct failback *fb = op->fb;
 	struct vmm *v = op->op.vmm;
-	struct vmm_alloc *a = vmm_table_find(v->table, op->guid);
+	struct vmm_alloc *a = vmm_table_find(vmm_allocations(v), op->guid);
 	struct pt_origin o = { .node = vmm_node_id(v), .lsn = op->op.lsn, .own = true };
 
 	if (a)
@@ -98,7 +95,7 @@ static void failback_finish(struct vmm_op *base)
 		log_info("failback: %s is %s's again", a->guid, a->home);
 	} else {
 		if (a)
-			event_active(v->kick_event, EV_TIMEOUT, 0);
+			vmm_paging_kick(v);
 		if (!fb->failed++)
 			snprintf(fb->reason, sizeof(fb->reason), "%s: %s", op->guid,
 				 op->op.reason[0] ? op->op.reason : "gone meanwhile");
@@ -122,7 +119,7 @@ static void hand_back(struct failback *fb, struct vmm_alloc *a)
 	}
 	op->op.vmm = v;
 	op->op.finish = failback_finish;
-	op->op.lsn = pagetable_reserve_lsn(v->pt);
+	op->op.lsn = pagetable_reserve_lsn(vmm_pagetable(v));
 	op->fb = fb;
 	snprintf(op->guid, sizeof(op->guid), "%s", a->guid);
 	oc.guid = a->guid;
@@ -146,15 +143,15 @@ void vmm_op_failback(struct vmm *v, struct client_call *call)
 	struct vmm_alloc **all;
 	size_t n = 0;
 
-	if (v->mode != VMM_MODE_MIRRORED || !vmm_can_complete(v)) {
+	if (vmm_mode(v) != VMM_MODE_MIRRORED || !vmm_can_complete(v)) {
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
 				"failback needs the pair whole: node %s is not mirrored with its "
 				"partner (%s)",
-				vmm_node_id(v), v->mode_reason);
+				vmm_node_id(v), vmm_mode_reason(v));
 		return;
 	}
 	fb = calloc(1, sizeof(*fb));
-	all = vmm_table_sorted(v->table, &n);
+	all = vmm_table_sorted(vmm_allocations(v), &n);
 	if (!fb || (!all && n)) {
 		free(fb);
 		free(all);
@@ -181,7 +178,7 @@ void vmm_op_failback(struct vmm *v, struct client_call *call)
 int vmm_owner_changed(struct vmm *v, const char *guid, const char *owner, const struct pt_origin *o,
 		      char *reason, size_t len)
 {
-	struct vmm_alloc *a = vmm_table_find(v->table, guid);
+	struct vmm_alloc *a = vmm_table_find(vmm_allocations(v), guid);
 
 	if (!a) {
 		snprintf(reason, len, "no allocation %s", guid);
@@ -193,7 +190,7 @@ int vmm_owner_changed(struct vmm *v, const char *guid, const char *owner, const 
 		return FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
 	}
 	if (set_owner(v, a, owner, o) < 0) {
-		snprintf(reason, len, "page table: %s", pagetable_last_error(v->pt));
+		snprintf(reason, len, "page table: %s", pagetable_last_error(vmm_pagetable(v)));
 		return FTVM__PARTNER__STATUS__STATUS_INTERNAL;
 	}
 	/* Ours now: what is not in the store yet, we write there. */

@@ -17,15 +17,25 @@
 #include "codec.h"
 #include "pagetable_sqlite.h"
 #include "session.h"
+#include "status_counts.h"
 
 struct event_base;
 struct vmm;
 struct failover_state;
 
-/* The state, empty but for the window's event (on base, for v); NULL when
- * out of memory. */
+/* The state, empty but for the window's event (on base, for v), offline
+ * ("starting"); NULL when out of memory. */
 struct failover_state *failover_state_new(struct event_base *base, struct vmm *v);
 void failover_state_free(struct failover_state *f);
+/* vmm_mode.c: at start, the epoch recorded in the page table becomes this
+ * node's (vmm_epoch()); -errno when it cannot be read (the page table's
+ * error says why). */
+int vmm_epoch_load(struct vmm *v);
+/* Why the node is in its mode (vmm_set_mode()'s reason; "starting" before
+ * the first): the answers it refuses say so. */
+const char *vmm_mode_reason(const struct vmm *v);
+/* What it counted since start (the resync_* rows of the status). */
+const struct status_counts *failover_counted(const struct failover_state *f);
 /* resync.c: a resync is under way, sending or receiving; receiving. */
 bool vmm_resync_busy(const struct vmm *v);
 bool vmm_resync_receiving(const struct vmm *v);
@@ -59,8 +69,15 @@ struct vmm_holding {
 /* ha/holdings.c: the newest of call's client's pointers to guid's page. */
 struct vmm_holding *vmm_holding_find(struct vmm *v, struct client_call *call, const char *guid,
 				     uint64_t page);
-/* vmm/pointer.c: h leaves v's list. */
+/* ha/holdings.c keeps the list of them (failover_state.h); vmm/pointer.c
+ * puts h in when granted (and when its release failed or waits to be tried
+ * again), and takes it out to release it. */
+void vmm_holding_add(struct vmm *v, struct vmm_holding *h);
 void vmm_holding_unlink(struct vmm *v, struct vmm_holding *h);
+/* A gone client's next pointer to release, out of the list: one of
+ * client_id's not waiting to be tried again (h->retry); NULL when none is
+ * left. */
+struct vmm_holding *vmm_holding_take_client(struct vmm *v, uint64_t client_id);
 /* ha/holdings.c: h goes (out of the list already), and the frames set
  * aside for it with the last revoked pointer into them. */
 void vmm_holding_free(struct vmm *v, struct vmm_holding *h);

@@ -4,11 +4,18 @@
 
 #include <stdbool.h>
 
+#include "status_counts.h"
 #include "vmm.h"
 
 struct event;
 
 struct failover_state {
+	/* vmm_mode.c, which alone writes them: the mode the methods complete
+	 * in (node/ha/HA.md: mirrored, solo, fenced), why, and the pair's
+	 * epoch as this node knows it (loaded from the page table at start). */
+	enum vmm_mode mode;
+	char mode_reason[256];
+	uint64_t epoch;
 	/* resync.c: the resync this node sends, or whether it receives one,
 	 * and how that went; who is told of a received one's start and end. */
 	struct resync_send *resync_send;
@@ -22,4 +29,16 @@ struct failover_state {
 	bool window_held;
 	struct vmm_window_waiter *window_waiters;
 	struct event *window_event;
+	/* holdings.c: the pointers this node's clients hold, newest first;
+	 * vmm/pointer.c adds and takes them through failover.h's calls. */
+	struct vmm_holding *holdings;
+	/* The resync_* rows of `ftvmctl status`, counted where each happens
+	 * in resync.c (`vmm_failover(v)->counted.resync_pages_dropped++`). */
+	struct status_counts counted;
 };
+
+/* vmm_mode.c: a resync's sender goes mirrored in its snapshot's turn
+ * (resync.c, start()): every change from then on goes to the partner behind
+ * the snapshot. Quietly: the mode's reason stays, and the pair's own change
+ * (vmm_set_mode()) comes with the partner's answer. */
+void vmm_mode_mirrored_at_snapshot(struct vmm *v);

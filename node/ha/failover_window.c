@@ -17,7 +17,6 @@
  * partner answer the lost link failed (vmm/whole_page.c). The paging queue's
  * requests wait for the same end under VMM_WAIT_PARTNER. */
 #include "vmm_core.h"
-#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include "failover_state.h"
 
@@ -43,19 +42,19 @@ struct vmm_window_waiter {
 
 bool vmm_window_open(const struct vmm *v)
 {
-	return v->mode == VMM_MODE_MIRRORED &&
-	       (v->failover->window_held || !repl_session_link_up(v->session));
+	return vmm_mode(v) == VMM_MODE_MIRRORED &&
+	       (vmm_failover(v)->window_held || !repl_session_link_up(vmm_session(v)));
 }
 
 void vmm_window_link_lost(struct vmm *v)
 {
-	if (v->mode == VMM_MODE_MIRRORED)
-		v->failover->window_held = true;
+	if (vmm_mode(v) == VMM_MODE_MIRRORED)
+		vmm_failover(v)->window_held = true;
 }
 
 static void unlink_waiter(struct vmm *v, struct vmm_window_waiter *w)
 {
-	struct vmm_window_waiter **p = &v->failover->window_waiters;
+	struct vmm_window_waiter **p = &vmm_failover(v)->window_waiters;
 
 	while (*p && *p != w)
 		p = &(*p)->next;
@@ -84,15 +83,16 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 	snprintf(reason, sizeof(reason),
 		 "partner unavailable for %u ms (request_timeout_ms): the link is down and "
 		 "neither the partner's return nor a takeover came",
-		 v->config->request_timeout_ms);
+		 vmm_config(v)->request_timeout_ms);
 	end_waiter(v, w, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE, reason);
 }
 
 int vmm_window_wait(struct vmm *v, uint64_t client_id, vmm_window_fn fn, void *arg)
 {
-	struct vmm_window_waiter *w = calloc(1, sizeof(*w)), **tail = &v->failover->window_waiters;
+	struct vmm_window_waiter *w = calloc(1, sizeof(*w));
+	struct vmm_window_waiter **tail = &vmm_failover(v)->window_waiters;
 
-	if (!w || !(w->deadline = evtimer_new(v->base, on_deadline, w))) {
+	if (!w || !(w->deadline = evtimer_new(vmm_event_base(v), on_deadline, w))) {
 		free(w);
 		return -ENOMEM;
 	}
@@ -100,7 +100,7 @@ int vmm_window_wait(struct vmm *v, uint64_t client_id, vmm_window_fn fn, void *a
 	w->client_id = client_id;
 	w->fn = fn;
 	w->arg = arg;
-	vmm_timer_add_ms(w->deadline, v->config->request_timeout_ms);
+	vmm_timer_add_ms(w->deadline, vmm_config(v)->request_timeout_ms);
 	while (*tail)
 		tail = &(*tail)->next;
 	*tail = w;
@@ -113,16 +113,17 @@ int vmm_window_wait(struct vmm *v, uint64_t client_id, vmm_window_fn fn, void *a
 void vmm_on_window_closed(evutil_socket_t fd, short what, void *arg)
 {
 	struct vmm *v = arg;
-	struct vmm_window_waiter *w = v->failover->window_waiters;
+	struct failover_state *f = vmm_failover(v);
+	struct vmm_window_waiter *w = f->window_waiters;
 	char reason[320];
 	size_t n = 0;
 
-	v->failover->window_waiters = NULL;
+	f->window_waiters = NULL;
 	if (w)
 		log_info("%s: requests that waited for the partner go on",
-			 v->mode == VMM_MODE_FENCED ? "fenced" : "the pair decided");
+			 vmm_mode(v) == VMM_MODE_FENCED ? "fenced" : "the pair decided");
 	snprintf(reason, sizeof(reason), "node %s is fenced (%s): its partner serves",
-		 vmm_node_id(v), v->mode_reason);
+		 vmm_node_id(v), vmm_mode_reason(v));
 	while (w) {
 		struct vmm_window_waiter *next = w->next;
 		vmm_window_fn fn = w->fn;
@@ -131,7 +132,7 @@ void vmm_on_window_closed(evutil_socket_t fd, short what, void *arg)
 		event_free(w->deadline);
 		free(w);
 		n++;
-		if (v->mode == VMM_MODE_FENCED)
+		if (vmm_mode(v) == VMM_MODE_FENCED)
 			fn(v, fn_arg, FTVM__PARTNER__STATUS__STATUS_FENCED, reason);
 		else
 			fn(v, fn_arg, FTVM__PARTNER__STATUS__STATUS_OK, "");
@@ -143,18 +144,20 @@ void vmm_on_window_closed(evutil_socket_t fd, short what, void *arg)
 
 void vmm_window_check(struct vmm *v)
 {
-	if (v->mode != VMM_MODE_MIRRORED || repl_session_link_up(v->session))
-		v->failover->window_held = false;
+	struct failover_state *f = vmm_failover(v);
+
+	if (vmm_mode(v) != VMM_MODE_MIRRORED || repl_session_link_up(vmm_session(v)))
+		f->window_held = false;
 	if (vmm_window_open(v))
 		return;
-	if (v->failover->window_waiters)
-		event_active(v->failover->window_event, EV_TIMEOUT, 0);
+	if (f->window_waiters)
+		event_active(f->window_event, EV_TIMEOUT, 0);
 	vmm_paging_kick(v); /* its VMM_WAIT_PARTNER waiters */
 }
 
 void vmm_window_client_gone(struct vmm *v, uint64_t client_id)
 {
-	struct vmm_window_waiter *w = v->failover->window_waiters, *next;
+	struct vmm_window_waiter *w = vmm_failover(v)->window_waiters, *next;
 
 	for (; w; w = next) {
 		next = w->next;
@@ -166,8 +169,10 @@ void vmm_window_client_gone(struct vmm *v, uint64_t client_id)
 
 void vmm_window_fail_all(struct vmm *v, int status, const char *reason)
 {
-	while (v->failover->window_waiters)
-		end_waiter(v, v->failover->window_waiters, status, reason);
+	struct failover_state *f = vmm_failover(v);
+
+	while (f->window_waiters)
+		end_waiter(v, f->window_waiters, status, reason);
 }
 
 /* ---- requests parked as they came ---- */

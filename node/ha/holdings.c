@@ -5,7 +5,8 @@
  * (vmm_holdings_release_at_stop), and counted for `ftvmctl status`. The
  * grants and releases themselves are vmm/pointer.c's. */
 #include "vmm_core.h"
-#include "vmm_state.h" /* still reads struct vmm: to go */
+
+#include "failover_state.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,9 +35,38 @@ struct vmm_holding *vmm_holding_find(struct vmm *v, struct client_call *call, co
 	uint64_t client_id = client_call_client_id(call);
 	struct vmm_holding *h;
 
-	for (h = v->holdings; h; h = h->next)
+	for (h = vmm_failover(v)->holdings; h; h = h->next)
 		if (h->client_id == client_id && h->page == page && strcmp(h->guid, guid) == 0)
 			break;
+	return h;
+}
+
+void vmm_holding_add(struct vmm *v, struct vmm_holding *h)
+{
+	struct failover_state *f = vmm_failover(v);
+
+	h->next = f->holdings;
+	f->holdings = h;
+}
+
+void vmm_holding_unlink(struct vmm *v, struct vmm_holding *h)
+{
+	struct vmm_holding **p = &vmm_failover(v)->holdings;
+
+	while (*p && *p != h)
+		p = &(*p)->next;
+	if (*p)
+		*p = h->next;
+}
+
+struct vmm_holding *vmm_holding_take_client(struct vmm *v, uint64_t client_id)
+{
+	struct vmm_holding **p = &vmm_failover(v)->holdings, *h;
+
+	while ((h = *p) && (h->client_id != client_id || h->retry))
+		p = &h->next;
+	if (h)
+		*p = h->next;
 	return h;
 }
 
@@ -77,7 +107,7 @@ bool vmm_holding_revoked_reply(struct vmm *v, struct client_call *call, struct v
 
 void vmm_holdings_forget_landings(struct vmm *v)
 {
-	for (struct vmm_holding *h = v->holdings; h; h = h->next)
+	for (struct vmm_holding *h = vmm_failover(v)->holdings; h; h = h->next)
 		h->has_landing = false;
 }
 
@@ -101,7 +131,7 @@ static void remirror_finish(struct vmm_op *base)
 			    op->guid, (unsigned long long)op->page, op->owner, op->op.reason);
 	else if (op->op.has_landing)
 		/* Still held (not released meanwhile): its release may use it. */
-		for (h = op->op.vmm->holdings; h; h = h->next)
+		for (h = vmm_failover(op->op.vmm)->holdings; h; h = h->next)
 			if (h->write && h->page == op->page && strcmp(h->guid, op->guid) == 0 &&
 			    strcmp(h->owner, op->owner) == 0) {
 				h->landing = op->op.landing;
@@ -121,7 +151,7 @@ void vmm_holdings_mirror(struct vmm *v)
 {
 	unsigned n = 0;
 
-	for (struct vmm_holding *h = v->holdings; h; h = h->next) {
+	for (struct vmm_holding *h = vmm_failover(v)->holdings; h; h = h->next) {
 		struct remirror_op *op;
 		struct vmm_msg msg;
 		Envelope *env;
@@ -186,7 +216,7 @@ static void drop_written(struct vmm *v, struct vmm_alloc *a, const struct vmm_ho
  * and the page's frames go aside for them. Returns how many. */
 static unsigned revoke_page(struct vmm *v, struct vmm_holding *first)
 {
-	struct vmm_alloc *a = vmm_table_find(v->table, first->guid);
+	struct vmm_alloc *a = vmm_table_find(vmm_allocations(v), first->guid);
 	struct vmm_page *p = vmm_alloc_page(a, first->page);
 	struct vmm_quarantine *q = NULL;
 	unsigned n = 0;
@@ -210,7 +240,7 @@ static unsigned revoke_page(struct vmm *v, struct vmm_holding *first)
 		    strcmp(h->guid, first->guid) != 0)
 			continue;
 		h->revoked = true;
-		h->revoked_epoch = v->epoch;
+		h->revoked_epoch = vmm_epoch(v);
 		h->has_landing = false;
 		h->quarantine = q;
 		if (q)
@@ -226,7 +256,7 @@ static unsigned revoke_page(struct vmm *v, struct vmm_holding *first)
 
 void vmm_holdings_revoke(struct vmm *v)
 {
-	struct vmm_holding **hp = &v->holdings;
+	struct vmm_holding **hp = &vmm_failover(v)->holdings;
 	unsigned n = 0;
 
 	while (*hp) {
@@ -236,7 +266,7 @@ void vmm_holdings_revoke(struct vmm *v)
 			/* A gone client's release, to be tried again: the
 			 * survivor let its lock go at the takeover. */
 			*hp = h->next;
-			drop_written(v, vmm_table_find(v->table, h->guid), h);
+			drop_written(v, vmm_table_find(vmm_allocations(v), h->guid), h);
 			vmm_holding_free(v, h);
 			continue;
 		}
@@ -248,7 +278,7 @@ void vmm_holdings_revoke(struct vmm *v)
 		log_warning("%u pointer(s) held by this node's clients revoked at epoch %llu: the "
 			    "partner serves their pages; their frames stay aside until each is "
 			    "released",
-			    n, (unsigned long long)v->epoch);
+			    n, (unsigned long long)vmm_epoch(v));
 }
 
 /* Whether h is the first of the list's holdings into its quarantine (a
@@ -263,13 +293,16 @@ static bool first_into(const struct vmm_holding *list, const struct vmm_holding 
 
 void vmm_holdings_revoked(const struct vmm *v, uint64_t *ret_pointers, uint64_t *ret_frames)
 {
+	const struct failover_state *f = vmm_failover(v);
+
 	*ret_pointers = *ret_frames = 0;
-	for (const struct vmm_holding *h = v->holdings; h; h = h->next) {
+	for (const struct vmm_holding *h = f->holdings; h; h = h->next) {
 		if (!h->revoked)
 			continue;
 		(*ret_pointers)++;
-		if (h->quarantine && first_into(v->holdings, h))
-			*ret_frames += h->quarantine->block_size / frame_pool_page_size(v->pool);
+		if (h->quarantine && first_into(f->holdings, h))
+			*ret_frames +=
+				h->quarantine->block_size / frame_pool_page_size(vmm_frame_pool(v));
 	}
 }
 
@@ -278,7 +311,7 @@ void vmm_holdings_revoked(const struct vmm *v, uint64_t *ret_pointers, uint64_t 
 static uint64_t release_modified_here(struct vmm *v, struct vmm_alloc *a, struct vmm_holding *h)
 {
 	struct pt_origin o = { .node = vmm_node_id(v),
-			       .lsn = pagetable_reserve_lsn(v->pt),
+			       .lsn = pagetable_reserve_lsn(vmm_pagetable(v)),
 			       .own = true };
 	uint64_t version = a->page[h->page].version + 1;
 
@@ -295,8 +328,8 @@ static uint64_t release_modified_here(struct vmm *v, struct vmm_alloc *a, struct
  * node stopped while its clients hold pointers"). */
 void vmm_holdings_release_at_stop(struct vmm *v)
 {
-	for (struct vmm_holding *h = v->holdings; h; h = h->next) {
-		struct vmm_alloc *a = vmm_table_find(v->table, h->guid);
+	for (struct vmm_holding *h = vmm_failover(v)->holdings; h; h = h->next) {
+		struct vmm_alloc *a = vmm_table_find(vmm_allocations(v), h->guid);
 		struct vmm_page *p = vmm_alloc_page(a, h->page);
 
 		if (!p || !p->resident || !h->write || h->revoked)
@@ -310,11 +343,11 @@ void vmm_holdings_release_at_stop(struct vmm *v)
 
 void vmm_holding_let_go(struct vmm *v, struct vmm_holding *h)
 {
-	struct vmm_alloc *a = vmm_table_find(v->table, h->guid);
+	struct vmm_alloc *a = vmm_table_find(vmm_allocations(v), h->guid);
 
 	if (!a)
 		return;
-	if (v->mode == VMM_MODE_FENCED)
+	if (vmm_mode(v) == VMM_MODE_FENCED)
 		drop_written(v, a, h);
 	else if (!written_into(v, a, h))
 		vmm_unlock(v, a, h->page, h->owner);
@@ -327,10 +360,12 @@ void vmm_holding_let_go(struct vmm *v, struct vmm_holding *h)
 
 void vmm_holdings_free(struct vmm *v)
 {
-	while (v->holdings) {
-		struct vmm_holding *h = v->holdings;
+	struct failover_state *f = vmm_failover(v);
 
-		v->holdings = h->next;
+	while (f->holdings) {
+		struct vmm_holding *h = f->holdings;
+
+		f->holdings = h->next;
 		vmm_holding_free(v, h);
 	}
 }

@@ -9,7 +9,6 @@
  * change ("undo": a resync must carry it), and the page table keeps the
  * list, from which version to which, for `ftvmctl recovery`. */
 #include "vmm_core.h"
-#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include <endian.h>
 #include <errno.h>
@@ -50,7 +49,7 @@ static void settle(struct recovery *rc, struct vmm_alloc *a, uint64_t i,
 	struct vmm_page *p = &a->page[i];
 	uint64_t from = p->version, to = le64toh(rec->version);
 	struct pt_origin o = { .node = vmm_node_id(v),
-			       .lsn = pagetable_reserve_lsn(v->pt),
+			       .lsn = pagetable_reserve_lsn(vmm_pagetable(v)),
 			       .own = true };
 	struct pt_recovered noted = { .at_ms = rc->at_ms,
 				      .guid = a->guid,
@@ -68,9 +67,9 @@ static void settle(struct recovery *rc, struct vmm_alloc *a, uint64_t i,
 	vmm_page_state(a, i, &pp);
 	pp.undo = true;
 	vmm_journal_page(v, a, &pp, &o);
-	if (pagetable_recovered_add(v->pt, &noted) < 0)
+	if (pagetable_recovered_add(vmm_pagetable(v), &noted) < 0)
 		log_error("page table: cannot note that %s page %llu went back: %s", a->guid,
-			  (unsigned long long)i, pagetable_last_error(v->pt));
+			  (unsigned long long)i, pagetable_last_error(vmm_pagetable(v)));
 	if (rc->pages++ < LOG_PAGES_MAX)
 		log_warning("%s page %llu: version %llu is lost (%s): back to the store's "
 			    "version %llu",
@@ -104,7 +103,7 @@ int64_t vmm_recover_lost_pages(struct vmm *v, const char *why)
 {
 	struct recovery rc = { .vmm = v, .why = why, .at_ms = wall_clock_ms() };
 	size_t n = 0;
-	struct vmm_alloc **all = vmm_table_sorted(v->table, &n);
+	struct vmm_alloc **all = vmm_table_sorted(vmm_allocations(v), &n);
 	int r;
 
 	if (!all && n)
@@ -114,10 +113,10 @@ int64_t vmm_recover_lost_pages(struct vmm *v, const char *why)
 	free(all);
 	if (!rc.pages)
 		return 0;
-	r = pagetable_commit(v->pt);
+	r = pagetable_commit(vmm_pagetable(v));
 	if (r < 0)
 		return log_error_errno(r, "page table: cannot commit the recovery: %s",
-				       pagetable_last_error(v->pt));
+				       pagetable_last_error(vmm_pagetable(v)));
 	log_warning("recovery (%s): %llu pages of %llu allocations went back to the store's "
 		    "copy, their newer versions were in memory alone and are lost%s; `ftvmctl "
 		    "recovery` lists them",
@@ -134,10 +133,11 @@ static int take_newest_at(const struct pt_recovered *rec, void *arg)
 
 void vmm_recovered_summary(struct vmm *v, uint64_t *ret_pages, uint64_t *ret_last_at_ms)
 {
-	*ret_pages = pagetable_recovered_count(v->pt);
+	*ret_pages = pagetable_recovered_count(vmm_pagetable(v));
 	*ret_last_at_ms = 0;
 	if (*ret_pages)
-		pagetable_recovered_list(v->pt, 0, 1, true, take_newest_at, ret_last_at_ms);
+		pagetable_recovered_list(vmm_pagetable(v), 0, 1, true, take_newest_at,
+					 ret_last_at_ms);
 }
 
 /* The reply's pages, copied out of the page table's rows. */
@@ -181,15 +181,17 @@ void vmm_reply_recovery(struct vmm *v, struct client_call *call,
 	int r = l.pages && l.ptrs ? 0 : -ENOMEM;
 
 	if (r == 0)
-		r = pagetable_recovered_list(v->pt, req->after, limit, req->newest, take_row, &l);
+		r = pagetable_recovered_list(vmm_pagetable(v), req->after, limit, req->newest,
+					     take_row, &l);
 	if (r < 0) {
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
 				"cannot list the recovered pages: %s",
-				r == -ENOMEM ? strerror(ENOMEM) : pagetable_last_error(v->pt));
+				r == -ENOMEM ? strerror(ENOMEM)
+					     : pagetable_last_error(vmm_pagetable(v)));
 	} else {
 		rr.pages = l.ptrs;
 		rr.n_pages = l.n;
-		rr.total = pagetable_recovered_count(v->pt);
+		rr.total = pagetable_recovered_count(vmm_pagetable(v));
 		reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_RECOVERY;
 		reply.recovery = &rr;
 		client_call_reply(call, &reply);

@@ -12,7 +12,6 @@
  *   its answer:    landed pages (one batch), the rest inline, ResyncEnd
  *   each answer:   staging runs back to the pool */
 #include "vmm_core.h"
-#include "vmm_state.h" /* still reads struct vmm: to go */
 
 #include "failover_state.h"
 
@@ -67,14 +66,14 @@ struct resync_send {
 static void staged_give_back(struct resync_send *rs, struct resync_staged *b)
 {
 	if (b->holds)
-		frame_pool_give(rs->vmm->pool, b->frame,
-				b->block_size / rs->vmm->config->page_size);
+		frame_pool_give(vmm_frame_pool(rs->vmm), b->frame,
+				b->block_size / vmm_config(rs->vmm)->page_size);
 	b->holds = false;
 }
 
 static void note_applied(struct resync_send *rs, const CommandComplete *cc)
 {
-	struct pagetable *pt = rs->vmm->pt;
+	struct pagetable *pt = vmm_pagetable(rs->vmm);
 
 	if (cc->applied_lsn > pagetable_applied_by_partner_lsn(pt))
 		pagetable_set_applied_by_partner_lsn(pt, cc->applied_lsn);
@@ -100,7 +99,7 @@ static void release(struct resync_send *rs)
 	}
 	free(rs->staged);
 	rs->stats.ms = clock_now_ms() - rs->stats.ms;
-	rs->vmm->failover->resync_send = NULL;
+	vmm_failover(rs->vmm)->resync_send = NULL;
 	rs->done(rs->status, rs->reason, &rs->stats, rs->arg);
 	free(rs);
 }
@@ -127,7 +126,8 @@ static void on_landed_answer(const CommandComplete *cc, void *arg)
 static int send_one(struct resync_send *rs, Envelope *env)
 {
 	struct vmm *v = rs->vmm;
-	int r = repl_session_request(v->session, env, v->config->request_timeout_ms, on_answer, rs);
+	int r = repl_session_request(vmm_session(v), env, vmm_config(v)->request_timeout_ms,
+				     on_answer, rs);
 
 	if (r == 0)
 		rs->outstanding++;
@@ -191,7 +191,7 @@ static int send_inline(struct resync_send *rs, const char *guid, uint64_t page, 
 	env.resync_page = &m;
 	r = send_one(rs, &env);
 	if (r == 0)
-		rs->vmm->counted.resync_pages_inline++;
+		vmm_failover(rs->vmm)->counted.resync_pages_inline++;
 	return r;
 }
 
@@ -203,18 +203,18 @@ static int stage(struct resync_send *rs, const struct vmm_alloc *a, uint64_t pag
 		 const void *block)
 {
 	struct vmm *v = rs->vmm;
-	uint32_t frames = a->block_size / v->config->page_size;
+	uint32_t frames = a->block_size / vmm_config(v)->page_size;
 	struct resync_staged *b, *grown;
 	uint64_t first;
 
-	if (frames > rs->stage_budget || frame_pool_take(v->pool, frames, &first) < 0)
+	if (frames > rs->stage_budget || frame_pool_take(vmm_frame_pool(v), frames, &first) < 0)
 		return -ENOSPC;
 	if (rs->n_staged == rs->cap_staged) {
 		size_t cap = rs->cap_staged ? 2 * rs->cap_staged : 64;
 
 		grown = realloc(rs->staged, cap * sizeof(*grown));
 		if (!grown) {
-			frame_pool_give(v->pool, first, frames);
+			frame_pool_give(vmm_frame_pool(v), first, frames);
 			return -ENOMEM;
 		}
 		rs->staged = grown;
@@ -224,7 +224,7 @@ static int stage(struct resync_send *rs, const struct vmm_alloc *a, uint64_t pag
 	memset(b, 0, sizeof(*b));
 	b->guid = strdup(a->guid);
 	if (!b->guid) {
-		frame_pool_give(v->pool, first, frames);
+		frame_pool_give(vmm_frame_pool(v), first, frames);
 		return -ENOMEM;
 	}
 	rs->n_staged++;
@@ -235,7 +235,7 @@ static int stage(struct resync_send *rs, const struct vmm_alloc *a, uint64_t pag
 	page_state(a, page, &b->state);
 	b->frame = first;
 	b->holds = true;
-	memcpy(frame_pool_addr(v->pool, first), block, a->block_size);
+	memcpy(frame_pool_addr(vmm_frame_pool(v), first), block, a->block_size);
 	return 0;
 }
 
@@ -349,10 +349,10 @@ static void make_plan(struct resync_send *rs, struct resync_plan *p)
 	struct vmm *v = rs->vmm;
 
 	memset(p, 0, sizeof(*p));
-	if (rs->partner_own_lsn != pagetable_partner_applied_lsn(v->pt) ||
-	    rs->partner_applied_lsn < pagetable_applied_by_partner_lsn(v->pt))
+	if (rs->partner_own_lsn != pagetable_partner_applied_lsn(vmm_pagetable(v)) ||
+	    rs->partner_applied_lsn < pagetable_applied_by_partner_lsn(vmm_pagetable(v)))
 		return;
-	if (pagetable_journal_guids_after(v->pt, vmm_node_id(v), rs->partner_applied_lsn,
+	if (pagetable_journal_guids_after(vmm_pagetable(v), vmm_node_id(v), rs->partner_applied_lsn,
 					  add_touched, p) < 0) {
 		plan_free(p);
 		memset(p, 0, sizeof(*p));
@@ -368,7 +368,7 @@ static char **freed_of(const struct vmm *v, const struct resync_plan *p, size_t 
 
 	*ret_n = 0;
 	for (size_t i = 0; freed && i < p->n_touched; i++)
-		if (!vmm_table_find(v->table, p->touched[i]))
+		if (!vmm_table_find(vmm_allocations(v), p->touched[i]))
 			freed[(*ret_n)++] = p->touched[i];
 	return freed;
 }
@@ -383,7 +383,7 @@ static int send_begin(struct resync_send *rs, const struct resync_plan *p, size_
 
 	if (p->incremental && !freed)
 		return -ENOMEM;
-	begin.epoch = rs->vmm->epoch;
+	begin.epoch = vmm_epoch(rs->vmm);
 	begin.allocations = n;
 	begin.incremental = p->incremental;
 	begin.freed = freed;
@@ -400,7 +400,7 @@ static int send_end(struct resync_send *rs)
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 	Ftvm__Partner__ResyncEnd end = FTVM__PARTNER__RESYNC_END__INIT;
 
-	end.epoch = rs->vmm->epoch;
+	end.epoch = vmm_epoch(rs->vmm);
 	end.lsn = rs->end_lsn;
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_END;
 	env.resync_end = &end;
@@ -448,17 +448,17 @@ static int send_landed(struct resync_send *rs)
 		envs[i].resync_page = &pages[i];
 		env_ptrs[i] = &envs[i];
 		args[i] = b;
-		writes[i].src = frame_pool_addr(v->pool, b->frame);
+		writes[i].src = frame_pool_addr(vmm_frame_pool(v), b->frame);
 		writes[i].len = b->block_size;
 		writes[i].to = b->to;
 	}
 	qsort(writes, n, sizeof(*writes), compare_landing);
-	r = repl_session_request_batch_landed(v->session, env_ptrs, n,
-					      v->config->request_timeout_ms, on_landed_answer, args,
-					      writes, n);
+	r = repl_session_request_batch_landed(vmm_session(v), env_ptrs, n,
+					      vmm_config(v)->request_timeout_ms, on_landed_answer,
+					      args, writes, n);
 	if (r == 0) {
 		rs->outstanding += n;
-		v->counted.resync_pages_one_sided += n;
+		vmm_failover(v)->counted.resync_pages_one_sided += n;
 	}
 out:
 	free(envs);
@@ -479,7 +479,7 @@ static int send_staged_inline(struct resync_send *rs, size_t first, size_t end)
 	for (size_t i = first; r == 0 && i < end; i++) {
 		struct resync_staged *b = &rs->staged[i];
 
-		r = send_inline(rs, b->guid, b->page, frame_pool_addr(v->pool, b->frame),
+		r = send_inline(rs, b->guid, b->page, frame_pool_addr(vmm_frame_pool(v), b->frame),
 				b->block_size, &b->state);
 		staged_give_back(rs, b); /* the session copied the block */
 	}
@@ -536,7 +536,7 @@ static void on_landings(const CommandComplete *cc, void *arg)
 			const Ftvm__Partner__Landing *l = cc->landings[k];
 			struct resync_staged *b = &rs->staged[rs->chunk_first + k];
 
-			if ((uint64_t)l->frames * rs->vmm->config->page_size != b->block_size)
+			if ((uint64_t)l->frames * vmm_config(rs->vmm)->page_size != b->block_size)
 				break;
 			b->to.frame = l->frame;
 			b->to.frames = l->frames;
@@ -546,7 +546,7 @@ static void on_landings(const CommandComplete *cc, void *arg)
 	/* Not answered (the link went, the node stops): the resync failed. */
 	if ((cc->status != FTVM__PARTNER__STATUS__STATUS_OK &&
 	     cc->status != FTVM__PARTNER__STATUS__STATUS_UNSUPPORTED) ||
-	    event_base_once(rs->vmm->base, -1, EV_TIMEOUT, send_rest, rs, &now) < 0) {
+	    event_base_once(vmm_event_base(rs->vmm), -1, EV_TIMEOUT, send_rest, rs, &now) < 0) {
 		fail(rs, cc->status ? cc->status : FTVM__PARTNER__STATUS__STATUS_INTERNAL,
 		     cc->reason);
 		release(rs);
@@ -567,12 +567,13 @@ static int send_landings_request(struct resync_send *rs)
 	if (n > VMM_RESYNC_CHUNK)
 		n = VMM_RESYNC_CHUNK;
 	for (size_t i = 0; i < n; i++)
-		frames[i] = rs->staged[first + i].block_size / v->config->page_size;
+		frames[i] = rs->staged[first + i].block_size / vmm_config(v)->page_size;
 	m.n_frames = n;
 	m.frames = frames;
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_LANDINGS;
 	env.resync_landings = &m;
-	r = repl_session_request(v->session, &env, v->config->request_timeout_ms, on_landings, rs);
+	r = repl_session_request(vmm_session(v), &env, vmm_config(v)->request_timeout_ms,
+				 on_landings, rs);
 	if (r < 0)
 		return r;
 	rs->outstanding++;
@@ -591,7 +592,7 @@ static int send_snapshot(struct resync_send *rs)
 	struct vmm *v = rs->vmm;
 	struct resync_plan plan;
 	size_t n = 0, whole = 0;
-	struct vmm_alloc **all = vmm_table_sorted(v->table, &n);
+	struct vmm_alloc **all = vmm_table_sorted(vmm_allocations(v), &n);
 	int r;
 
 	if (!all && n)
@@ -617,7 +618,7 @@ static int send_snapshot(struct resync_send *rs)
 	if (r < 0)
 		return r;
 	/* Everything journalled here until now is in the snapshot. */
-	rs->end_lsn = pagetable_reserve_lsn(v->pt);
+	rs->end_lsn = pagetable_reserve_lsn(vmm_pagetable(v));
 	if (rs->n_staged && send_landings_request(rs) == 0)
 		return 0;
 	/* Not sent: the staged blocks go inline now, as they would have. */
@@ -635,22 +636,24 @@ static void start(struct resync_send *rs)
 	struct timeval soon = { 0, 1000 };
 	int r;
 
-	if (v->solo_in_flight) {
-		if (event_base_once(v->base, -1, EV_TIMEOUT, start_when_settled, rs, &soon) < 0)
+	if (vmm_solo_answers_pending(v)) {
+		if (event_base_once(vmm_event_base(v), -1, EV_TIMEOUT, start_when_settled, rs,
+				    &soon) < 0)
 			log_error("resync: cannot wait for operations in flight");
 		return;
 	}
 	/* Fenced, say, while the snapshot waited: a node that no longer serves
 	 * alone has nothing to resync, and must not go mirrored. */
-	if (v->mode != VMM_MODE_SOLO && v->mode != VMM_MODE_SOLO_READ) {
+	if (vmm_mode(v) != VMM_MODE_SOLO && vmm_mode(v) != VMM_MODE_SOLO_READ) {
 		char why[160];
 
 		snprintf(why, sizeof(why), "this node no longer serves alone (%s)",
-			 vmm_mode_name(v->mode));
+			 vmm_mode_name(vmm_mode(v)));
 		rs->outstanding = 1;
 		fail(rs,
-		     v->mode == VMM_MODE_FENCED ? FTVM__PARTNER__STATUS__STATUS_FENCED
-						: FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
+		     vmm_mode(v) == VMM_MODE_FENCED
+			     ? FTVM__PARTNER__STATUS__STATUS_FENCED
+			     : FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
 		     why);
 		release(rs);
 		return;
@@ -658,12 +661,12 @@ static void start(struct resync_send *rs)
 	vmm_flush(v);
 	rs->stats.ms = clock_now_ms();
 	rs->outstanding = 1; /* held until every request is out */
-	rs->one_sided = repl_session_one_sided(v->session);
-	rs->stage_budget = frame_pool_free_count(v->pool) / 2;
+	rs->one_sided = repl_session_one_sided(vmm_session(v));
+	rs->stage_budget = frame_pool_free_count(vmm_frame_pool(v)) / 2;
 	r = send_snapshot(rs);
 	/* From this turn on, every change goes to the partner after the
 	 * snapshot, on the same link, as any mirrored change does. */
-	v->mode = VMM_MODE_MIRRORED;
+	vmm_mode_mirrored_at_snapshot(v);
 	/* Ahead of ResyncEnd, after which the partner serves its clients: it
 	 * must know our clients' locks by then. */
 	if (r >= 0)
@@ -693,16 +696,17 @@ static void start_when_settled(evutil_socket_t fd, short what, void *arg)
 
 void vmm_resync_position(struct vmm *v, uint64_t *ret_applied, uint64_t *ret_own)
 {
-	*ret_applied = pagetable_partner_applied_lsn(v->pt);
-	*ret_own = pagetable_last_own_lsn(v->pt, vmm_node_id(v));
+	*ret_applied = pagetable_partner_applied_lsn(vmm_pagetable(v));
+	*ret_own = pagetable_last_own_lsn(vmm_pagetable(v), vmm_node_id(v));
 }
 
 int vmm_resync_send(struct vmm *v, uint64_t partner_applied_lsn, uint64_t partner_own_lsn,
 		    vmm_resync_done_fn done, void *arg)
 {
+	struct failover_state *f = vmm_failover(v);
 	struct resync_send *rs;
 
-	if (v->failover->resync_send)
+	if (f->resync_send)
 		return -EBUSY;
 	rs = calloc(1, sizeof(*rs));
 	if (!rs)
@@ -712,7 +716,7 @@ int vmm_resync_send(struct vmm *v, uint64_t partner_applied_lsn, uint64_t partne
 	rs->partner_own_lsn = partner_own_lsn;
 	rs->done = done;
 	rs->arg = arg;
-	v->failover->resync_send = rs;
+	f->resync_send = rs;
 	start(rs);
 	return 0;
 }
@@ -722,15 +726,15 @@ int vmm_resync_send(struct vmm *v, uint64_t partner_applied_lsn, uint64_t partne
 __attribute__((format(printf, 4, 5))) static int refuse(struct vmm *v, char *reason, size_t len,
 							const char *fmt, ...)
 {
+	struct failover_state *f = vmm_failover(v);
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(reason, len, fmt, ap);
 	va_end(ap);
-	if (v->failover->resync_receiving && !v->failover->resync_failed) {
-		v->failover->resync_failed = true;
-		snprintf(v->failover->resync_error, sizeof(v->failover->resync_error), "%s",
-			 reason);
+	if (f->resync_receiving && !f->resync_failed) {
+		f->resync_failed = true;
+		snprintf(f->resync_error, sizeof(f->resync_error), "%s", reason);
 	}
 	return FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
 }
@@ -738,14 +742,14 @@ __attribute__((format(printf, 4, 5))) static int refuse(struct vmm *v, char *rea
 /* Our copy of guid goes (absent already is fine): the survivor's replaces it. */
 static int drop_allocation(struct vmm *v, const char *guid, const struct pt_origin *o)
 {
-	struct vmm_alloc *a = vmm_table_find(v->table, guid);
+	struct vmm_alloc *a = vmm_table_find(vmm_allocations(v), guid);
 	int r;
 
 	if (!a)
 		return 0;
-	r = pagetable_alloc_delete(v->pt, a->guid, o);
+	r = pagetable_alloc_delete(vmm_pagetable(v), a->guid, o);
 	vmm_alloc_give_frames(v, a);
-	vmm_table_remove(v->table, a);
+	vmm_table_remove(vmm_allocations(v), a);
 	vmm_alloc_free(a);
 	vmm_changed(v);
 	return r;
@@ -755,7 +759,7 @@ static int drop_allocation(struct vmm *v, const char *guid, const struct pt_orig
 static int drop_table(struct vmm *v, const struct pt_origin *o)
 {
 	size_t n = 0;
-	struct vmm_alloc **all = vmm_table_sorted(v->table, &n);
+	struct vmm_alloc **all = vmm_table_sorted(vmm_allocations(v), &n);
 	int r = 0;
 
 	if (!all && n)
@@ -769,16 +773,17 @@ static int drop_table(struct vmm *v, const struct pt_origin *o)
 static int on_begin(struct vmm *v, const Ftvm__Partner__ResyncBegin *m, const struct pt_origin *o,
 		    char *reason, size_t len)
 {
+	struct failover_state *f = vmm_failover(v);
 	int r = 0;
 
-	if (m->epoch <= v->epoch)
+	if (m->epoch <= vmm_epoch(v))
 		return refuse(v, reason, len,
 			      "not behind: this node is at epoch %llu, not below %llu",
-			      (unsigned long long)v->epoch, (unsigned long long)m->epoch);
-	v->failover->resync_receiving = true;
-	v->failover->resync_failed = false;
+			      (unsigned long long)vmm_epoch(v), (unsigned long long)m->epoch);
+	f->resync_receiving = true;
+	f->resync_failed = false;
 	pagedata_resync_landings_drop(vmm_pagedata(v)); /* an earlier resync's */
-	v->failover->resync_error[0] = '\0';
+	f->resync_error[0] = '\0';
 	vmm_space_waiters_fail(v);
 	vmm_page_waiters_fail(v, FTVM__PARTNER__STATUS__STATUS_FENCED,
 			      "this node is being resynced by its partner, which serves");
@@ -789,11 +794,11 @@ static int on_begin(struct vmm *v, const Ftvm__Partner__ResyncBegin *m, const st
 		r = drop_allocation(v, m->freed[i], o);
 	if (r < 0)
 		return refuse(v, reason, len, "cannot empty the page table: %s",
-			      pagetable_last_error(v->pt));
+			      pagetable_last_error(vmm_pagetable(v)));
 	log_info("resync from %s (epoch %llu): %llu allocations coming", o->node,
 		 (unsigned long long)m->epoch, (unsigned long long)m->allocations);
-	if (v->failover->resync_observer)
-		v->failover->resync_observer(true, 0, "", v->failover->resync_arg);
+	if (f->resync_observer)
+		f->resync_observer(true, 0, "", f->resync_arg);
 	return 0;
 }
 
@@ -803,13 +808,14 @@ static int on_allocation(struct vmm *v, const Ftvm__Partner__ResyncAllocation *m
 	const Ftvm__Partner__AllocateMemory *am = m->allocation;
 	struct vmm_alloc *a;
 
-	if (!v->failover->resync_receiving)
+	if (!vmm_failover(v)->resync_receiving)
 		return refuse(v, reason, len, "ResyncAllocation outside a resync");
 	if (am && am->guid[0] && drop_allocation(v, am->guid, o) < 0)
-		return refuse(v, reason, len, "page table: %s", pagetable_last_error(v->pt));
+		return refuse(v, reason, len, "page table: %s",
+			      pagetable_last_error(vmm_pagetable(v)));
 	if (!am || !am->guid[0] || !m->owner[0] || am->block_size == 0 ||
-	    am->block_size % v->config->page_size || am->header.len > VMM_HEADER_MAX || !am->size ||
-	    !vmm_extent_fits(v, am))
+	    am->block_size % vmm_config(v)->page_size || am->header.len > VMM_HEADER_MAX ||
+	    !am->size || !vmm_extent_fits(v, am))
 		return refuse(v, reason, len, "a resync allocation that cannot be: %s",
 			      am ? am->guid : "(none)");
 	a = vmm_alloc_new(am->guid, am->home, m->owner, am->policy, am->size, am->block_size,
@@ -823,9 +829,10 @@ static int on_allocation(struct vmm *v, const Ftvm__Partner__ResyncAllocation *m
 	}
 	a->store_offset = am->store_offset;
 	a->uid = am->uid;
-	vmm_table_insert(v->table, a);
+	vmm_table_insert(vmm_allocations(v), a);
 	if (vmm_persist_alloc(v, a, o) < 0)
-		return refuse(v, reason, len, "page table: %s", pagetable_last_error(v->pt));
+		return refuse(v, reason, len, "page table: %s",
+			      pagetable_last_error(vmm_pagetable(v)));
 	for (uint64_t i = 0; i < a->pages; i++) {
 		a->page[i].version = m->pages[i]->version;
 		a->page[i].crc32c = m->pages[i]->crc32c;
@@ -834,7 +841,7 @@ static int on_allocation(struct vmm *v, const Ftvm__Partner__ResyncAllocation *m
 		a->page[i].stale = m->pages[i]->dirty;
 		if (vmm_persist_page(v, a, i, o) < 0)
 			return refuse(v, reason, len, "page table: %s",
-				      pagetable_last_error(v->pt));
+				      pagetable_last_error(vmm_pagetable(v)));
 	}
 	return 0;
 }
@@ -867,7 +874,7 @@ static int drop_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m)
 {
 	if (m->landed)
 		pagedata_resync_landing_close(vmm_pagedata(v), m->landed);
-	v->counted.resync_pages_dropped++;
+	vmm_failover(v)->counted.resync_pages_dropped++;
 	log_debug("resync: %s page %llu dropped, a newer change came first", m->guid,
 		  (unsigned long long)m->page);
 	return 0;
@@ -875,14 +882,15 @@ static int drop_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m)
 
 static int on_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m, char *reason, size_t len)
 {
-	struct vmm_alloc *a = vmm_table_find(v->table, m->guid);
+	struct failover_state *f = vmm_failover(v);
+	struct vmm_alloc *a = vmm_table_find(vmm_allocations(v), m->guid);
 	char why[512];
 	int r;
 
-	if (!v->failover->resync_receiving || !a || m->page >= a->pages) {
+	if (!f->resync_receiving || !a || m->page >= a->pages) {
 		if (m->landed)
 			pagedata_resync_landing_close(vmm_pagedata(v), m->landed);
-		if (!v->failover->resync_receiving)
+		if (!f->resync_receiving)
 			return refuse(v, reason, len, "ResyncPage outside a resync");
 		/* With a state it may come after the allocation's ReleaseMemory. */
 		if (!a && m->state)
@@ -923,39 +931,42 @@ static void offer_grants(void *arg)
 
 static int on_end(struct vmm *v, const Ftvm__Partner__ResyncEnd *m, char *reason, size_t len)
 {
+	struct failover_state *f = vmm_failover(v);
 	int r;
 
-	if (!v->failover->resync_receiving)
+	if (!f->resync_receiving)
 		return refuse(v, reason, len, "ResyncEnd outside a resync");
-	v->failover->resync_receiving = false;
+	f->resync_receiving = false;
 	pagedata_resync_landings_drop(vmm_pagedata(v)); /* none is named after ResyncEnd */
-	if (v->failover->resync_failed) {
-		snprintf(reason, len, "resync incomplete: %s", v->failover->resync_error);
-		if (v->failover->resync_observer)
-			v->failover->resync_observer(false, -EIO, reason, v->failover->resync_arg);
+	if (f->resync_failed) {
+		snprintf(reason, len, "resync incomplete: %s", f->resync_error);
+		if (f->resync_observer)
+			f->resync_observer(false, -EIO, reason, f->resync_arg);
 		return FTVM__PARTNER__STATUS__STATUS_INTERNAL;
 	}
 	/* Changes mirrored after the snapshot may have been applied already,
 	 * ahead of blocks that came a round trip later. */
-	r = pagetable_set_partner_applied_lsn(v->pt,
-					      m->lsn > pagetable_partner_applied_lsn(v->pt)
-						      ? m->lsn
-						      : pagetable_partner_applied_lsn(v->pt));
+	r = pagetable_set_partner_applied_lsn(
+		vmm_pagetable(v), m->lsn > pagetable_partner_applied_lsn(vmm_pagetable(v))
+					  ? m->lsn
+					  : pagetable_partner_applied_lsn(vmm_pagetable(v)));
 	/* Our own journal rows describe a table the survivor's replaced: none
 	 * is needed for a resync any more. */
 	if (r == 0)
-		r = pagetable_set_applied_by_partner_lsn(v->pt, pagetable_reserve_lsn(v->pt));
+		r = pagetable_set_applied_by_partner_lsn(vmm_pagetable(v),
+							 pagetable_reserve_lsn(vmm_pagetable(v)));
 	if (r == 0)
 		r = vmm_set_epoch(v, m->epoch);
 	if (r < 0) {
-		snprintf(reason, len, "cannot record the resync: %s", pagetable_last_error(v->pt));
+		snprintf(reason, len, "cannot record the resync: %s",
+			 pagetable_last_error(vmm_pagetable(v)));
 		return FTVM__PARTNER__STATUS__STATUS_INTERNAL;
 	}
 	log_info("resync done: epoch %llu, %zu allocations", (unsigned long long)m->epoch,
-		 vmm_table_size(v->table));
+		 vmm_table_size(vmm_allocations(v)));
 	vmm_after_commit(v, offer_grants, v);
-	if (v->failover->resync_observer)
-		v->failover->resync_observer(false, 0, "", v->failover->resync_arg);
+	if (f->resync_observer)
+		f->resync_observer(false, 0, "", f->resync_arg);
 	return 0;
 }
 
@@ -980,16 +991,20 @@ int vmm_resync_apply(struct vmm *v, const Envelope *env, char *reason, size_t le
 
 void vmm_set_resync_observer(struct vmm *v, vmm_resync_observer_fn fn, void *arg)
 {
-	v->failover->resync_observer = fn;
-	v->failover->resync_arg = arg;
+	struct failover_state *f = vmm_failover(v);
+
+	f->resync_observer = fn;
+	f->resync_arg = arg;
 }
 
 bool vmm_resync_busy(const struct vmm *v)
 {
-	return v->failover->resync_send || v->failover->resync_receiving;
+	struct failover_state *f = vmm_failover(v);
+
+	return f->resync_send || f->resync_receiving;
 }
 
 bool vmm_resync_receiving(const struct vmm *v)
 {
-	return v->failover->resync_receiving;
+	return vmm_failover(v)->resync_receiving;
 }

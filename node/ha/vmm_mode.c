@@ -2,7 +2,8 @@
  * complete in, the epoch, and the takeover of the partner's allocations. The
  * decisions themselves are node/ha/ha.c's. */
 #include "vmm_core.h"
-#include "vmm_state.h" /* still reads struct vmm: to go */
+
+#include "failover_state.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -11,7 +12,6 @@
 
 #include "log.h"
 #include "session.h"
-#include "store.h"
 
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
 
@@ -34,25 +34,27 @@ const char *vmm_mode_name(enum vmm_mode mode)
 
 void vmm_set_mode(struct vmm *v, enum vmm_mode mode, const char *reason)
 {
+	struct failover_state *f = vmm_failover(v);
 	bool solo = mode == VMM_MODE_SOLO || mode == VMM_MODE_SOLO_READ;
 	bool was_solo = vmm_was_solo(v);
 
-	if (v->mode != mode)
-		log_info("memory manager: %s -> %s: %s", vmm_mode_name(v->mode),
+	if (f->mode != mode)
+		log_info("memory manager: %s -> %s: %s", vmm_mode_name(f->mode),
 			 vmm_mode_name(mode), reason);
-	v->mode = mode;
-	snprintf(v->mode_reason, sizeof(v->mode_reason), "%s", reason);
+	f->mode = mode;
+	snprintf(f->mode_reason, sizeof(f->mode_reason), "%s", reason);
 	if (mode == VMM_MODE_MIRRORED)
-		v->journal_given_up = false; /* the partner has it all again */
+		vmm_journal_caught_up(v); /* the partner has it all again */
 	/* Offline and fenced keep what was recorded: it tells a restart. */
 	if (mode != VMM_MODE_FENCED && mode != VMM_MODE_OFFLINE && solo != was_solo) {
-		int r = pagetable_set_solo(v->pt, solo);
+		struct pagetable *pt = vmm_pagetable(v);
+		int r = pagetable_set_solo(pt, solo);
 
 		if (r == 0)
-			r = pagetable_commit(v->pt);
+			r = pagetable_commit(pt);
 		if (r < 0)
 			log_error_errno(r, "page table: cannot record solo: %s",
-					pagetable_last_error(v->pt));
+					pagetable_last_error(pt));
 	}
 	if (mode == VMM_MODE_FENCED) {
 		char why[320];
@@ -66,44 +68,56 @@ void vmm_set_mode(struct vmm *v, enum vmm_mode mode, const char *reason)
 	vmm_window_check(v);
 }
 
+void vmm_mode_mirrored_at_snapshot(struct vmm *v)
+{
+	vmm_failover(v)->mode = VMM_MODE_MIRRORED;
+}
+
 enum vmm_mode vmm_mode(const struct vmm *v)
 {
-	return v->mode;
+	return vmm_failover(v)->mode;
+}
+
+const char *vmm_mode_reason(const struct vmm *v)
+{
+	return vmm_failover(v)->mode_reason;
 }
 
 uint64_t vmm_epoch(const struct vmm *v)
 {
-	return v->epoch;
+	return vmm_failover(v)->epoch;
+}
+
+int vmm_epoch_load(struct vmm *v)
+{
+	return pagetable_epoch(vmm_pagetable(v), &vmm_failover(v)->epoch);
 }
 
 int vmm_set_epoch(struct vmm *v, uint64_t epoch)
 {
-	int r = pagetable_set_epoch(v->pt, epoch);
+	struct pagetable *pt = vmm_pagetable(v);
+	int r = pagetable_set_epoch(pt, epoch);
 
 	if (r == 0)
-		r = pagetable_commit(v->pt);
+		r = pagetable_commit(pt);
 	if (r < 0)
 		return log_error_errno(r, "page table: cannot record epoch %llu: %s",
-				       (unsigned long long)epoch, pagetable_last_error(v->pt));
-	v->epoch = epoch;
-	if (v->session)
-		repl_session_set_epoch(v->session, epoch);
+				       (unsigned long long)epoch, pagetable_last_error(pt));
+	vmm_failover(v)->epoch = epoch;
+	if (vmm_session(v))
+		repl_session_set_epoch(vmm_session(v), epoch);
 	return 0;
 }
 
 bool vmm_was_solo(struct vmm *v)
 {
+	struct pagetable *pt = vmm_pagetable(v);
 	bool solo = false;
 
-	if (pagetable_solo(v->pt, &solo) < 0)
+	if (pagetable_solo(pt, &solo) < 0)
 		log_warning("page table: cannot tell whether this node ran solo: %s",
-			    pagetable_last_error(v->pt));
+			    pagetable_last_error(pt));
 	return solo;
-}
-
-unsigned vmm_store_index(const struct vmm *v)
-{
-	return store_partition_index(v->store);
 }
 
 static uint64_t release_partner_locks(struct vmm *v, struct vmm_alloc *a)
@@ -129,18 +143,18 @@ static uint64_t release_partner_locks(struct vmm *v, struct vmm_alloc *a)
 static int adopt(struct vmm *v, struct vmm_alloc *a, struct vmm_takeover *ret)
 {
 	struct pt_origin o = { .node = vmm_node_id(v),
-			       .lsn = pagetable_reserve_lsn(v->pt),
+			       .lsn = pagetable_reserve_lsn(vmm_pagetable(v)),
 			       .own = true };
 	char *owner = strdup(vmm_node_id(v));
 	int r;
 
 	if (!owner)
 		return -ENOMEM;
-	r = pagetable_alloc_set_owner(v->pt, a->guid, owner, &o);
+	r = pagetable_alloc_set_owner(vmm_pagetable(v), a->guid, owner, &o);
 	if (r < 0) {
 		free(owner);
 		return log_error_errno(r, "page table: cannot adopt %s: %s", a->guid,
-				       pagetable_last_error(v->pt));
+				       pagetable_last_error(vmm_pagetable(v)));
 	}
 	free(a->owner);
 	a->owner = owner;
@@ -158,7 +172,7 @@ static int adopt(struct vmm *v, struct vmm_alloc *a, struct vmm_takeover *ret)
 int vmm_takeover(struct vmm *v, struct vmm_takeover *ret)
 {
 	size_t n = 0;
-	struct vmm_alloc **all = vmm_table_sorted(v->table, &n);
+	struct vmm_alloc **all = vmm_table_sorted(vmm_allocations(v), &n);
 	int r = 0;
 
 	memset(ret, 0, sizeof(*ret));

@@ -798,12 +798,17 @@ out:
 	free(all);
 }
 
+unsigned vmm_store_index(const struct vmm *v)
+{
+	return store_partition_index(v->store);
+}
+
 void vmm_store_close(struct vmm *v)
 {
 	if (v->store_queue) {
 		/* Only a node that serves writes the store: a fenced or a
 		 * starting one may hold pages older than the survivor's. */
-		if (v->mode != VMM_MODE_OFFLINE && v->mode != VMM_MODE_FENCED)
+		if (vmm_mode(v) != VMM_MODE_OFFLINE && vmm_mode(v) != VMM_MODE_FENCED)
 			destage_all(v);
 		store_queue_free(v->store_queue);
 		v->store_queue = NULL;

@@ -162,7 +162,7 @@ static void ask_for_ticket(struct vmm *v, struct vmm_page_waiter *w)
 	Envelope *env;
 
 	if (w->why != VMM_WAIT_LOCK || w->req.kind == VMM_WAIT_TICKET || w->req.ticket || !a ||
-	    vmm_is_owner(v, a) || v->mode != VMM_MODE_MIRRORED)
+	    vmm_is_owner(v, a) || vmm_mode(v) != VMM_MODE_MIRRORED)
 		return;
 	w->req.ticket = vmm_lock_request_ticket(v, &w->req, &wait_ms);
 	env = vmm_msg_lock_request(&msg, w->guid, w->req.page, w->req.write, w->req.ticket,

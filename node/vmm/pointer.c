@@ -103,8 +103,7 @@ static bool hold(struct vmm *v, struct pointer_op *op, struct vmm_alloc *a)
 		release(v, NULL, h, h->write);
 		return true;
 	}
-	h->next = v->holdings;
-	v->holdings = h;
+	vmm_holding_add(v, h);
 	pointer_reply(v, op->op.call, a, op->page);
 	return true;
 }
@@ -290,16 +289,6 @@ static void release_replied(void *arg)
 	free(op);
 }
 
-void vmm_holding_unlink(struct vmm *v, struct vmm_holding *h)
-{
-	struct vmm_holding **p = &v->holdings;
-
-	while (*p && *p != h)
-		p = &(*p)->next;
-	if (*p)
-		*p = h->next;
-}
-
 static void on_release_retry(evutil_socket_t fd, short what, void *arg)
 {
 	struct vmm_holding *h = arg;
@@ -326,8 +315,7 @@ static bool release_later(struct vmm *v, struct vmm_holding *h, int status)
 	if (!h->retry)
 		return false;
 	vmm_timer_add_ms(h->retry, VMM_RETRY_MS);
-	h->next = v->holdings;
-	v->holdings = h;
+	vmm_holding_add(v, h);
 	return true;
 }
 
@@ -341,8 +329,7 @@ static void release_failed(struct vmm *v, struct client_call *call, struct vmm_h
 	struct vmm_alloc *a = vmm_table_find(v->table, h->guid);
 
 	if (call) {
-		h->next = v->holdings;
-		v->holdings = h;
+		vmm_holding_add(v, h);
 		vmm_reply_error(call, status,
 				"%s page %llu: release failed, pointer still held: %s", h->guid,
 				(unsigned long long)h->page, reason);
@@ -509,19 +496,14 @@ void vmm_op_release_pointer(struct vmm *v, struct client_call *call,
 
 void vmm_client_gone(struct vmm *v, uint64_t client_id)
 {
-	struct vmm_holding **p = &v->holdings;
+	struct vmm_holding *h;
 
 	vmm_window_client_gone(v, client_id);
 	vmm_space_waiters_client_gone(v, client_id);
 	vmm_page_waiters_client_gone(v, client_id);
-	while (*p) {
-		struct vmm_holding *h = *p;
-
-		if (h->client_id != client_id || h->retry) {
-			p = &h->next;
-			continue;
-		}
-		*p = h->next;
+	/* A release tried again later comes back into the list waiting
+	 * (h->retry): taken no more. */
+	while ((h = vmm_holding_take_client(v, client_id))) {
 		if (h->revoked) {
 			log_info("client gone: its revoked %s pointer to %s page %llu dropped",
 				 h->write ? "write" : "read", h->guid, (unsigned long long)h->page);

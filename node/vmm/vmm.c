@@ -48,7 +48,54 @@ const char *vmm_partner_id(const struct vmm *v)
 
 bool vmm_can_complete(const struct vmm *v)
 {
-	return v->mode == VMM_MODE_SOLO || repl_session_link_up(v->session);
+	return vmm_mode(v) == VMM_MODE_SOLO || repl_session_link_up(v->session);
+}
+
+/* ---- for node/ha/ (vmm_core.h) ---- */
+
+struct pagetable *vmm_pagetable(const struct vmm *v)
+{
+	return v->pt;
+}
+
+struct vmm_table *vmm_allocations(const struct vmm *v)
+{
+	return v->table;
+}
+
+struct frame_pool *vmm_frame_pool(const struct vmm *v)
+{
+	return v->pool;
+}
+
+struct repl_session *vmm_session(const struct vmm *v)
+{
+	return v->session;
+}
+
+const struct ftvm_config *vmm_config(const struct vmm *v)
+{
+	return v->config;
+}
+
+struct event_base *vmm_event_base(const struct vmm *v)
+{
+	return v->base;
+}
+
+struct failover_state *vmm_failover(const struct vmm *v)
+{
+	return v->failover;
+}
+
+bool vmm_solo_answers_pending(const struct vmm *v)
+{
+	return v->solo_in_flight != 0;
+}
+
+void vmm_journal_caught_up(struct vmm *v)
+{
+	v->journal_given_up = false;
 }
 
 bool vmm_is_owner(const struct vmm *v, const struct vmm_alloc *a)
@@ -352,7 +399,7 @@ int vmm_op_send_landed(struct vmm_op *op, Envelope *const *envs, size_t n,
 
 	if (n > sizeof(args) / sizeof(args[0]))
 		return -E2BIG;
-	if (op->vmm->mode == VMM_MODE_SOLO)
+	if (vmm_mode(op->vmm) == VMM_MODE_SOLO)
 		return n_writes ? -EOPNOTSUPP : solo_send(op, n);
 	for (size_t i = 0; i < n; i++) {
 		args[i] = op;
@@ -483,7 +530,7 @@ static void journal_limit(struct vmm *v)
 {
 	uint64_t rows, last;
 
-	if (v->mode != VMM_MODE_SOLO && v->mode != VMM_MODE_SOLO_READ)
+	if (vmm_mode(v) != VMM_MODE_SOLO && vmm_mode(v) != VMM_MODE_SOLO_READ)
 		return;
 	rows = pagetable_journal_count(v->pt);
 	if (rows <= v->config->journal_limit)
@@ -514,7 +561,7 @@ static void on_trim(evutil_socket_t fd, short what, void *arg)
 
 	if (r < 0)
 		log_warning("journal trim: %s", pagetable_last_error(v->pt));
-	else if (v->mode == VMM_MODE_SOLO || v->mode == VMM_MODE_SOLO_READ)
+	else if (vmm_mode(v) == VMM_MODE_SOLO || vmm_mode(v) == VMM_MODE_SOLO_READ)
 		log_debug("journal trim while alone: %d rows gone", r);
 	vmm_changed(v);
 }
@@ -559,8 +606,6 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 		return log_error_errno(-ENOMEM, "memory manager");
 	v->base = base;
 	v->config = config;
-	v->mode = VMM_MODE_OFFLINE;
-	snprintf(v->mode_reason, sizeof(v->mode_reason), "starting");
 	v->after_tail = &v->after;
 	v->flush_event = event_new(base, -1, 0, on_flush, v);
 	v->kick_event = event_new(base, -1, 0, vmm_on_paging_kick, v);
@@ -605,14 +650,14 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 				pagetable_last_error(v->pt));
 		goto fail;
 	}
-	r = pagetable_epoch(v->pt, &v->epoch);
+	r = vmm_epoch_load(v);
 	if (r < 0) {
 		log_error_errno(r, "page table %s: %s", path, pagetable_last_error(v->pt));
 		goto fail;
 	}
 	log_info("page table %s (WAL, synchronous %s): %zu allocations loaded, epoch %llu", path,
 		 config->synchronous_full ? "full" : "normal", vmm_table_size(v->table),
-		 (unsigned long long)v->epoch);
+		 (unsigned long long)vmm_epoch(v));
 	r = vmm_store_open(v);
 	if (r < 0)
 		goto fail;
@@ -651,9 +696,11 @@ void vmm_free(struct vmm *v)
 		vmm_window_fail_all(v, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN,
 				    "node stopping");
 	vmm_page_waiters_fail(v, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN, "node stopping");
-	if (v->mode == VMM_MODE_SOLO)
-		vmm_holdings_release_at_stop(v);
-	vmm_holdings_free(v);
+	if (v->failover) { /* the holdings are ha/'s (a start may fail before) */
+		if (vmm_mode(v) == VMM_MODE_SOLO)
+			vmm_holdings_release_at_stop(v);
+		vmm_holdings_free(v);
+	}
 	if (v->pagedata) {
 		pagedata_landings_drop(v->pagedata);
 		pagedata_grants_drop(v->pagedata);
@@ -694,6 +741,7 @@ void vmm_get_counts(struct vmm *v, struct status_counts *ret)
 	ret->journal_rows = pagetable_journal_count(v->pt);
 	ret->journal_given_up = v->journal_given_up;
 	status_counts_add(ret, pagedata_counted(v->pagedata));
+	status_counts_add(ret, failover_counted(v->failover));
 	pagedata_pool_counts(v->pagedata, ret);
 	vmm_holdings_revoked(v, &ret->pointers_revoked, &ret->frames_revoked);
 	/* "asked" folds and checkpoints are the idle ones: vmm.c asks only when idle. */
@@ -737,13 +785,13 @@ static bool modifies(const Ftvm__Client__ClientRequest *req)
 static bool refused_by_mode(struct vmm *v, struct client_call *call,
 			    const Ftvm__Client__ClientRequest *req)
 {
-	if (v->mode == VMM_MODE_OFFLINE) {
+	if (vmm_mode(v) == VMM_MODE_OFFLINE) {
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
 				"node %s does not serve yet (%s): it waits for its partner",
-				vmm_node_id(v), v->mode_reason);
+				vmm_node_id(v), vmm_mode_reason(v));
 		return true;
 	}
-	if (v->mode == VMM_MODE_FENCED) {
+	if (vmm_mode(v) == VMM_MODE_FENCED) {
 		const Ftvm__Client__ReleasePointerRequest *rel = req->release_pointer;
 
 		/* Its clients learn that their pointers were revoked (ha/HA.md). */
@@ -753,7 +801,7 @@ static bool refused_by_mode(struct vmm *v, struct client_call *call,
 			return true;
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_FENCED,
 				"node %s is fenced (%s): its partner serves", vmm_node_id(v),
-				v->mode_reason);
+				vmm_mode_reason(v));
 		return true;
 	}
 	return modifies(req) && vmm_refuses_change(v, call);
@@ -761,7 +809,7 @@ static bool refused_by_mode(struct vmm *v, struct client_call *call,
 
 bool vmm_refuses_change(struct vmm *v, struct client_call *call)
 {
-	if (v->mode != VMM_MODE_SOLO_READ)
+	if (vmm_mode(v) != VMM_MODE_SOLO_READ)
 		return false;
 	vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_DENIED,
 			"node %s serves alone with [failover] solo = refuse: "

@@ -91,7 +91,8 @@ int vmm_set_epoch(struct vmm *v, uint64_t epoch);
 /* Whether this node last ran solo (persisted): it then holds the newest copy
  * of everything and may serve alone again after a restart. */
 bool vmm_was_solo(struct vmm *v);
-/* This node's partition in the store (and so its fence slot). */
+/* This node's partition in the store (and so its fence slot): vmm/destage.c's,
+ * which opens the store. */
 unsigned vmm_store_index(const struct vmm *v);
 /* Adopts every allocation the partner owned (owner = this node, journalled),
  * lets go of every lock the partner's clients held, and queues the adopted

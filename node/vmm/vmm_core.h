@@ -269,6 +269,30 @@ void vmm_page_retry(struct vmm *v, const struct vmm_page_request *req);
 bool vmm_page_contents(struct vmm *v, const struct vmm_page_request *req, struct vmm_alloc *a);
 void vmm_page_waiters_fail(struct vmm *v, int status, const char *reason);
 
+/* ---- for node/ha/: what failover reaches of the memory manager ----
+ * ha/ keeps its own state (failover_state.h: the mode, the epoch, the
+ * pointers clients hold, the resync and the failover window); these are the
+ * memory manager's handles and facts it works with (vmm/vmm.c). */
+
+/* The page table, the allocations in memory, the frame pool, the partner
+ * session (NULL until vmm_set_session()), the node's configuration and its
+ * event loop: the memory manager's, shared for as long as v lives. */
+struct pagetable *vmm_pagetable(const struct vmm *v);
+struct vmm_table *vmm_allocations(const struct vmm *v);
+struct frame_pool *vmm_frame_pool(const struct vmm *v);
+struct repl_session *vmm_session(const struct vmm *v);
+const struct ftvm_config *vmm_config(const struct vmm *v);
+struct event_base *vmm_event_base(const struct vmm *v);
+/* ha/'s state, made with v (failover_state_new()). */
+struct failover_state *vmm_failover(const struct vmm *v);
+/* Operations completed alone (solo) still a loop turn from their answers
+ * (vmm_op_send): a resync's snapshot waits until none is half done. */
+bool vmm_solo_answers_pending(const struct vmm *v);
+/* The partner has everything again (mirrored): the journal's rows let go
+ * past [failover] journal_limit no longer count against it (the status's
+ * journal_given_up). */
+void vmm_journal_caught_up(struct vmm *v);
+
 /* The originating node's methods. */
 void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__AllocRequest *req);
 void vmm_op_free(struct vmm *v, struct client_call *call, const char *guid);

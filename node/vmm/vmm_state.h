@@ -13,9 +13,6 @@ struct vmm_after_commit {
 };
 
 struct vmm {
-	enum vmm_mode mode; /* node/ha/HA.md: mirrored, solo, fenced */
-	char mode_reason[256];
-	uint64_t epoch;
 	unsigned solo_in_flight; /* operations completed alone, a turn from done */
 	/* The journal passed [failover] journal_limit while the partner was
 	 * away: its rows were let go, and it gets a full resync. */
@@ -47,8 +44,6 @@ struct vmm {
 	struct vmm_page_waiter *page_waiters;
 	struct event *kick_event;
 	struct event *trim_event; /* the journal, every JOURNAL_TRIM_EVERY_S */
-	/* Pointers local clients hold. */
-	struct vmm_holding *holdings;
 
 	/* The replacement queue (vmm/vmm.c, vmm/VMM.md "Replacement"): resident pages
 	 * that may give their frames back, least recently used first. */
@@ -70,12 +65,15 @@ struct vmm {
 	struct event *destage_timer;
 
 	/* What pagedata/ owns (pagedata_state.h), and what ha/ owns of the
-	 * memory manager's side of failover (failover_state.h). */
+	 * memory manager's side of failover (failover_state.h): among it the
+	 * node's mode and epoch (vmm_mode(), vmm_epoch()) and the pointers
+	 * clients hold. */
 	struct pagedata *pagedata;
 	struct failover_state *failover;
 
 	/* The status counters the memory manager counts, since start, where
 	 * each happens (`v->counted.pages_inline++`); vmm_get_counts()
-	 * hands them on with its gauges, and what pagedata/ counted. */
+	 * hands them on with its gauges, and what pagedata/ and ha/
+	 * counted. */
 	struct status_counts counted;
 };

@@ -219,7 +219,7 @@ static void owned_write_decided(struct vmm *v, void *arg, int status, const char
 	struct write_op *op = arg;
 
 	if (status == FTVM__PARTNER__STATUS__STATUS_OK &&
-	    (v->mode == VMM_MODE_SOLO || v->mode == VMM_MODE_SOLO_READ)) {
+	    (vmm_mode(v) == VMM_MODE_SOLO || vmm_mode(v) == VMM_MODE_SOLO_READ)) {
 		write_replied(op);
 		return;
 	}
