@@ -239,7 +239,11 @@
 		  " pages went back to the store's copy, their newer versions lost"))              \
 	X(U64, recovered_last_at_ms, PB(reply, recovered_last_at_ms),                             \
 	  JSON(31, recovery, 2, "last_at_ms"),                                                     \
-	  TEXT(7, 2, WALL, "; the last at ", " (`ftvmctl recovery` lists them)"))
+	  TEXT(7, 2, WALL, "; the last at ", " (`ftvmctl recovery` lists them)"))              \
+	/* clean pages evicted since start, their frames wanted for another (node/vmm/VMM.md,     \
+	 * "Replacement") */                                                                       \
+	X(U64, evictions, LIST(0), JSON(32, replacement, 1, "evictions"),                         \
+	  TEXT(13, 1, NUM, "replacement: ", " evictions"))
 /* clang-format on */
 
 /* The member a row makes in struct ftvm_node_status. */
