@@ -244,6 +244,7 @@ static void reply_status(struct node *n, struct client_call *call)
 	Ftvm__Client__PartnerStatus partner = FTVM__CLIENT__PARTNER_STATUS__INIT;
 	Ftvm__Client__PageTableStatus pagetable = FTVM__CLIENT__PAGE_TABLE_STATUS__INIT;
 	ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+	uint64_t counters[STATUS_LIST_SIZE];
 	struct repl_session_stats rs;
 	struct status_counts c;
 	struct ha_status hs;
@@ -269,7 +270,7 @@ static void reply_status(struct node *n, struct client_call *call)
 	c.loop_pause_max_ms = rs.loop_pause_max_ms;
 	c.page_size = n->config->page_size;
 	c.pid = getpid();
-	status_counts_to_reply(&c, &st, &partner, &pagetable);
+	status_counts_to_reply(&c, &st, &partner, &pagetable, counters);
 
 	partner.id = rs.partner_id;
 	partner.link = rs.link_up ? "up" : "down";

@@ -21,11 +21,25 @@ struct status_counts {
 	FTVM_STATUS_FIELDS(STATUS_COUNTS_MEMBER)
 };
 
+/* The LIST(i) rows (ftvm_status.h, "wire"): STATUS_LIST_AT_<i> is the
+ * row's place among them, STATUS_LIST_N how many there are. */
+#define STATUS_LIST_ENUM(kind, name, wire, json, text) STATUS_LIST_ENUM_##wire
+#define STATUS_LIST_ENUM_PB(msg, field)
+#define STATUS_LIST_ENUM_LIST(i) STATUS_LIST_AT_##i,
+enum {
+	FTVM_STATUS_FIELDS(STATUS_LIST_ENUM) STATUS_LIST_N
+};
+/* The length of an array for them (never 0). */
+#define STATUS_LIST_SIZE (STATUS_LIST_N > 0 ? STATUS_LIST_N : 1)
+
 /* The numbers of c into reply and its partner and pagetable messages, each
- * into the field its row names; the strings are left as they are. */
+ * into the field its row names, and the LIST rows into counters, which
+ * reply->counters points to afterwards (so it must live as long as reply);
+ * the strings are left as they are. */
 void status_counts_to_reply(const struct status_counts *c, Ftvm__Client__StatusReply *reply,
 			    Ftvm__Client__PartnerStatus *partner,
-			    Ftvm__Client__PageTableStatus *pagetable);
+			    Ftvm__Client__PageTableStatus *pagetable,
+			    uint64_t counters[STATUS_LIST_SIZE]);
 /* dst gets src's numbers added: a component that counts some rows on its
  * own (pagedata_counted(), failover_counted()) adds them to what the memory
  * manager counted. */

@@ -570,9 +570,11 @@ static void copy_str(char *dst, size_t size, const char *src)
 }
 
 /* Each row of FTVM_STATUS_FIELDS (ftvm_status.h) from its field of the reply;
- * a missing partner or pagetable message reads as all empty. */
+ * a missing partner or pagetable message reads as all empty, a LIST row
+ * past the node's list (an older node's) as 0. */
 #define FROM_REPLY(kind, name, wire, json, text) FROM_REPLY_##kind(ret->name, WIRE_##wire);
 #define WIRE_PB(msg, field) msg->field
+#define WIRE_LIST(i) ((i) < reply->n_counters ? reply->counters[i] : 0)
 #define FROM_REPLY_U64 FROM_REPLY_NUM
 #define FROM_REPLY_U32 FROM_REPLY_NUM
 #define FROM_REPLY_I64 FROM_REPLY_NUM

@@ -8,8 +8,8 @@
  * (node/status_counts.h, .c), libftvm reading the reply into the struct
  * (libftvm/client.c) and `ftvmctl status` printing it as JSON and as text
  * (tools/ftvmctl.c). A counter added to the table is one row here and one
- * line where it is counted; the one further line it needs is its field in
- * proto/client.proto (see "wire" below).
+ * line where it is counted, nothing more: the wire, the struct and both of
+ * ftvmctl's outputs follow from the row (see "wire" below).
  *
  * Rows are in the struct's order, which is its ABI: a new row goes at the
  * end, so the struct only grows at its end (ftvm.h, "Compatibility"), and
@@ -27,13 +27,24 @@
  *  - kind: U64, U32, I64 (uint64_t, uint32_t, int64_t), BOOL, or STR(n), a
  *    NUL-terminated string truncated to n bytes.
  *  - name: the member of struct ftvm_node_status.
- *  - wire: PB(msg, field), the field of the client API's StatusReply that
- *    carries it, msg being reply (StatusReply itself), partner
- *    (StatusReply.partner) or pagetable (StatusReply.pagetable). The wire
- *    keeps proto3's named, numbered fields: they are what old clients,
- *    recorded traces (tests/traces/) and `ftvmctl trace dump` read, a
- *    field number is forever, and protoc-c makes them from client.proto.
- *    A generic name/value list would carry the same numbers a second way.
+ *  - wire: how the client API's StatusReply (proto/client.proto) carries
+ *    it. PB(msg, field): a named field of its own, msg being reply
+ *    (StatusReply itself), partner (StatusReply.partner) or pagetable
+ *    (StatusReply.pagetable); the rows released with one keep it, so the
+ *    bytes old clients, recorded traces (tests/traces/) and `ftvmctl trace
+ *    dump` read stay as they were. LIST(i): StatusReply.counters[i], one
+ *    list of numbers for the rows added since, which need no line in
+ *    client.proto. i is the row's place among the LIST rows in table
+ *    order (0, 1, ...: the next row's i is the last one's + 1) and, like a
+ *    field number, forever; the node's build fails on a LIST row whose i
+ *    is not its place (status_counts.c). Only U64 rows may be LIST (the
+ *    list is of uint64; the build fails on any other kind): a gauge that
+ *    may go negative or a flag keeps a field of its own. An older node
+ *    sends no list, so a newer client reads its LIST rows as 0, as it
+ *    reads the fields an older node does not know; an older client skips
+ *    the list, as proto3 does any field it does not know; a node sends
+ *    every LIST row it knows. `ftvmctl trace dump` shows the list as
+ *    counters=[...], by index; the row says what index means what.
  *  - json: JSON(slot, group, pos, "key") in `ftvmctl --json status`: the
  *    key in the object group (top for the outer object, else the name of an
  *    object inside it, made on its first member), objects and keys of the
@@ -48,13 +59,14 @@
  *    when true, nothing when false).
  *
  * Adding a counter, for example the pages evicted since start, counted by
- * the memory manager where it evicts one as `v->counted.evictions++`: a row
- * at the end,
- *   X(U64, evictions, PB(reply, evictions), JSON(32, top, 0, "evictions"),
- *     TEXT(13, 1, NUM, "evictions: ", ""))
- * (a new slot and line; or the next pos of a group or line already there),
- * and `uint64 evictions = 50;` in StatusReply. A count kept elsewhere (HA,
- * the session) is set in node.c's reply_status() instead.
+ * the memory manager where it evicts one as
+ * `v->counted.evictions++` (the row makes that member of struct
+ * status_counts): a row at the end,
+ *   X(U64, evictions, LIST(0), JSON(32, replacement, 1, "evictions"),
+ *     TEXT(13, 1, NUM, "replacement: ", " evictions"))
+ * (a new slot and line; or the next pos of a group or line already there;
+ * the next LIST index), and nothing else. A count kept elsewhere (HA, the
+ * session) is set in node.c's reply_status() instead.
  * tests/e2e/test_status_fields.sh checks every row end to end.
  */
 #pragma once
@@ -227,7 +239,11 @@
 		  " pages went back to the store's copy, their newer versions lost"))              \
 	X(U64, recovered_last_at_ms, PB(reply, recovered_last_at_ms),                             \
 	  JSON(31, recovery, 2, "last_at_ms"),                                                     \
-	  TEXT(7, 2, WALL, "; the last at ", " (`ftvmctl recovery` lists them)"))
+	  TEXT(7, 2, WALL, "; the last at ", " (`ftvmctl recovery` lists them)"))              \
+	/* clean pages evicted since start, their frames wanted for another (node/vmm/VMM.md,     \
+	 * "Replacement") */                                                                       \
+	X(U64, evictions, LIST(0), JSON(32, replacement, 1, "evictions"),                         \
+	  TEXT(13, 1, NUM, "replacement: ", " evictions"))
 /* clang-format on */
 
 /* The member a row makes in struct ftvm_node_status. */

@@ -113,6 +113,7 @@ static uint64_t evict(struct vmm *v, struct vmm_page *p)
 		  (unsigned long long)vmm_page_index(p), (unsigned long long)p->version);
 	leave_frames(v, p);
 	v->evictions++;
+	v->counted.evictions++;
 	return p->frame;
 }
 

@@ -13,6 +13,7 @@
 #    read back from the store as before (no page table kept them); a page
 #    whose block in the store was damaged on purpose fails its page-in with
 #    a clear error, on both nodes, and is whole again once written.
+# Status counts the evictions the log shows, in its JSON and its text.
 . "$(dirname "$0")/lib.sh"
 
 FTVM_HOLD=${FTVM_HOLD:?FTVM_HOLD must name the ftvm-hold binary}
@@ -130,9 +131,14 @@ wait "${PIDS[sampler]}" 2>/dev/null || true
 unset 'PIDS[sampler]'
 check_samples "the workload"
 for n in a b; do
+	counted=$(ctl "$n" --json status | jq .replacement.evictions)
+	text=$(ctl "$n" status)
 	evicted=$(count_log "$n" "vmm: evicted ") paged=$(count_log "$n" "vmm: paged in ")
 	[ "$evicted" -gt 0 ] && [ "$paged" -gt 0 ] || fail "$n evicted $evicted pages and paged in $paged"
-	ok "$n: $evicted evictions, $paged page-ins"
+	# status counts the evictions the log shows (a LIST row, ftvm_status.h).
+	[ "$counted" = "$evicted" ] || fail "$n: status says $counted evictions, its log $evicted"
+	grep -qF "replacement: $evicted evictions" <<<"$text" || fail "$n: no 'replacement: $evicted evictions' in: $text"
+	ok "$n: $evicted evictions (status says so too), $paged page-ins"
 done
 ok "$((2 * PAGES)) pages written from both nodes in $((t1 - t0)) ms, read back on both in $((t2 - t1)) ms"
 ctl a verify >/dev/null || fail "verify after the workload: $(ctl a verify 2>&1)"

@@ -33,6 +33,24 @@ leaves=$(jq '[del(.recovery.list) | paths(scalars)] | length' "$WORK/fake.json")
 [ "$leaves" = "$n" ] || fail "JSON has $leaves values, the table $n rows"
 ok "$n rows carried from the node's reply to ftvmctl's JSON, $texts to its text"
 
+# The LIST rows (StatusReply.counters) from a node from before the list: 0.
+"$FAKE" --list-rows >"$WORK/list_rows"
+[ -s "$WORK/list_rows" ] || fail "ftvm-fake-status --list-rows listed no LIST row"
+"$FAKE" --no-list "$WORK/old.sock" >>"$WORK/old.log" 2>&1 &
+PIDS[old]=$!
+old_answers() { "$FTVMCTL" --socket "$WORK/old.sock" status >/dev/null 2>&1; }
+wait_for 5000 "the fake node without the list answers" old_answers
+"$FTVMCTL" --socket "$WORK/old.sock" --json status >"$WORK/old.json" || fail "status --json (no list)"
+while read -r path; do
+	got=$(jq -c "$path" "$WORK/old.json")
+	[ "$got" = 0 ] || fail "JSON $path from a node without the list: expected 0, got $got"
+done <"$WORK/list_rows"
+# ... and every other row as before: the fake's values with the LIST rows 0.
+zeroed=$(sed 's/[[:space:]]*$/ = 0/' "$WORK/list_rows" | paste -sd '|')
+[ "$(jq -S "$zeroed" "$WORK/fake.json")" = "$(jq -S . "$WORK/old.json")" ] ||
+	fail "the node without the list: other rows differ: $(cat "$WORK/old.json")"
+ok "$(wc -l <"$WORK/list_rows") LIST rows read as 0 from a node that sends no list"
+
 start_pair
 for id in a b; do
 	ctl "$id" --json status >"$WORK/$id.json"

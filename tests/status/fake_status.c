@@ -4,12 +4,17 @@
  * string "s<i>". The numbers go into the reply through the node's own
  * status_counts_to_reply(). Other requests are answered UNSUPPORTED.
  *
+ * ftvm-fake-status --no-list SOCKET: the same as a node from before
+ * StatusReply.counters answers, without the list: its LIST rows (ftvm_status.h,
+ * "wire") must then read as 0.
+ *
  * ftvm-fake-status --rows: what `ftvmctl status` should then show, a line
  * per row: its jq path in the JSON, its value there, and the text that
  * shows it with its value (empty: not shown as a number). Used by
  * tests/e2e/test_status_fields.sh. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,11 +34,13 @@ struct fake {
 	Ftvm__Client__StatusReply reply;
 	Ftvm__Client__PartnerStatus partner;
 	Ftvm__Client__PageTableStatus pagetable;
+	uint64_t counters[STATUS_LIST_SIZE];
 };
 
 /* Row i's value: the numbers into c, the strings straight into the reply. */
 #define FAKE_SET(kind, name, wire, json, text) FAKE_SET_##kind(f, name, FAKE_WIRE_##wire, i++)
 #define FAKE_WIRE_PB(msg, field) f->msg.field
+#define FAKE_WIRE_LIST(i) f->counters[i] /* numbers alone: set by status_counts_to_reply() */
 #define FAKE_SET_U64 FAKE_SET_NUM
 #define FAKE_SET_U32 FAKE_SET_NUM
 #define FAKE_SET_I64 FAKE_SET_NUM
@@ -58,7 +65,7 @@ static void fake_fill(struct fake *f)
 	FTVM_STATUS_FIELDS(FAKE_SET)
 	f->reply.partner = &f->partner;
 	f->reply.pagetable = &f->pagetable;
-	status_counts_to_reply(&f->c, &f->reply, &f->partner, &f->pagetable);
+	status_counts_to_reply(&f->c, &f->reply, &f->partner, &f->pagetable, f->counters);
 }
 
 /* One line per row for --rows. The jq path: .key, or .group.key. */
@@ -108,6 +115,22 @@ static void fake_row_string(unsigned i, const char *group, const char *key, cons
 {
 	print_path(group, key);
 	printf("\"s%u\"\t\n", i);
+}
+
+/* One line per LIST row for --list-rows: its jq path. */
+#define FAKE_LIST_ROW(kind, name, wire, json, text) FAKE_CALL(FAKE_LIST_ROW_##wire, FAKE_ROW_##json)
+#define FAKE_CALL(macro, ...) macro(__VA_ARGS__)
+#define FAKE_LIST_ROW_PB(msg, field) FAKE_LIST_ROW_NONE
+#define FAKE_LIST_ROW_NONE(group, key)
+#define FAKE_LIST_ROW_LIST(i) FAKE_LIST_ROW_PRINT
+#define FAKE_LIST_ROW_PRINT(group, key) \
+	print_path(group, key);         \
+	printf("\n");
+
+static int print_list_rows(void)
+{
+	FTVM_STATUS_FIELDS(FAKE_LIST_ROW)
+	return 0;
 }
 
 static int print_rows(void)
@@ -203,14 +226,22 @@ int main(int argc, char **argv)
 	static struct fake f;
 	int lfd;
 
+	bool no_list = argc == 3 && strcmp(argv[1], "--no-list") == 0;
+	const char *path = argv[argc - 1];
+
 	if (argc == 2 && strcmp(argv[1], "--rows") == 0)
 		return print_rows();
-	if (argc != 2 || strlen(argv[1]) >= sizeof(addr.sun_path)) {
-		fprintf(stderr, "usage: ftvm-fake-status SOCKET | --rows\n");
+	if (argc == 2 && strcmp(argv[1], "--list-rows") == 0)
+		return print_list_rows();
+	if ((argc != 2 && !no_list) || strlen(path) >= sizeof(addr.sun_path)) {
+		fprintf(stderr,
+			"usage: ftvm-fake-status [--no-list] SOCKET | --rows | --list-rows\n");
 		return 2;
 	}
 	fake_fill(&f);
-	strcpy(addr.sun_path, argv[1]);
+	if (no_list)
+		f.reply.n_counters = 0;
+	strcpy(addr.sun_path, path);
 	lfd = socket(AF_UNIX, SOCK_STREAM, 0);
 	if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
 	    listen(lfd, 4) < 0) {
