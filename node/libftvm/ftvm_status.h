@@ -243,7 +243,10 @@
 	/* clean pages evicted since start, their frames wanted for another (node/vmm/VMM.md,     \
 	 * "Replacement") */                                                                       \
 	X(U64, evictions, LIST(0), JSON(32, replacement, 1, "evictions"),                         \
-	  TEXT(13, 1, NUM, "replacement: ", " evictions"))
+	  TEXT(13, 1, NUM, "replacement: ", " evictions"))                                        \
+	/* pages read from the store into frames since start */                                    \
+	X(U64, page_ins, LIST(1), JSON(32, replacement, 2, "page_ins"),                           \
+	  TEXT(13, 2, NUM, ", ", " page-ins"))
 /* clang-format on */
 
 /* The member a row makes in struct ftvm_node_status. */

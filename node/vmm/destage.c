@@ -400,7 +400,7 @@ static void on_page_in(int result, void *arg)
 			p->stale = false;
 			p->dirty = false;
 			vmm_page_attach(v, p, pi->frame);
-			v->page_ins++;
+			v->counted.page_ins++;
 			log_debug("paged in %s page %llu (version %llu)", pi->guid,
 				  (unsigned long long)pi->page, (unsigned long long)p->version);
 		}

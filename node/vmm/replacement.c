@@ -112,7 +112,6 @@ static uint64_t evict(struct vmm *v, struct vmm_page *p)
 	log_debug("evicted %s page %llu (version %llu): its frames were wanted", p->alloc->guid,
 		  (unsigned long long)vmm_page_index(p), (unsigned long long)p->version);
 	leave_frames(v, p);
-	v->evictions++;
 	v->counted.evictions++;
 	return p->frame;
 }

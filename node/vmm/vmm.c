@@ -689,7 +689,8 @@ void vmm_free(struct vmm *v)
 	if (v->store_queue)
 		log_info("replacement: %llu page-ins, %llu evictions since start; %llu pages "
 			 "resident",
-			 (unsigned long long)v->page_ins, (unsigned long long)v->evictions,
+			 (unsigned long long)v->counted.page_ins,
+			 (unsigned long long)v->counted.evictions,
 			 (unsigned long long)v->resident_pages);
 	vmm_space_waiters_fail(v);
 	if (v->failover)

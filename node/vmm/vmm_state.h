@@ -50,7 +50,6 @@ struct vmm {
 	struct vmm_page *lru_head, *lru_tail;
 	uint64_t lru_length;
 	uint64_t resident_pages;
-	uint64_t page_ins, evictions; /* since start, for the logs */
 
 	/* The backing store (vmm/destage.c): where this node's next extent
 	 * goes, and dirty pages of allocations owned here waiting to be

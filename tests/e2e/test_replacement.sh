@@ -132,13 +132,16 @@ unset 'PIDS[sampler]'
 check_samples "the workload"
 for n in a b; do
 	counted=$(ctl "$n" --json status | jq .replacement.evictions)
+	counted_ins=$(ctl "$n" --json status | jq .replacement.page_ins)
 	text=$(ctl "$n" status)
 	evicted=$(count_log "$n" "vmm: evicted ") paged=$(count_log "$n" "vmm: paged in ")
 	[ "$evicted" -gt 0 ] && [ "$paged" -gt 0 ] || fail "$n evicted $evicted pages and paged in $paged"
 	# status counts the evictions the log shows (a LIST row, ftvm_status.h).
 	[ "$counted" = "$evicted" ] || fail "$n: status says $counted evictions, its log $evicted"
-	grep -qF "replacement: $evicted evictions" <<<"$text" || fail "$n: no 'replacement: $evicted evictions' in: $text"
-	ok "$n: $evicted evictions (status says so too), $paged page-ins"
+	[ "$counted_ins" = "$paged" ] || fail "$n: status says $counted_ins page-ins, its log $paged"
+	grep -qF "replacement: $evicted evictions, $paged page-ins" <<<"$text" ||
+		fail "$n: no 'replacement: $evicted evictions, $paged page-ins' in: $text"
+	ok "$n: $evicted evictions, $paged page-ins (status says so too)"
 done
 ok "$((2 * PAGES)) pages written from both nodes in $((t1 - t0)) ms, read back on both in $((t2 - t1)) ms"
 ctl a verify >/dev/null || fail "verify after the workload: $(ctl a verify 2>&1)"
