@@ -847,33 +847,13 @@ static int on_allocation(struct vmm *v, const Ftvm__Partner__ResyncAllocation *m
 }
 
 /* A block sent inline: the whole block, matching the page's state. */
-static int fill_page(struct vmm *v, struct vmm_alloc *a, const Ftvm__Partner__ResyncPage *m,
-		     char *reason, size_t len)
-{
-	char why[256];
-
-	if (m->data.len != a->block_size)
-		return refuse(v, reason, len,
-			      "ResyncPage %s page %llu: %zu bytes for a block of %u", m->guid,
-			      (unsigned long long)m->page, m->data.len, a->block_size);
-	if (crc32c(0, m->data.data, m->data.len) != a->page[m->page].crc32c)
-		return refuse(v, reason, len, "ResyncPage %s page %llu: checksum differs", m->guid,
-			      (unsigned long long)m->page);
-	/* A clean page that finds no frame is read from the store when needed. */
-	if (vmm_page_fill(v, a, m->page, m->data.data, why, sizeof(why)) < 0 &&
-	    a->page[m->page].dirty)
-		return refuse(v, reason, len, "ResyncPage %s page %llu: %s", m->guid,
-			      (unsigned long long)m->page, why);
-	a->page[m->page].stale = false;
-	return 0;
-}
-
 /* The block is not wanted: a change mirrored after the survivor's snapshot
  * got here first (the page is newer, or its allocation freed). */
 static int drop_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m)
 {
-	if (m->landed)
-		pagedata_resync_landing_close(vmm_pagedata(v), m->landed);
+	struct pagedata_incoming in = { .resync_page = m };
+
+	pagedata_discard(vmm_pagedata(v), &in);
 	vmm_failover(v)->counted.resync_pages_dropped++;
 	log_debug("resync: %s page %llu dropped, a newer change came first", m->guid,
 		  (unsigned long long)m->page);
@@ -883,18 +863,21 @@ static int drop_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m)
 static int on_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m, char *reason, size_t len)
 {
 	struct failover_state *f = vmm_failover(v);
+	struct pagedata *pd = vmm_pagedata(v);
+	struct pagedata_incoming in = { .resync_page = m };
 	struct vmm_alloc *a = vmm_table_find(vmm_allocations(v), m->guid);
+	Ftvm__Partner__Landing no_grant; /* a resync's blocks never use one */
+	bool granted;
 	char why[512];
 	int r;
 
 	if (!f->resync_receiving || !a || m->page >= a->pages) {
-		if (m->landed)
-			pagedata_resync_landing_close(vmm_pagedata(v), m->landed);
+		/* With a state it may come after the allocation's ReleaseMemory. */
+		if (f->resync_receiving && !a && m->state)
+			return drop_page(v, m);
+		pagedata_discard(pd, &in);
 		if (!f->resync_receiving)
 			return refuse(v, reason, len, "ResyncPage outside a resync");
-		/* With a state it may come after the allocation's ReleaseMemory. */
-		if (!a && m->state)
-			return drop_page(v, m);
 		return refuse(v, reason, len, "ResyncPage %s page %llu: no such page", m->guid,
 			      (unsigned long long)m->page);
 	}
@@ -903,23 +886,17 @@ static int on_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m, char *reas
 		if (r > 0)
 			return drop_page(v, m);
 		if (r < 0) {
-			if (m->landed)
-				pagedata_resync_landing_close(vmm_pagedata(v), m->landed);
+			pagedata_discard(pd, &in);
 			return refuse(v, reason, len, "%s", why);
 		}
 	}
-	if (!m->landed)
-		return fill_page(v, a, m, reason, len);
-	if (!m->state || m->data.len) {
-		pagedata_resync_landing_close(vmm_pagedata(v), m->landed);
-		return refuse(v, reason, len, "ResyncPage %s page %llu: landed, but with %s",
-			      m->guid, (unsigned long long)m->page,
-			      m->data.len ? "data as well" : "no state");
+	r = pagedata_receive(pd, a, &in, &no_grant, &granted, why, sizeof(why));
+	/* A clean page that finds no frame is read from the store when needed. */
+	if (r == -ENOSPC && !a->page[m->page].dirty) {
+		a->page[m->page].stale = false;
+		r = 0;
 	}
-	if (pagedata_resync_landing_adopt(vmm_pagedata(v), a, m->page, m->landed, m->state->crc32c,
-					  why, sizeof(why)) < 0)
-		return refuse(v, reason, len, "%s", why);
-	return 0;
+	return r < 0 ? refuse(v, reason, len, "%s", why) : 0;
 }
 
 /* Our LandingGrant at link up went at the epoch we had and the survivor

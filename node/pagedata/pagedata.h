@@ -58,12 +58,6 @@ void pagedata_pool_counts(struct pagedata *pd, struct status_counts *ret);
  * with the lock, in ret. false: none (the block will come inline). */
 bool pagedata_landing_open(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
 			   const char *owner, Ftvm__Partner__Landing *ret);
-/* A WritePage naming m->landed: the run becomes the page's frames (its old
- * ones go back). Refused (< 0, the run given back) with the reason when the
- * link is not one-sided, the landing is not the one held for the page's lock,
- * its generation is stale or its bytes fail m->crc32c. */
-int pagedata_landing_adopt(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
-			   const Ftvm__Partner__WritePage *m, char *reason, size_t len);
 /* owner's write lock on guid/page went, or its block came inline (owner
  * NULL: whoever holds the lock): the run held with it goes back. */
 void pagedata_landing_close(struct pagedata *pd, const char *guid, uint64_t page,
@@ -89,17 +83,72 @@ size_t pagedata_resync_landings_open(struct pagedata *pd, const uint32_t *frames
  * page, or its CRC-32C differs at the same version). */
 int pagedata_resync_page_order(const struct vmm_alloc *a, uint64_t page,
 			       const Ftvm__Partner__PageState *state, char *reason, size_t len);
-/* The block landed in the run named: checked (held here, the page's block
- * size, its generation, crc32c) and adopted as the page's frames. Refused
- * (< 0, the run given back) with the reason. */
-int pagedata_resync_landing_adopt(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
-				  const Ftvm__Partner__Landing *named, uint32_t crc32c,
-				  char *reason, size_t len);
-/* The block in the run named is not wanted (dropped as older): run back. */
-void pagedata_resync_landing_close(struct pagedata *pd, const Ftvm__Partner__Landing *named);
 /* The resync ended or failed, or the link went: the runs held for its
  * blocks go back to the pool (replica/RDMA.md, "Resync"). */
 void pagedata_resync_landings_drop(struct pagedata *pd);
+
+/* ---- the sending side: a page's block to the partner (pagedata/send.c) ---- */
+
+struct vmm_msg;
+struct vmm_op;
+
+/* A page's block in a batch to the partner: what the caller says of it,
+ * then what pagedata_send keeps of the way it went until the batch is
+ * answered (pagedata_sent). Zero it first. */
+struct pagedata_outgoing {
+	const char *guid;
+	uint64_t page;
+	uint32_t block_size, crc32c;
+	const void *block; /* its bytes */
+	/* The block in registered memory for an RDMA WRITE: the page's frames
+	 * or frames it takes when answered (block is copied there when they
+	 * differ); NULL: a staging slab, if it goes one-sided. */
+	void *frames;
+	/* Where the partner said to write it (the landing it gave with a write
+	 * lock), or NULL. grant_ok: otherwise a run it granted for whole-page
+	 * writes, if one is free. */
+	const struct repl_landing *landing;
+	bool grant_ok;
+	/* pagedata_send's, until pagedata_sent. */
+	struct repl_landing grant;
+	bool granted;
+	void *staging;
+};
+/* Sends op's batch envs (n), envs[at] (in msgs[at]) being out's WritePage,
+ * which this makes: on a one-sided link the block goes by RDMA WRITE into
+ * the landing or a granted run and the WritePage names it; otherwise, and
+ * whenever the transport cannot write it one-sided now, the WritePage
+ * carries it inline. Counts which (pages_one_sided, pages_inline). 0, or
+ * what vmm_op_send returned: nothing was sent, nothing is held. */
+int pagedata_send(struct pagedata *pd, struct vmm_op *op, struct vmm_msg *msgs, Envelope **envs,
+		  size_t n, size_t at, struct pagedata_outgoing *out);
+/* op's batch was answered (or failed): what out held goes. spent: the
+ * partner applied the WritePage, or may have, so a granted run is used up;
+ * otherwise it is free again. */
+void pagedata_sent(struct pagedata *pd, struct pagedata_outgoing *out, bool spent);
+
+/* ---- the receiving side: a block the partner sent (pagedata/receive.c) ---- */
+
+/* A page's block as one of the partner's messages carries it: a WritePage
+ * (under the page's write lock) or a ResyncPage (in a resync, its order
+ * against the page already checked). Exactly one is set. */
+struct pagedata_incoming {
+	const Ftvm__Partner__WritePage *write_page;
+	const Ftvm__Partner__ResyncPage *resync_page;
+};
+/* The block into a's page's frames, whichever way it came: landed in a run
+ * this node handed out (granted to the partner, held for the write lock, or
+ * given to a resync), which becomes the page's frames, or inline, copied
+ * into them. 0; -EINVAL (the message is wrong: refuse it) or -ENOSPC (no
+ * frames for an inline block) with the reason, the run given back (a
+ * granted one stays granted). A granted run used comes back fresh in
+ * ret_fresh (*ret_has_fresh) while frames allow. */
+int pagedata_receive(struct pagedata *pd, struct vmm_alloc *a, const struct pagedata_incoming *in,
+		     Ftvm__Partner__Landing *ret_fresh, bool *ret_has_fresh, char *reason,
+		     size_t len);
+/* The block is not wanted (its page is newer here, or gone): a run that
+ * holds it goes back. */
+void pagedata_discard(struct pagedata *pd, const struct pagedata_incoming *in);
 
 /* ---- landing grants for whole-page writes (vmm/VMM.md "Landings") ---- */
 
@@ -111,16 +160,6 @@ void pagedata_grants_link_changed(struct pagedata *pd, bool up);
 /* P, pagedata/grants_to_partner.c. The link came up: on a one-sided link, runs of free frames
  * for each block size in use are granted to the partner (LandingGrant). */
 void pagedata_grants_offer(struct pagedata *pd);
-/* Whether l names a run granted to the partner. */
-bool pagedata_grant_named(struct pagedata *pd, const Ftvm__Partner__Landing *l);
-/* A WritePage landed in a granted run: the run becomes the page's frames
- * (resident or not; its old ones go back) and a fresh run, if frames allow,
- * is in ret_fresh (*ret_has_fresh). Refused (< 0, the run stays granted)
- * with the reason when the run is not granted, not the page's block size,
- * stale, or its bytes fail m->crc32c. */
-int pagedata_grant_adopt(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
-			 const Ftvm__Partner__WritePage *m, Ftvm__Partner__Landing *ret_fresh,
-			 bool *ret_has_fresh, char *reason, size_t len);
 /* Short of frames: the grants are asked back (LandingRevoke, sent from its
  * own event, never from inside the caller's work); their frames return to
  * the pool when the partner answers. */

@@ -76,3 +76,30 @@ void pagedata_landed_adopt(struct pagedata *pd, struct vmm_alloc *a, uint64_t pa
  * has unlinked its record of the run and frees it. r, either way. */
 int pagedata_landed_settle(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
 			   const struct repl_landing *held, int r);
+
+/* ---- how a block lands, each way (pagedata_receive() chooses) ---- */
+
+/* Whether l names a run granted to the partner. */
+bool pagedata_grant_named(struct pagedata *pd, const Ftvm__Partner__Landing *l);
+/* A WritePage landed in a granted run: the run becomes the page's frames
+ * (resident or not; its old ones go back) and a fresh run, if frames allow,
+ * is in ret_fresh (*ret_has_fresh). Refused (< 0, the run stays granted)
+ * with the reason when the run is not granted, not the page's block size,
+ * stale, or its bytes fail m->crc32c. */
+int pagedata_grant_adopt(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
+			 const Ftvm__Partner__WritePage *m, Ftvm__Partner__Landing *ret_fresh,
+			 bool *ret_has_fresh, char *reason, size_t len);
+/* A WritePage naming m->landed: the run becomes the page's frames (its old
+ * ones go back). Refused (< 0, the run given back) with the reason when the
+ * link is not one-sided, the landing is not the one held for the page's lock,
+ * its generation is stale or its bytes fail m->crc32c. */
+int pagedata_landing_adopt(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
+			   const Ftvm__Partner__WritePage *m, char *reason, size_t len);
+/* The block landed in the run named: checked (held here, the page's block
+ * size, its generation, crc32c) and adopted as the page's frames. Refused
+ * (< 0, the run given back) with the reason. */
+int pagedata_resync_landing_adopt(struct pagedata *pd, struct vmm_alloc *a, uint64_t page,
+				  const Ftvm__Partner__Landing *named, uint32_t crc32c,
+				  char *reason, size_t len);
+/* The block in the run named is not wanted (dropped as older): run back. */
+void pagedata_resync_landing_close(struct pagedata *pd, const Ftvm__Partner__Landing *named);

@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "crc32c.h"
 #include "log.h"
 #include "session.h"
 
@@ -217,26 +216,6 @@ static void on_allocate_lock(struct vmm *v, const char *guid, uint64_t page, con
 
 /* A whole-page write's block landed in a run granted ahead: adopted, and a
  * fresh grant goes back with the answer. */
-static void on_write_page_granted(struct vmm *v, struct vmm_alloc *a,
-				  const Ftvm__Partner__WritePage *m, struct answer *ans)
-{
-	bool fresh;
-
-	if (pagedata_grant_adopt(v->pagedata, a, m->page, m, &ans->grant, &fresh, ans->reason,
-				 sizeof(ans->reason)) < 0) {
-		ans->cc.status = FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
-		ans->cc.reason = ans->reason;
-		return;
-	}
-	/* A run held for the lock (none, for a whole-page write) is unused. */
-	pagedata_landing_close(v->pagedata, m->guid, m->page, NULL);
-	if (fresh) {
-		ans->grant_ptr = &ans->grant;
-		ans->cc.n_grants = 1;
-		ans->cc.grants = &ans->grant_ptr;
-	}
-}
-
 static void on_landing_grant(struct vmm *v, const Ftvm__Partner__LandingGrant *m,
 			     struct answer *ans)
 {
@@ -277,8 +256,11 @@ static void on_resync_landings(struct vmm *v, const Ftvm__Partner__ResyncLanding
 
 static void on_write_page(struct vmm *v, const Ftvm__Partner__WritePage *m, struct answer *ans)
 {
+	struct pagedata_incoming in = { .write_page = m };
 	struct vmm_alloc *a;
 	struct vmm_page *p = find_page(v, m->guid, m->page, &a, ans);
+	bool fresh;
+	int r;
 
 	if (!p)
 		return;
@@ -288,31 +270,18 @@ static void on_write_page(struct vmm *v, const Ftvm__Partner__WritePage *m, stru
 		       (unsigned long long)m->page);
 		return;
 	}
-	if (m->landed && pagedata_grant_named(v->pagedata, m->landed)) {
-		on_write_page_granted(v, a, m, ans);
-		return;
-	}
-	if (m->landed) {
-		if (pagedata_landing_adopt(v->pagedata, a, m->page, m, ans->reason,
-					   sizeof(ans->reason)) < 0) {
-			ans->cc.status = FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
-			ans->cc.reason = ans->reason;
-		}
-		return;
-	}
-	/* The block came inline: a run held for the lock will not be used, and
-	 * its frames may be what this block needs. */
-	pagedata_landing_close(v->pagedata, m->guid, m->page, NULL);
-	if (m->data.len != a->block_size || crc32c(0, m->data.data, m->data.len) != m->crc32c) {
-		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
-		       "WritePage to %s page %llu: %zu bytes with crc32c 0x%08x, want %u bytes "
-		       "matching it",
-		       m->guid, (unsigned long long)m->page, m->data.len, m->crc32c, a->block_size);
-		return;
-	}
-	if (vmm_page_fill(v, a, m->page, m->data.data, ans->reason, sizeof(ans->reason)) < 0) {
-		ans->cc.status = FTVM__PARTNER__STATUS__STATUS_NO_SPACE;
+	r = pagedata_receive(v->pagedata, a, &in, &ans->grant, &fresh, ans->reason,
+			     sizeof(ans->reason));
+	if (r < 0) {
+		ans->cc.status = r == -ENOSPC ? FTVM__PARTNER__STATUS__STATUS_NO_SPACE
+					      : FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
 		ans->cc.reason = ans->reason;
+		return;
+	}
+	if (fresh) {
+		ans->grant_ptr = &ans->grant;
+		ans->cc.n_grants = 1;
+		ans->cc.grants = &ans->grant_ptr;
 	}
 }
 

@@ -369,39 +369,29 @@ static void release_finish(struct vmm_op *base)
 		release_replied(op);
 }
 
-/* The release batch goes with the block written one-sided into the landing
- * the partner gave with the lock, when it gave one; inline otherwise, and
- * whenever the transport cannot write it one-sided now (a stale generation,
- * say), exactly as over TCP. The landing serves once: a release tried again
- * goes inline. envs[0] is the WritePage when op->modified. */
+/* The release batch, with the block (envs[0], when op->modified) written
+ * one-sided into the landing the partner gave with the lock when it gave
+ * one, inline otherwise (pagedata_send). The landing serves once: a release
+ * tried again goes inline. Nothing is held past the send: the block is in
+ * the page's frames, and no granted run is used. */
 static int send_release(struct vmm *v, struct release_op *op, struct vmm_alloc *a,
 			struct vmm_msg *msgs, Envelope **envs, size_t n)
 {
 	struct vmm_holding *h = op->h;
-	struct repl_page_write w;
-	int r;
+	struct pagedata_outgoing out = {
+		.guid = h->guid,
+		.page = h->page,
+		.block_size = a->block_size,
+		.crc32c = op->crc,
+		.block = vmm_block_addr(v, a, h->page),
+		.frames = vmm_block_addr(v, a, h->page),
+		.landing = h->has_landing ? &h->landing : NULL,
+	};
 
-	if (op->modified && h->has_landing) {
-		h->has_landing = false;
-		w.src = vmm_block_addr(v, a, h->page);
-		w.len = a->block_size;
-		w.to = h->landing;
-		envs[0] = vmm_msg_write_page_landed(&msgs[0], h->guid, h->page, op->crc, &w.to);
-		r = vmm_op_send_landed(&op->op, envs, n, &w, 1);
-		if (r == 0)
-			v->counted.pages_one_sided++;
-		if (!repl_session_inline_instead(r))
-			return r;
-		log_debug("%s page %llu: block sent inline, not one-sided: %s", h->guid,
-			  (unsigned long long)h->page, strerror(-r));
-	}
-	if (op->modified)
-		envs[0] = vmm_msg_write_page(&msgs[0], h->guid, h->page,
-					     vmm_block_addr(v, a, h->page), a->block_size, op->crc);
-	r = vmm_op_send(&op->op, envs, n);
-	if (r == 0 && op->modified)
-		v->counted.pages_inline++;
-	return r;
+	if (!op->modified)
+		return vmm_op_send(&op->op, envs, n);
+	h->has_landing = false;
+	return pagedata_send(v->pagedata, &op->op, msgs, envs, n, 0, &out);
 }
 
 /* Releases h (already out of the holdings list); call may be NULL. */

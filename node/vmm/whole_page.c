@@ -47,13 +47,9 @@ struct write_op {
 	bool early;
 	uint64_t early_version, early_txn;
 	unsigned early_rows;
-	/* On a one-sided link: the partner's granted run the block goes to by
-	 * RDMA WRITE, and (not owned here, resident: its frames keep the old
-	 * version until the owner answers) the registered staging slab the
-	 * WRITE reads it from. */
-	bool landed;
-	struct repl_landing grant;
-	void *staging;
+	/* The block on its way to the partner (pagedata/), held until the
+	 * answer. */
+	struct pagedata_outgoing out;
 	uint8_t block[];
 };
 
@@ -81,18 +77,6 @@ static bool partner_refused(const struct write_op *op)
 	       status != FTVM__PARTNER__STATUS__STATUS_TIMEOUT &&
 	       status != FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE &&
 	       op->op.failed_at <= op->lock_index + 1;
-}
-
-/* The grant is free again unless the partner applied the WritePage or may
- * have; the staging slab goes back (the answer came after the WRITE). */
-static void release_grant(struct vmm *v, struct write_op *op, bool spent)
-{
-	if (op->landed)
-		pagedata_granted_done(v->pagedata, &op->grant, spent);
-	if (op->staging)
-		repl_session_staging_give(v->session, op->staging);
-	op->landed = false;
-	op->staging = NULL;
 }
 
 /* A row of the page as it is in memory, putting back a write that did not
@@ -272,7 +256,7 @@ static void write_finish(struct vmm_op *base)
 	}
 	if (op->has_frames)
 		vmm_frames_give(v, op->frame, op->block_size);
-	release_grant(v, op, !partner_refused(op));
+	pagedata_sent(v->pagedata, &op->out, !partner_refused(op));
 	if (ok && a && committed) {
 		write_replied(op); /* both nodes committed it */
 		return;
@@ -408,48 +392,34 @@ static struct write_op *write_op_new(struct vmm *v, const struct vmm_page_reques
 	return op;
 }
 
-/* On a one-sided link with a granted run of the page's block size free: the
- * block in registered memory, where the RDMA WRITE reads it, in w. Owned
- * here, the page's own frames (the block is copied there before the send);
- * otherwise the frames that will be the page's once the owner answers, or
- * a staging slab. false: it goes inline. */
-static bool landed_source(struct vmm *v, struct vmm_alloc *a, struct write_op *op,
-			  struct repl_page_write *w)
-{
-	uint32_t frames = a->block_size / frame_pool_page_size(v->pool);
-	uint8_t *src;
-
-	if (!repl_session_one_sided(v->session) ||
-	    !pagedata_granted_take(v->pagedata, frames, &op->grant))
-		return false;
-	op->landed = true;
-	if (op->owned) {
-		src = vmm_block_addr(v, a, op->page); /* the block is there by now */
-	} else if (op->has_frames) {
-		src = frame_pool_addr(v->pool, op->frame);
-	} else if (repl_session_staging_take(v->session, a->block_size, &op->staging) == 0) {
-		src = op->staging;
-	} else {
-		release_grant(v, op, false);
-		return false;
-	}
-	if (!op->owned)
-		memcpy(src, op->block, a->block_size);
-	w->src = src;
-	w->len = a->block_size;
-	w->to = op->grant;
-	return true;
-}
-
-/* [LockRequest,] AllocateWrite, WritePage, ReleasePointer: the WritePage
- * names w's landing, or carries the block when w is NULL. */
-static int send_batch(struct vmm *v, struct vmm_alloc *a, struct write_op *op,
-		      const struct repl_page_write *w)
+/* [LockRequest,] AllocateWrite, WritePage, ReleasePointer; the WritePage is
+ * pagedata_send's: the block goes one-sided into a run the partner granted,
+ * or inline. Owned here, its source is the page's frames, where the write
+ * is applied as the request leaves (before the send, so that an RDMA WRITE
+ * reads the new block); otherwise the frames that will be the page's once
+ * the owner answers, or a staging slab (a resident page's frames keep the
+ * old version until then). */
+static void send_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
 {
 	struct vmm_msg msgs[4];
 	Envelope *envs[4];
 	size_t n = 0;
+	int r;
 
+	if (op->owned)
+		memcpy(vmm_block_addr(v, a, op->page), op->block, a->block_size);
+	op->out = (struct pagedata_outgoing){
+		.guid = a->guid,
+		.page = op->page,
+		.block_size = a->block_size,
+		.crc32c = op->crc,
+		.block = op->owned ? vmm_block_addr(v, a, op->page) : op->block,
+		.grant_ok = true,
+	};
+	if (op->owned)
+		op->out.frames = vmm_block_addr(v, a, op->page);
+	else if (op->has_frames)
+		op->out.frames = frame_pool_addr(v->pool, op->frame);
 	if (!op->owned) {
 		envs[n] = vmm_msg_lock_request(&msgs[n], a->guid, op->page, true, op->ticket,
 					       op->wait_ms);
@@ -457,35 +427,11 @@ static int send_batch(struct vmm *v, struct vmm_alloc *a, struct write_op *op,
 	}
 	op->lock_index = n;
 	envs[n] = vmm_msg_allocate(&msgs[n], a->guid, op->page, op->owner, true);
-	n++;
-	envs[n] = w ? vmm_msg_write_page_landed(&msgs[n], a->guid, op->page, op->crc, &w->to)
-		    : vmm_msg_write_page(&msgs[n], a->guid, op->page, op->block, a->block_size,
-					 op->crc);
-	n++;
+	n += 2; /* and the WritePage, pagedata_send's */
 	envs[n] = vmm_msg_release_pointer(&msgs[n], a->guid, op->page, op->owner, true,
 					  op->new_version, op->crc);
 	n++;
-	return w ? vmm_op_send_landed(&op->op, envs, n, w, 1) : vmm_op_send(&op->op, envs, n);
-}
-
-static void send_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
-{
-	struct repl_page_write w;
-	int r = -EOPNOTSUPP;
-
-	/* Owned here, the write is applied as the request leaves; the copy goes
-	 * first so that an RDMA WRITE from the page's frames reads the new block. */
-	if (op->owned)
-		memcpy(vmm_block_addr(v, a, op->page), op->block, a->block_size);
-	if (landed_source(v, a, op, &w)) {
-		r = send_batch(v, a, op, &w);
-		if (r < 0)
-			release_grant(v, op, false);
-	}
-	if (r >= 0)
-		v->counted.pages_one_sided++;
-	else if (repl_session_inline_instead(r) && (r = send_batch(v, a, op, NULL)) >= 0)
-		v->counted.pages_inline++;
+	r = pagedata_send(v->pagedata, &op->op, msgs, envs, n, op->lock_index + 1, &op->out);
 	if (r < 0) {
 		unprepare(v, a, op);
 		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
