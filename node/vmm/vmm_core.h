@@ -1,7 +1,9 @@
 /* What the memory manager (node/vmm/) offers the components that work on
  * its pages, node/pagedata/ and node/ha/: frames, pages, the journal, the
- * paging queue and operations sent to the partner. Not for the rest of
- * node/, which has vmm.h. struct vmm itself is vmm/'s alone (vmm_state.h). */
+ * paging queue's kick and operations sent to the partner; each call here is
+ * one they use. Not for the rest of node/, which has vmm.h. struct vmm and
+ * the calls vmm/'s files share among themselves are vmm/'s alone
+ * (vmm_state.h). */
 #pragma once
 
 #include <stdbool.h>
@@ -20,11 +22,6 @@ struct event;
 #include "vmm_table.h"
 
 #define VMM_LOG_SUBSYSTEM "vmm"
-/* How often a request short of frames (here or on the partner) tries again. */
-#define VMM_RETRY_MS 50
-/* How long the owner keeps a page for a partner's ticket whose turn came
- * (vmm/VMM.md, "Fairness across the pair"). */
-#define VMM_TICKET_HOLD_MS 1000
 /* Blocks per ResyncLandings and per batch of landed ResyncPages: the runs of
  * an answer and the batch stay far below the session's max_payload. */
 #define VMM_RESYNC_CHUNK 1024
@@ -77,13 +74,9 @@ void vmm_reply_error(struct client_call *call, int status, const char *fmt, ...)
 uint32_t vmm_block_crc(const struct vmm *v, const struct vmm_alloc *a, uint64_t page);
 void *vmm_block_addr(const struct vmm *v, const struct vmm_alloc *a, uint64_t page);
 
-/* ---- frames and the replacement queue (vmm/vmm.c, vmm/VMM.md "Replacement") ---- */
+/* ---- frames and the replacement queue (vmm/replacement.c, vmm/VMM.md
+ * "Replacement") ---- */
 
-/* A run of frames for a block of block_size bytes: from the free pool, else
- * by evicting pages from the head of the replacement queue. -ENOSPC when
- * nothing is left to evict; reason then says so, naming the node. */
-int vmm_frames_take(struct vmm *v, uint32_t block_size, uint64_t *ret_frame, char *reason,
-		    size_t reason_len);
 void vmm_frames_give(struct vmm *v, uint64_t frame, uint32_t block_size);
 /* p's contents are in the frames at frame now: it is resident. */
 void vmm_page_attach(struct vmm *v, struct vmm_page *p, uint64_t frame);
@@ -104,31 +97,11 @@ void vmm_alloc_give_frames(struct vmm *v, struct vmm_alloc *a);
 void vmm_replace_update(struct vmm *v, struct vmm_page *p);
 /* p was used: a queued page moves to the tail. */
 void vmm_replace_touch(struct vmm *v, struct vmm_page *p);
-/* The lock mode of a read or a write pointer. */
-static inline int vmm_lock_mode(bool write)
-{
-	return write ? FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE
-		     : FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ;
-}
-/* paging_queue.c: vmm_page_lock, and p leaves the replacement queue. */
-int vmm_lock(struct vmm *v, struct vmm_page *p, int mode, const char *owner);
-/* A request in flight needs p's frames to stay (not evicted) until unpinned. */
-void vmm_pin(struct vmm *v, struct vmm_page *p);
-void vmm_unpin(struct vmm *v, struct vmm_page *p);
 
 /* The partner's allocation m (AllocateMemory, ResyncAllocation): its size
  * and extent fit in its home's partition of the store. */
 bool vmm_extent_fits(struct vmm *v, const Ftvm__Partner__AllocateMemory *m);
-/* Room in this node's store partition was given back: waiting allocations
- * may go on. */
-void vmm_space_freed(struct vmm *v);
 void vmm_space_waiters_fail(struct vmm *v);
-/* A gone client's allocations waiting for space are not made. */
-void vmm_space_waiters_client_gone(struct vmm *v, uint64_t client_id);
-/* Allocations waiting for space, and page requests waiting (for a lock, a
- * page-in or frames): together the paging queue. */
-uint64_t vmm_space_waiting(const struct vmm *v);
-uint64_t vmm_page_waiting(const struct vmm *v);
 /* The change in SQLite, with its journal row. */
 int vmm_persist_alloc(struct vmm *v, const struct vmm_alloc *a, const struct pt_origin *o);
 int vmm_persist_page(struct vmm *v, struct vmm_alloc *a, uint64_t page, const struct pt_origin *o);
@@ -144,129 +117,26 @@ void vmm_page_state(const struct vmm_alloc *a, uint64_t page, struct pt_page *re
  * memory alone, for a row journalled before. */
 int vmm_page_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t version,
 		      uint32_t crc, const struct pt_origin *o);
-void vmm_page_set_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t version,
-			   uint32_t crc);
-
-/* vmm/destage.c: the destage queue and the backing store. */
-int vmm_store_open(struct vmm *v);
-void vmm_store_close(struct vmm *v);
-/* At start: takes from the store's records the version and CRC-32C of every
- * page it holds; pages stay non-resident. */
-void vmm_store_page_in(struct vmm *v);
-/* The store's record of each of a's pages (a->pages of them, to free), read
- * at once (the store queue drained); NULL, logged, when it cannot be. */
+/* vmm/destage.c: the backing store. The store's record of each of a's pages
+ * (a->pages of them, to free), read at once (the store queue drained);
+ * NULL, logged, when it cannot be. */
 struct store_page_record;
 struct store_page_record *vmm_store_read_records(struct vmm *v, const struct vmm_alloc *a);
-/* This node's partition: bytes free for new extents, and its length. */
-void vmm_store_space(struct vmm *v, uint64_t *ret_free, uint64_t *ret_total);
-/* a's extent is new (it may hold an older allocation's records): its records
- * are zeroed, before anything destaged later (a fence). */
-void vmm_store_extent_clear(struct vmm *v, const struct vmm_alloc *a);
-/* An extent in this node's partition for a, in a->store_offset, held until
- * vmm_store_extent_done(); -ENOSPC when no gap is large enough. */
-int vmm_store_extent(struct vmm *v, struct vmm_alloc *a);
-/* a is in the table now, or was refused: its reservation ends. */
-void vmm_store_extent_done(struct vmm *v, struct vmm_alloc *a);
+/* a's dirty page goes in the queue for the store, unless it is there or may
+ * not go yet (write-locked, say). */
 void vmm_destage_page(struct vmm *v, struct vmm_alloc *a, uint64_t page);
-uint64_t vmm_destage_depth(const struct vmm *v);
-/* The partner destaged guid page at version: clean here too. */
-void vmm_destaged(struct vmm *v, const char *guid, uint64_t page, uint64_t version, uint32_t crc);
 const char *vmm_node_id(const struct vmm *v);
 const char *vmm_partner_id(const struct vmm *v);
 bool vmm_is_owner(const struct vmm *v, const struct vmm_alloc *a);
 /* A change can complete: the partner is linked to acknowledge it, or this
  * node serves alone (solo). */
 bool vmm_can_complete(const struct vmm *v);
-
-/* Looks up guid/page for a client request that would verb it ("read",
- * "write", ...); answers the client when it cannot, or may not
- * (vmm_client_owns). */
-struct vmm_alloc *vmm_client_page(struct vmm *v, struct client_call *call, const char *guid,
-				  uint64_t page, const char *verb);
-/* Whether the client of call may verb a: it is a's uid's, or an admin's
- * (vmm/VMM.md, "Who may do what"). If not, answers it DENIED naming the owner.
- * A NULL call (no client) may. */
-bool vmm_client_owns(struct vmm *v, struct client_call *call, const struct vmm_alloc *a,
-		     const char *verb);
-/* A new lock owner name for a request: "<node>/<client pid>/<op n>". */
-void vmm_lock_owner(struct vmm *v, struct client_call *call, char *buf, size_t len);
-/* A batch failed after the partner recorded owner's lock: release it there. */
-void vmm_release_stray_lock(struct vmm *v, const char *guid, uint64_t page, const char *owner);
 /* Drops owner's lock on a page and lets the paging queue go on; -ENOENT when
  * owner held none. */
 int vmm_unlock(struct vmm *v, struct vmm_alloc *a, uint64_t page, const char *owner);
-void vmm_on_paging_kick(evutil_socket_t fd, short what, void *arg);
 
-/* The paging queue holds pointer requests and whole-page calls. */
-enum vmm_wait_kind {
-	VMM_WAIT_POINTER,
-	VMM_WAIT_WRITE_PAGE,
-	VMM_WAIT_READ_PAGE,
-	/* The partner's waiting LockRequest keeping its place (no client
-	 * here): it is never granted from the queue, only held for the
-	 * partner's next ask. */
-	VMM_WAIT_TICKET,
-};
-/* What a queued request waits for. */
-enum vmm_wait_reason {
-	VMM_WAIT_LOCK,	   /* a conflicting lock to go */
-	VMM_WAIT_CONTENTS, /* the page's contents to arrive (page-in, or a write) */
-	VMM_WAIT_FRAMES,   /* frames, here or on the partner: tried every VMM_RETRY_MS */
-	VMM_WAIT_PARTNER,  /* the end of the failover window (ha/failover_window.c) */
-};
-/* A client's request for a page, as the paging queue keeps it. */
-struct vmm_page_request {
-	struct client_call *call;
-	enum vmm_wait_kind kind;
-	const char *guid;
-	uint64_t page;
-	bool write;	      /* wants the write lock */
-	bool wait;	      /* the client waits for a lock, and for frames */
-	bool again;	      /* out of the paging queue: queued again, it goes first */
-	uint64_t deadline_ms; /* monotonic, once queued: it gives up then */
-	uint64_t ticket;      /* its place in the owner's queue, once it has one */
-	const void *data;     /* a whole-page write's bytes */
-	size_t len;
-};
-/* Queues req until why is over or its deadline (reason: why it waits, for the
- * answer at the deadline). */
-void vmm_page_wait(struct vmm *v, const struct vmm_page_request *req, enum vmm_wait_reason why,
-		   const char *reason);
-/* req cannot complete without the partner: in the failover window it waits
- * for the pair's decision, else it is refused PARTNER_UNAVAILABLE, reason. */
-void vmm_partner_wait(struct vmm *v, const struct vmm_page_request *req, const char *reason);
-/* No frames for req: it waits for them when req->wait, else NO_SPACE now. */
-void vmm_frames_short(struct vmm *v, const struct vmm_page_request *req, const char *reason);
-/* A page-in failed: the requests waiting to read guid/page get reason. */
-void vmm_page_in_failed(struct vmm *v, const char *guid, uint64_t page, const char *reason);
 /* Something a queued request may wait for happened: look at the queue again. */
 void vmm_paging_kick(struct vmm *v);
-/* Why a new request for guid/page must wait although its lock may be free:
- * earlier requests wait for the page (vmm/VMM.md, "Fairness across the pair");
- * NULL when none do. The text is in buf. */
-const char *vmm_page_queued(const struct vmm *v, const char *guid, uint64_t page, char *buf,
-			    size_t len);
-/* The owner's side of the partner's LockRequest m: NULL when m may have the
- * lock now, as far as the queue goes (its ticket, if any, had its turn and
- * is dropped); otherwise why not, in buf. */
-const char *vmm_ticket_turn(struct vmm *v, const Ftvm__Partner__LockRequest *m, char *buf,
-			    size_t len);
-/* m was refused: its ticket (non-zero) keeps its place in the queue. */
-void vmm_ticket_queue(struct vmm *v, const Ftvm__Partner__LockRequest *m);
-/* The ticket of req's LockRequest, and how long req still waits (0, 0 when
- * it does not wait): its own ticket, or a new one the first time. */
-uint64_t vmm_lock_request_ticket(struct vmm *v, const struct vmm_page_request *req,
-				 uint32_t *wait_ms);
-/* pointer.c: a pointer request out of the paging queue, tried again. */
-void vmm_pointer_retry(struct vmm *v, const struct vmm_page_request *req);
-/* A gone client's requests in the paging queue are dropped. */
-void vmm_page_waiters_client_gone(struct vmm *v, uint64_t client_id);
-/* vmm/whole_page.c: a whole-page call out of the paging queue, tried again. */
-void vmm_page_retry(struct vmm *v, const struct vmm_page_request *req);
-/* vmm/destage.c: true when a's page (req's) is resident, with its contents
- * (zeroes for a page never written); otherwise req was queued (a page-in is
- * on its way, or frames are short and req waits) or answered. */
-bool vmm_page_contents(struct vmm *v, const struct vmm_page_request *req, struct vmm_alloc *a);
 void vmm_page_waiters_fail(struct vmm *v, int status, const char *reason);
 
 /* ---- for node/ha/: what failover reaches of the memory manager ----
@@ -292,23 +162,3 @@ bool vmm_solo_answers_pending(const struct vmm *v);
  * past [failover] journal_limit no longer count against it (the status's
  * journal_given_up). */
 void vmm_journal_caught_up(struct vmm *v);
-
-/* The originating node's methods. */
-void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__AllocRequest *req);
-void vmm_op_free(struct vmm *v, struct client_call *call, const char *guid);
-void vmm_op_write_page(struct vmm *v, struct client_call *call,
-		       const Ftvm__Client__WritePageRequest *req);
-void vmm_op_read_page(struct vmm *v, struct client_call *call,
-		      const Ftvm__Client__ReadPageRequest *req);
-void vmm_op_verify(struct vmm *v, struct client_call *call);
-void vmm_op_map(struct vmm *v, struct client_call *call);
-void vmm_op_get_pointer(struct vmm *v, struct client_call *call,
-			const Ftvm__Client__GetPointerRequest *req);
-void vmm_op_release_pointer(struct vmm *v, struct client_call *call,
-			    const Ftvm__Client__ReleasePointerRequest *req);
-/* header, list, sense: answered from this node's own table. */
-void vmm_op_local(struct vmm *v, struct client_call *call, const Ftvm__Client__ClientRequest *req);
-/* Fills info from this node's table (capacity, queues, and digests when
- * page_table); free with vmm_sense_release. */
-int vmm_sense_fill(struct vmm *v, bool page_table, Ftvm__Partner__SenseInformation *info);
-void vmm_sense_release(Ftvm__Partner__SenseInformation *info);
