@@ -409,7 +409,7 @@ static void send_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
 	if (op->owned)
 		memcpy(vmm_block_addr(v, a, op->page), op->block, a->block_size);
 	op->out = (struct pagedata_outgoing){
-		.guid = a->guid,
+		.guid = op->guid,
 		.page = op->page,
 		.block_size = a->block_size,
 		.crc32c = op->crc,
