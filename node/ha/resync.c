@@ -846,7 +846,6 @@ static int on_allocation(struct vmm *v, const Ftvm__Partner__ResyncAllocation *m
 	return 0;
 }
 
-/* A block sent inline: the whole block, matching the page's state. */
 /* The block is not wanted: a change mirrored after the survivor's snapshot
  * got here first (the page is newer, or its allocation freed). */
 static int drop_page(struct vmm *v, const Ftvm__Partner__ResyncPage *m)
