@@ -379,17 +379,14 @@ static int send_release(struct vmm *v, struct release_op *op, struct vmm_alloc *
 {
 	struct vmm_holding *h = op->h;
 	struct pagedata_outgoing out = {
-		.guid = h->guid,
-		.page = h->page,
-		.block_size = a->block_size,
-		.crc32c = op->crc,
-		.block = vmm_block_addr(v, a, h->page),
-		.frames = vmm_block_addr(v, a, h->page),
-		.landing = h->has_landing ? &h->landing : NULL,
+		.guid = h->guid, .page = h->page, .block_size = a->block_size, .crc32c = op->crc
 	};
 
 	if (!op->modified)
 		return vmm_op_send(&op->op, envs, n);
+	out.block = out.frames = vmm_block_addr(v, a, h->page);
+	if (h->has_landing)
+		out.landing = &h->landing;
 	h->has_landing = false;
 	return pagedata_send(v->pagedata, &op->op, msgs, envs, n, 0, &out);
 }

@@ -401,25 +401,25 @@ static struct write_op *write_op_new(struct vmm *v, const struct vmm_page_reques
  * old version until then). */
 static void send_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
 {
+	void *frames = op->owned	? vmm_block_addr(v, a, op->page)
+		       : op->has_frames ? frame_pool_addr(v->pool, op->frame)
+					: NULL;
 	struct vmm_msg msgs[4];
 	Envelope *envs[4];
 	size_t n = 0;
 	int r;
 
 	if (op->owned)
-		memcpy(vmm_block_addr(v, a, op->page), op->block, a->block_size);
+		memcpy(frames, op->block, a->block_size);
 	op->out = (struct pagedata_outgoing){
 		.guid = op->guid,
 		.page = op->page,
 		.block_size = a->block_size,
 		.crc32c = op->crc,
-		.block = op->owned ? vmm_block_addr(v, a, op->page) : op->block,
+		.block = op->owned ? frames : op->block,
+		.frames = frames,
 		.grant_ok = true,
 	};
-	if (op->owned)
-		op->out.frames = vmm_block_addr(v, a, op->page);
-	else if (op->has_frames)
-		op->out.frames = frame_pool_addr(v->pool, op->frame);
 	if (!op->owned) {
 		envs[n] = vmm_msg_lock_request(&msgs[n], a->guid, op->page, true, op->ticket,
 					       op->wait_ms);
