@@ -9,7 +9,8 @@
 #define FRAME_MAGIC0 'F'
 #define FRAME_MAGIC1 'V'
 
-void frame_header_build(uint8_t hdr[FRAME_HEADER_SIZE], const void *payload, size_t payload_len)
+void frame_header_build_iov(uint8_t hdr[FRAME_HEADER_SIZE], const struct iovec *iov, size_t n,
+			    size_t payload_len)
 {
 	uint32_t crc;
 
@@ -19,8 +20,16 @@ void frame_header_build(uint8_t hdr[FRAME_HEADER_SIZE], const void *payload, siz
 	hdr[3] = 0;
 	put_be32(hdr + 4, (uint32_t)payload_len);
 	crc = crc32c(0, hdr, 8);
-	crc = crc32c(crc, payload, payload_len);
+	for (size_t i = 0; i < n; i++)
+		crc = crc32c(crc, iov[i].iov_base, iov[i].iov_len);
 	put_be32(hdr + 8, crc);
+}
+
+void frame_header_build(uint8_t hdr[FRAME_HEADER_SIZE], const void *payload, size_t payload_len)
+{
+	struct iovec one = { .iov_base = (void *)payload, .iov_len = payload_len };
+
+	frame_header_build_iov(hdr, &one, 1, payload_len);
 }
 
 void frame_seal(uint8_t *frame, size_t payload_len)

@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #define FRAME_HEADER_SIZE 12u
 #define FRAME_VERSION 1u
@@ -28,6 +29,9 @@ void frame_seal(uint8_t *frame, size_t payload_len);
 
 /* Writes the header for a payload kept elsewhere (sent as a second piece). */
 void frame_header_build(uint8_t hdr[FRAME_HEADER_SIZE], const void *payload, size_t payload_len);
+/* The same for a payload in n pieces (a gathered write), payload_len in all. */
+void frame_header_build_iov(uint8_t hdr[FRAME_HEADER_SIZE], const struct iovec *iov, size_t n,
+			    size_t payload_len);
 
 /* Checks a frame header alone. Returns the payload length (>= 0), or -EBADMSG
  * with *ret_why naming what was wrong. */

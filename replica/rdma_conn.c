@@ -211,12 +211,21 @@ void rdma_conn_flush(struct rdma_conn *c)
 	}
 }
 
-int rdma_conn_send(struct rdma_conn *c, const void *payload, size_t len)
+/* The payload's pieces, one after the other, at to. */
+static void gather(uint8_t *to, const struct iovec *iov, size_t n)
 {
-	return rdma_conn_send_behind(c, payload, len, NULL);
+	for (size_t i = 0; i < n; i++) {
+		memcpy(to, iov[i].iov_base, iov[i].iov_len);
+		to += iov[i].iov_len;
+	}
 }
 
-int rdma_conn_send_behind(struct rdma_conn *c, const void *payload, size_t len,
+int rdma_conn_send(struct rdma_conn *c, const struct iovec *iov, size_t n, size_t len)
+{
+	return rdma_conn_send_behind(c, iov, n, len, NULL);
+}
+
+int rdma_conn_send_behind(struct rdma_conn *c, const struct iovec *iov, size_t n, size_t len,
 			  struct rdma_write_job *writes)
 {
 	size_t max = rdma_transport_max_payload(c->transport);
@@ -242,7 +251,7 @@ int rdma_conn_send_behind(struct rdma_conn *c, const void *payload, size_t len,
 	    c->n_free_slots && rdma_credits_can_send_data(&c->credits)) {
 		slot = c->free_slots[--c->n_free_slots];
 		buf = send_buf(c, slot);
-		memcpy(buf + FRAME_HEADER_SIZE, payload, len);
+		gather(buf + FRAME_HEADER_SIZE, iov, n);
 		frame_seal(buf, len);
 		r = post_send(c, slot, total);
 		if (r < 0)
@@ -258,7 +267,7 @@ int rdma_conn_send_behind(struct rdma_conn *c, const void *payload, size_t len,
 	m->writes = writes;
 	m->len = total;
 	m->off = 0;
-	memcpy(m->frame + FRAME_HEADER_SIZE, payload, len);
+	gather(m->frame + FRAME_HEADER_SIZE, iov, n);
 	frame_seal(m->frame, len);
 	*c->out_tail = m;
 	c->out_tail = &m->next;

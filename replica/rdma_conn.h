@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -124,11 +125,12 @@ void rdma_conn_params(struct rdma_params *ret);
 /* The peer's announced parameters: credits start here. */
 void rdma_conn_peer_params(struct rdma_conn *c, const struct rdma_params *p);
 
-/* Queues one payload as a frame and sends what credits allow. */
-int rdma_conn_send(struct rdma_conn *c, const void *payload, size_t len);
+/* Queues one payload (len bytes in n pieces) as a frame and sends what
+ * credits allow. */
+int rdma_conn_send(struct rdma_conn *c, const struct iovec *iov, size_t n, size_t len);
 /* The same, after the RDMA WRITEs of writes (rdma_onesided.c; taken over,
  * freed with the frame): the frame waits until they are all posted. */
-int rdma_conn_send_behind(struct rdma_conn *c, const void *payload, size_t len,
+int rdma_conn_send_behind(struct rdma_conn *c, const struct iovec *iov, size_t n, size_t len,
 			  struct rdma_write_job *writes);
 /* Sends queued frames as far as credits and send slots allow (after UP). */
 void rdma_conn_flush(struct rdma_conn *c);

@@ -91,7 +91,8 @@ int rdma_onesided_send_after_writes(struct repl_conn *base, const struct repl_re
 	r = rdma_plan_init(&j->plan, j->xfers, n, &c->limits, reason, reason_len);
 	if (r < 0)
 		goto fail;
-	r = rdma_conn_send_behind(c, payload, len, j);
+	r = rdma_conn_send_behind(c, &(struct iovec){ .iov_base = (void *)payload, .iov_len = len },
+				  1, len, j);
 	if (r < 0)
 		return reason_fail(reason, reason_len, r, "%s: queueing the message failed",
 				   c->peer);

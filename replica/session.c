@@ -76,6 +76,7 @@
 #include "auth.h"
 #include "clock.h"
 #include "log.h"
+#include "pb_pieces.h"
 #include "reason.h"
 
 #define LOG_SUBSYSTEM "session"
@@ -142,9 +143,11 @@ struct repl_session {
 
 	struct pending_table *pending;
 	uint64_t next_seq;
-	/* Packed envelopes held back by repl_session_cork(). */
-	bool corked;
-	ProtobufCBinaryData *held;
+	/* Packed envelopes held back by repl_session_cork(); a request batch's
+	 * own (holding_requests) may reference the callers' blocks, which are
+	 * there until the call returns, and no longer. */
+	bool corked, holding_requests;
+	struct pb_pieces *held;
 	size_t n_held, held_cap;
 	int state; /* our NodeState, as advertised */
 
@@ -203,16 +206,24 @@ static bool backlogged(const struct repl_session *s, const struct repl_conn *con
 	return conn->transport->ops->backlog(conn) > s->config.max_backlog;
 }
 
-static int wire_send(struct repl_session *s, struct repl_conn *conn, const void *payload,
-		     size_t len)
+/* A payload in more pieces than this is made one before it goes (a batch
+ * of many answers): a gathered write of many small pieces gains nothing. */
+#define WIRE_PIECES 8
+
+static int wire_send(struct repl_session *s, struct repl_conn *conn, struct pb_pieces *payload)
 {
+	struct iovec iov[WIRE_PIECES];
+
 	if (cut(s))
 		return 0;
 	if (backlogged(s, conn))
 		return -ENOBUFS; /* the next tick drops the link */
+	if ((payload->n > WIRE_PIECES || s->cb.tap) && pb_pieces_flatten(payload) < 0)
+		return -ENOMEM;
 	if (s->cb.tap)
-		tap(s, conn, true, payload, len);
-	return repl_conn_send(conn, payload, len);
+		tap(s, conn, true, pb_pieces_bytes(payload), payload->len);
+	pb_pieces_iov(payload, iov);
+	return repl_conn_sendv(conn, iov, payload->n, payload->len);
 }
 
 static void forget_conn(struct repl_session *s, struct session_conn *sc)
@@ -362,43 +373,58 @@ static void fill_header(struct repl_session *s, Envelope *env)
 static void drop_held(struct repl_session *s)
 {
 	for (size_t i = 0; i < s->n_held; i++)
-		free(s->held[i].data);
+		pb_pieces_free(&s->held[i]);
 	s->n_held = 0;
 }
 
-static int hold(struct repl_session *s, uint8_t *payload, size_t len)
+/* Takes payload over (it is held until sent or dropped). Kept past this
+ * call, it references nothing of the caller's: it is made one piece. */
+static int hold(struct repl_session *s, struct pb_pieces *payload)
 {
+	if (!s->holding_requests && pb_pieces_flatten(payload) < 0)
+		return -ENOMEM;
 	if (s->n_held == s->held_cap) {
 		size_t cap = s->held_cap ? 2 * s->held_cap : 16;
-		ProtobufCBinaryData *h = realloc(s->held, cap * sizeof(*h));
+		struct pb_pieces *h = realloc(s->held, cap * sizeof(*h));
 		if (!h)
 			return -ENOMEM;
 		s->held = h;
 		s->held_cap = cap;
 	}
-	s->held[s->n_held++] = (ProtobufCBinaryData){ .len = len, .data = payload };
+	s->held[s->n_held++] = *payload;
 	return 0;
 }
 
-/* The held envelopes as one payload: a Batch, or the one alone. *ret_owned
- * says whether the caller frees *ret. */
-static int pack_held(struct repl_session *s, uint8_t **ret, size_t *ret_len, bool *ret_owned)
+/* The held envelopes as one payload, in ret: a Batch, whose entries are the
+ * held payloads' pieces (not copied again), or the one alone (*ret_owned
+ * false: the held one's, which drop_held frees). */
+static int pack_held(struct repl_session *s, struct pb_pieces *ret, bool *ret_owned)
 {
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 	Ftvm__Partner__Batch batch = FTVM__PARTNER__BATCH__INIT;
+	ProtobufCBinaryData *entries;
+	int r;
 
 	*ret_owned = s->n_held != 1;
 	if (s->n_held == 1) {
-		*ret = s->held[0].data;
-		*ret_len = s->held[0].len;
+		*ret = s->held[0];
 		return 0;
 	}
+	entries = calloc(s->n_held, sizeof(*entries));
+	if (!entries)
+		return -ENOMEM;
+	/* Each entry stands for a held payload (pb_pieces_pack splices it in). */
+	for (size_t i = 0; i < s->n_held; i++)
+		entries[i] = (ProtobufCBinaryData){ .len = s->held[i].len,
+						    .data = (uint8_t *)&s->held[i] };
 	batch.n_envelopes = s->n_held;
-	batch.envelopes = s->held;
+	batch.envelopes = entries;
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH;
 	env.batch = &batch;
 	fill_header(s, &env);
-	return codec_payload_pack(&env.base, ret, ret_len);
+	r = pb_pieces_pack(&env.base, s->held, s->n_held, ret);
+	free(entries);
+	return r;
 }
 
 /* A block the device would not register (pinned memory short: RLIMIT_MEMLOCK,
@@ -436,60 +462,74 @@ static bool one_sided_usual_failure(int r)
 	return repl_session_inline_instead(r) || r == -ENOTCONN;
 }
 
+/* payload after the RDMA WRITEs of writes. The blocks go by WRITE, so what
+ * is left is small: it goes in one piece. */
+static int send_behind_writes(struct repl_session *s, struct repl_conn *conn,
+			      const struct repl_remote_write *writes, size_t n_writes,
+			      struct pb_pieces *payload)
+{
+	const uint8_t *bytes = pb_pieces_bytes(payload);
+	char reason[192];
+	int r;
+
+	if (!bytes)
+		return -ENOMEM;
+	r = conn->transport->ops->send_after_writes(conn, writes, n_writes, bytes, payload->len,
+						    reason, sizeof(reason));
+	if (r < 0 && one_sided_usual_failure(r)) {
+		log_debug("page data not sent one-sided: %s", reason);
+	} else if (r < 0) {
+		warn_refused(s, reason);
+		r = -EOPNOTSUPP; /* nothing was sent: the caller goes inline */
+	} else if (s->cb.tap) {
+		tap(s, conn, true, bytes, payload->len);
+	}
+	return r;
+}
+
 /* Sends the held envelopes, after the RDMA WRITEs of writes (n_writes 0:
  * none, a plain send). */
 static int send_held(struct repl_session *s, const struct repl_remote_write *writes,
 		     size_t n_writes)
 {
 	struct repl_conn *conn = s->active->conn;
-	char reason[192];
-	uint8_t *payload;
+	struct pb_pieces payload;
 	bool owned;
-	size_t len;
 	int r;
 
-	r = pack_held(s, &payload, &len, &owned);
+	r = pack_held(s, &payload, &owned);
 	if (r < 0)
 		return r;
-	if (!n_writes) {
-		r = wire_send(s, conn, payload, len);
-	} else if (!cut(s)) {
-		r = conn->transport->ops->send_after_writes(conn, writes, n_writes, payload, len,
-							    reason, sizeof(reason));
-		if (r < 0 && one_sided_usual_failure(r)) {
-			log_debug("page data not sent one-sided: %s", reason);
-		} else if (r < 0) {
-			warn_refused(s, reason);
-			r = -EOPNOTSUPP; /* nothing was sent: the caller goes inline */
-		} else if (s->cb.tap) {
-			tap(s, conn, true, payload, len);
-		}
-	}
+	if (!n_writes)
+		r = wire_send(s, conn, &payload);
+	else if (!cut(s))
+		r = send_behind_writes(s, conn, writes, n_writes, &payload);
 	if (owned)
-		free(payload);
+		pb_pieces_free(&payload);
+	else
+		s->held[0] = payload; /* flattened, maybe: drop_held frees it */
 	return r;
 }
 
 static int send_envelope(struct repl_session *s, struct session_conn *sc, Envelope *env)
 {
-	uint8_t *payload;
-	size_t len;
+	struct pb_pieces payload;
 	int r;
 
 	fill_header(s, env);
-	r = codec_payload_pack(&env->base, &payload, &len);
+	r = pb_pieces_pack(&env->base, NULL, 0, &payload);
 	if (r < 0)
 		return r;
 	/* Heartbeats never wait behind held answers (and never go in a batch). */
 	if (s->corked && sc == s->active &&
 	    env->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT) {
-		r = hold(s, payload, len);
+		r = hold(s, &payload);
 		if (r < 0)
-			free(payload);
+			pb_pieces_free(&payload);
 		return r;
 	}
-	r = wire_send(s, sc->conn, payload, len);
-	free(payload);
+	r = wire_send(s, sc->conn, &payload);
+	pb_pieces_free(&payload);
 	return r;
 }
 
@@ -1393,13 +1433,13 @@ static int send_requests(struct repl_session *s, Envelope *const *envs, size_t n
 		return -ENOTCONN;
 	if (s->corked)
 		return -EBUSY; /* answers are held back: they must go first */
-	s->corked = true;
+	s->corked = s->holding_requests = true;
 	for (size_t i = 0; i < n && r >= 0; i++) {
 		envs[i]->seq = ++s->next_seq;
 		envs[i]->answers = 0;
 		r = send_envelope(s, s->active, envs[i]);
 	}
-	s->corked = false;
+	s->corked = s->holding_requests = false;
 	if (r >= 0)
 		r = send_held(s, writes, n_writes);
 	drop_held(s);

@@ -2,10 +2,11 @@
  * now, RDMA later), so nothing above this file knows which one runs.
  *
  * A transport instance owns a listener and its connections. It moves whole
- * frames (common/frame.h): send() takes one payload and frames it; the receive
- * callback gets one whole, checksum-verified payload. A frame that is too
- * long, truncated, or fails its checksum ends the connection (conn_down with
- * the reason); the transport itself goes on listening.
+ * frames (common/frame.h): send() takes one payload, in pieces, and frames
+ * it; the receive callback gets one whole, checksum-verified payload. A
+ * frame that is too long, truncated, or fails its checksum ends the
+ * connection (conn_down with the reason); the transport itself goes on
+ * listening.
  *
  * Every callback runs on the event loop thread, from the loop. */
 #pragma once
@@ -13,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "peer_filter.h"
 #include "rdma_regtable.h"
@@ -73,10 +75,12 @@ struct repl_transport_ops {
 		      const struct peer_filter *allowed);
 	/* Start connecting to "host:port": conn_up or conn_down follows later. */
 	int (*connect)(struct repl_transport *t, const char *endpoint, struct repl_conn **ret);
-	/* Queue one payload. The caller keeps its buffer (it is copied before
-	 * return). Never -EAGAIN: a backend with send credits (RDMA) queues the
-	 * frame until credits come back. -EMSGSIZE: len is above max_payload. */
-	int (*send)(struct repl_conn *c, const void *payload, size_t len);
+	/* Queue one payload, gathered from n pieces (len bytes in all). The
+	 * caller keeps the pieces' memory (what does not go to the socket or
+	 * the device at once is copied before return). Never -EAGAIN: a
+	 * backend with send credits (RDMA) queues the frame until credits come
+	 * back. -EMSGSIZE: len is above max_payload. */
+	int (*send)(struct repl_conn *c, const struct iovec *iov, size_t n, size_t len);
 	/* Close and free conn now; no conn_down follows. */
 	void (*close)(struct repl_conn *c);
 	/* Bytes given to send() on c and not yet handed to the kernel or the
@@ -177,7 +181,15 @@ const struct repl_transport_ops *repl_transport_select(const char *configured, c
 
 static inline int repl_conn_send(struct repl_conn *c, const void *payload, size_t len)
 {
-	return c->transport->ops->send(c, payload, len);
+	struct iovec one = { .iov_base = (void *)payload, .iov_len = len };
+
+	return c->transport->ops->send(c, &one, 1, len);
+}
+
+static inline int repl_conn_sendv(struct repl_conn *c, const struct iovec *iov, size_t n,
+				  size_t len)
+{
+	return c->transport->ops->send(c, iov, n, len);
 }
 
 static inline void repl_conn_close(struct repl_conn *c)

@@ -421,9 +421,9 @@ out:
 	return r;
 }
 
-static int rdma_send(struct repl_conn *base, const void *payload, size_t len)
+static int rdma_send(struct repl_conn *base, const struct iovec *iov, size_t n, size_t len)
 {
-	return rdma_conn_send((struct rdma_conn *)base, payload, len);
+	return rdma_conn_send((struct rdma_conn *)base, iov, n, len);
 }
 
 static void rdma_close(struct repl_conn *base)

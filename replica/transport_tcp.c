@@ -318,20 +318,42 @@ static int tcp_connect(struct repl_transport *base, const char *endpoint, struct
 	return 0;
 }
 
+/* The pieces of one frame a gathered write takes at once: its header and
+ * the payload's pieces (more are queued, not written at once). */
+#define TCP_WRITE_PIECES 16
+
 /* Writes what the socket takes now and returns how much; 0 on EAGAIN or an
  * error (the bufferevent then sees the error on its own write). */
-static size_t write_now(struct tcp_conn *c, const uint8_t *hdr, const void *payload, size_t len)
+static size_t write_now(struct tcp_conn *c, const uint8_t *hdr, const struct iovec *iov, size_t n)
 {
-	struct iovec iov[2] = {
-		{ .iov_base = (void *)hdr, .iov_len = FRAME_HEADER_SIZE },
-		{ .iov_base = (void *)payload, .iov_len = len },
-	};
-	ssize_t n = writev(bufferevent_getfd(c->bev), iov, 2);
+	struct iovec all[TCP_WRITE_PIECES];
+	ssize_t done;
 
-	return n > 0 ? (size_t)n : 0;
+	all[0] = (struct iovec){ .iov_base = (void *)hdr, .iov_len = FRAME_HEADER_SIZE };
+	memcpy(all + 1, iov, n * sizeof(*iov));
+	done = writev(bufferevent_getfd(c->bev), all, (int)n + 1);
+	return done > 0 ? (size_t)done : 0;
 }
 
-static int tcp_send(struct repl_conn *base, const void *payload, size_t len)
+/* What the socket did not take, from skip bytes into the pieces on, queued
+ * (copied) for the bufferevent. */
+static int queue_rest(struct evbuffer *out, const struct iovec *iov, size_t n, size_t skip)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t len = iov[i].iov_len;
+
+		if (skip >= len) {
+			skip -= len;
+			continue;
+		}
+		if (evbuffer_add(out, (const uint8_t *)iov[i].iov_base + skip, len - skip) < 0)
+			return -ENOMEM;
+		skip = 0;
+	}
+	return 0;
+}
+
+static int tcp_send(struct repl_conn *base, const struct iovec *iov, size_t n, size_t len)
 {
 	struct tcp_conn *c = (struct tcp_conn *)base;
 	struct evbuffer *out = bufferevent_get_output(c->bev);
@@ -342,17 +364,15 @@ static int tcp_send(struct repl_conn *base, const void *payload, size_t len)
 		return -ENOTCONN;
 	if (len > c->transport->max_payload)
 		return -EMSGSIZE;
-	frame_header_build(hdr, payload, len);
+	frame_header_build_iov(hdr, iov, n, len);
 	/* With nothing queued, write straight away: leaving it to the bufferevent
 	 * costs one more trip through the event loop on every message. */
-	if (c->connected && evbuffer_get_length(out) == 0)
-		done = write_now(c, hdr, payload, len);
+	if (c->connected && evbuffer_get_length(out) == 0 && n < TCP_WRITE_PIECES)
+		done = write_now(c, hdr, iov, n);
 	if (done < FRAME_HEADER_SIZE && evbuffer_add(out, hdr + done, FRAME_HEADER_SIZE - done) < 0)
 		return -ENOMEM;
 	done = done > FRAME_HEADER_SIZE ? done - FRAME_HEADER_SIZE : 0;
-	if (done < len && evbuffer_add(out, (const uint8_t *)payload + done, len - done) < 0)
-		return -ENOMEM;
-	return 0;
+	return queue_rest(out, iov, n, done);
 }
 
 static void tcp_close(struct repl_conn *base)

@@ -1,0 +1,224 @@
+/* common/pb_pieces.c: a message packed in pieces adds up to exactly what
+ * protobuf_c_message_pack makes, with its large bytes fields referenced, not
+ * copied; a Batch whose entries stand for payloads in pieces adds up to the
+ * Batch of those payloads packed; flattening keeps the bytes. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "pb_pieces.h"
+
+#include "partner.pb-c.h"
+
+typedef Ftvm__Partner__Envelope Envelope;
+
+static uint8_t *packed(const ProtobufCMessage *m, size_t *ret_len)
+{
+	size_t len = protobuf_c_message_get_packed_size(m);
+	uint8_t *buf = xmalloc(len ? len : 1);
+
+	protobuf_c_message_pack(m, buf);
+	*ret_len = len;
+	return buf;
+}
+
+/* The pieces, end to end. */
+static uint8_t *joined(const struct pb_pieces *p)
+{
+	struct iovec *iov = xmalloc((p->n ? p->n : 1) * sizeof(*iov));
+	uint8_t *buf = xmalloc(p->len ? p->len : 1), *at = buf;
+
+	pb_pieces_iov(p, iov);
+	for (size_t i = 0; i < p->n; i++) {
+		memcpy(at, iov[i].iov_base, iov[i].iov_len);
+		at += iov[i].iov_len;
+	}
+	CHECK((size_t)(at - buf) == p->len, "pieces add up to %zu bytes, len says %zu",
+	      (size_t)(at - buf), p->len);
+	free(iov);
+	return buf;
+}
+
+static bool references(const struct pb_pieces *p, const void *data)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (p->piece[i].ref == data)
+			return true;
+	return false;
+}
+
+static void write_page(Envelope *env, Ftvm__Partner__WritePage *wp, uint8_t *data, size_t len)
+{
+	ftvm__partner__envelope__init(env);
+	ftvm__partner__write_page__init(wp);
+	env->version = 1;
+	env->sender = "a";
+	env->seq = 77;
+	env->lsn = 1234567;
+	wp->guid = "a-1";
+	wp->page = 3;
+	wp->crc32c = 0xdeadbeef;
+	wp->data = (ProtobufCBinaryData){ .len = len, .data = data };
+	env->message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE;
+	env->write_page = wp;
+}
+
+/* Packed in pieces and packed whole: the same bytes. */
+static void check_same(const char *what, const ProtobufCMessage *m, const struct pb_pieces *parts,
+		       size_t n_parts, const ProtobufCMessage *whole, struct pb_pieces *ret)
+{
+	size_t len;
+	uint8_t *want = packed(whole ? whole : m, &len), *got;
+
+	CHECK(pb_pieces_pack(m, parts, n_parts, ret) == 0, "%s: packs", what);
+	got = joined(ret);
+	CHECK(ret->len == len && memcmp(got, want, len) == 0, "%s: %zu bytes in pieces, %zu packed",
+	      what, ret->len, len);
+	free(got);
+	free(want);
+}
+
+static void test_block_referenced(void)
+{
+	static const size_t sizes[] = {
+		0, 1, 100, PB_PIECES_REF_MIN - 1, PB_PIECES_REF_MIN, 4096, 65536, 1 << 20
+	};
+
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		size_t len = sizes[k];
+		uint8_t *data = xmalloc(len ? len : 1);
+		Ftvm__Partner__WritePage wp;
+		struct pb_pieces p;
+		Envelope env;
+		char what[64];
+
+		for (size_t i = 0; i < len; i++)
+			data[i] = (uint8_t)(i * 7 + k);
+		write_page(&env, &wp, data, len);
+		snprintf(what, sizeof(what), "WritePage of %zu bytes", len);
+		check_same(what, &env.base, NULL, 0, NULL, &p);
+		if (len >= PB_PIECES_REF_MIN) {
+			CHECK(references(&p, data), "%s: the block is referenced", what);
+			CHECK(p.own_len < 64, "%s: %zu bytes copied", what, p.own_len);
+			CHECK(p.n == 3, "%s: head, block, tail: %zu pieces", what, p.n);
+		} else {
+			CHECK(!references(&p, data) && p.n == 1, "%s: copied, one piece (%zu)",
+			      what, p.n);
+		}
+		/* Flattened: the same bytes, one piece of its own. */
+		{
+			size_t want_len;
+			uint8_t *want = packed(&env.base, &want_len);
+			const uint8_t *flat = pb_pieces_bytes(&p);
+
+			CHECK(flat && p.n == 1 && !p.piece[0].ref, "%s: flat", what);
+			CHECK(flat && p.len == want_len && memcmp(flat, want, want_len) == 0,
+			      "%s: flattened bytes", what);
+			memset(data, 0xee, len); /* the original may go now */
+			CHECK(flat && memcmp(flat, want, want_len) == 0,
+			      "%s: flattened references nothing", what);
+			free(want);
+		}
+		pb_pieces_free(&p);
+		free(data);
+	}
+}
+
+static void test_empty(void)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	struct pb_pieces p;
+
+	check_same("an empty envelope", &env.base, NULL, 0, NULL, &p);
+	CHECK(p.len == 0 && p.n == 0, "nothing: %zu bytes, %zu pieces", p.len, p.n);
+	CHECK(pb_pieces_bytes(&p) != NULL && p.len == 0, "an empty payload has bytes");
+	pb_pieces_free(&p);
+}
+
+/* A Batch whose entries stand for payloads in pieces: the same bytes as the
+ * Batch of those payloads packed, the blocks still referenced. */
+static void test_batch_splices(void)
+{
+	enum {
+		N = 5
+	};
+	static uint8_t blocks[N][8192];
+	Envelope envs[N], outer = FTVM__PARTNER__ENVELOPE__INIT, whole_outer;
+	Ftvm__Partner__WritePage wps[N];
+	Ftvm__Partner__Batch batch = FTVM__PARTNER__BATCH__INIT, whole_batch;
+	ProtobufCBinaryData stand_in[N], whole[N];
+	struct pb_pieces parts[N], p;
+
+	for (int i = 0; i < N; i++) {
+		size_t len = i % 2 ? sizeof(blocks[i]) : 20; /* big and small entries */
+
+		memset(blocks[i], 'a' + i, sizeof(blocks[i]));
+		write_page(&envs[i], &wps[i], blocks[i], len);
+		CHECK(pb_pieces_pack(&envs[i].base, NULL, 0, &parts[i]) == 0, "entry %d packs", i);
+		stand_in[i] =
+			(ProtobufCBinaryData){ .len = parts[i].len, .data = (uint8_t *)&parts[i] };
+		whole[i].data = packed(&envs[i].base, &whole[i].len);
+	}
+	outer.version = 1;
+	outer.sender = "a";
+	outer.epoch = 9;
+	outer.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH;
+	outer.batch = &batch;
+	batch.n_envelopes = N;
+	batch.envelopes = stand_in;
+	whole_outer = outer;
+	whole_batch = batch;
+	whole_batch.envelopes = whole;
+	whole_outer.batch = &whole_batch;
+	check_same("a batch of 5", &outer.base, parts, N, &whole_outer.base, &p);
+	CHECK(references(&p, blocks[1]) && references(&p, blocks[3]),
+	      "the batch references the big blocks");
+	CHECK(p.n == 5, "copied, block, copied, block, copied: %zu pieces", p.n);
+	CHECK(p.own_len < 400, "the batch copied %zu bytes", p.own_len);
+	pb_pieces_free(&p);
+
+	/* An entry whose length differs from the payload it points at is a
+	 * plain bytes field (copied or referenced as any). */
+	stand_in[0].len = parts[0].len - 1;
+	CHECK(pb_pieces_pack(&outer.base, parts, N, &p) == 0 && !references(&p, parts[0].own),
+	      "a pointer into parts with another length is not spliced");
+	pb_pieces_free(&p);
+	for (int i = 0; i < N; i++) {
+		pb_pieces_free(&parts[i]);
+		free(whole[i].data);
+	}
+}
+
+/* Random WritePages against protobuf-c, sizes around the threshold. */
+static void test_random(void)
+{
+	for (int round = 0; round < 500; round++) {
+		size_t len = rng() % 3 ? rng() % (2 * PB_PIECES_REF_MIN) : rng() % 70000;
+		uint8_t *data = xmalloc(len ? len : 1);
+		Ftvm__Partner__WritePage wp;
+		struct pb_pieces p;
+		Envelope env;
+
+		for (size_t i = 0; i < len; i++)
+			data[i] = (uint8_t)rng();
+		write_page(&env, &wp, data, len);
+		env.seq = rng();
+		wp.page = (uint64_t)rng() << (rng() % 32);
+		check_same("random WritePage", &env.base, NULL, 0, NULL, &p);
+		pb_pieces_free(&p);
+		free(data);
+	}
+}
+
+int main(void)
+{
+	rng_seed(0x5eed1e5);
+	test_block_referenced();
+	test_empty();
+	test_batch_splices();
+	test_random();
+	printf("pb_pieces: %d checks, %d failed\n", checks, failures);
+	return failures ? 1 : 0;
+}
