@@ -93,7 +93,16 @@ struct client_call {
 	struct client_conn *conn; /* holds a reference */
 	uint64_t id;
 	pid_t pid;
+	/* Kept until answered: the owner may point into it (client_request_fn). */
+	const Ftvm__Client__ClientRequest *request;
 };
+
+/* The call is answered: it goes, and its request with it. */
+static void call_free(struct client_call *call)
+{
+	pb_arena_free(&call->request->base);
+	free(call);
+}
 
 struct client_server {
 	struct event_base *base;
@@ -246,7 +255,7 @@ void client_call_reply(struct client_call *call, Ftvm__Client__ClientReply *repl
 		log_debug("client pid %d gone, reply to request %" PRIu64 " dropped",
 			  (int)call->pid, call->id);
 	conn->calls--;
-	free(call);
+	call_free(call);
 
 	if (conn->bev && conn->paused && conn->calls < CLIENT_CALLS_MAX) {
 		conn->paused = false;
@@ -338,11 +347,12 @@ void client_call_reply_fd(struct client_call *call, Ftvm__Client__ClientReply *r
 	/* The reply went out here: account for the call as client_call_reply
 	 * does, without sending anything more. */
 	conn->calls--;
-	free(call);
+	call_free(call);
 	conn_maybe_finish(conn);
 	conn_unref(conn);
 }
 
+/* req is the call's from here on. */
 static void dispatch(struct client_conn *conn, const Ftvm__Client__ClientRequest *req)
 {
 	struct client_server *s = conn->server;
@@ -351,12 +361,14 @@ static void dispatch(struct client_conn *conn, const Ftvm__Client__ClientRequest
 	if (!call) {
 		log_warning("client pid %d: out of memory for request %" PRIu64 ", closing",
 			    (int)conn->pid, req->id);
+		pb_arena_free(&req->base);
 		conn_close(conn);
 		return;
 	}
 	call->conn = conn;
 	call->id = req->id;
 	call->pid = conn->pid;
+	call->request = req;
 	conn->refs++;
 	conn->calls++;
 
@@ -422,7 +434,6 @@ static int read_one(struct client_conn *conn)
 		return -EBADMSG;
 	}
 	dispatch(conn, req);
-	pb_arena_free(&req->base);
 	return 1;
 
 bad_frame:

@@ -23,8 +23,10 @@ struct event_base;
 struct client_server;
 struct client_call;
 
-/* One request. req is valid only during the call; the call is the callee's
- * until it passes it to client_call_reply(). */
+/* One request. The call is the callee's until it passes it to
+ * client_call_reply(); req, and all it points to (a page write's block),
+ * stays as it is until then, so the callee may keep pointers into it
+ * instead of copying it. */
 typedef void (*client_request_fn)(struct client_call *call, const Ftvm__Client__ClientRequest *req,
 				  void *arg);
 

@@ -102,8 +102,10 @@ struct pagedata_outgoing {
 	const void *block; /* its bytes */
 	/* The block in registered memory for an RDMA WRITE: the page's frames
 	 * or frames it takes when answered (block is copied there when they
-	 * differ); NULL: a staging slab, if it goes one-sided. */
+	 * differ, unless frames_filled: they hold it already); NULL: a staging
+	 * slab, if it goes one-sided. */
 	void *frames;
+	bool frames_filled;
 	/* Where the partner said to write it (the landing it gave with a write
 	 * lock), or NULL. grant_ok: otherwise a run it granted for whole-page
 	 * writes, if one is free. */

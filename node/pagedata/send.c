@@ -50,7 +50,7 @@ static bool one_sided_source(struct pagedata *pd, struct pagedata_outgoing *out,
 		pagedata_sent(pd, out, false);
 		return false;
 	}
-	if (src != out->block)
+	if (src != out->block && !(src == out->frames && out->frames_filled))
 		memcpy(src, out->block, out->block_size);
 	w->src = src;
 	w->len = out->block_size;

@@ -21,7 +21,9 @@
 
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
 
-/* A request waiting in the paging queue; req's guid and data point into it. */
+/* A request waiting in the paging queue; req's guid points into it, and a
+ * write's data into its call's request, which stays until the call is
+ * answered (client_server.h). */
 struct vmm_page_waiter {
 	struct vmm_page_waiter *next;
 	struct vmm *vmm;
@@ -29,7 +31,6 @@ struct vmm_page_waiter {
 	enum vmm_wait_reason why;
 	uint64_t client_id;
 	char guid[128];
-	uint8_t *data;
 	char reason[256]; /* why frames are short */
 	bool due;	  /* FRAMES: time to try again */
 	bool held;	  /* TICKET: its turn came, the page is kept for it */
@@ -44,7 +45,6 @@ static void waiter_free(struct vmm_page_waiter *w)
 		event_free(w->deadline);
 	if (w->retry)
 		event_free(w->retry);
-	free(w->data);
 	free(w);
 }
 
@@ -178,8 +178,7 @@ void vmm_page_wait(struct vmm *v, const struct vmm_page_request *req, enum vmm_w
 	struct vmm_page_waiter *w = calloc(1, sizeof(*w)), **tail = &v->page_waiters;
 	uint64_t now = clock_now_ms();
 
-	if (!w || !(w->deadline = evtimer_new(v->base, on_waiter_deadline, w)) ||
-	    (req->len && !(w->data = malloc(req->len)))) {
+	if (!w || !(w->deadline = evtimer_new(v->base, on_waiter_deadline, w))) {
 		if (w)
 			waiter_free(w);
 		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
@@ -196,9 +195,6 @@ void vmm_page_wait(struct vmm *v, const struct vmm_page_request *req, enum vmm_w
 		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
 		return;
 	}
-	if (req->len)
-		memcpy(w->data, req->data, req->len);
-	w->req.data = w->data;
 	snprintf(w->reason, sizeof(w->reason), "%s", reason ? reason : "");
 	if (!w->req.deadline_ms)
 		w->req.deadline_ms = now + v->config->request_timeout_ms;
@@ -401,7 +397,6 @@ void vmm_on_paging_kick(evutil_socket_t fd, short what, void *arg)
 	for (; w; w = next) {
 		struct vmm_page_request req;
 		char guid[sizeof(w->guid)];
-		uint8_t *data = w->data;
 
 		next = w->next;
 		if (blocked_behind(v->page_waiters, w) || !waiter_ready(v, w))
@@ -417,13 +412,11 @@ void vmm_on_paging_kick(evutil_socket_t fd, short what, void *arg)
 		snprintf(guid, sizeof(guid), "%s", w->guid);
 		req.guid = guid;
 		req.again = true;
-		w->data = NULL; /* ours now */
 		waiter_unlink(v, w);
 		if (req.kind == VMM_WAIT_POINTER)
 			vmm_pointer_retry(v, &req);
 		else
 			vmm_page_retry(v, &req);
-		free(data);
 		next = v->page_waiters; /* a retry may have queued or dropped some */
 	}
 }

@@ -113,7 +113,7 @@ struct vmm_page_request {
 	bool again;	      /* out of the paging queue: queued again, it goes first */
 	uint64_t deadline_ms; /* monotonic, once queued: it gives up then */
 	uint64_t ticket;      /* its place in the owner's queue, once it has one */
-	const void *data;     /* a whole-page write's bytes */
+	const void *data;     /* a whole-page write's bytes, in its call's request */
 	size_t len;
 };
 

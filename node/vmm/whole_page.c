@@ -29,6 +29,12 @@ struct write_op {
 	uint64_t ticket; /* its place in the owner's queue (not owned here) */
 	uint32_t wait_ms;
 	uint64_t new_version; /* when owned */
+	/* The bytes as the client sent them, in its call's request, which stays
+	 * until the call is answered (client_server.h); the whole block: those
+	 * bytes, or, when they are fewer, a copy padded with zeroes in room. */
+	const void *data;
+	size_t len;
+	const uint8_t *block;
 	uint32_t crc;
 	size_t lock_index; /* of AllocateWrite in the batch; WritePage follows it */
 	uint32_t block_size;
@@ -37,6 +43,7 @@ struct write_op {
 	uint32_t old_crc;
 	bool old_dirty, old_stale;
 	uint8_t *old_block; /* NULL when it was not resident */
+	uint8_t *old_room;  /* in room, for it */
 	/* Not owned here, and not resident: frames taken for it (counted in its
 	 * `filling`), which get the block once the owner acknowledged. */
 	bool fills, has_frames;
@@ -50,7 +57,7 @@ struct write_op {
 	/* The block on its way to the partner (pagedata/), held until the
 	 * answer. */
 	struct pagedata_outgoing out;
-	uint8_t block[];
+	uint8_t room[]; /* the padded block, if any; then the old block, if owned */
 };
 
 static void write_replied(void *arg)
@@ -186,8 +193,8 @@ static void requeue_write(struct vmm *v, struct write_op *op, uint32_t block_siz
 		.again = true,
 		.deadline_ms = op->deadline_ms,
 		.ticket = op->ticket,
-		.data = op->block,
-		.len = block_size,
+		.data = op->data,
+		.len = op->len,
 	};
 
 	vmm_page_wait(v, &req, why, op->op.reason);
@@ -309,7 +316,7 @@ static int prepare_owned(struct vmm *v, const struct vmm_page_request *req, stru
 	op->old_dirty = p->dirty;
 	op->old_stale = p->stale;
 	if (p->resident) {
-		op->old_block = op->block + a->block_size;
+		op->old_block = op->old_room;
 		memcpy(op->old_block, vmm_block_addr(v, a, req->page), a->block_size);
 	} else if (vmm_frames_take(v, a->block_size, &frame, reason, sizeof(reason)) < 0) {
 		vmm_frames_short(v, req, reason);
@@ -367,8 +374,9 @@ static void unprepare(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
 static struct write_op *write_op_new(struct vmm *v, const struct vmm_page_request *req,
 				     const struct vmm_alloc *a)
 {
-	bool owned = vmm_is_owner(v, a);
-	struct write_op *op = calloc(1, sizeof(*op) + (owned ? 2 : 1) * (size_t)a->block_size);
+	bool owned = vmm_is_owner(v, a), padded = req->len != a->block_size;
+	size_t room = ((padded ? 1 : 0) + (owned ? 1 : 0)) * (size_t)a->block_size;
+	struct write_op *op = calloc(1, sizeof(*op) + room);
 
 	if (!op)
 		return NULL;
@@ -380,8 +388,13 @@ static struct write_op *write_op_new(struct vmm *v, const struct vmm_page_reques
 	op->incarnation = a->incarnation;
 	op->page = req->page;
 	vmm_lock_owner(v, req->call, op->owner, sizeof(op->owner));
-	if (req->len) /* an empty write is all zeroes, and data may be NULL */
-		memcpy(op->block, req->data, req->len);
+	op->data = req->data;
+	op->len = req->len;
+	op->block = padded ? op->room : req->data;
+	if (padded && req->len) /* an empty write is all zeroes, and data may be NULL */
+		memcpy(op->room, req->data, req->len);
+	if (owned)
+		op->old_room = op->room + (padded ? a->block_size : 0);
 	op->block_size = a->block_size;
 	op->crc = crc32c(0, op->block, a->block_size);
 	op->owned = owned;
@@ -394,11 +407,12 @@ static struct write_op *write_op_new(struct vmm *v, const struct vmm_page_reques
 
 /* [LockRequest,] AllocateWrite, WritePage, ReleasePointer; the WritePage is
  * pagedata_send's: the block goes one-sided into a run the partner granted,
- * or inline. Owned here, its source is the page's frames, where the write
- * is applied as the request leaves (before the send, so that an RDMA WRITE
- * reads the new block); otherwise the frames that will be the page's once
- * the owner answers, or a staging slab (a resident page's frames keep the
- * old version until then). */
+ * or inline, from the client's request as it came (the one copy of it on
+ * the way is its unpacking). Owned here, an RDMA WRITE reads it from the
+ * page's frames, where the write is applied as the request leaves (before
+ * the send); otherwise from the frames that will be the page's once the
+ * owner answers, or a staging slab (a resident page's frames keep the old
+ * version until then). */
 static void send_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
 {
 	void *frames = op->owned	? vmm_block_addr(v, a, op->page)
@@ -416,8 +430,9 @@ static void send_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
 		.page = op->page,
 		.block_size = a->block_size,
 		.crc32c = op->crc,
-		.block = op->owned ? frames : op->block,
+		.block = op->block,
 		.frames = frames,
+		.frames_filled = op->owned,
 		.grant_ok = true,
 	};
 	if (!op->owned) {

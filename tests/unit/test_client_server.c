@@ -4,7 +4,8 @@
  * timeout, holding the client's pointers till then): closed at once, and
  * closed after shutting down its sending side first. One that only shut down
  * its sending side is still answered, and one that closes with nothing
- * outstanding is gone as ever. */
+ * outstanding is gone as ever. A call's request stays as it came until the
+ * call is answered, however many requests are read meanwhile. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,13 +26,24 @@
 #define DEADLINE_MS 2000
 
 static struct event_base *base;
-static struct client_call *held; /* the one call the owner keeps */
-static uint64_t client;		 /* the connection it came on */
-static unsigned gone;		 /* gone() for that connection */
+static struct client_call *held;		    /* the one call the owner keeps */
+static uint64_t client;				    /* the connection it came on */
+static unsigned gone;				    /* gone() for that connection */
+static const Ftvm__Client__ClientRequest *held_req; /* its request */
+static unsigned answered_at_once;		    /* calls that came while one was kept */
 
+/* Keeps the first call; those that come while it is kept are answered. */
 static void on_request(struct client_call *call, const Ftvm__Client__ClientRequest *req, void *arg)
 {
+	if (held) {
+		Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+
+		client_call_reply(call, &reply);
+		answered_at_once++;
+		return;
+	}
 	held = call;
+	held_req = req;
 	client = client_call_client_id(call);
 }
 
@@ -70,25 +82,45 @@ static bool client_gone(void)
 	return gone > 0;
 }
 
-static int connect_and_ask(const char *path)
+static void send_request(int fd, const Ftvm__Client__ClientRequest *req)
 {
-	Ftvm__Client__ClientRequest req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
-	Ftvm__Client__ListRequest list = FTVM__CLIENT__LIST_REQUEST__INIT;
+	size_t len = ftvm__client__client_request__get_packed_size(req);
+	uint8_t *frame = xmalloc(FRAME_HEADER_SIZE + len);
+
+	ftvm__client__client_request__pack(req, frame + FRAME_HEADER_SIZE);
+	frame_seal(frame, len);
+	if (write(fd, frame, FRAME_HEADER_SIZE + len) != (ssize_t)(FRAME_HEADER_SIZE + len))
+		die("write");
+	free(frame);
+}
+
+static int connect_to(const char *path)
+{
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	uint8_t frame[64];
-	size_t len;
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		die("connect");
-	req.id = 7;
+	return fd;
+}
+
+static void ask_list(int fd, uint64_t id)
+{
+	Ftvm__Client__ClientRequest req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	Ftvm__Client__ListRequest list = FTVM__CLIENT__LIST_REQUEST__INIT;
+
+	req.id = id;
 	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_LIST;
 	req.list = &list;
-	len = ftvm__client__client_request__pack(&req, frame + FRAME_HEADER_SIZE);
-	frame_seal(frame, len);
-	if (write(fd, frame, FRAME_HEADER_SIZE + len) != (ssize_t)(FRAME_HEADER_SIZE + len))
-		die("write");
+	send_request(fd, &req);
+}
+
+static int connect_and_ask(const char *path)
+{
+	int fd = connect_to(path);
+
+	ask_list(fd, 7);
 	return fd;
 }
 
@@ -150,6 +182,45 @@ static void test_hangup(const char *path, enum how how)
 	CHECK_INT("gone", 1, gone);
 }
 
+static bool three_answered(void)
+{
+	return answered_at_once == 3;
+}
+
+/* The owner keeps a page write's call and reads its block after three more
+ * requests were read and answered: the block is as the client sent it. */
+static void test_request_kept(const char *path)
+{
+	static uint8_t block[64 << 10];
+	Ftvm__Client__ClientRequest req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	Ftvm__Client__WritePageRequest wr = FTVM__CLIENT__WRITE_PAGE_REQUEST__INIT;
+	int fd = connect_to(path);
+	bool same;
+
+	for (size_t i = 0; i < sizeof(block); i++)
+		block[i] = (uint8_t)(i * 13 + 1);
+	req.id = 1;
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_WRITE_PAGE;
+	req.write_page = &wr;
+	wr.guid = "a-1";
+	wr.data = (ProtobufCBinaryData){ .len = sizeof(block), .data = block };
+	held = NULL;
+	answered_at_once = 0;
+	send_request(fd, &req);
+	CHECK(run_until(call_held, DEADLINE_MS), "the write reached the owner");
+	for (uint64_t id = 2; id <= 4; id++)
+		ask_list(fd, id);
+	CHECK(run_until(three_answered, DEADLINE_MS), "three more answered meanwhile");
+	same = held_req &&
+	       held_req->request_case == FTVM__CLIENT__CLIENT_REQUEST__REQUEST_WRITE_PAGE &&
+	       held_req->write_page->data.len == sizeof(block) &&
+	       memcmp(held_req->write_page->data.data, block, sizeof(block)) == 0 &&
+	       strcmp(held_req->write_page->guid, "a-1") == 0;
+	CHECK(same, "the kept call's request is as it came");
+	answer_held();
+	close(fd);
+}
+
 int main(void)
 {
 	char dir[96], path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* dir + "/c.sock" fits */
@@ -174,6 +245,7 @@ int main(void)
 	test_hangup(path, SHUTDOWN_CLOSE);
 	test_hangup(path, SHUTDOWN);
 	test_hangup(path, ANSWERED_THEN_CLOSE);
+	test_request_kept(path);
 	client_server_free(s);
 	event_base_free(base);
 	scratch_dir_remove(dir);

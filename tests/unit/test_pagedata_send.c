@@ -180,6 +180,15 @@ static void test_into_the_locks_landing(void)
 	CHECK(memcmp(frames, block, PAGE) == 0, "the block was not copied into the frames");
 	CHECK_INT("counted one-sided", 1, pd.counted.pages_one_sided);
 	CHECK(!out.granted && !out.staging, "something held beside the landing");
+
+	/* Frames that hold the block already (a write applied before the
+	 * send) are read as they are: nothing is copied into them. */
+	out = outgoing(frames, &landing, false);
+	out.frames_filled = true;
+	memset(frames, 0x5a, PAGE);
+	CHECK_INT("send", 0, send_batch(&out));
+	CHECK(sent_w.src == frames && frames[0] == 0x5a && frames[PAGE - 1] == 0x5a,
+	      "frames said to hold the block were copied into");
 }
 
 static void test_no_grant_asked_for(void)
