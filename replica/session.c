@@ -1622,10 +1622,10 @@ int repl_session_request_batch_landed(struct repl_session *s, Envelope *const *e
 	uint64_t per_block;
 	int r = 0;
 
-	if (!repl_session_one_sided(s))
-		return -EOPNOTSUPP;
 	if (!n_writes)
 		return repl_session_request_batch(s, envs, n, timeout_ms, done, args);
+	if (!repl_session_one_sided(s))
+		return -EOPNOTSUPP;
 	w = calloc(n_writes, sizeof(*w));
 	if (!w)
 		return -ENOMEM;

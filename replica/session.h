@@ -186,10 +186,11 @@ int repl_session_landing_check(const struct repl_session *s, const struct repl_l
 			       char *reason, size_t reason_len);
 
 /* O: repl_session_request_batch() with the n_writes page blocks placed first
- * by RDMA WRITE into the partner's landings; the partner gets the batch only
- * after their bytes arrived. -ESTALE, -ENOENT, -ERANGE or -EOPNOTSUPP when a
- * write cannot go one-sided (the partner's view does not hold that
- * generation, say): nothing was sent, and the caller sends inline instead.
+ * by RDMA WRITE into the partner's landings (none: a plain batch, on any
+ * link); the partner gets the batch only after their bytes arrived.
+ * -ESTALE, -ENOENT, -ERANGE or -EOPNOTSUPP when a write cannot go one-sided
+ * (the partner's view does not hold that generation, say): nothing was sent,
+ * and the caller sends inline instead.
  * -EOPNOTSUPP also when the device refused to register a source's block
  * (pinned memory short: RLIMIT_MEMLOCK), which is counted in the pool's
  * stats (failed) and warned of at most once a minute. */

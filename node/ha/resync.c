@@ -125,9 +125,7 @@ static void on_landed_answer(const CommandComplete *cc, void *arg)
 
 static int send_one(struct resync_send *rs, Envelope *env)
 {
-	struct vmm *v = rs->vmm;
-	int r = repl_session_request(vmm_session(v), env, vmm_config(v)->request_timeout_ms,
-				     on_answer, rs);
+	int r = vmm_partner_send(rs->vmm, &env, 1, NULL, 0, on_answer, (void *[]){ rs });
 
 	if (r == 0)
 		rs->outstanding++;
@@ -453,9 +451,7 @@ static int send_landed(struct resync_send *rs)
 		writes[i].to = b->to;
 	}
 	qsort(writes, n, sizeof(*writes), compare_landing);
-	r = repl_session_request_batch_landed(vmm_session(v), env_ptrs, n,
-					      vmm_config(v)->request_timeout_ms, on_landed_answer,
-					      args, writes, n);
+	r = vmm_partner_send(v, env_ptrs, n, writes, n, on_landed_answer, args);
 	if (r == 0) {
 		rs->outstanding += n;
 		vmm_failover(v)->counted.resync_pages_one_sided += n;
@@ -497,7 +493,6 @@ static void send_rest(evutil_socket_t fd, short what, void *arg)
 	size_t done = rs->chunk_first + rs->chunk_n, inline_from = rs->chunk_first;
 	int r = 0;
 
-	vmm_before_request(rs->vmm);
 	if (rs->n_landed) {
 		r = send_landed(rs);
 		if (r == 0)
@@ -572,8 +567,7 @@ static int send_landings_request(struct resync_send *rs)
 	m.frames = frames;
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_LANDINGS;
 	env.resync_landings = &m;
-	r = repl_session_request(vmm_session(v), &env, vmm_config(v)->request_timeout_ms,
-				 on_landings, rs);
+	r = vmm_partner_send(v, (Envelope *[]){ &env }, 1, NULL, 0, on_landings, (void *[]){ rs });
 	if (r < 0)
 		return r;
 	rs->outstanding++;

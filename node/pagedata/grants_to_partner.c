@@ -119,8 +119,7 @@ static int send_runs(struct pagedata *pd, bool revoke, struct runs *rs, pending_
 		env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_GRANT;
 		env.landing_grant = &grant;
 	}
-	vmm_before_request(pd->vmm);
-	return repl_session_request(pd->session, &env, pd->config->request_timeout_ms, done, arg);
+	return vmm_partner_send(pd->vmm, (Envelope *[]){ &env }, 1, NULL, 0, done, &arg);
 }
 
 static void give_back(struct pagedata *pd, struct vmm_grant **g)

@@ -506,8 +506,7 @@ static void tell_partner(struct vmm *v, struct vmm_destage **clean, size_t n)
 		vmm_flush(v);
 		/* Without the link the partner's table stays dirty; its page-in
 		 * reads the store anyway, so nothing is lost. */
-		repl_session_request_batch(v->session, envs, n, v->config->request_timeout_ms,
-					   on_destaged_answer, args);
+		vmm_partner_send(v, envs, n, NULL, 0, on_destaged_answer, args);
 	}
 	free(m);
 	free(env);

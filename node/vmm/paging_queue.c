@@ -167,9 +167,7 @@ static void ask_for_ticket(struct vmm *v, struct vmm_page_waiter *w)
 	w->req.ticket = vmm_lock_request_ticket(v, &w->req, &wait_ms);
 	env = vmm_msg_lock_request(&msg, w->guid, w->req.page, w->req.write, w->req.ticket,
 				   wait_ms);
-	vmm_before_request(v);
-	repl_session_request(v->session, env, v->config->request_timeout_ms, on_ticket_answer,
-			     NULL);
+	vmm_partner_send(v, &env, 1, NULL, 0, on_ticket_answer, (void *[]){ NULL });
 }
 
 void vmm_page_wait(struct vmm *v, const struct vmm_page_request *req, enum vmm_wait_reason why,

@@ -453,7 +453,7 @@ void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n)
 	bool aborted = false;
 	uint64_t failed_seq = 0;
 
-	repl_session_cork(v->session);
+	vmm_answers_wait(v);
 	for (size_t i = 0; i < n; i++) {
 		struct answer ans = { .cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT };
 

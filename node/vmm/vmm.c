@@ -233,8 +233,9 @@ void vmm_flush(struct vmm *v)
 		event_add(v->idle_event, &later);
 	}
 	/* Answers go out only for what is committed. */
-	if (v->session)
+	if (v->answers_wait)
 		repl_session_uncork(v->session);
+	v->answers_wait = false;
 	for (; list; list = next) {
 		next = list->next;
 		list->fn(list->arg);
@@ -242,14 +243,24 @@ void vmm_flush(struct vmm *v)
 	}
 }
 
-void vmm_before_request(struct vmm *v)
+void vmm_answers_wait(struct vmm *v)
+{
+	repl_session_cork(v->session);
+	v->answers_wait = true;
+}
+
+int vmm_partner_send(struct vmm *v, Envelope *const *envs, size_t n,
+		     const struct repl_page_write *writes, size_t n_writes, pending_done_fn done,
+		     void *const *args)
 {
 	/* Answers held for the open transaction reach the partner before a
 	 * new request, so it is committed first. With none held, the request
 	 * goes now and our own changes commit at the end of the turn, one
 	 * commit for every client served in it. */
-	if (repl_session_corked(v->session))
+	if (v->answers_wait)
 		vmm_flush(v);
+	return repl_session_request_batch_landed(v->session, envs, n, v->config->request_timeout_ms,
+						 done, args, writes, n_writes);
 }
 
 static void on_flush(evutil_socket_t fd, short what, void *arg)
@@ -392,8 +403,6 @@ static int solo_send(struct vmm_op *op, size_t n)
 int vmm_op_send_landed(struct vmm_op *op, Envelope *const *envs, size_t n,
 		       const struct repl_page_write *writes, size_t n_writes)
 {
-	struct repl_session *s = op->vmm->session;
-	uint32_t timeout_ms = op->vmm->config->request_timeout_ms;
 	void *args[8];
 	int r;
 
@@ -408,10 +417,7 @@ int vmm_op_send_landed(struct vmm_op *op, Envelope *const *envs, size_t n,
 	op->n = n;
 	op->answered = 0;
 	op->status = FTVM__PARTNER__STATUS__STATUS_OK;
-	vmm_before_request(op->vmm);
-	r = n_writes ? repl_session_request_batch_landed(s, envs, n, timeout_ms, on_answer, args,
-							 writes, n_writes)
-		     : repl_session_request_batch(s, envs, n, timeout_ms, on_answer, args);
+	r = vmm_partner_send(op->vmm, envs, n, writes, n_writes, on_answer, args);
 	if (r == -ENOTCONN)
 		snprintf(op->reason, sizeof(op->reason), "partner unavailable (link down)");
 	return r;
@@ -511,11 +517,9 @@ void vmm_release_stray_lock(struct vmm *v, const char *guid, uint64_t page, cons
 {
 	struct vmm_msg msg;
 	Envelope *env = vmm_msg_release_pointer(&msg, guid, page, owner, false, 0, 0);
-	char *arg = strdup(owner);
+	void *arg = strdup(owner);
 
-	vmm_before_request(v);
-	if (!arg || repl_session_request(v->session, env, v->config->request_timeout_ms,
-					 on_stray_lock_answer, arg) < 0)
+	if (!arg || vmm_partner_send(v, &env, 1, NULL, 0, on_stray_lock_answer, &arg) < 0)
 		free(arg);
 }
 

@@ -54,9 +54,19 @@ void vmm_changed(struct vmm *v);
 void vmm_after_commit(struct vmm *v, void (*fn)(void *arg), void *arg);
 /* Commits now and sends the answers held for it. */
 void vmm_flush(struct vmm *v);
-/* Before a request to the partner: commits the open transaction only when
- * answers to the partner wait for it (they must go first). */
-void vmm_before_request(struct vmm *v);
+/* What is answered to the partner from now on waits for the open
+ * transaction's commit (vmm_flush): a batch of its requests is being
+ * applied. */
+void vmm_answers_wait(struct vmm *v);
+/* The one way this node's requests go to the partner (vmm/VMM.md, "The
+ * partner channel, down and up"): answers that wait for the open transaction
+ * go first, committed; then envs (n) in one batch, behind the RDMA WRITEs of
+ * writes (none: n_writes 0), each answered to done(cc, args[i]). 0, or the
+ * session's error (replica/session.h, repl_session_request_batch_landed):
+ * nothing was sent. */
+int vmm_partner_send(struct vmm *v, Envelope *const *envs, size_t n,
+		     const struct repl_page_write *writes, size_t n_writes, pending_done_fn done,
+		     void *const *args);
 
 /* Sends envs as one batch for op; op->finish runs when all are answered. */
 int vmm_op_send(struct vmm_op *op, Envelope *const *envs, size_t n);

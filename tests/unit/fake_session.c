@@ -266,6 +266,8 @@ int repl_session_request_batch_landed(struct repl_session *s, Envelope *const *e
 				      uint32_t timeout_ms, pending_done_fn done, void *const *args,
 				      const struct repl_page_write *writes, size_t n_writes)
 {
+	if (!n_writes)
+		return repl_session_request_batch(s, envs, n, timeout_ms, done, args);
 	return -EOPNOTSUPP; /* TCP: nothing one-sided */
 }
 

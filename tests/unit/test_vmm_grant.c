@@ -37,9 +37,11 @@ static pending_done_fn sent_done;
 static void *sent_arg;
 static bool kicked, granted_forgotten;
 
-int repl_session_request(struct repl_session *s, Envelope *env, uint32_t timeout_ms,
-			 pending_done_fn done, void *arg)
+int vmm_partner_send(struct vmm *v, Envelope *const *envs, size_t n_envs,
+		     const struct repl_page_write *writes, size_t n_writes, pending_done_fn done,
+		     void *const *args)
 {
+	Envelope *env = envs[0];
 	Ftvm__Partner__Landing **ls = NULL;
 	size_t n = 0;
 
@@ -54,7 +56,7 @@ int repl_session_request(struct repl_session *s, Envelope *env, uint32_t timeout
 	for (n_sent = 0; n_sent < n && n_sent < SENT_MAX; n_sent++)
 		sent[n_sent] = *ls[n_sent];
 	sent_done = done;
-	sent_arg = arg;
+	sent_arg = args[0];
 	return 0;
 }
 
@@ -72,10 +74,6 @@ const char *vmm_node_id(const struct vmm *v)
 const char *vmm_partner_id(const struct vmm *v)
 {
 	return "b";
-}
-
-void vmm_before_request(struct vmm *v)
-{
 }
 
 void vmm_paging_kick(struct vmm *v)

@@ -291,6 +291,31 @@ static void test_release_memory(void)
 	CHECK(!harness_pt_alloc(&h, "b-1", NULL, 0), "b-1 still committed");
 }
 
+/* The node asks the partner something while its answers to a batch of the
+ * partner's wait for the open transaction: they are committed and go first,
+ * and the request goes at once (the session refuses a request ahead of held
+ * answers). */
+static void test_answers_go_before_a_request(void)
+{
+	Ftvm__Partner__SpaceRequest m = FTVM__PARTNER__SPACE_REQUEST__INIT;
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT, *envs[] = { &env };
+	size_t sent = fake_session_requests(h.s);
+	struct fake_call *call;
+
+	env.message_case = MSG(SPACE_REQUEST);
+	env.space_request = &m;
+	fake_session_deliver(h.s, h.v, envs, 1);
+	CHECK(!fake_session_completion(h.s, env.seq), "the answer went before its commit");
+	call = harness_alloc_call(&h, HARNESS_PAGE, NULL, false);
+	CHECK(fake_session_completion(h.s, env.seq) != NULL,
+	      "the answer did not go ahead of the node's request");
+	CHECK_INT("the allocation's requests sent", sent + 2, fake_session_requests(h.s));
+	CHECK_INT("busy refusals", 0, fake_session_busy_refusals(h.s));
+	fake_session_answer_all(h.s);
+	CHECK(RUN_UNTIL(&h, call->answered) && harness_status(call) == STATUS(OK),
+	      "the allocation was answered OK");
+}
+
 int main(void)
 {
 	harness_start(&h, "vmm-partner", "64K", "1M", "");
@@ -301,6 +326,7 @@ int main(void)
 	test_locks();
 	test_write_and_release();
 	test_release_memory();
+	test_answers_go_before_a_request();
 	CHECK_INT("busy refusals", 0, fake_session_busy_refusals(h.s));
 	CHECK_INT("calls unanswered", 0, harness_stop(&h));
 	printf("%d checks, %d failed\n", checks, failures);
