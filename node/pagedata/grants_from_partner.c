@@ -17,7 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "log.h"
 #include "session.h"
+
+#define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
 
 struct vmm_granted {
 	struct vmm_granted *next;
@@ -31,6 +34,33 @@ struct vmm_revoke_held {
 	struct vmm_revoke_held *next;
 	uint64_t seq;
 };
+
+int pagedata_granted_on_grant(struct pagedata *pd, const Ftvm__Partner__LandingGrant *m,
+			      char *reason, size_t len)
+{
+	if (!repl_session_one_sided(pd->session)) {
+		snprintf(reason, len,
+			 "LandingGrant on a link that does not take page data one-sided");
+		return -EINVAL;
+	}
+	return pagedata_granted_add(pd, m->landings, m->n_landings, reason, len);
+}
+
+bool pagedata_granted_from_answer(struct pagedata *pd, const CommandComplete *cc,
+				  struct repl_landing *ret_landing)
+{
+	char reason[128];
+
+	if (cc->n_grants &&
+	    pagedata_granted_add(pd, cc->grants, cc->n_grants, reason, sizeof(reason)) < 0)
+		log_warning("grants from %s ignored: %s", vmm_partner_id(pd->vmm), reason);
+	if (cc->payload_case != FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LANDING)
+		return false;
+	ret_landing->frame = cc->landing->frame;
+	ret_landing->frames = cc->landing->frames;
+	ret_landing->generation = cc->landing->generation;
+	return true;
+}
 
 int pagedata_granted_add(struct pagedata *pd, Ftvm__Partner__Landing *const *ls, size_t n,
 			 char *reason, size_t len)

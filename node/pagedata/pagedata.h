@@ -173,6 +173,16 @@ void pagedata_grants_drop(struct pagedata *pd);
  * grants); -EINVAL with the reason for a run of no frames. */
 int pagedata_granted_add(struct pagedata *pd, Ftvm__Partner__Landing *const *ls, size_t n,
 			 char *reason, size_t len);
+/* The partner's LandingGrant: its runs added; -EINVAL with the reason on a
+ * link that does not take page data one-sided, or for a run of no frames. */
+int pagedata_granted_on_grant(struct pagedata *pd, const Ftvm__Partner__LandingGrant *m,
+			      char *reason, size_t len);
+/* What an answer of the partner's brings for page data: runs it granted for
+ * whole-page writes (added; bad ones are logged and ignored), and the
+ * landing an AllocateWrite's answer gave the write lock, in ret_landing
+ * (true). */
+bool pagedata_granted_from_answer(struct pagedata *pd, const CommandComplete *cc,
+				  struct repl_landing *ret_landing);
 /* A free granted run of frames frames, in flight from now on, in ret. */
 bool pagedata_granted_take(struct pagedata *pd, uint32_t frames, struct repl_landing *ret);
 /* The write that took at was answered: spent (the partner applied it, or

@@ -219,13 +219,7 @@ static void on_allocate_lock(struct vmm *v, const char *guid, uint64_t page, con
 static void on_landing_grant(struct vmm *v, const Ftvm__Partner__LandingGrant *m,
 			     struct answer *ans)
 {
-	if (!repl_session_one_sided(v->session)) {
-		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
-		       "LandingGrant on a link that does not take page data one-sided");
-		return;
-	}
-	if (pagedata_granted_add(v->pagedata, m->landings, m->n_landings, ans->reason,
-				 sizeof(ans->reason)) < 0) {
+	if (pagedata_granted_on_grant(v->pagedata, m, ans->reason, sizeof(ans->reason)) < 0) {
 		ans->cc.status = FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
 		ans->cc.reason = ans->reason;
 	}

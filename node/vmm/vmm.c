@@ -341,7 +341,6 @@ static void on_answer(const CommandComplete *cc, void *arg)
 {
 	struct vmm_op *op = arg;
 	struct vmm *v = op->vmm;
-	char reason[128];
 
 	if (op->on_answer)
 		op->on_answer(op, cc);
@@ -354,15 +353,8 @@ static void on_answer(const CommandComplete *cc, void *arg)
 	}
 	if (cc->payload_case == FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LOCK)
 		op->lock_version = cc->lock->version;
-	if (cc->payload_case == FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LANDING) {
-		op->landing.frame = cc->landing->frame;
-		op->landing.frames = cc->landing->frames;
-		op->landing.generation = cc->landing->generation;
+	if (pagedata_granted_from_answer(v->pagedata, cc, &op->landing))
 		op->has_landing = true;
-	}
-	if (cc->n_grants &&
-	    pagedata_granted_add(v->pagedata, cc->grants, cc->n_grants, reason, sizeof(reason)) < 0)
-		log_warning("grants from %s ignored: %s", vmm_partner_id(v), reason);
 	if (cc->applied_lsn > pagetable_applied_by_partner_lsn(v->pt))
 		pagetable_set_applied_by_partner_lsn(v->pt, cc->applied_lsn);
 	if (++op->answered == op->n)

@@ -38,6 +38,11 @@ bool repl_session_one_sided(const struct repl_session *s)
 	return fake_one_sided;
 }
 
+const char *vmm_partner_id(const struct vmm *v)
+{
+	return "b";
+}
+
 bool repl_session_inline_instead(int r)
 {
 	return r == -ESTALE || r == -ENOENT || r == -ERANGE || r == -EOPNOTSUPP;

@@ -3,7 +3,8 @@
  * settled; a write the partner did not apply frees its run again, one it
  * applied (or may have) spends it; a LandingRevoke drops the free runs and
  * its answer waits until none of its runs is in flight; link down forgets
- * everything. */
+ * everything. A LandingGrant is refused on a link that is not one-sided; an
+ * answer's grants are added and its landing handed back. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,9 +17,20 @@
 
 #define PAGE 4096u
 
-/* ---- the fake session: the answers sent ---- */
+/* ---- the fake session: the answers sent, whether it is one-sided ---- */
 static uint64_t answered_seq;
 static int answered_status = -1;
+static bool one_sided = true;
+
+bool repl_session_one_sided(const struct repl_session *s)
+{
+	return one_sided;
+}
+
+const char *vmm_partner_id(const struct vmm *v)
+{
+	return "b";
+}
 
 int repl_session_complete(struct repl_session *s, uint64_t seq, const CommandComplete *cc)
 {
@@ -131,6 +143,42 @@ static void test_forget(void)
 	CHECK(!pagedata_granted_take(&pd, 1, &l), "a run taken after link down");
 }
 
+static void test_grant_and_answers(void)
+{
+	Ftvm__Partner__Landing r = landing(80, 1), *ls[] = { &r }, given = landing(90, 2);
+	Ftvm__Partner__LandingGrant m = FTVM__PARTNER__LANDING_GRANT__INIT;
+	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+	struct repl_landing l, at = { 0 };
+	char reason[128] = "";
+
+	m.landings = ls;
+	m.n_landings = 1;
+	one_sided = false;
+	CHECK_INT("a LandingGrant over TCP", -EINVAL,
+		  pagedata_granted_on_grant(&pd, &m, reason, sizeof(reason)));
+	CHECK(strcmp(reason, "LandingGrant on a link that does not take page data one-sided") == 0,
+	      "reason '%s'", reason);
+	CHECK(!pagedata_granted_take(&pd, 1, &l), "a run taken that was refused");
+	one_sided = true;
+	CHECK_INT("a LandingGrant", 0, pagedata_granted_on_grant(&pd, &m, reason, sizeof(reason)));
+	CHECK(pagedata_granted_take(&pd, 1, &l) && l.frame == 80, "the run granted is not there");
+	pagedata_granted_done(&pd, &l, true);
+
+	/* An AllocateWrite's answer with a landing and a fresh grant. */
+	cc.n_grants = 1;
+	cc.grants = ls;
+	cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LANDING;
+	cc.landing = &given;
+	CHECK(pagedata_granted_from_answer(&pd, &cc, &at), "the answer's landing not handed back");
+	CHECK(at.frame == 90 && at.frames == 2 && at.generation == 1, "landing at %llu",
+	      (unsigned long long)at.frame);
+	CHECK(pagedata_granted_take(&pd, 1, &l) && l.frame == 80, "the answer's grant not added");
+	pagedata_granted_done(&pd, &l, true);
+	cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD__NOT_SET;
+	cc.n_grants = 0;
+	CHECK(!pagedata_granted_from_answer(&pd, &cc, &at), "a landing from an answer with none");
+}
+
 int main(void)
 {
 	if (frame_pool_new(64ull * PAGE, PAGE, 0, &pd.pool) < 0)
@@ -138,6 +186,7 @@ int main(void)
 	test_take_and_settle();
 	test_revoke();
 	test_forget();
+	test_grant_and_answers();
 	frame_pool_free(pd.pool);
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
