@@ -34,7 +34,8 @@ int vmm_epoch_load(struct vmm *v);
 /* Why the node is in its mode (vmm_set_mode()'s reason; "starting" before
  * the first): the answers it refuses say so. */
 const char *vmm_mode_reason(const struct vmm *v);
-/* What it counted since start (the resync_* rows of the status). */
+/* What it counted since start (resync_pages_dropped; the other resync_*
+ * rows, which way the blocks went, pagedata counts). */
 const struct status_counts *failover_counted(const struct failover_state *f);
 /* resync.c: a resync is under way, sending or receiving; receiving. */
 bool vmm_resync_busy(const struct vmm *v);

@@ -32,8 +32,10 @@ struct failover_state {
 	/* holdings.c: the pointers this node's clients hold, newest first;
 	 * vmm/pointer.c adds and takes them through failover.h's calls. */
 	struct vmm_holding *holdings;
-	/* The resync_* rows of `ftvmctl status`, counted where each happens
-	 * in resync.c (`vmm_failover(v)->counted.resync_pages_dropped++`). */
+	/* The resync_pages_dropped row of `ftvmctl status`, counted in
+	 * resync.c (`vmm_failover(v)->counted.resync_pages_dropped++`); which
+	 * way a resync's blocks went is pagedata's to count
+	 * (pagedata_counted()). */
 	struct status_counts counted;
 };
 

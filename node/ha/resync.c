@@ -3,13 +3,15 @@
  * on mirrors every change as usual: the link keeps the order, so nothing
  * written meanwhile is lost or stale. The receiver replaces its page table.
  *
- * On a one-sided link the blocks are copied to staging runs in that turn
- * and go by RDMA WRITE once the receiver answered ResyncLandings, a round
- * trip later (replica/RDMA.md, "Resync"): each ResyncPage carries the page's
- * state at the snapshot, and the receiver keeps whichever version is newer.
+ * The pages' blocks are pagedata's to send (pagedata/resync_send.c): on a
+ * one-sided link they are copied to staging runs in that turn and go by
+ * RDMA WRITE once the receiver answered ResyncLandings, a round trip later
+ * (replica/RDMA.md, "Resync"): each ResyncPage carries the page's state at
+ * the snapshot, and the receiver keeps whichever version is newer.
  *
  *   snapshot turn: Begin, Allocation..., inline pages, ResyncLandings
- *   its answer:    landed pages (one batch), the rest inline, ResyncEnd
+ *   its answer:    landed pages (one batch), the rest inline, the next
+ *                  chunk's ResyncLandings or ResyncEnd
  *   each answer:   staging runs back to the pool */
 #include "vmm_core.h"
 
@@ -33,18 +35,6 @@
 
 /* ---- the survivor's side ---- */
 
-/* A block copied in the snapshot turn, for a one-sided write later. */
-struct resync_staged {
-	struct resync_send *rs;
-	char *guid;
-	uint64_t page;
-	uint32_t block_size;
-	Ftvm__Partner__PageState state;
-	uint64_t frame; /* the staging run, in this node's pool */
-	bool holds;	/* the run is still out of the pool */
-	struct repl_landing to;
-};
-
 struct resync_send {
 	struct vmm *vmm;
 	uint64_t partner_applied_lsn, partner_own_lsn; /* from its Hello */
@@ -54,22 +44,10 @@ struct resync_send {
 	vmm_resync_done_fn done;
 	void *arg;
 	struct vmm_resync_stats stats;
-	/* One-sided: the staged blocks, the frames staging may still take; the
-	 * chunk of them whose runs were asked for, and how many came. */
-	bool one_sided;
-	uint64_t stage_budget;
-	struct resync_staged *staged;
-	size_t n_staged, cap_staged, chunk_first, chunk_n, n_landed;
+	/* The pages' blocks, which pagedata sends (pagedata/resync_send.c). */
+	struct pagedata_resync_out *blocks;
 	uint64_t end_lsn; /* the last LSN of the snapshot, for ResyncEnd */
 };
-
-static void staged_give_back(struct resync_send *rs, struct resync_staged *b)
-{
-	if (b->holds)
-		frame_pool_give(vmm_frame_pool(rs->vmm), b->frame,
-				b->block_size / vmm_config(rs->vmm)->page_size);
-	b->holds = false;
-}
 
 static void note_applied(struct resync_send *rs, const CommandComplete *cc)
 {
@@ -93,11 +71,7 @@ static void release(struct resync_send *rs)
 {
 	if (--rs->outstanding)
 		return;
-	for (size_t i = 0; i < rs->n_staged; i++) {
-		staged_give_back(rs, &rs->staged[i]);
-		free(rs->staged[i].guid);
-	}
-	free(rs->staged);
+	pagedata_resync_out_free(rs->blocks);
 	rs->stats.ms = clock_now_ms() - rs->stats.ms;
 	vmm_failover(rs->vmm)->resync_send = NULL;
 	rs->done(rs->status, rs->reason, &rs->stats, rs->arg);
@@ -114,13 +88,12 @@ static void on_answer(const CommandComplete *cc, void *arg)
 	release(rs);
 }
 
-/* A landed ResyncPage answered: the WRITE is over, its staging run free. */
-static void on_landed_answer(const CommandComplete *cc, void *arg)
+/* Requests pagedata sent for the resync's blocks. */
+static void on_sent(size_t n, void *arg)
 {
-	struct resync_staged *b = arg;
+	struct resync_send *rs = arg;
 
-	staged_give_back(b->rs, b);
-	on_answer(cc, b->rs);
+	rs->outstanding += n;
 }
 
 static int send_one(struct resync_send *rs, Envelope *env)
@@ -173,70 +146,6 @@ static void page_state(const struct vmm_alloc *a, uint64_t page, Ftvm__Partner__
 	ret->dirty = a->page[page].dirty;
 }
 
-static int send_inline(struct resync_send *rs, const char *guid, uint64_t page, const void *data,
-		       uint32_t block_size, const Ftvm__Partner__PageState *state)
-{
-	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
-	Ftvm__Partner__ResyncPage m = FTVM__PARTNER__RESYNC_PAGE__INIT;
-	int r;
-
-	m.guid = (char *)guid;
-	m.page = page;
-	m.data.data = (uint8_t *)data;
-	m.data.len = block_size;
-	m.state = (Ftvm__Partner__PageState *)state;
-	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE;
-	env.resync_page = &m;
-	r = send_one(rs, &env);
-	if (r == 0)
-		vmm_failover(rs->vmm)->counted.resync_pages_inline++;
-	return r;
-}
-
-/* The block copied to a staging run of free frames, for a one-sided write
- * once the receiver gave a run: the page's own frames may change meanwhile
- * (a client's write pointer), the staging run does not. -ENOSPC: no frames
- * to spare (half of those free at the snapshot, at most); it goes inline. */
-static int stage(struct resync_send *rs, const struct vmm_alloc *a, uint64_t page,
-		 const void *block)
-{
-	struct vmm *v = rs->vmm;
-	uint32_t frames = a->block_size / vmm_config(v)->page_size;
-	struct resync_staged *b, *grown;
-	uint64_t first;
-
-	if (frames > rs->stage_budget || frame_pool_take(vmm_frame_pool(v), frames, &first) < 0)
-		return -ENOSPC;
-	if (rs->n_staged == rs->cap_staged) {
-		size_t cap = rs->cap_staged ? 2 * rs->cap_staged : 64;
-
-		grown = realloc(rs->staged, cap * sizeof(*grown));
-		if (!grown) {
-			frame_pool_give(vmm_frame_pool(v), first, frames);
-			return -ENOMEM;
-		}
-		rs->staged = grown;
-		rs->cap_staged = cap;
-	}
-	b = &rs->staged[rs->n_staged];
-	memset(b, 0, sizeof(*b));
-	b->guid = strdup(a->guid);
-	if (!b->guid) {
-		frame_pool_give(vmm_frame_pool(v), first, frames);
-		return -ENOMEM;
-	}
-	rs->n_staged++;
-	rs->stage_budget -= frames;
-	b->rs = rs;
-	b->page = page;
-	b->block_size = a->block_size;
-	page_state(a, page, &b->state);
-	b->frame = first;
-	b->holds = true;
-	memcpy(frame_pool_addr(vmm_frame_pool(v), first), block, a->block_size);
-	return 0;
-}
-
 /* A write-locked page's block: a client's write pointer may be writing into
  * it at this very moment, from another process. So the block is copied
  * first and the copy checked against the page's CRC-32C: what is sent is
@@ -280,10 +189,8 @@ static int send_page(struct resync_send *rs, const struct vmm_alloc *a, uint64_t
 		if (!copy)
 			return r;
 	}
-	if (!rs->one_sided || stage(rs, a, page, block) < 0) {
-		page_state(a, page, &state);
-		r = send_inline(rs, a->guid, page, block, a->block_size, &state);
-	}
+	page_state(a, page, &state);
+	r = pagedata_resync_out_page(rs->blocks, a->guid, page, block, a->block_size, &state);
 	free(copy);
 	if (r == 0) {
 		rs->stats.pages++;
@@ -393,8 +300,11 @@ static int send_begin(struct resync_send *rs, const struct resync_plan *p, size_
 	return r;
 }
 
-static int send_end(struct resync_send *rs)
+/* After the snapshot's blocks: from start(), or from pagedata once the last
+ * landed ones are out (pagedata_resync_calls.blocks_out). */
+static int send_end(void *arg)
 {
+	struct resync_send *rs = arg;
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 	Ftvm__Partner__ResyncEnd end = FTVM__PARTNER__RESYNC_END__INIT;
 
@@ -405,182 +315,10 @@ static int send_end(struct resync_send *rs)
 	return send_one(rs, &env);
 }
 
-static int compare_landing(const void *x, const void *y)
-{
-	const struct repl_page_write *a = x, *b = y;
-
-	return a->to.frame < b->to.frame ? -1 : a->to.frame > b->to.frame;
-}
-
-/* The chunk's blocks that got a run, in one batch behind their WRITEs
- * (sorted by landing frame: neighbouring runs coalesce into fewer work
- * requests; the transport posts them as write slots free). A fallback error
- * from the session: they go inline instead. */
-static int send_landed(struct resync_send *rs)
-{
-	struct vmm *v = rs->vmm;
-	size_t n = rs->n_landed;
-	Envelope *envs = calloc(n, sizeof(*envs)), **env_ptrs = calloc(n, sizeof(*env_ptrs));
-	Ftvm__Partner__ResyncPage *pages = calloc(n, sizeof(*pages));
-	Ftvm__Partner__Landing *named = calloc(n, sizeof(*named));
-	struct repl_page_write *writes = calloc(n, sizeof(*writes));
-	void **args = calloc(n, sizeof(*args));
-	int r = -ENOMEM;
-
-	if (!envs || !env_ptrs || !pages || !named || !writes || !args)
-		goto out;
-	for (size_t i = 0; i < n; i++) {
-		struct resync_staged *b = &rs->staged[rs->chunk_first + i];
-
-		ftvm__partner__envelope__init(&envs[i]);
-		ftvm__partner__resync_page__init(&pages[i]);
-		ftvm__partner__landing__init(&named[i]);
-		named[i].frame = b->to.frame;
-		named[i].frames = b->to.frames;
-		named[i].generation = b->to.generation;
-		pages[i].guid = b->guid;
-		pages[i].page = b->page;
-		pages[i].state = &b->state;
-		pages[i].landed = &named[i];
-		envs[i].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE;
-		envs[i].resync_page = &pages[i];
-		env_ptrs[i] = &envs[i];
-		args[i] = b;
-		writes[i].src = frame_pool_addr(vmm_frame_pool(v), b->frame);
-		writes[i].len = b->block_size;
-		writes[i].to = b->to;
-	}
-	qsort(writes, n, sizeof(*writes), compare_landing);
-	r = vmm_partner_send(v, env_ptrs, n, writes, n, on_landed_answer, args);
-	if (r == 0) {
-		rs->outstanding += n;
-		vmm_failover(v)->counted.resync_pages_one_sided += n;
-	}
-out:
-	free(envs);
-	free(env_ptrs);
-	free(pages);
-	free(named);
-	free(writes);
-	free(args);
-	return r;
-}
-
-/* The staged blocks from first on inline (from their staging runs). */
-static int send_staged_inline(struct resync_send *rs, size_t first, size_t end)
-{
-	struct vmm *v = rs->vmm;
-	int r = 0;
-
-	for (size_t i = first; r == 0 && i < end; i++) {
-		struct resync_staged *b = &rs->staged[i];
-
-		r = send_inline(rs, b->guid, b->page, frame_pool_addr(vmm_frame_pool(v), b->frame),
-				b->block_size, &b->state);
-		staged_give_back(rs, b); /* the session copied the block */
-	}
-	return r;
-}
-
-static int send_landings_request(struct resync_send *rs);
-
-/* After ResyncLandings' answer: the chunk's blocks that got a run
- * one-sided, the others inline; then the next chunk's ResyncLandings, or
- * after the last ResyncEnd: after every page, on the same link. */
-static void send_rest(evutil_socket_t fd, short what, void *arg)
-{
-	struct resync_send *rs = arg;
-	size_t done = rs->chunk_first + rs->chunk_n, inline_from = rs->chunk_first;
-	int r = 0;
-
-	if (rs->n_landed) {
-		r = send_landed(rs);
-		if (r == 0)
-			inline_from += rs->n_landed;
-		else if (repl_session_inline_instead(r))
-			r = 0;
-	}
-	if (r == 0)
-		r = send_staged_inline(rs, inline_from, done);
-	if (r == 0 && done < rs->n_staged) {
-		if (send_landings_request(rs) == 0)
-			goto out; /* the next chunk's answer goes on */
-		r = send_staged_inline(rs, done, rs->n_staged);
-	}
-	if (r == 0)
-		r = send_end(rs);
-out:
-	if (r < 0)
-		fail(rs, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
-		     "cannot send the resync's blocks");
-	release(rs); /* the answered ResyncLandings' hold */
-}
-
-/* The receiver's runs, a prefix of what was asked (none: all inline; an
- * older receiver answers UNSUPPORTED: all inline too). The rest goes from
- * the loop, not from inside the session's delivery of this answer. */
-static void on_landings(const CommandComplete *cc, void *arg)
-{
-	struct resync_send *rs = arg;
-	struct timeval now = { 0, 0 };
-	size_t k = 0;
-
-	note_applied(rs, cc);
-	if (cc->status == FTVM__PARTNER__STATUS__STATUS_OK)
-		for (; k < cc->n_landings && k < rs->chunk_n; k++) {
-			const Ftvm__Partner__Landing *l = cc->landings[k];
-			struct resync_staged *b = &rs->staged[rs->chunk_first + k];
-
-			if ((uint64_t)l->frames * vmm_config(rs->vmm)->page_size != b->block_size)
-				break;
-			b->to.frame = l->frame;
-			b->to.frames = l->frames;
-			b->to.generation = l->generation;
-		}
-	rs->n_landed = k;
-	/* Not answered (the link went, the node stops): the resync failed. */
-	if ((cc->status != FTVM__PARTNER__STATUS__STATUS_OK &&
-	     cc->status != FTVM__PARTNER__STATUS__STATUS_UNSUPPORTED) ||
-	    event_base_once(vmm_event_base(rs->vmm), -1, EV_TIMEOUT, send_rest, rs, &now) < 0) {
-		fail(rs, cc->status ? cc->status : FTVM__PARTNER__STATUS__STATUS_INTERNAL,
-		     cc->reason);
-		release(rs);
-	}
-}
-
-/* Runs for the next chunk of staged blocks, in their order. ResyncEnd
- * waits for them. */
-static int send_landings_request(struct resync_send *rs)
-{
-	struct vmm *v = rs->vmm;
-	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
-	Ftvm__Partner__ResyncLandings m = FTVM__PARTNER__RESYNC_LANDINGS__INIT;
-	size_t first = rs->chunk_first + rs->chunk_n, n = rs->n_staged - first;
-	uint32_t frames[VMM_RESYNC_CHUNK];
-	int r;
-
-	if (n > VMM_RESYNC_CHUNK)
-		n = VMM_RESYNC_CHUNK;
-	for (size_t i = 0; i < n; i++)
-		frames[i] = rs->staged[first + i].block_size / vmm_config(v)->page_size;
-	m.n_frames = n;
-	m.frames = frames;
-	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_LANDINGS;
-	env.resync_landings = &m;
-	r = vmm_partner_send(v, (Envelope *[]){ &env }, 1, NULL, 0, on_landings, (void *[]){ rs });
-	if (r < 0)
-		return r;
-	rs->outstanding++;
-	rs->chunk_first = first;
-	rs->chunk_n = n;
-	rs->n_landed = 0;
-	return 0;
-}
-
 /* Everything, or what changed: the allocations touched since, whole, and
  * the blocks of every dirty page (a node that restarted lost those). 1:
  * every block went inline, and ResyncEnd is the caller's to send; 0: it
- * follows the landed blocks (send_rest). */
+ * follows the landed blocks (pagedata_resync_out_send). */
 static int send_snapshot(struct resync_send *rs)
 {
 	struct vmm *v = rs->vmm;
@@ -613,11 +351,7 @@ static int send_snapshot(struct resync_send *rs)
 		return r;
 	/* Everything journalled here until now is in the snapshot. */
 	rs->end_lsn = pagetable_reserve_lsn(vmm_pagetable(v));
-	if (rs->n_staged && send_landings_request(rs) == 0)
-		return 0;
-	/* Not sent: the staged blocks go inline now, as they would have. */
-	r = send_staged_inline(rs, 0, rs->n_staged);
-	return r < 0 ? r : 1;
+	return pagedata_resync_out_send(rs->blocks);
 }
 
 static void start_when_settled(evutil_socket_t fd, short what, void *arg);
@@ -627,6 +361,12 @@ static void start_when_settled(evutil_socket_t fd, short what, void *arg);
 static void start(struct resync_send *rs)
 {
 	struct vmm *v = rs->vmm;
+	const struct pagedata_resync_calls calls = {
+		.sent = on_sent,
+		.answered = on_answer,
+		.blocks_out = send_end,
+		.arg = rs,
+	};
 	struct timeval soon = { 0, 1000 };
 	int r;
 
@@ -655,9 +395,8 @@ static void start(struct resync_send *rs)
 	vmm_flush(v);
 	rs->stats.ms = clock_now_ms();
 	rs->outstanding = 1; /* held until every request is out */
-	rs->one_sided = repl_session_one_sided(vmm_session(v));
-	rs->stage_budget = frame_pool_free_count(vmm_frame_pool(v)) / 2;
-	r = send_snapshot(rs);
+	rs->blocks = pagedata_resync_out_new(vmm_pagedata(v), &calls);
+	r = rs->blocks ? send_snapshot(rs) : -ENOMEM;
 	/* From this turn on, every change goes to the partner after the
 	 * snapshot, on the same link, as any mirrored change does. */
 	vmm_mode_mirrored_at_snapshot(v);

@@ -32,7 +32,8 @@ struct pagedata *pagedata_new(struct vmm *v, struct event_base *base,
 			      const struct ftvm_config *config, struct pagetable *pt,
 			      struct frame_pool *pool);
 void pagedata_free(struct pagedata *pd);
-/* What it counted since start (the landings_* rows of the status). */
+/* What it counted since start (the landings_* rows of the status, and the
+ * ways the blocks went: pages_*, resync_pages_one_sided and _inline). */
 const struct status_counts *pagedata_counted(const struct pagedata *pd);
 /* The link to the partner came up or went (node.c): at link down the runs
  * held for the partner's write locks and for a resync go back to the pool;
@@ -86,6 +87,47 @@ int pagedata_resync_page_order(const struct vmm_alloc *a, uint64_t page,
 /* The resync ended or failed, or the link went: the runs held for its
  * blocks go back to the pool (replica/RDMA.md, "Resync"). */
 void pagedata_resync_landings_drop(struct pagedata *pd);
+
+/* ---- a resync's blocks, on the node that sends it
+ * (pagedata/resync_send.c, replica/RDMA.md "Resync") ---- */
+
+struct pagedata_resync_out;
+
+/* What the resync (ha/resync.c) is told of its blocks' requests; arg is
+ * passed to each. */
+struct pagedata_resync_calls {
+	/* n more of the resync's requests are outstanding, each until
+	 * answered() is called for it. */
+	void (*sent)(size_t n, void *arg);
+	/* One of them is over: cc's applied LSN noted, the resync failed
+	 * unless cc->status is OK. The last may end the resync, which frees
+	 * the pagedata_resync_out inside this call. */
+	void (*answered)(const CommandComplete *cc, void *arg);
+	/* Every block is out (after pagedata_resync_out_send() returned 0):
+	 * ResyncEnd goes behind them now. 0, or why it could not be sent. */
+	int (*blocks_out)(void *arg);
+	void *arg;
+};
+
+/* One resync's blocks, from its snapshot turn on: whether the link is
+ * one-sided and the frames staging may take (half those free) are taken
+ * now. NULL when out of memory. */
+struct pagedata_resync_out *pagedata_resync_out_new(struct pagedata *pd,
+						    const struct pagedata_resync_calls *calls);
+/* The page's block at the snapshot, of state: ResyncPage{data} now, or
+ * (one-sided, frames to spare) copied to a staging run, to be written
+ * one-sided once pagedata_resync_out_send()'s ResyncLandings is answered.
+ * 0, or the session's error (nothing sent). */
+int pagedata_resync_out_page(struct pagedata_resync_out *out, const char *guid, uint64_t page,
+			     const void *block, uint32_t block_size,
+			     const Ftvm__Partner__PageState *state);
+/* The snapshot is out: the staged blocks go, chunk by chunk (VMM_RESYNC_CHUNK
+ * per ResyncLandings), a round trip later, then calls->blocks_out() (0). 1:
+ * nothing waits (every block went inline), the caller sends ResyncEnd now;
+ * < 0: an inline block could not be sent. */
+int pagedata_resync_out_send(struct pagedata_resync_out *out);
+/* The resync ended: staging runs still held go back. NULL is fine. */
+void pagedata_resync_out_free(struct pagedata_resync_out *out);
 
 /* ---- the sending side: a page's block to the partner (pagedata/send.c) ---- */
 

@@ -43,8 +43,10 @@ struct pagedata {
 	/* A resync (ha/resync.c, pagedata/resync_landings.c): the runs held
 	 * for the survivor's blocks. */
 	struct vmm_resync_landing *resync_landings;
-	/* The landings_* rows of `ftvmctl status`, counted as they happen
-	 * (`pd->counted.landings_adopted++`). */
+	/* The rows of `ftvmctl status` it counts as they happen
+	 * (`pd->counted.landings_adopted++`): landings_*, and which way the
+	 * blocks went, pages_* (send.c) and a resync's resync_pages_one_sided
+	 * and resync_pages_inline (resync_send.c). */
 	struct status_counts counted;
 };
 
