@@ -1,10 +1,11 @@
 /* How a page's block reaches the partner and lands there (vmm/VMM.md,
  * "Landings"; replica/RDMA.md): the runs of free frames this node holds or
  * grants for the partner's RDMA WRITEs, the runs the partner granted this
- * node, the checks of a block that landed, and the frame pool's registration
- * blocks as the partner channel sees them. Over TCP none of it is used and
- * every block goes inline. The state is this component's own
- * (pagedata_state.h); the memory manager reaches it through these calls. */
+ * node, the checks of a block that landed, a resync's blocks on either
+ * side, and the frame pool's registration blocks as the partner channel
+ * sees them. Over TCP none of it is used and every block goes inline. The
+ * state is this component's own (pagedata_state.h); the memory manager
+ * reaches it through these calls. */
 #pragma once
 
 #include <stdbool.h>
