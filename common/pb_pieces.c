@@ -9,8 +9,10 @@
 struct sink {
 	ProtobufCBuffer base;
 	struct pb_pieces *p;
+	const ProtobufCBinaryData *refs;
+	size_t n_refs;
 	const struct pb_pieces *parts;
-	size_t n_parts;
+	size_t n_parts, spliced;
 	bool failed;
 };
 
@@ -71,6 +73,15 @@ static const struct pb_pieces *part_of(const struct sink *s, const uint8_t *data
 
 /* part's pieces in its place: what it references is referenced, what it
  * copied (small) is copied again, so that the whole stays few pieces. */
+/* Whether data is one of the named fields' bytes, all of them. */
+static bool named(const struct sink *s, const uint8_t *data, size_t len)
+{
+	for (size_t i = 0; i < s->n_refs; i++)
+		if (s->refs[i].data == data && s->refs[i].len == len)
+			return true;
+	return false;
+}
+
 static int splice(struct pb_pieces *p, const struct pb_pieces *part)
 {
 	int r = 0;
@@ -93,28 +104,33 @@ static void append(ProtobufCBuffer *buffer, size_t len, const uint8_t *data)
 	if (s->failed || len == 0)
 		return;
 	part = part_of(s, data, len);
-	if (part)
+	if (part) {
 		r = splice(s->p, part);
-	else if (len >= PB_PIECES_REF_MIN)
+		s->spliced++;
+	} else if (len >= PB_PIECES_REF_MIN && named(s, data, len)) {
 		r = add_piece(s->p, data, 0, len);
-	else
+	} else {
 		r = copy_in(s->p, data, len);
+	}
 	s->failed = r < 0;
 	s->p->len += len;
 }
 
-int pb_pieces_pack(const ProtobufCMessage *msg, const struct pb_pieces *parts, size_t n_parts,
-		   struct pb_pieces *ret)
+int pb_pieces_pack(const ProtobufCMessage *msg, const ProtobufCBinaryData *refs, size_t n_refs,
+		   const struct pb_pieces *parts, size_t n_parts, struct pb_pieces *ret)
 {
-	struct sink s = {
-		.base = { .append = append }, .p = ret, .parts = parts, .n_parts = n_parts
-	};
+	struct sink s = { .base = { .append = append },
+			  .p = ret,
+			  .refs = refs,
+			  .n_refs = n_refs,
+			  .parts = parts,
+			  .n_parts = n_parts };
 
 	memset(ret, 0, sizeof(*ret));
 	protobuf_c_message_pack_to_buffer(msg, &s.base);
-	if (s.failed) {
+	if (s.failed || s.spliced != n_parts) {
 		pb_pieces_free(ret);
-		return -ENOMEM;
+		return s.failed ? -ENOMEM : -EPROTO;
 	}
 	return 0;
 }

@@ -1,12 +1,14 @@
-/* Packing a protobuf-c message in pieces, for a gathered write: the large
- * bytes fields (a page's block) are not copied but referenced where the
- * message points, and everything else (keys, lengths, numbers, strings, the
- * small bytes) is copied into a buffer the pieces own. The bytes the pieces
- * add up to are exactly protobuf_c_message_pack()'s: protobuf-c's own
- * pack_to_buffer makes them, this only chooses which of its appends are
- * copied (PB_PIECES_REF_MIN).
+/* Packing a protobuf-c message in pieces, for a gathered write: the bytes
+ * fields the caller names (a page's block) are not copied but referenced
+ * where the message points, and everything else (keys, lengths, numbers,
+ * strings, other bytes) is copied into a buffer the pieces own. The bytes
+ * the pieces add up to are exactly protobuf_c_message_pack()'s: protobuf-c's
+ * own pack_to_buffer makes them, this only chooses which of its appends are
+ * copied. Only an append that is exactly a named field's bytes is
+ * referenced, so a protobuf-c that packed through a buffer of its own would
+ * cost copies, never a dangling piece.
  *
- * So the memory a piece references must stay as it is until the pieces are
+ * The memory a piece references must stay as it is until the pieces are
  * sent, flattened or freed. */
 #pragma once
 
@@ -16,7 +18,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
-/* A bytes field this long or longer is referenced, not copied. */
+/* A named bytes field shorter than this is copied all the same. */
 #define PB_PIECES_REF_MIN 512
 
 struct pb_piece {
@@ -32,13 +34,14 @@ struct pb_pieces {
 	size_t len; /* the whole payload's */
 };
 
-/* Packs msg into ret (zeroed first). A bytes field of msg whose data points
- * at parts[i] (and whose len is parts[i].len) stands for that payload: its
- * pieces go in its place, so an envelope that carries packed envelopes as
- * bytes (a Batch) is packed without copying them again. 0 or -ENOMEM (ret
- * is then empty). */
-int pb_pieces_pack(const ProtobufCMessage *msg, const struct pb_pieces *parts, size_t n_parts,
-		   struct pb_pieces *ret);
+/* Packs msg into ret (zeroed first), referencing the bytes of refs (fields
+ * of msg). A bytes field of msg whose data points at parts[i] (and whose len
+ * is parts[i].len) stands for that payload: its pieces go in its place, so
+ * an envelope that carries packed envelopes as bytes (a Batch) is packed
+ * without copying them again. 0; -ENOMEM, or -EPROTO when a part was not
+ * found in msg's bytes (ret is then empty). */
+int pb_pieces_pack(const ProtobufCMessage *msg, const ProtobufCBinaryData *refs, size_t n_refs,
+		   const struct pb_pieces *parts, size_t n_parts, struct pb_pieces *ret);
 /* The pieces as iovecs, into iov (room for p->n). */
 void pb_pieces_iov(const struct pb_pieces *p, struct iovec *iov);
 /* The referenced pieces copied into the own buffer: p references nothing

@@ -112,8 +112,7 @@ static void on_session_tap(struct repl_session *s, bool out, const char *peer,
 {
 	struct node *n = arg;
 
-	if (n->trace)
-		trace_tap_partner(n->trace, out, peer, payload, len);
+	trace_tap_partner(n->trace, out, peer, payload, len);
 }
 
 /* The trace requests are not recorded: a trace starts after its start and
@@ -136,6 +135,7 @@ static int trace_open(struct node *n, const char *path, int channels, struct tra
 static void trace_install(struct node *n, struct trace_tap *t, int channels)
 {
 	n->trace = t;
+	repl_session_set_tap(n->session, on_session_tap, n);
 	client_server_set_tap(n->clients, on_client_tap, n);
 	log_info("recording %s to trace %s", config_trace_channels_name(channels),
 		 trace_tap_path(t));
@@ -146,6 +146,7 @@ static int64_t trace_stop(struct node *n)
 	char *path = strdup(trace_tap_path(n->trace));
 	int64_t records;
 
+	repl_session_set_tap(n->session, NULL, NULL);
 	client_server_set_tap(n->clients, NULL, NULL);
 	records = trace_tap_stop(n->trace);
 	n->trace = NULL;
@@ -475,7 +476,6 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 		.request = on_partner_request,
 		.protocol_error = on_protocol_error,
 		.hello = on_hello,
-		.tap = on_session_tap,
 	};
 	struct node *n;
 	int r;

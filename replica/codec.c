@@ -21,6 +21,17 @@ int codec_payload_pack(const ProtobufCMessage *msg, uint8_t **ret_payload, size_
 	return 0;
 }
 
+bool codec_envelope_block(const Envelope *env, ProtobufCBinaryData *ret)
+{
+	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE)
+		*ret = env->write_page->data;
+	else if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE)
+		*ret = env->resync_page->data;
+	else
+		return false;
+	return ret->len > 0;
+}
+
 int codec_frame_pack(const ProtobufCMessage *msg, uint8_t **ret_frame, size_t *ret_len)
 {
 	size_t len = protobuf_c_message_get_packed_size(msg);

@@ -3,6 +3,7 @@
  * named. A failure returns -EBADMSG and says what was wrong in err. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,6 +19,10 @@ int codec_frame_pack(const ProtobufCMessage *msg, uint8_t **ret_frame, size_t *r
 /* Packs msg into a new payload buffer without a header (for transports, which
  * frame what they send). The caller frees *ret_payload. */
 int codec_payload_pack(const ProtobufCMessage *msg, uint8_t **ret_payload, size_t *ret_len);
+
+/* The page block env carries inline (WritePage's or ResyncPage's data), in
+ * ret, to be sent from where it is (common/pb_pieces.h); false: none. */
+bool codec_envelope_block(const Envelope *env, ProtobufCBinaryData *ret);
 
 /* Parses and checks one envelope payload. Free with codec_envelope_free
  * (common/pb_arena.h: never with protobuf-c's free_unpacked). */

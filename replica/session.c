@@ -134,6 +134,8 @@ struct repl_session {
 	struct event_base *base;
 	struct repl_session_config config;
 	struct repl_session_callbacks cb;
+	repl_session_tap_fn tap; /* NULL: nothing taps */
+	void *tap_arg;
 	void *cb_arg;
 
 	struct repl_transport *transport;
@@ -196,8 +198,8 @@ static void tap(struct repl_session *s, struct repl_conn *conn, bool out, const 
 	struct session_conn *sc = find_conn(s, conn);
 	bool known = sc && sc->state == CONN_ESTABLISHED;
 
-	s->cb.tap(s, out, known ? s->stats.partner_id : repl_conn_peer_name(conn), payload, len,
-		  s->cb_arg);
+	s->tap(s, out, known ? s->stats.partner_id : repl_conn_peer_name(conn), payload, len,
+	       s->tap_arg);
 }
 
 /* A partner that reads nothing: what waits for it is past the bound. */
@@ -218,9 +220,9 @@ static int wire_send(struct repl_session *s, struct repl_conn *conn, struct pb_p
 		return 0;
 	if (backlogged(s, conn))
 		return -ENOBUFS; /* the next tick drops the link */
-	if ((payload->n > WIRE_PIECES || s->cb.tap) && pb_pieces_flatten(payload) < 0)
+	if ((payload->n > WIRE_PIECES || s->tap) && pb_pieces_flatten(payload) < 0)
 		return -ENOMEM;
-	if (s->cb.tap)
+	if (s->tap)
 		tap(s, conn, true, pb_pieces_bytes(payload), payload->len);
 	pb_pieces_iov(payload, iov);
 	return repl_conn_sendv(conn, iov, payload->n, payload->len);
@@ -422,7 +424,7 @@ static int pack_held(struct repl_session *s, struct pb_pieces *ret, bool *ret_ow
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH;
 	env.batch = &batch;
 	fill_header(s, &env);
-	r = pb_pieces_pack(&env.base, s->held, s->n_held, ret);
+	r = pb_pieces_pack(&env.base, NULL, 0, s->held, s->n_held, ret);
 	free(entries);
 	return r;
 }
@@ -481,7 +483,7 @@ static int send_behind_writes(struct repl_session *s, struct repl_conn *conn,
 	} else if (r < 0) {
 		warn_refused(s, reason);
 		r = -EOPNOTSUPP; /* nothing was sent: the caller goes inline */
-	} else if (s->cb.tap) {
+	} else if (s->tap) {
 		tap(s, conn, true, bytes, payload->len);
 	}
 	return r;
@@ -514,10 +516,12 @@ static int send_held(struct repl_session *s, const struct repl_remote_write *wri
 static int send_envelope(struct repl_session *s, struct session_conn *sc, Envelope *env)
 {
 	struct pb_pieces payload;
+	ProtobufCBinaryData block;
 	int r;
 
 	fill_header(s, env);
-	r = pb_pieces_pack(&env->base, NULL, 0, &payload);
+	r = pb_pieces_pack(&env->base, &block, codec_envelope_block(env, &block) ? 1 : 0, NULL, 0,
+			   &payload);
 	if (r < 0)
 		return r;
 	/* Heartbeats never wait behind held answers (and never go in a batch). */
@@ -1073,7 +1077,7 @@ static void on_receive(struct repl_conn *conn, const uint8_t *payload, size_t le
 
 	if (!sc || cut(s))
 		return;
-	if (s->cb.tap)
+	if (s->tap)
 		tap(s, conn, false, payload, len);
 	if (codec_envelope_decode(payload, len, &env, err, sizeof(err)) < 0) {
 		protocol_error(s, sc, err);
@@ -1386,6 +1390,12 @@ int repl_session_start(struct repl_session *s)
 	evtimer_add(s->tick, &tv);
 	dial(s);
 	return 0;
+}
+
+void repl_session_set_tap(struct repl_session *s, repl_session_tap_fn fn, void *arg)
+{
+	s->tap = fn;
+	s->tap_arg = arg;
 }
 
 void repl_session_free(struct repl_session *s)

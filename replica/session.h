@@ -61,13 +61,13 @@ struct repl_session_callbacks {
 	/* Fills in where this node's page table stands, for each Hello it
 	 * sends (applied_lsn, own_lsn). Optional. */
 	void (*hello)(struct repl_session *s, Ftvm__Partner__Hello *h, void *arg);
-	/* Every payload (one packed Envelope) as it goes out or comes in, before
-	 * any decoding, for traces (common/TRACE.md). peer is the partner's id,
-	 * or its endpoint before its Hello. Optional; it must not call back into
-	 * the session. */
-	void (*tap)(struct repl_session *s, bool out, const char *peer, const uint8_t *payload,
-		    size_t len, void *arg);
 };
+
+/* Every payload (one packed Envelope) as it goes out or comes in, before any
+ * decoding, for traces (common/TRACE.md). peer is the partner's id, or its
+ * endpoint before its Hello. It must not call back into the session. */
+typedef void (*repl_session_tap_fn)(struct repl_session *s, bool out, const char *peer,
+				    const uint8_t *payload, size_t len, void *arg);
 
 struct repl_session_stats {
 	bool link_up;
@@ -99,6 +99,10 @@ int repl_session_new(struct event_base *base, const struct repl_session_config *
 int repl_session_start(struct repl_session *s);
 /* Fails pending requests, closes connections. NULL is fine. */
 void repl_session_free(struct repl_session *s);
+/* Taps every payload from now on (fn NULL: none). Only while one is set is an
+ * outgoing payload made one piece for it: a page write's block is copied
+ * then, and only then. */
+void repl_session_set_tap(struct repl_session *s, repl_session_tap_fn fn, void *arg);
 /* Runs the callback of every request still waiting for the partner's answer
  * now, with STATUS_SHUTTING_DOWN and reason: the node is stopping, and what
  * made the requests is about to be freed (their callbacks must run before).

@@ -163,7 +163,6 @@ static void on_tap(struct repl_session *s, bool out, const char *peer, const uin
 static const struct repl_session_callbacks callbacks = {
 	.link_changed = on_link,
 	.request = on_request,
-	.tap = on_tap,
 };
 
 /* a: the answer, with the landing for the next round. */
@@ -224,7 +223,10 @@ static int start(struct node *n, const char *addr, unsigned port, unsigned partn
 	snprintf(n->partner, sizeof(n->partner), "%s:%u", addr, partner_port);
 	n->pool = c.pool_base = pool_memfd_map(POOL_BYTES);
 	r = repl_session_new(base, &c, &callbacks, n, &n->s);
-	return r < 0 ? r : repl_session_start(n->s);
+	if (r < 0)
+		return r;
+	repl_session_set_tap(n->s, on_tap, n);
+	return repl_session_start(n->s);
 }
 
 /* One request of round, its page block written to the granted landing

@@ -1422,6 +1422,33 @@ static void test_random(struct sent *s)
 	free(valid);
 }
 
+/* The page block an envelope carries inline: WritePage's and ResyncPage's
+ * data, none for an empty one or any other message. */
+static void test_envelope_block(void)
+{
+	static uint8_t block[4096];
+	Ftvm__Partner__WritePage wp = FTVM__PARTNER__WRITE_PAGE__INIT;
+	Ftvm__Partner__ResyncPage rp = FTVM__PARTNER__RESYNC_PAGE__INIT;
+	Ftvm__Partner__SpaceRequest sr = FTVM__PARTNER__SPACE_REQUEST__INIT;
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	ProtobufCBinaryData got = { 0 };
+
+	wp.data = (ProtobufCBinaryData){ .len = sizeof(block), .data = block };
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE;
+	env.write_page = &wp;
+	CHECK(codec_envelope_block(&env, &got) && got.data == block && got.len == sizeof(block),
+	      "WritePage's block");
+	rp.data = wp.data;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE;
+	env.resync_page = &rp;
+	CHECK(codec_envelope_block(&env, &got) && got.data == block, "ResyncPage's block");
+	rp.data.len = 0; /* landed: no data */
+	CHECK(!codec_envelope_block(&env, &got), "a landed ResyncPage has a block");
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+	env.space_request = &sr;
+	CHECK(!codec_envelope_block(&env, &got), "a SpaceRequest has a block");
+}
+
 int main(void)
 {
 	struct sent s;
@@ -1430,6 +1457,7 @@ int main(void)
 	test_round_trips();
 	test_unknown_message();
 	test_names();
+	test_envelope_block();
 
 	sent_init(&s);
 	test_truncated(&s);

@@ -1,7 +1,9 @@
 /* common/pb_pieces.c: a message packed in pieces adds up to exactly what
- * protobuf_c_message_pack makes, with its large bytes fields referenced, not
- * copied; a Batch whose entries stand for payloads in pieces adds up to the
- * Batch of those payloads packed; flattening keeps the bytes. */
+ * protobuf_c_message_pack makes, with the large bytes fields named
+ * referenced, not copied, and the others copied; a Batch whose entries stand
+ * for payloads in pieces adds up to the Batch of those payloads packed, and
+ * one whose entry is not found fails; flattening keeps the bytes. */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,14 +67,15 @@ static void write_page(Envelope *env, Ftvm__Partner__WritePage *wp, uint8_t *dat
 	env->write_page = wp;
 }
 
-/* Packed in pieces and packed whole: the same bytes. */
-static void check_same(const char *what, const ProtobufCMessage *m, const struct pb_pieces *parts,
-		       size_t n_parts, const ProtobufCMessage *whole, struct pb_pieces *ret)
+/* Packed in pieces (refs named) and packed whole: the same bytes. */
+static void check_same(const char *what, const ProtobufCMessage *m, const ProtobufCBinaryData *refs,
+		       size_t n_refs, const struct pb_pieces *parts, size_t n_parts,
+		       const ProtobufCMessage *whole, struct pb_pieces *ret)
 {
 	size_t len;
 	uint8_t *want = packed(whole ? whole : m, &len), *got;
 
-	CHECK(pb_pieces_pack(m, parts, n_parts, ret) == 0, "%s: packs", what);
+	CHECK(pb_pieces_pack(m, refs, n_refs, parts, n_parts, ret) == 0, "%s: packs", what);
 	got = joined(ret);
 	CHECK(ret->len == len && memcmp(got, want, len) == 0, "%s: %zu bytes in pieces, %zu packed",
 	      what, ret->len, len);
@@ -98,7 +101,11 @@ static void test_block_referenced(void)
 			data[i] = (uint8_t)(i * 7 + k);
 		write_page(&env, &wp, data, len);
 		snprintf(what, sizeof(what), "WritePage of %zu bytes", len);
-		check_same(what, &env.base, NULL, 0, NULL, &p);
+		/* Not named: copied, however long. */
+		check_same(what, &env.base, NULL, 0, NULL, 0, NULL, &p);
+		CHECK(!references(&p, data) && p.n == 1, "%s, not named: referenced", what);
+		pb_pieces_free(&p);
+		check_same(what, &env.base, &wp.data, 1, NULL, 0, NULL, &p);
 		if (len >= PB_PIECES_REF_MIN) {
 			CHECK(references(&p, data), "%s: the block is referenced", what);
 			CHECK(p.own_len < 64, "%s: %zu bytes copied", what, p.own_len);
@@ -131,7 +138,7 @@ static void test_empty(void)
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 	struct pb_pieces p;
 
-	check_same("an empty envelope", &env.base, NULL, 0, NULL, &p);
+	check_same("an empty envelope", &env.base, NULL, 0, NULL, 0, NULL, &p);
 	CHECK(p.len == 0 && p.n == 0, "nothing: %zu bytes, %zu pieces", p.len, p.n);
 	CHECK(pb_pieces_bytes(&p) != NULL && p.len == 0, "an empty payload has bytes");
 	pb_pieces_free(&p);
@@ -156,7 +163,8 @@ static void test_batch_splices(void)
 
 		memset(blocks[i], 'a' + i, sizeof(blocks[i]));
 		write_page(&envs[i], &wps[i], blocks[i], len);
-		CHECK(pb_pieces_pack(&envs[i].base, NULL, 0, &parts[i]) == 0, "entry %d packs", i);
+		CHECK(pb_pieces_pack(&envs[i].base, &wps[i].data, 1, NULL, 0, &parts[i]) == 0,
+		      "entry %d packs", i);
 		stand_in[i] =
 			(ProtobufCBinaryData){ .len = parts[i].len, .data = (uint8_t *)&parts[i] };
 		whole[i].data = packed(&envs[i].base, &whole[i].len);
@@ -172,19 +180,19 @@ static void test_batch_splices(void)
 	whole_batch = batch;
 	whole_batch.envelopes = whole;
 	whole_outer.batch = &whole_batch;
-	check_same("a batch of 5", &outer.base, parts, N, &whole_outer.base, &p);
+	check_same("a batch of 5", &outer.base, NULL, 0, parts, N, &whole_outer.base, &p);
 	CHECK(references(&p, blocks[1]) && references(&p, blocks[3]),
 	      "the batch references the big blocks");
 	CHECK(p.n == 5, "copied, block, copied, block, copied: %zu pieces", p.n);
 	CHECK(p.own_len < 400, "the batch copied %zu bytes", p.own_len);
 	pb_pieces_free(&p);
 
-	/* An entry whose length differs from the payload it points at is a
-	 * plain bytes field (copied or referenced as any). */
+	/* An entry whose length differs from the payload it points at is not
+	 * that payload: not spliced, and the batch fails rather than go out
+	 * with the entry's bytes copied from the wrong place. */
 	stand_in[0].len = parts[0].len - 1;
-	CHECK(pb_pieces_pack(&outer.base, parts, N, &p) == 0 && !references(&p, parts[0].own),
-	      "a pointer into parts with another length is not spliced");
-	pb_pieces_free(&p);
+	CHECK_INT("a part not found", -EPROTO, pb_pieces_pack(&outer.base, NULL, 0, parts, N, &p));
+	CHECK(p.n == 0 && p.len == 0 && !p.own, "a failed pack left pieces");
 	for (int i = 0; i < N; i++) {
 		pb_pieces_free(&parts[i]);
 		free(whole[i].data);
@@ -206,7 +214,7 @@ static void test_random(void)
 		write_page(&env, &wp, data, len);
 		env.seq = rng();
 		wp.page = (uint64_t)rng() << (rng() % 32);
-		check_same("random WritePage", &env.base, NULL, 0, NULL, &p);
+		check_same("random WritePage", &env.base, &wp.data, 1, NULL, 0, NULL, &p);
 		pb_pieces_free(&p);
 		free(data);
 	}

@@ -1090,6 +1090,61 @@ static void test_backlog_bounded(void)
 	peer_stop(&a);
 }
 
+/* What a tap saw go out: how many payloads, and the last one's block. */
+static unsigned tapped;
+static uint32_t tapped_crc;
+
+static void on_tap(struct repl_session *s, bool out, const char *peer, const uint8_t *payload,
+		   size_t len, void *arg)
+{
+	Envelope *env;
+	char err[128];
+
+	if (!out || codec_envelope_decode(payload, len, &env, err, sizeof(err)) < 0)
+		return;
+	tapped++;
+	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE)
+		tapped_crc = crc32c(0, env->write_page->data.data, env->write_page->data.len);
+	codec_envelope_free(env);
+}
+
+/* A tap sees each payload whole, a page block sent from the caller's memory
+ * included, and nothing once it is taken away. */
+static void test_tap(void)
+{
+	static uint8_t block[16 << 10];
+	Ftvm__Partner__WritePage wp = FTVM__PARTNER__WRITE_PAGE__INIT;
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	uint16_t pa = free_port(), pb = free_port();
+	struct result res[2];
+	struct peer a, b;
+	unsigned seen;
+
+	peer_init(&a, "a", pa, pb);
+	peer_init(&b, "b", pb, pa);
+	CHECK(peer_start(&a) == 0, "start a");
+	CHECK(peer_start(&b) == 0, "start b");
+	CHECK(RUN_UNTIL(link_up(&a) && link_up(&b), 3000), "link up on both");
+	memset(block, 0x3c, sizeof(block));
+	wp.guid = "a-1";
+	wp.data = (ProtobufCBinaryData){ .len = sizeof(block), .data = block };
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE;
+	env.write_page = &wp;
+	tapped = 0;
+	repl_session_set_tap(a.s, on_tap, NULL);
+	CHECK_INT("sent", 0, repl_session_request(a.s, &env, 5000, on_done, &res[0]));
+	CHECK(tapped == 1 && tapped_crc == crc32c(0, block, sizeof(block)),
+	      "the tap saw %u payloads, the block %s", tapped,
+	      tapped_crc == crc32c(0, block, sizeof(block)) ? "whole" : "not whole");
+	repl_session_set_tap(a.s, NULL, NULL);
+	seen = tapped;
+	CHECK_INT("sent", 0, repl_session_request(a.s, &env, 5000, on_done, &res[1]));
+	CHECK_INT("tapped once taken away", seen, tapped);
+	CHECK(RUN_UNTIL(res[1].done, 3000) && b.n_writes == 2, "both blocks arrived");
+	peer_stop(&a);
+	peer_stop(&b);
+}
+
 /* Batches with a 64 KiB block each, more than the socket takes at once:
  * the block goes from the caller's memory in a gathered write, and what the
  * socket did not take is copied before the call returns (the caller's
@@ -1162,6 +1217,7 @@ int main(void)
 	test_backlog_bounded();
 	test_unproven_bounded();
 	test_gathered_writes();
+	test_tap();
 	event_base_free(base);
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
