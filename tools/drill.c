@@ -369,6 +369,9 @@ static int wait_whole(struct drill *d)
 
 /* ---- the checks ---- */
 
+/* A page that is not the last acknowledged write's counts as lost, and so
+ * does one that cannot be read once the pair is whole; which of the two,
+ * and why, is said. */
 static void check_node(struct drill *d, struct drill_node *n)
 {
 	uint8_t *got = malloc(d->alloc[0].info.block_size);
@@ -377,15 +380,25 @@ static void check_node(struct drill *d, struct drill_node *n)
 		struct drill_alloc *a = &d->alloc[i];
 
 		for (uint32_t p = 0; p < a->info.pages; p++) {
+			uint32_t crc;
+			int r;
+
 			d->checked++;
 			fill(d->block, a->info.block_size, a->acked[p]);
-			if (ftvm_read_page(n->c, a->info.guid, p, got, a->info.block_size, NULL,
-					   NULL) < 0 ||
-			    memcmp(got, d->block, a->info.block_size) != 0) {
-				fprintf(stderr, "ftvmctl: drill: lost on %s: %s page %u\n",
-					n->cfg->id, a->info.guid, p);
-				d->lost++;
-			}
+			r = ftvm_read_page(n->c, a->info.guid, p, got, a->info.block_size, NULL,
+					   &crc);
+			if (r < 0)
+				fprintf(stderr,
+					"ftvmctl: drill: lost on %s: %s page %u: cannot read it: %s\n",
+					n->cfg->id, a->info.guid, p, ftvm_last_error(n->c));
+			else if (memcmp(got, d->block, a->info.block_size) != 0)
+				fprintf(stderr,
+					"ftvmctl: drill: lost on %s: %s page %u: it holds a block with "
+					"CRC-32C 0x%08x, not write #%" PRIu64 "'s\n",
+					n->cfg->id, a->info.guid, p, crc, a->acked[p]);
+			else
+				continue;
+			d->lost++;
 		}
 	}
 	free(got);
