@@ -1477,11 +1477,6 @@ void repl_session_cork(struct repl_session *s)
 	s->corked = true;
 }
 
-bool repl_session_corked(const struct repl_session *s)
-{
-	return s->corked;
-}
-
 int repl_session_uncork(struct repl_session *s)
 {
 	int r = 0;

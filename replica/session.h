@@ -124,9 +124,6 @@ int repl_session_request_batch(struct repl_session *s, Envelope *const *envs, si
 /* While corked, what the session sends is held back and goes out as one
  * Batch frame at uncork. */
 void repl_session_cork(struct repl_session *s);
-/* True while corked: answers are held back, and a request now would have to
- * wait for them (-EBUSY). */
-bool repl_session_corked(const struct repl_session *s);
 int repl_session_uncork(struct repl_session *s);
 
 /* Answers the partner's request seq. -ENOTCONN when the link went down in
