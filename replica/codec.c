@@ -32,6 +32,26 @@ bool codec_envelope_block(const Envelope *env, ProtobufCBinaryData *ret)
 	return ret->len > 0;
 }
 
+CommandComplete *codec_command_complete_copy(const CommandComplete *cc)
+{
+	size_t len = ftvm__partner__command_complete__get_packed_size(cc);
+	uint8_t *buf = malloc(len ? len : 1);
+	CommandComplete *copy;
+
+	if (!buf)
+		return NULL;
+	ftvm__partner__command_complete__pack(cc, buf);
+	copy = ftvm__partner__command_complete__unpack(NULL, len, buf);
+	free(buf);
+	return copy;
+}
+
+void codec_command_complete_free(CommandComplete *cc)
+{
+	if (cc)
+		ftvm__partner__command_complete__free_unpacked(cc, NULL);
+}
+
 int codec_frame_pack(const ProtobufCMessage *msg, uint8_t **ret_frame, size_t *ret_len)
 {
 	size_t len = protobuf_c_message_get_packed_size(msg);

@@ -24,6 +24,12 @@ int codec_payload_pack(const ProtobufCMessage *msg, uint8_t **ret_payload, size_
  * ret, to be sent from where it is (common/pb_pieces.h); false: none. */
 bool codec_envelope_block(const Envelope *env, ProtobufCBinaryData *ret);
 
+/* A copy of cc that owns all it points to (packed and unpacked again), for
+ * an answer kept past the state it was read from. NULL when out of memory.
+ * Free with codec_command_complete_free. */
+CommandComplete *codec_command_complete_copy(const CommandComplete *cc);
+void codec_command_complete_free(CommandComplete *cc);
+
 /* Parses and checks one envelope payload. Free with codec_envelope_free
  * (common/pb_arena.h: never with protobuf-c's free_unpacked). */
 int codec_envelope_decode(const uint8_t *payload, size_t len, Envelope **ret, char *err,

@@ -145,10 +145,10 @@ struct repl_session {
 
 	struct pending_table *pending;
 	uint64_t next_seq;
-	/* Packed envelopes held back by repl_session_cork(); a request batch's
-	 * own (holding_requests) may reference the callers' blocks, which are
-	 * there until the call returns, and no longer. */
-	bool corked, holding_requests;
+	/* While a call sends several envelopes as one payload (holding), the
+	 * packed ones wait here; they may reference the caller's blocks, which
+	 * are there until the call returns, and no longer. */
+	bool holding;
 	struct pb_pieces *held;
 	size_t n_held, held_cap;
 	int state; /* our NodeState, as advertised */
@@ -379,12 +379,10 @@ static void drop_held(struct repl_session *s)
 	s->n_held = 0;
 }
 
-/* Takes payload over (it is held until sent or dropped). Kept past this
- * call, it references nothing of the caller's: it is made one piece. */
+/* Takes payload over (it is held until sent or dropped, before the call
+ * that holds returns). */
 static int hold(struct repl_session *s, struct pb_pieces *payload)
 {
-	if (!s->holding_requests && pb_pieces_flatten(payload) < 0)
-		return -ENOMEM;
 	if (s->n_held == s->held_cap) {
 		size_t cap = s->held_cap ? 2 * s->held_cap : 16;
 		struct pb_pieces *h = realloc(s->held, cap * sizeof(*h));
@@ -524,9 +522,7 @@ static int send_envelope(struct repl_session *s, struct session_conn *sc, Envelo
 			   &payload);
 	if (r < 0)
 		return r;
-	/* Heartbeats never wait behind held answers (and never go in a batch). */
-	if (s->corked && sc == s->active &&
-	    env->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT) {
+	if (s->holding && sc == s->active) {
 		r = hold(s, &payload);
 		if (r < 0)
 			pb_pieces_free(&payload);
@@ -662,9 +658,9 @@ static bool on_region_update(struct repl_session *s, struct session_conn *sc,
 }
 
 /* Tells every connection that offered one-sided data (and so has sent its
- * Hello) of block's current registration, unless it knows it already,
- * through the normal send path: while corked, it is held in order with the
- * answers. */
+ * Hello) of block's current registration, unless it knows it already. It
+ * goes at once, so it reaches the partner ahead of the answer that names
+ * the generation. */
 static void send_region_update(struct repl_session *s, uint32_t block)
 {
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
@@ -1004,8 +1000,11 @@ static bool refuse_stale(struct repl_session *s, uint64_t epoch, Envelope *const
 		 s->stats.partner_id, epoch, s->config.epoch);
 	cc.status = FTVM__PARTNER__STATUS__STATUS_STALE_EPOCH;
 	cc.reason = reason;
-	for (size_t i = 0; i < n; i++)
-		repl_session_complete(s, envs[i]->seq, &cc);
+	for (size_t i = 0; i < n; i++) {
+		struct repl_answer a = { envs[i]->seq, &cc };
+
+		repl_session_answer(s, &a, 1);
+	}
 	s->stats.stale_refused += n;
 	return true;
 }
@@ -1430,6 +1429,23 @@ int repl_session_request(struct repl_session *s, Envelope *env, uint32_t timeout
 	return repl_session_request_batch(s, &env, 1, timeout_ms, done, &arg);
 }
 
+/* The n envelopes in one frame (a Batch when n > 1), after the RDMA WRITEs
+ * of writes (none when n_writes is 0). */
+static int send_together(struct repl_session *s, Envelope *const *envs, size_t n,
+			 const struct repl_remote_write *writes, size_t n_writes)
+{
+	int r = 0;
+
+	s->holding = true;
+	for (size_t i = 0; i < n && r >= 0; i++)
+		r = send_envelope(s, s->active, envs[i]);
+	s->holding = false;
+	if (r >= 0)
+		r = send_held(s, writes, n_writes);
+	drop_held(s);
+	return r;
+}
+
 /* The n requests in one frame, after the RDMA WRITEs of writes (none when
  * n_writes is 0). Nothing sent: their sequence numbers are given again. */
 static int send_requests(struct repl_session *s, Envelope *const *envs, size_t n,
@@ -1437,22 +1453,15 @@ static int send_requests(struct repl_session *s, Envelope *const *envs, size_t n
 			 const struct repl_remote_write *writes, size_t n_writes)
 {
 	uint64_t first = s->next_seq + 1;
-	int r = 0;
+	int r;
 
 	if (!s->active)
 		return -ENOTCONN;
-	if (s->corked)
-		return -EBUSY; /* answers are held back: they must go first */
-	s->corked = s->holding_requests = true;
-	for (size_t i = 0; i < n && r >= 0; i++) {
+	for (size_t i = 0; i < n; i++) {
 		envs[i]->seq = ++s->next_seq;
 		envs[i]->answers = 0;
-		r = send_envelope(s, s->active, envs[i]);
 	}
-	s->corked = s->holding_requests = false;
-	if (r >= 0)
-		r = send_held(s, writes, n_writes);
-	drop_held(s);
+	r = send_together(s, envs, n, writes, n_writes);
 	if (r < 0) {
 		s->next_seq = first - 1;
 		return r;
@@ -1472,32 +1481,29 @@ int repl_session_request_batch(struct repl_session *s, Envelope *const *envs, si
 	return send_requests(s, envs, n, timeout_ms, done, args, NULL, 0);
 }
 
-void repl_session_cork(struct repl_session *s)
+int repl_session_answer(struct repl_session *s, const struct repl_answer *answers, size_t n)
 {
-	s->corked = true;
-}
-
-int repl_session_uncork(struct repl_session *s)
-{
+	Envelope *envs[REPL_ANSWERS_MAX], env[REPL_ANSWERS_MAX];
+	size_t i;
 	int r = 0;
-
-	s->corked = false;
-	if (s->n_held && s->active)
-		r = send_held(s, NULL, 0);
-	drop_held(s);
-	return r;
-}
-
-int repl_session_complete(struct repl_session *s, uint64_t seq, const CommandComplete *cc)
-{
-	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 
 	if (!s->active)
 		return -ENOTCONN;
-	env.answers = seq;
-	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE;
-	env.command_complete = (CommandComplete *)cc;
-	return send_envelope(s, s->active, &env);
+	while (n && r >= 0) {
+		size_t some = n < REPL_ANSWERS_MAX ? n : REPL_ANSWERS_MAX;
+
+		for (i = 0; i < some; i++) {
+			env[i] = (Envelope)FTVM__PARTNER__ENVELOPE__INIT;
+			env[i].answers = answers[i].seq;
+			env[i].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE;
+			env[i].command_complete = (CommandComplete *)answers[i].cc;
+			envs[i] = &env[i];
+		}
+		r = send_together(s, envs, some, NULL, 0);
+		answers += some;
+		n -= some;
+	}
+	return r;
 }
 
 void repl_session_cut(struct repl_session *s, uint32_t ms)

@@ -51,7 +51,7 @@ struct repl_session_callbacks {
 	/* Requests from the partner (paging messages, or messages this build
 	 * does not know): n > 1 when they came in one Batch, to be applied in
 	 * order, the rest answered ABORTED after one fails. Answer each with
-	 * repl_session_complete(envs[i]->seq), now or later; envs are freed when
+	 * repl_session_answer(envs[i]->seq), now or later; envs are freed when
 	 * this returns. */
 	void (*request)(struct repl_session *s, Envelope *const *envs, size_t n, void *arg);
 	/* A connection was dropped for what it sent (a bad frame, a message that
@@ -111,24 +111,27 @@ void repl_session_fail_pending(struct repl_session *s, const char *reason);
 
 /* Sends env (its message and lsn set by the caller; version, sender, epoch
  * and seq are filled here) and calls done once with the answer. -ENOTCONN
- * when the link is down, -EBUSY while corked (done is not called). */
+ * when the link is down (done is not called). */
 int repl_session_request(struct repl_session *s, Envelope *env, uint32_t timeout_ms,
 			 pending_done_fn done, void *arg);
 
 /* Sends the n envelopes in one Batch frame, each a request with its own seq
- * and its own call of done(cc, args[i]). All or none are sent. -EBUSY while
- * corked: held answers go first. */
+ * and its own call of done(cc, args[i]). All or none are sent. */
 int repl_session_request_batch(struct repl_session *s, Envelope *const *envs, size_t n,
 			       uint32_t timeout_ms, pending_done_fn done, void *const *args);
 
-/* While corked, what the session sends is held back and goes out as one
- * Batch frame at uncork. */
-void repl_session_cork(struct repl_session *s);
-int repl_session_uncork(struct repl_session *s);
+/* The answer to the partner's request seq. */
+struct repl_answer {
+	uint64_t seq;
+	const CommandComplete *cc;
+};
 
-/* Answers the partner's request seq. -ENOTCONN when the link went down in
- * between (the partner has failed the request on its side already). */
-int repl_session_complete(struct repl_session *s, uint64_t seq, const CommandComplete *cc);
+/* Sends the n answers together: one frame, a Batch when n > 1 (split in
+ * Batches of REPL_ANSWERS_MAX). The caller's memory is not kept. -ENOTCONN
+ * when the link went down in between (the partner has failed the requests
+ * on its side already). */
+#define REPL_ANSWERS_MAX 64
+int repl_session_answer(struct repl_session *s, const struct repl_answer *answers, size_t n);
 
 /* What this node says it is, in Hello and every heartbeat. */
 void repl_session_set_state(struct repl_session *s, int node_state);

@@ -119,7 +119,7 @@ static void answer_held_revokes(struct pagedata *pd)
 		struct vmm_revoke_held *h = pd->revokes_held;
 
 		pd->revokes_held = h->next;
-		repl_session_complete(pd->session, h->seq, &cc);
+		vmm_answer(pd->vmm, h->seq, &cc);
 		free(h);
 	}
 }

@@ -288,7 +288,7 @@ static void on_revoke_answer(const CommandComplete *cc, void *arg)
 }
 
 /* Sent from its own event: a shortage is found deep inside other work (a
- * partner's batch being answered, corked), where a request must not go. */
+ * partner's batch being applied), where a request must not go. */
 static void send_revoke(evutil_socket_t fd, short what, void *arg)
 {
 	struct runs rs = { .n = 0 };

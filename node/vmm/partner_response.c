@@ -1,7 +1,8 @@
 /* The partner's message response method (seed 002, Fig. 10): what a node does
  * with each paging-synchronization message from its partner. Requests of one
  * batch are applied in order; after one fails, the rest are answered ABORTED.
- * Answers are held (corked) until the changes are committed (vmm_flush).
+ * Answers wait, copied (vmm_answer), until the changes are committed; then
+ * the turn's answers go down together (vmm_flush).
  *
  * Where the receiver owns the allocation it arbitrates (vmm/VMM.md, "The lock
  * rule"): it refuses a conflicting lock with LOCKED. Otherwise it mirrors.
@@ -447,7 +448,6 @@ void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n)
 	bool aborted = false;
 	uint64_t failed_seq = 0;
 
-	vmm_answers_wait(v);
 	for (size_t i = 0; i < n; i++) {
 		struct answer ans = { .cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT };
 
@@ -470,7 +470,7 @@ void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n)
 		}
 		ans.cc.applied_lsn = pagetable_partner_applied_lsn(v->pt);
 		if (!ans.held)
-			repl_session_complete(v->session, envs[i]->seq, &ans.cc);
+			vmm_answer(v, envs[i]->seq, &ans.cc);
 		if (ans.sense_filled)
 			vmm_sense_release(&ans.sense);
 		free(ans.runs);

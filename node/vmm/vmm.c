@@ -12,6 +12,7 @@
 
 #include <event2/event.h>
 
+#include "codec.h"
 #include "crc32c.h"
 #include "log.h"
 #include "session.h"
@@ -219,6 +220,21 @@ static _Noreturn void stop_on_failed_commit(void *arg, int r)
 	_exit(EXIT_FAILURE);
 }
 
+static void drop_answers(struct vmm *v)
+{
+	for (size_t i = 0; i < v->n_answers; i++)
+		codec_command_complete_free((CommandComplete *)v->answers[i].cc);
+	v->n_answers = 0;
+}
+
+/* With the link down they are dropped: the partner failed its requests. */
+static void send_answers(struct vmm *v)
+{
+	if (v->n_answers)
+		repl_session_answer(v->session, v->answers, v->n_answers);
+	drop_answers(v);
+}
+
 void vmm_flush(struct vmm *v)
 {
 	struct vmm_after_commit *list = v->after, *next;
@@ -233,9 +249,7 @@ void vmm_flush(struct vmm *v)
 		event_add(v->idle_event, &later);
 	}
 	/* Answers go out only for what is committed. */
-	if (v->answers_wait)
-		repl_session_uncork(v->session);
-	v->answers_wait = false;
+	send_answers(v);
 	for (; list; list = next) {
 		next = list->next;
 		list->fn(list->arg);
@@ -243,10 +257,28 @@ void vmm_flush(struct vmm *v)
 	}
 }
 
-void vmm_answers_wait(struct vmm *v)
+int vmm_answer(struct vmm *v, uint64_t seq, const CommandComplete *cc)
 {
-	repl_session_cork(v->session);
-	v->answers_wait = true;
+	CommandComplete *copy;
+
+	if (v->n_answers == v->answers_cap) {
+		size_t cap = v->answers_cap ? 2 * v->answers_cap : 16;
+		struct repl_answer *a = realloc(v->answers, cap * sizeof(*a));
+
+		if (!a)
+			goto no_memory;
+		v->answers = a;
+		v->answers_cap = cap;
+	}
+	copy = codec_command_complete_copy(cc);
+	if (!copy)
+		goto no_memory;
+	v->answers[v->n_answers++] = (struct repl_answer){ seq, copy };
+	vmm_changed(v);
+	return 0;
+no_memory:
+	log_warning("partner seq %llu not answered: out of memory", (unsigned long long)seq);
+	return -ENOMEM;
 }
 
 int vmm_partner_send(struct vmm *v, Envelope *const *envs, size_t n,
@@ -257,7 +289,7 @@ int vmm_partner_send(struct vmm *v, Envelope *const *envs, size_t n,
 	 * new request, so it is committed first. With none held, the request
 	 * goes now and our own changes commit at the end of the turn, one
 	 * commit for every client served in it. */
-	if (v->answers_wait)
+	if (v->n_answers)
 		vmm_flush(v);
 	return repl_session_request_batch_landed(v->session, envs, n, v->config->request_timeout_ms,
 						 done, args, writes, n_writes);
@@ -723,6 +755,8 @@ void vmm_free(struct vmm *v)
 	frame_pool_free(v->pool);
 	if (v->flush_event)
 		event_free(v->flush_event);
+	drop_answers(v);
+	free(v->answers);
 	free(v);
 }
 

@@ -54,10 +54,11 @@ void vmm_changed(struct vmm *v);
 void vmm_after_commit(struct vmm *v, void (*fn)(void *arg), void *arg);
 /* Commits now and sends the answers held for it. */
 void vmm_flush(struct vmm *v);
-/* What is answered to the partner from now on waits for the open
- * transaction's commit (vmm_flush): a batch of its requests is being
- * applied. */
-void vmm_answers_wait(struct vmm *v);
+/* Answers the partner's request seq with cc (copied: nothing of the
+ * caller's is kept) once the open transaction committed, with every other
+ * answer of the turn in one call down (vmm/VMM.md, "The partner channel,
+ * down and up"). -ENOMEM: not answered (the partner's deadline fails it). */
+int vmm_answer(struct vmm *v, uint64_t seq, const CommandComplete *cc);
 /* The one way this node's requests go to the partner (vmm/VMM.md, "The
  * partner channel, down and up"): answers that wait for the open transaction
  * go first, committed; then envs (n) in one batch, behind the RDMA WRITEs of

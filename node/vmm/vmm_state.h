@@ -31,8 +31,10 @@ struct vmm {
 	 * committed at the end of the event-loop turn (flush). */
 	struct event *flush_event;
 	bool flush_pending;
-	/* Answers to the partner wait for this commit (vmm_answers_wait). */
-	bool answers_wait;
+	/* Answers to the partner's requests (owned copies), sent together
+	 * after this transaction commits (vmm_answer). */
+	struct repl_answer *answers;
+	size_t n_answers, answers_cap;
 	/* Folds the page writes a commit left waiting and checkpoints the WAL
 	 * once the node is idle (IDLE_MS without a commit), so a busy commit
 	 * seldom pays either. */

@@ -11,7 +11,7 @@
  *   bit 0        raw bytes or framed payloads (fuzz_stream.h);
  *   bit 1        the session holds a key (the peer must prove it, which a
  *                fuzzer cannot: only the refusals are reached), else none.
- * The request callback answers every request OK, a batch's corked.
+ * The request callback answers every request OK, a batch's in one call.
  * Nothing may crash, leak or hang, and whatever the session sends back is
  * whole frames of envelopes, the first an AuthChallenge at epoch 0. */
 #include <errno.h>
@@ -50,13 +50,14 @@ static struct {
 static void on_request(struct repl_session *s, Envelope *const *envs, size_t n, void *arg)
 {
 	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+	struct repl_answer *answers = calloc(n, sizeof(*answers));
 
-	if (n > 1)
-		repl_session_cork(s);
+	if (!answers)
+		return;
 	for (size_t i = 0; i < n; i++)
-		repl_session_complete(s, envs[i]->seq, &cc);
-	if (n > 1)
-		repl_session_uncork(s);
+		answers[i] = (struct repl_answer){ envs[i]->seq, &cc };
+	repl_session_answer(s, answers, n);
+	free(answers);
 }
 
 static uint16_t port(void)

@@ -159,11 +159,10 @@ static void on_request(struct repl_session *s, Envelope *const *envs, size_t n, 
 		fflush(stdout);
 		return;
 	}
-	if (n > 1)
-		repl_session_cork(s);
 	for (size_t i = 0; i < n; i++) {
 		CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
 		Ftvm__Partner__SpaceStatus space = FTVM__PARTNER__SPACE_STATUS__INIT;
+		struct repl_answer a = { envs[i]->seq, &cc };
 
 		if (envs[i]->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST) {
 			space.free_bytes = UINT64_C(1) << 40;
@@ -171,10 +170,8 @@ static void on_request(struct repl_session *s, Envelope *const *envs, size_t n, 
 			cc.space = &space;
 		}
 		cc.applied_lsn = envs[i]->lsn;
-		repl_session_complete(s, envs[i]->seq, &cc);
+		repl_session_answer(s, &a, 1);
 	}
-	if (n > 1)
-		repl_session_uncork(s);
 }
 
 static const struct repl_session_callbacks callbacks = {
@@ -598,20 +595,21 @@ static int run_epoch(uint64_t epoch)
 /* Every held request answered with the status named; -EINVAL: no such name. */
 static int run_answer(const char *name)
 {
-	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+	CommandComplete cc[sizeof(held) / sizeof(held[0])];
+	struct repl_answer answers[sizeof(held) / sizeof(held[0])];
 	int status = 0;
 
 	while (strcmp(codec_status_name(status), name) != 0)
 		if (++status > FTVM__PARTNER__STATUS__STATUS_FENCED)
 			return -EINVAL;
-	cc.status = status;
-	cc.reason = "answered by the test";
-	repl_session_cork(session);
 	for (size_t i = 0; i < n_held; i++) {
-		cc.applied_lsn = status ? 0 : held[i].lsn;
-		repl_session_complete(session, held[i].seq, &cc);
+		ftvm__partner__command_complete__init(&cc[i]);
+		cc[i].status = status;
+		cc[i].reason = "answered by the test";
+		cc[i].applied_lsn = status ? 0 : held[i].lsn;
+		answers[i] = (struct repl_answer){ held[i].seq, &cc[i] };
 	}
-	repl_session_uncork(session);
+	repl_session_answer(session, answers, n_held);
 	printf("answered: %zu\n", n_held);
 	n_held = 0;
 	holding = false;

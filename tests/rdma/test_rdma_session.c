@@ -6,17 +6,17 @@
  *   test_rdma_session ADDR
  *
  * a plays O (it writes pages), b plays P (it gives landings). Each round b
- * answers a's request with a landing it opened while corked (a block used
- * for the first time sends its RegionUpdate, held in order ahead of the
- * answer); a writes a block of its pool there with
- * repl_session_request_batch_landed, and when the request reaches b the
- * bytes are in b's pool and repl_session_landing_check accepts the landing.
- * Then a stale generation: landing_check refuses it with the reason, and
- * request_batch_landed sends nothing. Then a source whose block the device
- * refuses to register (PROT_NONE memory: pinning it fails, as it does past
- * RLIMIT_MEMLOCK): -EOPNOTSUPP, so that the caller goes inline, nothing
- * sent, the refusal counted; the next request goes as usual. Exit 0 pass, 1 fail, 77 no usable
- * RDMA device, 99 setup error. */
+ * answers a's request with a landing it opened (a block used for the first
+ * time sends its RegionUpdate, which must leave ahead of the answer); a
+ * writes a block of its pool there with repl_session_request_batch_landed,
+ * and when the request reaches b the bytes are in b's pool and
+ * repl_session_landing_check accepts the landing. Then a stale generation:
+ * landing_check refuses it with the reason, and request_batch_landed sends
+ * nothing. Then a source whose block the device refuses to register
+ * (PROT_NONE memory: pinning it fails, as it does past RLIMIT_MEMLOCK):
+ * -EOPNOTSUPP, so that the caller goes inline, nothing sent, the refusal
+ * counted; the next request goes as usual. Exit 0 pass, 1 fail, 77 no
+ * usable RDMA device, 99 setup error. */
 #define _GNU_SOURCE /* memfd_create */
 #include <errno.h>
 #include <inttypes.h>
@@ -55,7 +55,8 @@ static struct node a = { .id = "a" }, b = { .id = "b" };
 static struct repl_landing granted; /* the landing b gave with its last answer */
 static bool granted_valid;
 static size_t written_src, written_len; /* in a's pool */
-static unsigned rounds_landed, rounds_answered, region_updates_corked;
+static unsigned rounds_landed, rounds_answered, region_updates_ahead;
+static bool region_update_last; /* b's last payload out was a RegionUpdate */
 static unsigned landed_bad;
 static char landed_bad_what[224];
 
@@ -93,11 +94,12 @@ static void bad(const char *what)
 
 /* b: the request of round bytes - 1 (bytes 0: the first, which writes
  * nothing) finds a's bytes in its pool; the answer carries the next
- * landing, opened while corked. */
+ * landing. */
 static void on_request(struct repl_session *s, Envelope *const *envs, size_t n, void *arg)
 {
 	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
 	Ftvm__Partner__Landing landing = FTVM__PARTNER__LANDING__INIT;
+	struct repl_answer answer;
 	uint64_t round = envs[0]->space_request->bytes;
 	struct repl_landing next;
 	char reason[160], what[224];
@@ -117,7 +119,6 @@ static void on_request(struct repl_session *s, Envelope *const *envs, size_t n, 
 		}
 		rounds_landed++;
 	}
-	repl_session_cork(s);
 	r = open_landing((unsigned)round, &next);
 	if (r < 0) {
 		snprintf(what, sizeof(what), "landing_open for round %llu: %s",
@@ -130,8 +131,9 @@ static void on_request(struct repl_session *s, Envelope *const *envs, size_t n, 
 		cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LANDING;
 		cc.landing = &landing;
 	}
-	repl_session_complete(s, envs[0]->seq, &cc);
-	repl_session_uncork(s);
+	answer.seq = envs[0]->seq;
+	answer.cc = &cc;
+	repl_session_answer(s, &answer, 1);
 }
 
 static void on_tap(struct repl_session *s, bool out, const char *peer, const uint8_t *payload,
@@ -140,23 +142,14 @@ static void on_tap(struct repl_session *s, bool out, const char *peer, const uin
 	Envelope *env;
 	char err[64];
 
-	/* A RegionUpdate that left in a Batch with an answer was held in order. */
+	/* The answer naming a block's new registration leaves right behind its
+	 * RegionUpdate. */
 	if (!out || s != b.s || codec_envelope_decode(payload, len, &env, err, sizeof(err)) < 0)
 		return;
-	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH) {
-		for (size_t i = 0; i < env->batch->n_envelopes; i++) {
-			Envelope *e;
-
-			if (codec_envelope_decode(env->batch->envelopes[i].data,
-						  env->batch->envelopes[i].len, &e, err,
-						  sizeof(err)) < 0)
-				continue;
-			if (e->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE &&
-			    i == 0)
-				region_updates_corked++;
-			codec_envelope_free(e);
-		}
-	}
+	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE &&
+	    region_update_last)
+		region_updates_ahead++;
+	region_update_last = env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE;
 	codec_envelope_free(env);
 }
 
@@ -265,11 +258,11 @@ static void test_rounds(void)
 	}
 	CHECK(!landed_bad, "%u bad, first: %s", landed_bad, landed_bad_what);
 	CHECK(rounds_landed == ROUNDS, "%u rounds landed of %u", rounds_landed, ROUNDS);
-	CHECK(region_updates_corked >= 16, "%u RegionUpdates went ahead of an answer",
-	      region_updates_corked);
+	CHECK(region_updates_ahead >= 16, "%u RegionUpdates went ahead of an answer",
+	      region_updates_ahead);
 	printf("ok: %u page blocks (1-64 frames) written one-sided into b's landings, each in "
-	       "b's pool at its request; %u RegionUpdates held ahead of the answer\n",
-	       rounds_landed, region_updates_corked);
+	       "b's pool at its request; %u RegionUpdates went ahead of the answer\n",
+	       rounds_landed, region_updates_ahead);
 }
 
 /* request_batch_landed of one SpaceRequest with w's block must fail with

@@ -17,18 +17,17 @@ struct held {
 
 struct repl_session {
 	char node_id[64], partner_id[64];
-	bool link_up, corked;
+	bool link_up;
 	uint64_t epoch;
 	uint64_t next_seq;    /* ours */
 	uint64_t partner_seq; /* what fake_session_deliver numbers */
 	unsigned batches;
-	unsigned busy;
 	struct fake_request **reqs;
 	size_t n_reqs;
-	struct held *held; /* answers while corked */
-	size_t n_held;
-	Envelope **answers; /* answers that went out, decoded */
+	Envelope **answers;	 /* answers that went out, decoded */
+	size_t *requests_before; /* how many requests had gone before each */
 	size_t n_answers;
+	unsigned answer_calls;
 };
 
 static void *grow(void *array, size_t n, size_t size)
@@ -102,13 +101,11 @@ void fake_session_free(struct repl_session *s)
 		codec_envelope_free(s->reqs[i]->env);
 		free(s->reqs[i]);
 	}
-	for (size_t i = 0; i < s->n_held; i++)
-		free(s->held[i].payload);
 	for (size_t i = 0; i < s->n_answers; i++)
 		codec_envelope_free(s->answers[i]);
 	free(s->reqs);
-	free(s->held);
 	free(s->answers);
+	free(s->requests_before);
 	free(s);
 }
 
@@ -220,9 +217,17 @@ const CommandComplete *fake_session_completion(const struct repl_session *s, uin
 	return NULL;
 }
 
-unsigned fake_session_busy_refusals(const struct repl_session *s)
+size_t fake_session_requests_before(const struct repl_session *s, uint64_t seq)
 {
-	return s->busy;
+	for (size_t i = 0; i < s->n_answers; i++)
+		if (s->answers[i]->answers == seq)
+			return s->requests_before[i];
+	return SIZE_MAX;
+}
+
+unsigned fake_session_answer_calls(const struct repl_session *s)
+{
+	return s->answer_calls;
 }
 
 /* ---- replica/session.h, as far as the memory manager calls it ---- */
@@ -232,10 +237,6 @@ int repl_session_request_batch(struct repl_session *s, Envelope *const *envs, si
 {
 	if (!s->link_up)
 		return -ENOTCONN;
-	if (s->corked) {
-		s->busy++;
-		return -EBUSY;
-	}
 	s->batches++;
 	for (size_t i = 0; i < n; i++) {
 		struct fake_request *r = calloc(1, sizeof(*r));
@@ -276,43 +277,27 @@ bool repl_session_inline_instead(int r)
 	return r == -ESTALE || r == -ENOENT || r == -ERANGE || r == -EOPNOTSUPP;
 }
 
-void repl_session_cork(struct repl_session *s)
+int repl_session_answer(struct repl_session *s, const struct repl_answer *answers, size_t n)
 {
-	s->corked = true;
-}
-
-int repl_session_uncork(struct repl_session *s)
-{
-	s->corked = false;
-	for (size_t i = 0; i < s->n_held; i++) {
-		s->answers = grow(s->answers, s->n_answers, sizeof(*s->answers));
-		s->answers[s->n_answers++] = decode(&s->held[i]);
-		free(s->held[i].payload);
-	}
-	s->n_held = 0;
-	return 0;
-}
-
-int repl_session_complete(struct repl_session *s, uint64_t seq, const CommandComplete *cc)
-{
-	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
-	struct held h;
-
 	if (!s->link_up)
 		return -ENOTCONN;
-	fill_header(s, &env, s->node_id);
-	env.answers = seq;
-	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE;
-	env.command_complete = (CommandComplete *)cc;
-	pack(&env, &h);
-	if (s->corked) {
-		s->held = grow(s->held, s->n_held, sizeof(*s->held));
-		s->held[s->n_held++] = h;
-		return 0;
+	s->answer_calls++;
+	for (size_t i = 0; i < n; i++) {
+		Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+		struct held h;
+
+		fill_header(s, &env, s->node_id);
+		env.answers = answers[i].seq;
+		env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE;
+		env.command_complete = (CommandComplete *)answers[i].cc;
+		pack(&env, &h);
+		s->answers = grow(s->answers, s->n_answers, sizeof(*s->answers));
+		s->requests_before =
+			grow(s->requests_before, s->n_answers, sizeof(*s->requests_before));
+		s->answers[s->n_answers] = decode(&h);
+		s->requests_before[s->n_answers++] = s->n_reqs;
+		free(h.payload);
 	}
-	s->answers = grow(s->answers, s->n_answers, sizeof(*s->answers));
-	s->answers[s->n_answers++] = decode(&h);
-	free(h.payload);
 	return 0;
 }
 

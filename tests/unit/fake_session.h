@@ -10,11 +10,9 @@
  *   the batch they went in. The test answers each (fake_session_answer) or
  *   leaves it pending; fake_session_fail_pending fails what is left, as the
  *   real one does at stop.
- * - Answers the vmm gives the partner (repl_session_complete) are held while
- *   corked, as the real session holds them, and kept, decoded, once they
- *   would have gone out: a test sees an answer only after its commit.
- * - A request while corked is refused -EBUSY, as the real session does, and
- *   counted (fake_session_busy_refusals): the vmm must commit first.
+ * - Answers the vmm gives the partner (repl_session_answer) are kept, decoded,
+ *   with how many requests had gone before them and how many calls brought
+ *   them: a test sees an answer only once the vmm sent it.
  * - The link is up unless a test says otherwise; it is never one-sided (TCP):
  *   landings, one-sided writes and staging slabs are -EOPNOTSUPP, and the
  *   pool's blocks are nobody's business (0). */
@@ -76,8 +74,10 @@ void fake_session_fail_pending(struct repl_session *s, int status, const char *r
  * for fake_session_completion. lsn is the caller's (0: none). */
 void fake_session_deliver(struct repl_session *s, struct vmm *v, Envelope *const *envs, size_t n);
 /* The vmm's answer to the partner's request seq, as it went out (decoded);
- * NULL while it is held (corked) or was never given. */
+ * NULL while it is not sent yet. */
 const CommandComplete *fake_session_completion(const struct repl_session *s, uint64_t seq);
-/* Requests refused -EBUSY because answers were held (a vmm that forgot to
- * commit before asking). */
-unsigned fake_session_busy_refusals(const struct repl_session *s);
+/* How many of the vmm's requests went before its answer to seq (SIZE_MAX:
+ * not answered). */
+size_t fake_session_requests_before(const struct repl_session *s, uint64_t seq);
+/* How many repl_session_answer calls there were. */
+unsigned fake_session_answer_calls(const struct repl_session *s);

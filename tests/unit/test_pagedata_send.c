@@ -63,7 +63,7 @@ void repl_session_staging_give(struct repl_session *s, void *addr)
 }
 
 /* LandingRevoke's answers (grants_from_partner.c): none in these tests. */
-int repl_session_complete(struct repl_session *s, uint64_t seq, const CommandComplete *cc)
+int vmm_answer(struct vmm *v, uint64_t seq, const CommandComplete *cc)
 {
 	return 0;
 }

@@ -68,27 +68,43 @@ static void on_link(struct repl_session *s, bool up, const char *reason, void *a
 	snprintf(p->last_reason, sizeof(p->last_reason), "%s", reason);
 }
 
+/* A SpaceStatus answer saying free_bytes. */
+struct space_answer {
+	CommandComplete cc;
+	Ftvm__Partner__SpaceStatus space;
+};
+
+static const CommandComplete *space_answer(struct space_answer *a, uint64_t free_bytes)
+{
+	ftvm__partner__command_complete__init(&a->cc);
+	ftvm__partner__space_status__init(&a->space);
+	a->space.free_bytes = free_bytes;
+	a->cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE;
+	a->cc.space = &a->space;
+	return &a->cc;
+}
+
 static void answer(struct repl_session *s, uint64_t seq, uint64_t free_bytes)
 {
-	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
-	Ftvm__Partner__SpaceStatus space = FTVM__PARTNER__SPACE_STATUS__INIT;
+	struct space_answer sa;
+	struct repl_answer a = { seq, space_answer(&sa, free_bytes) };
 
-	space.free_bytes = free_bytes;
-	cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE;
-	cc.space = &space;
-	repl_session_complete(s, seq, &cc);
+	repl_session_answer(s, &a, 1);
 }
 
 /* Answers each SpaceRequest{bytes} with free_bytes = bytes * 2, or holds it,
  * and each WritePage (noting its block's CRC-32C); the answers to a batch go
- * back corked, as one batch. */
+ * back in one call, as one batch. */
 static void on_request(struct repl_session *s, Envelope *const *envs, size_t n, void *arg)
 {
 	struct peer *p = arg;
+	struct space_answer *sa = calloc(n, sizeof(*sa));
+	struct repl_answer *answers = calloc(n, sizeof(*answers));
+	size_t n_answers = 0;
 
 	p->last_batch = n;
-	if (n > 1)
-		repl_session_cork(s);
+	if (!sa || !answers)
+		exit(99);
 	for (size_t i = 0; i < n; i++) {
 		const Ftvm__Partner__WritePage *wp =
 			envs[i]->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE
@@ -100,10 +116,15 @@ static void on_request(struct repl_session *s, Envelope *const *envs, size_t n, 
 		if (p->hold_requests && p->n_held < 16)
 			p->held_seq[p->n_held++] = envs[i]->seq;
 		else
-			answer(s, envs[i]->seq, wp ? 0 : envs[i]->space_request->bytes * 2);
+			answers[n_answers++] = (struct repl_answer){
+				envs[i]->seq,
+				space_answer(&sa[i], wp ? 0 : envs[i]->space_request->bytes * 2)
+			};
 	}
-	if (n > 1)
-		repl_session_uncork(s);
+	if (n_answers)
+		repl_session_answer(s, answers, n_answers);
+	free(answers);
+	free(sa);
 }
 
 static void on_protocol_error(struct repl_session *s, const char *peer, const char *reason,
@@ -291,10 +312,37 @@ static void test_handshake_and_requests(void)
 		for (int i = 0; i < 3; i++)
 			CHECK(res[i].free_bytes == 20 + 2 * (uint64_t)i, "batch answer %d: %llu", i,
 			      (unsigned long long)res[i].free_bytes);
-		/* While corked, a request must wait for the held answers. */
-		repl_session_cork(a.s);
-		CHECK(send_space_request(&a, 1, 100, &res[0]) == -EBUSY, "request while corked");
-		repl_session_uncork(a.s);
+		b.hold_requests = true;
+	}
+
+	/* More answers than go in one Batch: they go in several, all arrive. */
+	{
+		enum {
+			N = 2 * REPL_ANSWERS_MAX + 5
+		};
+		Ftvm__Partner__SpaceRequest reqs[N];
+		Envelope envs[N], *ptrs[N];
+		struct result many[N];
+		void *args[N];
+		bool all = true;
+
+		b.hold_requests = false;
+		for (int i = 0; i < N; i++) {
+			ftvm__partner__space_request__init(&reqs[i]);
+			ftvm__partner__envelope__init(&envs[i]);
+			reqs[i].bytes = 1 + (uint64_t)i;
+			envs[i].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+			envs[i].space_request = &reqs[i];
+			ptrs[i] = &envs[i];
+			memset(&many[i], 0, sizeof(many[i]));
+			args[i] = &many[i];
+		}
+		CHECK(repl_session_request_batch(a.s, ptrs, N, 2000, on_done, args) == 0,
+		      "a batch of %d", N);
+		CHECK(RUN_UNTIL(many[N - 1].done, 2000), "the last of %d answered", N);
+		for (int i = 0; i < N; i++)
+			all = all && many[i].done && many[i].free_bytes == 2 * (1 + (uint64_t)i);
+		CHECK(all && b.last_batch == N, "%d answers in one call, each its own", N);
 		b.hold_requests = true;
 	}
 

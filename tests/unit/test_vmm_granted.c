@@ -17,7 +17,7 @@
 
 #define PAGE 4096u
 
-/* ---- the fake session: the answers sent, whether it is one-sided ---- */
+/* ---- the fakes: the answers given (vmm_answer), whether the link is one-sided ---- */
 static uint64_t answered_seq;
 static int answered_status = -1;
 static bool one_sided = true;
@@ -32,7 +32,7 @@ const char *vmm_partner_id(const struct vmm *v)
 	return "b";
 }
 
-int repl_session_complete(struct repl_session *s, uint64_t seq, const CommandComplete *cc)
+int vmm_answer(struct vmm *v, uint64_t seq, const CommandComplete *cc)
 {
 	answered_seq = seq;
 	answered_status = cc->status;
