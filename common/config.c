@@ -41,8 +41,6 @@
 #define SECTION_NAME_MAX 64 /* more than inih keeps (49) */
 #define HOST_MAX 256	    /* a DNS name is at most 253 */
 #define BLOCK_SIZE_MAX (4u << 20)
-#define PAGE_SIZE_MIN 512u
-#define PAGE_SIZE_MAX (1u << 20)
 #define HEARTBEAT_MS_MAX 60000u
 #define TIMEOUT_MS_MAX 600000u
 #define MAX_CLIENTS_MAX 1048576u
@@ -348,11 +346,16 @@ static int replace_string(struct parser *p, char **field, char *s)
 	return 0;
 }
 
+bool config_id_valid(const char *s)
+{
+	return is_token(s, CONFIG_ID_MAX, "-");
+}
+
 /* ---- keys ---- */
 
 static int set_id(struct parser *p, const char *v)
 {
-	if (!is_token(v, CONFIG_ID_MAX, "-"))
+	if (!config_id_valid(v))
 		return fail_key(p, "'%s' is not a valid node id (want [a-z0-9-]{1,%d})", v,
 				CONFIG_ID_MAX);
 	memcpy(p->c->id, v, strlen(v) + 1);
@@ -475,9 +478,9 @@ static int set_page_size(struct parser *p, const char *v)
 
 	if (r < 0)
 		return r;
-	if (n < PAGE_SIZE_MIN || n > PAGE_SIZE_MAX || (n & (n - 1)))
-		return fail_key(p, "'%s' is not a power of two from %u to %u", v, PAGE_SIZE_MIN,
-				PAGE_SIZE_MAX);
+	if (n < CONFIG_PAGE_SIZE_MIN || n > CONFIG_PAGE_SIZE_MAX || (n & (n - 1)))
+		return fail_key(p, "'%s' is not a power of two from %u to %u", v,
+				CONFIG_PAGE_SIZE_MIN, CONFIG_PAGE_SIZE_MAX);
 	p->c->page_size = (uint32_t)n;
 	return 0;
 }

@@ -10,6 +10,9 @@
 #include <sys/types.h>
 
 #define CONFIG_ID_MAX 32
+/* [memory] page_size: a power of two in this range. */
+#define CONFIG_PAGE_SIZE_MIN 512u
+#define CONFIG_PAGE_SIZE_MAX (1u << 20)
 #define CONFIG_POLICY_NAME_MAX 32
 #define CONFIG_POLICIES_MAX 64
 /* What a store keeps before the nodes' partitions (node/storage/store.c). */
@@ -130,6 +133,9 @@ const char *config_transport_name(enum config_transport t);
 /* "all", "partner", "client" <-> CONFIG_TRACE_*; -EINVAL for anything else. */
 int config_parse_trace_channels(const char *s);
 const char *config_trace_channels_name(int channels);
+
+/* Whether s is a valid node id: [a-z0-9-]{1,CONFIG_ID_MAX}. */
+bool config_id_valid(const char *s);
 
 /* "4096", "64K", "256M", "1G" (powers of 1024). -EINVAL on anything else,
  * including overflow, an empty string and trailing garbage. */

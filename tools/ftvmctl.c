@@ -26,6 +26,7 @@
 #include "ftvm.h"
 #include "ftvm_build.h"
 #include "keyfile.h"
+#include "store_admin.h"
 #include "trace_dump.h"
 #include "trace_replay.h"
 #include "trace_text.h"
@@ -55,7 +56,13 @@ enum {
 	OPT_KEEP,
 	OPT_FORCE,
 	OPT_YES,
+	OPT_PAGE_SIZE,
+	OPT_PARTITION,
+	OPT_ACCESS,
 };
+
+/* The most --partition and --access a command takes. */
+#define SETTINGS_MAX 16
 
 struct ctl {
 	const char *config_path;
@@ -77,6 +84,11 @@ struct ctl {
 	bool keep;
 	bool force;
 	bool yes;
+	const char *page_size;
+	const char *partitions[SETTINGS_MAX];
+	size_t n_partitions;
+	const char *access[SETTINGS_MAX];
+	size_t n_access;
 };
 
 struct command {
@@ -327,6 +339,21 @@ static int parse_command_options(struct ctl *ctl, const struct command *cmd, int
 			break;
 		case OPT_YES:
 			ctl->yes = true;
+			break;
+		case OPT_PAGE_SIZE:
+			ctl->page_size = optarg;
+			break;
+		case OPT_PARTITION:
+			if (ctl->n_partitions == SETTINGS_MAX)
+				return command_usage_error(cmd->name, "more than %d --partition",
+							   SETTINGS_MAX);
+			ctl->partitions[ctl->n_partitions++] = optarg;
+			break;
+		case OPT_ACCESS:
+			if (ctl->n_access == SETTINGS_MAX)
+				return command_usage_error(cmd->name, "more than %d --access",
+							   SETTINGS_MAX);
+			ctl->access[ctl->n_access++] = optarg;
 			break;
 		default:
 			return bad_option(c, argv, cmd->name);
@@ -1561,6 +1588,32 @@ static int cmd_keygen(struct ctl *ctl, int argc, char **argv)
 	return EXIT_DONE;
 }
 
+static int cmd_store(struct ctl *ctl, int argc, char **argv)
+{
+	struct store_admin_init o = {
+		.size = ctl->size,
+		.page_size = ctl->page_size,
+		.partitions = ctl->partitions,
+		.n_partitions = ctl->n_partitions,
+		.access = ctl->access,
+		.n_access = ctl->n_access,
+		.force = ctl->force,
+		.json = ctl->json,
+	};
+	bool settings =
+		ctl->size || ctl->page_size || ctl->n_partitions || ctl->n_access || ctl->force;
+
+	if (argc != 2 || (strcmp(argv[0], "init") != 0 && strcmp(argv[0], "show") != 0))
+		return command_usage_error("store", "want init PATH or show PATH");
+	if (strcmp(argv[0], "show") == 0) {
+		if (settings)
+			return command_usage_error("store", "show takes no settings");
+		return store_admin_show(argv[1], ctl->json);
+	}
+	o.path = argv[1];
+	return store_admin_init(&o);
+}
+
 static int cmd_recovery(struct ctl *ctl, int argc, char **argv)
 {
 	struct ftvm_recovered *rec = calloc(RECOVERY_BATCH, sizeof(*rec));
@@ -1962,6 +2015,50 @@ static const struct command commands[] = {
 				{},
 			},
 		.run = cmd_takeover,
+	},
+	{
+		.name = "store",
+		.args = "init PATH [--size N] [--page-size N] [--partition ID=SIZE[@OFFSET]]... "
+			"[--access ID=rw|ro]... [--force] | show PATH",
+		.summary = "make or show the shared store's partitions",
+		.help = "Seed 004's management interface for the store the pair shares (a file or\n"
+			"a block device), in place: run it before the nodes first start, or with\n"
+			"both stopped. Needs no node.\n"
+			"\n"
+			"init writes a new header: the page size (--page-size, default 4096; it must\n"
+			"be the nodes' [memory] page_size), the size (--size, default the file's or\n"
+			"device's own; a file is grown to it) and the partition table. Each\n"
+			"--partition ID=SIZE[@OFFSET] is one partition: SIZE in bytes (K, M, G) or\n"
+			"as N% of the space after the header, placed after the one before it\n"
+			"unless OFFSET says where. A store has two writable partitions, one named\n"
+			"for each node's [node] id; more partitions are read-only (--access\n"
+			"ID=ro), and nothing ever writes them. Without --partition the store gets\n"
+			"two equal partitions that the nodes claim when they first open it, as a\n"
+			"first start without init does. A store that is initialised already is\n"
+			"refused unless --force, which makes it new and loses what it held; a\n"
+			"store a node on this host has open is refused even then.\n"
+			"\n"
+			"A node writes only its own partition, and its partner's only after it\n"
+			"took the partner over, until the failback hands the last allocation back\n"
+			"(node/storage/STORAGE.md, \"Access\").\n"
+			"\n"
+			"show prints the header and the partition table.\n"
+			"\n"
+			"With --json init prints {}, and show prints\n"
+			"  {\"path\",\"kind\",\"version\",\"page_size\",\"size\",\"id\",\n"
+			"   \"partitions\":[{\"id\",\"offset\",\"size\",\"access\"}]}\n"
+			"where a partition no node has claimed yet has id \"\" and access is rw or\n"
+			"ro.\n",
+		.options =
+			(const struct option[]){
+				{ "size", required_argument, NULL, OPT_SIZE },
+				{ "page-size", required_argument, NULL, OPT_PAGE_SIZE },
+				{ "partition", required_argument, NULL, OPT_PARTITION },
+				{ "access", required_argument, NULL, OPT_ACCESS },
+				{ "force", no_argument, NULL, OPT_FORCE },
+				{},
+			},
+		.run = cmd_store,
 	},
 	{
 		.name = "keygen",

@@ -52,8 +52,10 @@ static void failback_replied(void *arg)
 
 static void one_done(struct failback *fb)
 {
-	if (--fb->outstanding == 0)
+	if (--fb->outstanding == 0) {
+		vmm_store_access(fb->vmm); /* read-only again once all went home */
 		vmm_after_commit(fb->vmm, failback_replied, fb);
+	}
 }
 
 static int set_owner(struct vmm *v, struct vmm_alloc *a, const char *owner,
@@ -194,6 +196,8 @@ int vmm_owner_changed(struct vmm *v, const char *guid, const char *owner, const 
 		return FTVM__PARTNER__STATUS__STATUS_INTERNAL;
 	}
 	/* Ours now: what is not in the store yet, we write there. */
+	if (vmm_is_owner(v, a) && strcmp(a->home, vmm_node_id(v)) != 0)
+		vmm_store_access(v);
 	for (uint64_t i = 0; vmm_is_owner(v, a) && i < a->pages; i++)
 		if (a->page[i].dirty)
 			vmm_destage_page(v, a, i);

@@ -185,5 +185,6 @@ int vmm_takeover(struct vmm *v, struct vmm_takeover *ret)
 	}
 	free(all);
 	vmm_changed(v);
+	vmm_store_access(v); /* the partner's partition is this node's to write now */
 	return r;
 }

@@ -1,180 +1,26 @@
 #define _GNU_SOURCE /* fallocate */
 #include "store.h"
 
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "crc32c.h"
 #include "log.h"
+#include "store_layout.h"
 
 #define LOG_SUBSYSTEM "store"
 
-#define STORE_MAGIC "FTVMSTOR"
-#define STORE_VERSION 1u
-
-/* On disk, little-endian, at offset 0. */
-struct store_partition_disk {
-	char node[CONFIG_ID_MAX + 1]; /* "" = free */
-	uint8_t pad[7];
-	uint64_t start;
-	uint64_t length;
-};
-
-struct store_header_disk {
-	char magic[8];
-	uint32_t version;
-	uint32_t page_size;
-	uint8_t store_id[16];
-	uint64_t size;
-	struct store_partition_disk partition[2];
-	uint32_t crc32c; /* of everything before it */
-};
-
-_Static_assert(sizeof(struct store_header_disk) == STORE_HEADER_SIZE,
-	       "storage/store.h has the size");
-_Static_assert(offsetof(struct store_header_disk, crc32c) == STORE_HEADER_CRC_OFFSET,
-	       "storage/store.h has the checksum's place");
-
 struct store {
 	int fd;
-	unsigned index; /* of this node's partition in the header */
+	unsigned index; /* 0 or 1: its partition is the first or the second writable */
 	uint64_t start, length;
-	uint64_t partner_start, partner_length; /* the other partition */
+	uint64_t partner_start, partner_length; /* the other writable partition */
 	uint64_t id[2];
 };
-
-static uint32_t header_crc(const struct store_header_disk *h)
-{
-	return crc32c(0, h, offsetof(struct store_header_disk, crc32c));
-}
-
-static void header_init(struct store_header_disk *h, uint64_t size, uint32_t page_size)
-{
-	uint64_t half = (size - STORE_HEADER_SPACE) / 2 / page_size * page_size;
-
-	memset(h, 0, sizeof(*h));
-	memcpy(h->magic, STORE_MAGIC, sizeof(h->magic));
-	h->version = htole32(STORE_VERSION);
-	h->page_size = htole32(page_size);
-	if (getrandom(h->store_id, sizeof(h->store_id), 0) != sizeof(h->store_id))
-		for (size_t i = 0; i < sizeof(h->store_id); i++)
-			h->store_id[i] = (uint8_t)rand();
-	h->size = htole64(size);
-	h->partition[0].start = htole64(STORE_HEADER_SPACE);
-	h->partition[0].length = htole64(half);
-	h->partition[1].start = htole64(STORE_HEADER_SPACE + half);
-	h->partition[1].length = htole64(half);
-	h->crc32c = htole32(header_crc(h));
-}
-
-/* The partitions a header gives out must name their node in a string that
- * ends, and lie after the header's space, inside the store and apart: a node destages into its own,
- * and one reaching over the header or the other's would overwrite them. The checksum only says the
- * header is as written, not that whoever wrote it got this right. */
-static int partitions_check(const struct store_header_disk *h, const char *path, char *err,
-			    size_t err_len)
-{
-	uint64_t size = le64toh(h->size), start[2], length[2];
-
-	for (int i = 0; i < 2; i++) {
-		/* claim() compares and prints the names. */
-		if (!memchr(h->partition[i].node, '\0', sizeof(h->partition[i].node))) {
-			snprintf(err, err_len,
-				 "%s: the store header's partition %d has a node name with no end",
-				 path, i);
-			return -EBADMSG;
-		}
-		start[i] = le64toh(h->partition[i].start);
-		length[i] = le64toh(h->partition[i].length);
-		if (start[i] < STORE_HEADER_SPACE || length[i] > size ||
-		    start[i] > size - length[i]) {
-			snprintf(err, err_len,
-				 "%s: the store header's partition %d (%llu bytes at %llu) is not "
-				 "inside the store's %llu bytes after the header",
-				 path, i, (unsigned long long)length[i],
-				 (unsigned long long)start[i], (unsigned long long)size);
-			return -EBADMSG;
-		}
-	}
-	if (start[0] < start[1] + length[1] && start[1] < start[0] + length[0]) {
-		snprintf(err, err_len, "%s: the store header's two partitions overlap", path);
-		return -EBADMSG;
-	}
-	return 0;
-}
-
-static int header_check(const struct store_header_disk *h, const char *path, uint32_t page_size,
-			char *err, size_t err_len)
-{
-	if (memcmp(h->magic, STORE_MAGIC, sizeof(h->magic)) != 0) {
-		snprintf(err, err_len, "%s is not an ftvm store (no store header)", path);
-		return -EBADMSG;
-	}
-	if (le32toh(h->crc32c) != header_crc(h)) {
-		snprintf(err, err_len, "%s: the store header fails its checksum", path);
-		return -EBADMSG;
-	}
-	if (le32toh(h->version) != STORE_VERSION) {
-		snprintf(err, err_len, "%s: store version %u, this ftvmd knows %u", path,
-			 le32toh(h->version), STORE_VERSION);
-		return -EPROTONOSUPPORT;
-	}
-	if (le32toh(h->page_size) != page_size) {
-		snprintf(err, err_len, "%s: store made for page_size %u, this node has %u", path,
-			 le32toh(h->page_size), page_size);
-		return -EINVAL;
-	}
-	return partitions_check(h, path, err, err_len);
-}
-
-/* Finds node_id's partition, or claims a free one for it. */
-static int claim(struct store_header_disk *h, const char *path, const char *node_id,
-		 bool *ret_changed, char *err, size_t err_len)
-{
-	int free_slot = -1;
-
-	for (int i = 0; i < 2; i++) {
-		if (strcmp(h->partition[i].node, node_id) == 0)
-			return i;
-		if (!h->partition[i].node[0] && free_slot < 0)
-			free_slot = i;
-	}
-	if (free_slot < 0) {
-		snprintf(err, err_len, "%s belongs to nodes '%s' and '%s', not to '%s'", path,
-			 h->partition[0].node, h->partition[1].node, node_id);
-		return -EPERM;
-	}
-	snprintf(h->partition[free_slot].node, sizeof(h->partition[free_slot].node), "%s", node_id);
-	h->crc32c = htole32(header_crc(h));
-	*ret_changed = true;
-	return free_slot;
-}
-
-int store_header_decode(void *header, const char *path, uint32_t page_size, const char *node_id,
-			struct store_partition *ret, bool *ret_changed, char *err, size_t err_len)
-{
-	struct store_header_disk *h = header;
-	int r, slot;
-
-	r = header_check(h, path, page_size, err, err_len);
-	if (r < 0)
-		return r;
-	slot = claim(h, path, node_id, ret_changed, err, err_len);
-	if (slot < 0)
-		return slot;
-	ret->index = (unsigned)slot;
-	ret->start = le64toh(h->partition[slot].start);
-	ret->length = le64toh(h->partition[slot].length);
-	return 0;
-}
 
 /* A new store file gets all its blocks now: a sparse one would find its
  * file system full only at destage, with acknowledged pages held in memory
@@ -206,27 +52,107 @@ static int reserve(int fd, const char *path, uint64_t size, char *err, size_t er
 	return r;
 }
 
+/* Two one-byte locks on the store file (open file description locks, so
+ * each open has its own): byte 0, taken for writing, lets one process at a
+ * time set up or rewrite the header; byte 1 is held for reading by every
+ * node that has the store open, so `ftvmctl store init`, which needs it for
+ * writing, cannot remake a store under a running node on this host. */
+#define LOCK_SETUP 0
+#define LOCK_IN_USE 1
+
+static int lock_byte(int fd, short type, off_t at, bool wait)
+{
+	struct flock l = { .l_type = type, .l_whence = SEEK_SET, .l_start = at, .l_len = 1 };
+
+	return fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &l) < 0 ? -errno : 0;
+}
+
+/* The header sector at offset 0 of fd, decoded and checked. */
+static int read_layout(int fd, const char *path, struct store_layout *ret, char *err,
+		       size_t err_len)
+{
+	uint8_t buf[STORE_HEADER_SECTOR];
+	ssize_t n = pread(fd, buf, sizeof(buf), 0);
+
+	if (n < (ssize_t)STORE_HEADER_V1_SIZE) {
+		snprintf(err, err_len, "%s: cannot read the store header%s%s", path,
+			 n < 0 ? ": " : " (too short)", n < 0 ? strerror(errno) : "");
+		return n < 0 ? -errno : -EBADMSG;
+	}
+	return store_layout_decode(buf, (size_t)n, path, ret, err, err_len);
+}
+
+static int write_layout(int fd, const char *path, const struct store_layout *l, char *err,
+			size_t err_len)
+{
+	uint8_t buf[STORE_HEADER_SECTOR];
+
+	store_layout_encode(l, buf);
+	if (pwrite(fd, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf) || fdatasync(fd) < 0) {
+		snprintf(err, err_len, "%s: cannot write the store header: %s", path,
+			 strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/* What the node needs of l: a store for its page size, and its partition. */
+static int take_partition(struct store_layout *l, const char *path, uint32_t page_size,
+			  const char *node_id, struct store *s, bool *ret_claimed, char *err,
+			  size_t err_len)
+{
+	int mine;
+
+	if (l->kind != STORE_KIND_STORE) {
+		snprintf(err, err_len, "%s is a %s device, not a store", path,
+			 store_kind_name(l->kind));
+		return -EINVAL;
+	}
+	if (l->page_size != page_size) {
+		snprintf(err, err_len, "%s: store made for page_size %u, this node has %u", path,
+			 l->page_size, page_size);
+		return -EINVAL;
+	}
+	mine = store_layout_claim(l, path, node_id, ret_claimed, err, err_len);
+	if (mine < 0)
+		return mine;
+	s->index = store_layout_partner(l, (unsigned)mine) < (unsigned)mine;
+	s->start = l->part[mine].start;
+	s->length = l->part[mine].length;
+	s->partner_start = l->part[store_layout_partner(l, (unsigned)mine)].start;
+	s->partner_length = l->part[store_layout_partner(l, (unsigned)mine)].length;
+	memcpy(s->id, l->id, sizeof(s->id));
+	return 0;
+}
+
 int store_open(const char *path, uint64_t size, uint32_t page_size, const char *node_id,
 	       bool may_create, struct store **ret, char *err, size_t err_len)
 {
-	struct store_header_disk h;
-	struct store_partition part;
-	struct store *s = NULL;
+	struct store_layout l;
+	struct store *s = calloc(1, sizeof(*s));
 	bool changed = false;
 	struct stat st;
-	ssize_t n;
 	int fd, r;
 
+	if (!s) {
+		snprintf(err, err_len, "out of memory");
+		return -ENOMEM;
+	}
 	fd = open(path, O_RDWR | O_CLOEXEC | (may_create ? O_CREAT : 0), 0640);
 	if (fd < 0) {
 		r = -errno;
 		snprintf(err, err_len, "%s: cannot open the store: %s", path, strerror(errno));
+		free(s);
 		return r;
 	}
 	/* Both nodes may open a new store at once: one initialises it. */
-	if (flock(fd, LOCK_EX) < 0 || fstat(fd, &st) < 0) {
+	r = lock_byte(fd, F_WRLCK, LOCK_SETUP, true);
+	if (r == 0)
+		r = lock_byte(fd, F_RDLCK, LOCK_IN_USE, true);
+	if (r == 0 && fstat(fd, &st) < 0)
 		r = -errno;
-		snprintf(err, err_len, "%s: %s", path, strerror(errno));
+	if (r < 0) {
+		snprintf(err, err_len, "%s: %s", path, strerror(-r));
 		goto fail;
 	}
 	if (st.st_size == 0 && S_ISREG(st.st_mode) && !may_create) {
@@ -236,47 +162,99 @@ int store_open(const char *path, uint64_t size, uint32_t page_size, const char *
 		goto fail;
 	}
 	if (st.st_size == 0 && S_ISREG(st.st_mode)) {
-		header_init(&h, size, page_size);
+		/* A first start without `ftvmctl store init`: the default layout. */
+		store_layout_default(&l, size, page_size);
 		r = reserve(fd, path, size, err, err_len);
 		if (r < 0)
 			goto fail;
 		changed = true;
 	} else {
-		n = pread(fd, &h, sizeof(h), 0);
-		if (n != (ssize_t)sizeof(h)) {
-			r = n < 0 ? -errno : -EBADMSG;
-			snprintf(err, err_len, "%s: cannot read the store header%s%s", path,
-				 n < 0 ? ": " : " (too short)", n < 0 ? strerror(errno) : "");
+		r = read_layout(fd, path, &l, err, err_len);
+		if (r < 0)
 			goto fail;
-		}
 	}
-	/* A new header passes its checks, and gets this node's partition. */
-	r = store_header_decode(&h, path, page_size, node_id, &part, &changed, err, err_len);
+	r = take_partition(&l, path, page_size, node_id, s, &changed, err, err_len);
+	if (r == 0 && changed)
+		r = write_layout(fd, path, &l, err, err_len);
 	if (r < 0)
 		goto fail;
-	if (changed && (pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) || fdatasync(fd) < 0)) {
-		r = -errno;
-		snprintf(err, err_len, "%s: cannot write the store header: %s", path,
-			 strerror(errno));
-		goto fail;
-	}
-	flock(fd, LOCK_UN);
-	s = calloc(1, sizeof(*s));
-	if (!s) {
-		r = -ENOMEM;
-		snprintf(err, err_len, "out of memory");
-		goto fail;
-	}
+	lock_byte(fd, F_UNLCK, LOCK_SETUP, false); /* in use stays held till close */
 	s->fd = fd;
-	memcpy(s->id, h.store_id, sizeof(s->id));
-	s->index = part.index;
-	s->start = part.start;
-	s->length = part.length;
-	s->partner_start = le64toh(h.partition[1 - part.index].start);
-	s->partner_length = le64toh(h.partition[1 - part.index].length);
 	*ret = s;
 	return 0;
 fail:
+	close(fd);
+	free(s);
+	return r;
+}
+
+int store_read_layout(const char *path, struct store_layout *ret, char *err, size_t err_len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), r;
+
+	if (fd < 0) {
+		snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
+		return -errno;
+	}
+	r = read_layout(fd, path, ret, err, err_len);
+	close(fd);
+	return r;
+}
+
+/* Whether fd already holds a header (of any version). */
+static bool initialised(int fd)
+{
+	uint8_t buf[STORE_MAGIC_SIZE];
+
+	return pread(fd, buf, sizeof(buf), 0) == (ssize_t)sizeof(buf) &&
+	       store_layout_is_header(buf, sizeof(buf));
+}
+
+int store_init(const char *path, const struct store_layout *l, bool force, char *err,
+	       size_t err_len)
+{
+	static const uint8_t zeros[STORE_HEADER_SECTOR];
+	struct stat st;
+	int fd, r;
+
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+	if (fd < 0) {
+		snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
+		return -errno;
+	}
+	r = lock_byte(fd, F_WRLCK, LOCK_SETUP, true);
+	if (r == 0 && initialised(fd) && !force) {
+		r = -EEXIST;
+		snprintf(err, err_len,
+			 "%s is initialised already: --force makes it new, and loses what it "
+			 "holds",
+			 path);
+		goto out;
+	}
+	if (r == 0)
+		r = lock_byte(fd, F_WRLCK, LOCK_IN_USE, false);
+	if (r == 0 && fstat(fd, &st) < 0)
+		r = -errno;
+	if (r < 0) {
+		snprintf(err, err_len, "%s: %s", path,
+			 r == -EAGAIN ? "in use: a node on this host has it open" : strerror(-r));
+		goto out;
+	}
+	if (S_ISREG(st.st_mode) && (uint64_t)st.st_size < l->size) {
+		r = reserve(fd, path, l->size, err, err_len);
+		if (r < 0)
+			goto out;
+	}
+	/* The fence slots and mailboxes start empty (storage/sbd.h). */
+	for (uint64_t at = STORE_HEADER_SECTOR; at < STORE_HEADER_SPACE; at += sizeof(zeros))
+		if (pwrite(fd, zeros, sizeof(zeros), (off_t)at) != (ssize_t)sizeof(zeros)) {
+			r = -errno;
+			snprintf(err, err_len, "%s: cannot clear the fence slots: %s", path,
+				 strerror(errno));
+			goto out;
+		}
+	r = write_layout(fd, path, l, err, err_len);
+out:
 	close(fd);
 	return r;
 }
@@ -339,6 +317,13 @@ uint64_t store_block_offset(uint64_t extent, uint32_t page_size, uint64_t pages,
 			    uint32_t block_size, uint64_t page)
 {
 	return extent + records_size(page_size, pages) + page * block_size;
+}
+
+void store_partition_range(const struct store *s, bool partner, uint64_t *ret_start,
+			   uint64_t *ret_length)
+{
+	*ret_start = partner ? s->partner_start : s->start;
+	*ret_length = partner ? s->partner_length : s->length;
 }
 
 unsigned store_partition_index(const struct store *s)

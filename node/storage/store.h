@@ -1,17 +1,20 @@
 /* The backing store shared by both nodes (a file or a block device), after
- * seed 004: a header that names the pair, and one partition per node.
+ * seed 004: a header that names the pair, and one partition per node, made
+ * by `ftvmctl store init` or, on a first start without it, with defaults.
  *
- *   0                  header: magic, version, page size, store id, the two
- *                      partitions (node id, start, length), CRC-32C
+ *   0                  header (storage/store_layout.h): magic, version, page
+ *                      size, store id, the partition table with each one's
+ *                      access, CRC-32C
  *   4096               the fence slots and mailboxes (node/ha/HA.md, storage/sbd.h):
  *                      slot 0, slot 1, mailbox 0, mailbox 1, a sector each
- *   STORE_HEADER_SPACE partition of the first node to open the store
- *   ...                partition of the second
+ *   STORE_HEADER_SPACE the partitions: by default the first node's to open
+ *                      the store, then the second's
  *
  * An allocation's extent lives in its home node's partition: a record per
  * page (version, CRC-32C of what was destaged), rounded up to a page, then
  * the pages' blocks. So the store says by itself which version of a page it
- * holds, and a node coming back reads each page with its version. */
+ * holds, and a node coming back reads each page with its version.
+ * storage/STORAGE.md says who may write which partition. */
 #pragma once
 
 #include <stdbool.h>
@@ -19,6 +22,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "store_layout.h"
 
 struct store;
 
@@ -31,24 +35,6 @@ struct store_page_record {
 	uint32_t reserved;
 };
 
-/* The header's bytes at offset 0, and where its CRC-32C (of the bytes
- * before it, little-endian) sits in them. */
-#define STORE_HEADER_SIZE 160u
-#define STORE_HEADER_CRC_OFFSET 152u
-
-struct store_partition {
-	unsigned index; /* 0 or 1 */
-	uint64_t start, length;
-};
-
-/* store_open()'s reading of a header (STORE_HEADER_SIZE bytes, 8-byte
- * aligned): checks it is a store header for page_size and finds node_id's
- * partition, or claims a free one for it, updating header (which the caller
- * then writes back) and setting *ret_changed. Errors name path and what is
- * wrong in err. Exposed on its own for tests/fuzz/fuzz_store_header.c. */
-int store_header_decode(void *header, const char *path, uint32_t page_size, const char *node_id,
-			struct store_partition *ret, bool *ret_changed, char *err, size_t err_len);
-
 /* Opens the store at path (creating and initialising it when new, if
  * may_create), checks that it is this pair's (page size, and a partition
  * named node_id or a free one, which this node then claims) and returns it.
@@ -57,6 +43,16 @@ int store_open(const char *path, uint64_t size, uint32_t page_size, const char *
 	       bool may_create, struct store **ret, char *err, size_t err_len);
 void store_close(struct store *s);
 
+/* `ftvmctl store show`: the header of the store (or flash device) at path,
+ * read and checked. Errors name path and what is wrong in err. */
+int store_read_layout(const char *path, struct store_layout *ret, char *err, size_t err_len);
+/* `ftvmctl store init`: writes l (checked) as path's header, clears the
+ * fence slots and reserves l->size bytes for a file. -EEXIST, saying so,
+ * when path holds a header already, unless force; -EAGAIN while a
+ * node has it open. */
+int store_init(const char *path, const struct store_layout *l, bool force, char *err,
+	       size_t err_len);
+
 int store_fd(const struct store *s);
 /* The store's random id, made when it was initialised: the pair's store. */
 void store_id(const struct store *s, uint64_t ret_id[2]);
@@ -64,10 +60,14 @@ void store_id(const struct store *s, uint64_t ret_id[2]);
 uint64_t store_partition_start(const struct store *s);
 uint64_t store_partition_length(const struct store *s);
 /* Whether [offset, offset + length) lies in this node's partition, or in
- * its partner's (the other one; its place is fixed when the store is made,
- * claimed or not). */
+ * its partner's (the other writable one; its place is fixed when the store
+ * is made, claimed or not). */
 bool store_extent_fits(const struct store *s, bool partner, uint64_t offset, uint64_t length);
-/* 0 or 1: which partition (and so which fence slot) is this node's. */
+/* This node's partition (or its partner's): start and length. */
+void store_partition_range(const struct store *s, bool partner, uint64_t *ret_start,
+			   uint64_t *ret_length);
+/* 0 or 1: whether this node's partition is the first or the second
+ * writable one of the table, and so which fence slot is its. */
 unsigned store_partition_index(const struct store *s);
 
 /* The sector each node writes its fence slot to (index: its partition's), and

@@ -93,6 +93,9 @@ struct store_queue {
 	uint64_t next_seq;
 	size_t depth;
 	bool closing;
+	struct store_range writable[STORE_QUEUE_MAX_RANGES];
+	size_t n_writable;
+	uint64_t refused;
 
 	unsigned nthreads;
 	pthread_t threads[];
@@ -431,12 +434,47 @@ int store_queue_read(struct store_queue *q, void *buf, size_t len, uint64_t offs
 	return post(q, OP_READ, buf, NULL, len, offset, done, arg);
 }
 
+int store_queue_set_writable(struct store_queue *q, const struct store_range *ranges, size_t n)
+{
+	if (n > STORE_QUEUE_MAX_RANGES)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		q->writable[i] = ranges[i];
+	q->n_writable = n;
+	return 0;
+}
+
+/* [offset, offset + len) lies wholly in one writable range. */
+static bool may_write(const struct store_queue *q, size_t len, uint64_t offset)
+{
+	for (size_t i = 0; i < q->n_writable; i++) {
+		const struct store_range *w = &q->writable[i];
+
+		if (offset >= w->start && len <= w->length && offset - w->start <= w->length - len)
+			return true;
+	}
+	return false;
+}
+
 int store_queue_write(struct store_queue *q, const void *buf, size_t len, uint64_t offset,
 		      store_done_fn done, void *arg)
 {
 	if (!transfer_ok(buf, len, offset))
 		return -EINVAL;
+	if (!may_write(q, len, offset)) {
+		/* A bug above: say where, once in a while, and write nothing. */
+		if (q->refused++ % 1000 == 0)
+			log_error("refused a write of %zu bytes at %" PRIu64
+				  ": outside what this node may write (%" PRIu64 " refused)",
+				  len, offset, q->refused);
+		return -EACCES;
+	}
 	return post(q, OP_WRITE, NULL, buf, len, offset, done, arg);
+}
+
+uint64_t store_queue_refused(const struct store_queue *q)
+{
+	return q->refused;
 }
 
 int store_queue_fence(struct store_queue *q, store_done_fn done, void *arg)

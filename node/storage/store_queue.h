@@ -31,8 +31,21 @@ int store_queue_new(struct event_base *base, int fd, unsigned threads, struct st
  * Completions that post while it runs get -ESHUTDOWN. NULL is fine. */
 void store_queue_free(struct store_queue *q);
 
+/* What the queue may write (storage/STORAGE.md, "Access"): a write must lie
+ * wholly inside one of these ranges, or it is refused -EACCES and nothing is
+ * written. Replaces the ranges set before; none at first (a new queue writes
+ * nothing). -EINVAL for more than STORE_QUEUE_MAX_RANGES. */
+struct store_range {
+	uint64_t start, length;
+};
+#define STORE_QUEUE_MAX_RANGES 4u
+int store_queue_set_writable(struct store_queue *q, const struct store_range *ranges, size_t n);
+/* Writes refused so far. */
+uint64_t store_queue_refused(const struct store_queue *q);
+
 /* 0 when posted (done will run), or -EINVAL (no callback, NULL buf, len over
- * INT_MAX, offset + len past the largest file offset), -ENOMEM, -ESHUTDOWN. */
+ * INT_MAX, offset + len past the largest file offset), -EACCES (a write
+ * outside the writable ranges), -ENOMEM, -ESHUTDOWN. */
 int store_queue_read(struct store_queue *q, void *buf, size_t len, uint64_t offset,
 		     store_done_fn done, void *arg);
 int store_queue_write(struct store_queue *q, const void *buf, size_t len, uint64_t offset,

@@ -108,6 +108,7 @@ int vmm_store_open(struct vmm *v)
 	r = store_queue_new(v->base, store_fd(v->store), STORE_THREADS, &v->store_queue);
 	if (r < 0)
 		return log_error_errno(r, "store queue for %s", c->store_path);
+	vmm_store_access(v);
 	v->destage_tail = &v->destage_waiting;
 	v->destage_timer = evtimer_new(v->base, on_destage_timer, v);
 	if (!v->destage_timer)
@@ -116,6 +117,21 @@ int vmm_store_open(struct vmm *v)
 		 (unsigned long long)store_partition_length(v->store),
 		 (unsigned long long)store_partition_start(v->store));
 	return 0;
+}
+
+void vmm_store_access(struct vmm *v)
+{
+	struct store_range w[2];
+	bool partner = vmm_table_count_adopted(v->table, vmm_node_id(v)) > 0;
+
+	store_partition_range(v->store, false, &w[0].start, &w[0].length);
+	store_partition_range(v->store, true, &w[1].start, &w[1].length);
+	store_queue_set_writable(v->store_queue, w, partner ? 2 : 1);
+	if (partner != v->partner_partition_writable)
+		log_info("store: the partner's partition is %s here %s",
+			 partner ? "writable" : "read-only",
+			 partner ? "(this node owns allocations homed there)" : "again");
+	v->partner_partition_writable = partner;
 }
 
 static uint64_t extent_size(const struct vmm *v, const struct vmm_alloc *a)
@@ -583,10 +599,11 @@ static void on_round_barrier(int result, void *arg)
 		round_done(rd);
 }
 
-/* A write-locked page waits for its unlock; a stale one has nothing here. */
-static bool destageable(const struct vmm_page *p)
+/* A write-locked page waits for its unlock; a stale one has nothing here;
+ * an allocation handed to its other node is that node's to write. */
+static bool destageable(struct vmm *v, const struct vmm_alloc *a, const struct vmm_page *p)
 {
-	return p->resident && !vmm_page_write_locked(p);
+	return p->resident && !vmm_page_write_locked(p) && vmm_is_owner(v, a);
 }
 
 static void post(struct vmm *v, struct destage_round *rd, struct vmm_destage *d)
@@ -595,7 +612,7 @@ static void post(struct vmm *v, struct destage_round *rd, struct vmm_destage *d)
 	struct vmm_page *p = vmm_alloc_page(a, d->page);
 
 	d->round = rd;
-	if (!p || !p->dirty || !destageable(p))
+	if (!p || !p->dirty || !destageable(v, a, p))
 		return; /* freed, clean already, or held back: nothing to write */
 	memcpy(d->block, vmm_block_addr(v, a, d->page), a->block_size);
 	d->version = p->version;
@@ -652,7 +669,7 @@ void vmm_destage_page(struct vmm *v, struct vmm_alloc *a, uint64_t page)
 {
 	struct vmm_destage *d;
 
-	if (!v->store_queue || a->page[page].destaging || !destageable(&a->page[page]))
+	if (!v->store_queue || a->page[page].destaging || !destageable(v, a, &a->page[page]))
 		return;
 	d = calloc(1, sizeof(*d) + a->block_size);
 	if (!d) {

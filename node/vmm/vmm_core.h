@@ -128,6 +128,11 @@ void vmm_page_state(const struct vmm_alloc *a, uint64_t page, struct pt_page *re
  * memory alone, for a row journalled before. */
 int vmm_page_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t version,
 		      uint32_t crc, const struct pt_origin *o);
+/* vmm/destage.c: what the store queue may write (storage/STORAGE.md,
+ * "Access"): this node's partition, and its partner's while this node owns
+ * an allocation homed there (from a takeover until the failback hands the
+ * last one back). Called when that may have changed. */
+void vmm_store_access(struct vmm *v);
 /* vmm/destage.c: the backing store. The store's record of each of a's pages
  * (a->pages of them, to free), read at once (the store queue drained);
  * NULL, logged, when it cannot be. */

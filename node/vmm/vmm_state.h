@@ -61,6 +61,7 @@ struct vmm {
 	 * written to it, in order. */
 	struct store *store;
 	struct store_queue *store_queue;
+	bool partner_partition_writable; /* vmm_store_access */
 	/* Allocations made here and not yet in the table hold their extents. */
 	struct vmm_alloc **extents_reserved;
 	size_t n_extents_reserved;

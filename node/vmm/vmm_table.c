@@ -153,6 +153,16 @@ size_t vmm_table_count(const struct vmm_table *t, const char *node, bool owned)
 	return n;
 }
 
+size_t vmm_table_count_adopted(const struct vmm_table *t, const char *node)
+{
+	size_t n = 0;
+
+	for (size_t b = 0; b < BUCKETS; b++)
+		for (const struct vmm_alloc *a = t->bucket[b]; a; a = a->next)
+			n += strcmp(a->owner, node) == 0 && strcmp(a->home, node) != 0;
+	return n;
+}
+
 static int by_guid(const void *x, const void *y)
 {
 	return strcmp((*(struct vmm_alloc *const *)x)->guid, (*(struct vmm_alloc *const *)y)->guid);

@@ -88,6 +88,8 @@ void vmm_table_remove(struct vmm_table *t, struct vmm_alloc *a);
 size_t vmm_table_size(const struct vmm_table *t);
 /* Allocations whose owner is (owned) or is not (!owned) node. */
 size_t vmm_table_count(const struct vmm_table *t, const char *node, bool owned);
+/* Allocations node owns that are homed on another node (adopted). */
+size_t vmm_table_count_adopted(const struct vmm_table *t, const char *node);
 /* Every allocation, sorted by guid; the caller frees the array. */
 struct vmm_alloc **vmm_table_sorted(const struct vmm_table *t, size_t *ret_n);
 

@@ -1,19 +1,21 @@
-/* libFuzzer target: the header at the start of the shared store
- * (node/storage/store.c), through store_header_decode(), the checks and the
- * partition claim store_open() runs on the bytes it reads from disk.
+/* libFuzzer target: the header at the start of the shared store or a flash
+ * device (node/storage/store_layout.c), through store_layout_decode() and
+ * the partition claim that store_open() runs on the bytes it reads.
  *
  * The input's first byte chooses how the rest is read (so that one corpus
  * holds both the checksum's refusals and what lies behind the checksum):
- *   bit 0  the checksum is made right before decoding, as a writer would;
- *   bit 1  the node asking is "b" (else "a");
- *   bit 2  its page size is the header's own (else 4096).
- * The rest, cut or padded with zeroes to STORE_HEADER_SIZE, is the header.
+ *   bit 0  the checksum is made right before decoding, as a writer would
+ *          (in version 1's place or version 2's, as the version field says);
+ *   bit 1  the node asking is "b" (else "a").
+ * The rest, cut or padded with zeroes to STORE_HEADER_SECTOR, is the header.
  *
  * Nothing may crash or read past the header. A refused header gets one of
- * store_open()'s errors and a message naming the store. An accepted one
- * gives the node a partition that lies inside the store, after the
- * header's space and apart from the other node's; a claim leaves a header
- * that decodes to the same partition with nothing more to claim. */
+ * the decoder's errors and a message naming the store. An accepted one
+ * passes the rules again by this file's own reading: every partition inside
+ * the device after the header's space, none overlapping. A claim gives the
+ * node a writable partition named for it; the claimed layout, written and
+ * read again, is the same and gives the same partition with nothing more to
+ * claim. */
 #include <endian.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -22,76 +24,92 @@
 #include <string.h>
 
 #include "crc32c.h"
-#include "store.h"
+#include "store_layout.h"
 
 #define NAME "fuzz.store"
-#define SIZE_OFFSET 32u	     /* the store's size in the header, little-endian */
-#define PAGE_SIZE_OFFSET 12u /* and its page size */
-#define PARTITION_OFFSET 40u /* the two partitions: node, pad, start, length */
-#define PARTITION_SIZE 56u
-#define PARTITION_START 40u /* in a partition */
+#define VERSION_OFFSET 8u
+/* Where each version keeps its checksum, of the bytes before it. */
+#define CRC_OFFSET_V1 152u
+#define CRC_OFFSET_V2 1072u
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static uint64_t le64_at(const uint8_t *hdr, size_t off)
+static void check_rules(const struct store_layout *l)
 {
-	uint64_t v;
+	for (unsigned i = 0; i < l->n; i++) {
+		const struct store_layout_partition *p = &l->part[i];
 
-	memcpy(&v, hdr + off, sizeof(v));
-	return le64toh(v);
+		if (p->start < STORE_HEADER_SPACE || p->length > l->size ||
+		    p->start > l->size - p->length)
+			abort();
+		for (unsigned j = 0; j < i; j++)
+			if (p->start < l->part[j].start + l->part[j].length &&
+			    l->part[j].start < p->start + p->length)
+				abort();
+	}
 }
 
-/* The node's partition lies inside the store and clear of the other's. */
-static void check_layout(const uint8_t *hdr, const struct store_partition *p)
+static bool same(const struct store_layout *x, const struct store_layout *y)
 {
-	const uint8_t *other = hdr + PARTITION_OFFSET + (1 - p->index) * PARTITION_SIZE;
-	uint64_t o_start = le64_at(other, PARTITION_START),
-		 o_len = le64_at(other, PARTITION_START + 8);
-	uint64_t size = le64_at(hdr, SIZE_OFFSET);
-
-	if (p->index > 1 || p->start < STORE_HEADER_SPACE || p->length > size ||
-	    p->start > size - p->length)
-		abort();
-	if (p->start < o_start + o_len && o_start < p->start + p->length)
-		abort();
+	if (x->version != y->version || x->kind != y->kind || x->page_size != y->page_size ||
+	    x->size != y->size || x->n != y->n || memcmp(x->id, y->id, sizeof(x->id)) != 0)
+		return false;
+	for (unsigned i = 0; i < x->n; i++)
+		if (strcmp(x->part[i].id, y->part[i].id) != 0 ||
+		    x->part[i].start != y->part[i].start ||
+		    x->part[i].length != y->part[i].length ||
+		    x->part[i].access != y->part[i].access)
+			return false;
+	return true;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	_Alignas(8) uint8_t hdr[STORE_HEADER_SIZE] = { 0 };
-	struct store_partition part, again;
+	_Alignas(8) uint8_t hdr[STORE_HEADER_SECTOR] = { 0 }, out[STORE_HEADER_SECTOR];
+	struct store_layout l, again;
 	const char *node;
-	uint32_t page_size = 4096, crc;
-	bool changed = false, changed_again = false;
+	uint32_t version, crc;
+	bool claimed = false, claimed_again = false;
 	char err[512];
-	int r;
+	int r, mine;
 
 	if (size < 1)
 		return 0;
-	memcpy(hdr, data + 1, size - 1 < STORE_HEADER_SIZE ? size - 1 : STORE_HEADER_SIZE);
+	memcpy(hdr, data + 1, size - 1 < sizeof(hdr) ? size - 1 : sizeof(hdr));
 	if (data[0] & 1) {
-		crc = htole32(crc32c(0, hdr, STORE_HEADER_CRC_OFFSET));
-		memcpy(hdr + STORE_HEADER_CRC_OFFSET, &crc, sizeof(crc));
+		size_t at;
+
+		memcpy(&version, hdr + VERSION_OFFSET, sizeof(version));
+		at = le32toh(version) == 1 ? CRC_OFFSET_V1 : CRC_OFFSET_V2;
+		crc = htole32(crc32c(0, hdr, at));
+		memcpy(hdr + at, &crc, sizeof(crc));
 	}
 	node = data[0] & 2 ? "b" : "a";
-	if (data[0] & 4) {
-		memcpy(&page_size, hdr + PAGE_SIZE_OFFSET, sizeof(page_size));
-		page_size = le32toh(page_size);
-	}
 
 	err[0] = '\0';
-	r = store_header_decode(hdr, NAME, page_size, node, &part, &changed, err, sizeof(err));
+	r = store_layout_decode(hdr, sizeof(hdr), NAME, &l, err, sizeof(err));
 	if (r < 0) {
-		if ((r != -EBADMSG && r != -EPROTONOSUPPORT && r != -EINVAL && r != -EPERM) ||
+		if ((r != -EBADMSG && r != -EPROTONOSUPPORT) ||
 		    strncmp(err, NAME, strlen(NAME)) != 0)
 			abort();
 		return 0;
 	}
-	check_layout(hdr, &part);
-	r = store_header_decode(hdr, NAME, page_size, node, &again, &changed_again, err,
-				sizeof(err));
-	if (r < 0 || changed_again || again.index != part.index || again.start != part.start ||
-	    again.length != part.length)
+	check_rules(&l);
+	mine = store_layout_claim(&l, NAME, node, &claimed, err, sizeof(err));
+	if (mine < 0) {
+		if (mine != -EPERM || strncmp(err, NAME, strlen(NAME)) != 0)
+			abort();
+		return 0;
+	}
+	if ((unsigned)mine >= l.n || l.part[mine].access != STORE_ACCESS_RW ||
+	    strcmp(l.part[mine].id, node) != 0)
+		abort();
+	store_layout_encode(&l, out);
+	if (store_layout_decode(out, sizeof(out), NAME, &again, err, sizeof(err)) < 0 ||
+	    !same(&l, &again))
+		abort();
+	if (store_layout_claim(&again, NAME, node, &claimed_again, err, sizeof(err)) != mine ||
+	    claimed_again)
 		abort();
 	return 0;
 }

@@ -123,13 +123,14 @@ def trace_text():
     write(t, "no-trailing-newline", head + 'record 1 client out "x"\n  00')
 
 
-# ---- store header (node/storage/store.c), after a control byte ----
+# ---- store header (node/storage/store_layout.c), after a control byte ----
 
 STORE_HEADER_SPACE = 65536
 
 
 def store_header(page_size=4096, size=64 << 20, nodes=("", ""), parts=None, version=1,
                  magic=b"FTVMSTOR", crc=True):
+    """Version 1: two partitions, no access, no kind."""
     half = (size - STORE_HEADER_SPACE) // 2 // page_size * page_size
     if parts is None:
         parts = ((STORE_HEADER_SPACE, half), (STORE_HEADER_SPACE + half, half))
@@ -143,23 +144,55 @@ def store_header(page_size=4096, size=64 << 20, nodes=("", ""), parts=None, vers
     return h
 
 
+def store_header_v2(parts, page_size=4096, size=64 << 20, kind=1, n=None, crc=True):
+    """Version 2: parts are (id, start, length, access); access 0 rw, 1 ro."""
+    h = b"FTVMSTOR" + struct.pack("<II", 2, page_size) + bytes(range(1, 17)) + \
+        struct.pack("<QII", size, kind, len(parts) if n is None else n)
+    for node, start, length, access in parts:
+        h += node.encode().ljust(33, b"\0")[:33] + struct.pack("<B", access) + b"\0" * 6
+        h += struct.pack("<QQQ", start, length, 0)
+    h = h.ljust(1072, b"\0")
+    h += struct.pack("<I", crc32c(h) if crc else 0x12345678) + b"\0" * 4
+    return h
+
+
 def store():
     t = "store_header"
-    # control: bit 0 fix the CRC, bit 1 node "b", bit 2 the header's page size
+    # control: bit 0 fix the CRC, bit 1 node "b"
     write(t, "new-a", b"\0" + store_header())
     write(t, "new-b", b"\2" + store_header(nodes=("a", "")))
     write(t, "owned-a", b"\0" + store_header(nodes=("a", "b")))
     write(t, "owned-b", b"\2" + store_header(nodes=("a", "b")))
     write(t, "third-node", b"\0" + store_header(nodes=("x", "y")))
-    write(t, "page-8k-own", b"\4" + store_header(page_size=8192))
-    write(t, "page-8k-mismatch", b"\0" + store_header(page_size=8192))
+    write(t, "page-8k", b"\0" + store_header(page_size=8192))
     write(t, "bad-crc", b"\0" + store_header(crc=False))
     write(t, "bad-crc-fixed", b"\1" + store_header(crc=False))
-    write(t, "version-2", b"\0" + store_header(version=2))
+    write(t, "version-2-in-v1-layout", b"\0" + store_header(version=2))
+    write(t, "version-3", b"\1" + store_header(version=3))
     write(t, "bad-magic", b"\1" + store_header(magic=b"FTVMSLOT"))
     write(t, "empty", b"")
     write(t, "zeroes", b"\1" + b"\0" * 160)
     write(t, "short", b"\0" + store_header()[:40])
+    mb = 1 << 20
+    s = STORE_HEADER_SPACE
+    write(t, "v2-new-a", b"\0" + store_header_v2([("", s, 20 * mb, 0), ("", s + 20 * mb, 20 * mb, 0)]))
+    write(t, "v2-named-b", b"\2" + store_header_v2(
+        [("a", s, 30 * mb, 0), ("b", s + 30 * mb, 20 * mb, 0), ("gold", s + 50 * mb, 4 * mb, 1)]))
+    write(t, "v2-ro-first", b"\0" + store_header_v2(
+        [("gold", s, 4 * mb, 1), ("", s + 4 * mb, 20 * mb, 0), ("", s + 24 * mb, 20 * mb, 0)]))
+    write(t, "v2-third-node", b"\0" + store_header_v2([("x", s, mb, 0), ("y", s + mb, mb, 0)]))
+    write(t, "v2-one-writable", b"\0" + store_header_v2([("a", s, mb, 0), ("b", s + mb, mb, 1)]))
+    write(t, "v2-overlap", b"\0" + store_header_v2([("a", s, 2 * mb, 0), ("b", s + mb, mb, 0)]))
+    write(t, "v2-same-name", b"\0" + store_header_v2([("a", s, mb, 0), ("a", s + mb, mb, 0)]))
+    write(t, "v2-bad-access", b"\0" + store_header_v2([("a", s, mb, 0), ("b", s + mb, mb, 7)]))
+    write(t, "v2-too-many", b"\1" + store_header_v2([("a", s, mb, 0), ("b", s + mb, mb, 0)], n=17))
+    write(t, "v2-name-read-only", b"\0" + store_header_v2(
+        [("", s, mb, 0), ("a", s + mb, mb, 1), ("", s + 2 * mb, mb, 0)]))
+    write(t, "v2-flash", b"\0" + store_header_v2([("a", s, 8 * mb, 0)], kind=2))
+    write(t, "v2-bad-kind", b"\0" + store_header_v2([("a", s, mb, 0), ("b", s + mb, mb, 0)], kind=9))
+    write(t, "v2-bad-crc-fixed", b"\1" + store_header_v2([("", s, mb, 0), ("", s + mb, mb, 0)], crc=False))
+    write(t, "v2-sixteen", b"\0" + store_header_v2(
+        [("", s, mb, 0), ("", s + mb, mb, 0)] + [("r%d" % i, s + (2 + i) * mb, mb, 1) for i in range(14)]))
 
 
 # ---- SBD slots and mailboxes (node/storage/sbd.c), after a control byte ----

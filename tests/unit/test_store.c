@@ -141,6 +141,141 @@ static void test_reserved(void)
 	store_close(s);
 }
 
+static int init_with(const char *path, const char *const *parts, size_t n_parts,
+		     const char *const *access, size_t n_access, bool force, char *err,
+		     size_t err_len)
+{
+	const struct store_settings set = { .kind = STORE_KIND_STORE,
+					    .size = SIZE,
+					    .page_size = 4096,
+					    .partitions = parts,
+					    .n_partitions = n_parts,
+					    .access = access,
+					    .n_access = n_access };
+	struct store_layout l;
+	int r = store_layout_from_settings(&set, &l, err, err_len);
+
+	return r < 0 ? r : store_init(path, &l, force, err, err_len);
+}
+
+/* `ftvmctl store init`'s layout is what the nodes find: named partitions,
+ * sizes, a read-only one before them, which no node claims. */
+static void test_init(void)
+{
+	const char *path = path_of("init");
+	const char *parts[] = { "gold=4M", "b=40%", "a=40%" }, *access[] = { "gold=ro" };
+	struct store *a = NULL, *b = NULL, *c = NULL;
+	struct store_layout l, again;
+	uint64_t start, length;
+	char err[512] = "";
+
+	CHECK_INT("init", 0, init_with(path, parts, 3, access, 1, false, err, sizeof(err)));
+	CHECK_INT("read back", 0, store_read_layout(path, &l, err, sizeof(err)));
+	CHECK(l.version == 2 && l.kind == STORE_KIND_STORE && l.n == 3 && l.size == SIZE,
+	      "version %u kind %d with %u partitions", l.version, (int)l.kind, l.n);
+	CHECK(strcmp(l.part[0].id, "gold") == 0 && l.part[0].access == STORE_ACCESS_RO &&
+		      l.part[0].start == STORE_HEADER_SPACE && l.part[0].length == 4 << 20,
+	      "gold first, read-only, 4M");
+	CHECK(strcmp(l.part[1].id, "b") == 0 && l.part[1].start == STORE_HEADER_SPACE + (4 << 20) &&
+		      l.part[1].length == (SIZE - STORE_HEADER_SPACE) / 100 * 40 / 4096 * 4096,
+	      "b next, 40%% of the space: %llu", (unsigned long long)l.part[1].length);
+	CHECK_INT("a opens", 0, store_open(path, SIZE, 4096, "a", false, &a, err, sizeof(err)));
+	CHECK_INT("b opens", 0, store_open(path, SIZE, 4096, "b", false, &b, err, sizeof(err)));
+	CHECK(store_partition_start(a) == l.part[2].start &&
+		      store_partition_start(b) == l.part[1].start,
+	      "each node has the partition named for it");
+	store_partition_range(a, true, &start, &length);
+	CHECK(start == l.part[1].start && length == l.part[1].length, "a's partner's is b's");
+	CHECK(store_partition_index(b) == 0 && store_partition_index(a) == 1,
+	      "fence slots by writable partition: b %u, a %u", store_partition_index(b),
+	      store_partition_index(a));
+	CHECK_INT("a third node", -EPERM,
+		  store_open(path, SIZE, 4096, "c", false, &c, err, sizeof(err)));
+	CHECK(strstr(err, "'b' and 'a'") && strstr(err, "'c'"), "reason: %s", err);
+
+	/* Not again, and not under a node that has it open. */
+	CHECK_INT("init again", -EEXIST,
+		  init_with(path, parts, 3, access, 1, false, err, sizeof(err)));
+	CHECK(strstr(err, "initialised already") && strstr(err, "--force"), "reason: %s", err);
+	CHECK_INT("init --force while open", -EAGAIN,
+		  init_with(path, parts, 3, access, 1, true, err, sizeof(err)));
+	CHECK(strstr(err, "in use"), "reason: %s", err);
+	CHECK_INT("unchanged", 0, store_read_layout(path, &again, err, sizeof(err)));
+	CHECK(memcmp(again.id, l.id, sizeof(l.id)) == 0, "the store's id is the same");
+	store_close(a);
+	store_close(b);
+	/* A node whose name is on a read-only partition has none to write. */
+	CHECK_INT("init with a read-only a", 0,
+		  init_with(path_of("ro-a"), (const char *[]){ "b=10%", "x=10%", "a=10%" }, 3,
+			    (const char *[]){ "a=ro", "x=rw" }, 2, false, err, sizeof(err)));
+	CHECK_INT("a cannot open it", -EPERM,
+		  store_open(path_of("ro-a"), SIZE, 4096, "a", false, &c, err, sizeof(err)));
+	CHECK(strstr(err, "named 'a' is read-only"), "reason: %s", err);
+
+	CHECK_INT("init --force once closed", 0,
+		  init_with(path, parts, 2, NULL, 0, true, err, sizeof(err)));
+	CHECK_INT("read back", 0, store_read_layout(path, &again, err, sizeof(err)));
+	CHECK(memcmp(again.id, l.id, sizeof(l.id)) != 0 && again.n == 2, "a new store");
+}
+
+/* A store made before partitions had access (version 1) opens, and a claim
+ * keeps it in its version. */
+static void test_version_1(void)
+{
+	const char *path = path_of("v1");
+	struct store_layout l;
+	struct store *a = NULL;
+	char err[512] = "";
+
+	store_layout_default(&l, SIZE, 4096);
+	l.version = 1;
+	CHECK_INT("write a version 1 header", 0, store_init(path, &l, false, err, sizeof(err)));
+	CHECK_INT("a opens it", 0, store_open(path, SIZE, 4096, "a", false, &a, err, sizeof(err)));
+	CHECK_INT("read back", 0, store_read_layout(path, &l, err, sizeof(err)));
+	CHECK(l.version == 1 && strcmp(l.part[0].id, "a") == 0, "version %u, claimed by '%s'",
+	      l.version, l.part[0].id);
+	store_close(a);
+}
+
+/* Settings that make no store say which and why; nothing is written. */
+static void test_bad_settings(void)
+{
+	static const struct {
+		const char *parts[3], *access;
+		const char *says;
+	} bad[] = {
+		{ { "a" }, NULL, "want ID=SIZE" },
+		{ { "A=10%" }, NULL, "not a node id" },
+		{ { "a=0%" }, NULL, "is not a size" },
+		{ { "a=101%" }, NULL, "is not a size" },
+		{ { "a=10Q" }, NULL, "is not a size" },
+		{ { "a=1M@1000" }, NULL, "not a multiple of the page size" },
+		{ { "a=1G", "b=1M" }, NULL, "not inside" },
+		{ { "a=1M@64K", "b=1M@1M" }, NULL, "overlap" },
+		{ { "a=1M", "a=1M" }, NULL, "both named 'a'" },
+		{ { "a=10%" }, NULL, "two writable partitions" },
+		{ { "a=10%", "b=10%", "c=10%" }, NULL, "two writable partitions" },
+		{ { "a=10%", "b=10%" }, "c=ro", "no partition 'c'" },
+		{ { "a=10%", "b=10%" }, "a=rx", "want rw or ro" },
+		{ { "a=10%", "b=10%" }, "a=ro", "two writable partitions" },
+		{ { NULL }, "a=ro", "needs the partitions named" },
+	};
+	const char *path = path_of("bad");
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		size_t n = 0;
+		char err[512] = "";
+
+		while (n < 3 && bad[i].parts[n])
+			n++;
+		CHECK_INT(bad[i].says, -EINVAL,
+			  init_with(path, bad[i].parts, n, &bad[i].access, bad[i].access ? 1 : 0,
+				    false, err, sizeof(err)));
+		CHECK(strstr(err, bad[i].says), "%s: reason: %s", bad[i].says, err);
+	}
+	CHECK(access(path, F_OK) != 0, "nothing was written");
+}
+
 static void test_extent_layout(void)
 {
 	/* 3 pages of 64K: records rounded up to one 4K page, then the blocks. */
@@ -160,6 +295,9 @@ int main(void)
 	test_two_nodes_and_a_third();
 	test_refused();
 	test_reserved();
+	test_init();
+	test_version_1();
+	test_bad_settings();
 	test_extent_layout();
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);

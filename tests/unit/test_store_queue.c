@@ -80,12 +80,14 @@ static bool run_until_idle(struct store_queue *q)
 	return true;
 }
 
+/* A queue that may write the whole file. */
 static struct store_queue *new_or_die(int fd, unsigned threads)
 {
+	const struct store_range all = { 0, INT64_MAX };
 	struct store_queue *q;
 	int r = store_queue_new(base, fd, threads, &q);
 
-	if (r < 0) {
+	if (r < 0 || store_queue_set_writable(q, &all, 1) < 0) {
 		fprintf(stderr, "ERROR store_queue_new: %s\n", strerror(-r));
 		exit(99);
 	}
@@ -461,6 +463,50 @@ static void test_depth_and_args(int fd)
 	store_queue_free(q);
 }
 
+/* Writes only where the node may write: none at first, then inside the
+ * ranges set, never across their ends; reads anywhere. */
+static void test_access(int fd)
+{
+	const struct store_range ranges[] = { { 4096, 8192 }, { 65536, 4096 } },
+				 too_many[STORE_QUEUE_MAX_RANGES + 1] = { { 0, 1 } };
+	struct store_queue *q;
+	uint8_t buf[4096], seen[4096];
+	struct comp c[3] = { { 0 } };
+
+	memset(buf, 0x11, sizeof(buf));
+	CHECK(pwrite(fd, buf, sizeof(buf), 0) == (ssize_t)sizeof(buf), "the first page");
+	memset(buf, 0xab, sizeof(buf));
+	CHECK_INT("new queue", 0, store_queue_new(base, fd, 1, &q));
+	CHECK_INT("a write before any range", -EACCES,
+		  store_queue_write(q, buf, sizeof(buf), 4096, on_done, &c[0]));
+	CHECK_INT("more ranges than the most", -EINVAL,
+		  store_queue_set_writable(q, too_many, STORE_QUEUE_MAX_RANGES + 1));
+	CHECK_INT("two ranges", 0, store_queue_set_writable(q, ranges, 2));
+	CHECK_INT("a write before the first range", -EACCES,
+		  store_queue_write(q, buf, sizeof(buf), 0, on_done, &c[0]));
+	CHECK_INT("a write across the first range's end", -EACCES,
+		  store_queue_write(q, buf, sizeof(buf), 8192 + 2048, on_done, &c[0]));
+	CHECK_INT("a write across both", -EACCES,
+		  store_queue_write(q, buf, 65536, 4096, on_done, &c[0]));
+	CHECK_INT("refused so far", 4, store_queue_refused(q));
+	CHECK_INT("nothing posted", 0, store_queue_depth(q));
+	CHECK_POST("a write at the first range's end",
+		   store_queue_write(q, buf, sizeof(buf), 8192, on_done, &c[0]));
+	CHECK_POST("a write in the second",
+		   store_queue_write(q, buf, 16, 65536 + 4080, on_done, &c[1]));
+	CHECK_POST("a read outside them",
+		   store_queue_read(q, seen, sizeof(seen), 0, on_done, &c[2]));
+	run_until_idle(q);
+	check_comp("write", &c[0], sizeof(buf));
+	check_comp("write in the second", &c[1], 16);
+	check_comp("read", &c[2], sizeof(seen));
+	CHECK(seen[0] == 0x11 && seen[4095] == 0x11, "a refused write left its bytes");
+	CHECK_INT("no ranges again", 0, store_queue_set_writable(q, NULL, 0));
+	CHECK_INT("a write once the ranges went", -EACCES,
+		  store_queue_write(q, buf, sizeof(buf), 8192, on_done, &c[0]));
+	store_queue_free(q);
+}
+
 /* Many mixed posts; how often a later-posted op is delivered before an
  * earlier one (printed, not checked). */
 static void figure_out_of_order(int fd)
@@ -534,6 +580,7 @@ int main(void)
 	test_drain(fd);
 	test_free_outstanding(fd);
 	test_depth_and_args(fd);
+	test_access(fd);
 	figure_out_of_order(fd);
 
 	event_free(tick);
