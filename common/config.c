@@ -351,6 +351,17 @@ bool config_id_valid(const char *s)
 	return is_token(s, CONFIG_ID_MAX, "-");
 }
 
+bool config_client_name_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
+		      is_digit(s[i]) || strchr("._-", s[i])))
+			return false;
+	return n <= CONFIG_CLIENT_NAME_MAX;
+}
+
 /* ---- keys ---- */
 
 static int set_id(struct parser *p, const char *v)

@@ -136,6 +136,10 @@ const char *config_trace_channels_name(int channels);
 
 /* Whether s is a valid node id: [a-z0-9-]{1,CONFIG_ID_MAX}. */
 bool config_id_valid(const char *s);
+/* Whether s is a valid client name (ftvm_connect_named): [A-Za-z0-9._-],
+ * at most CONFIG_CLIENT_NAME_MAX characters; "" (no name) is valid. */
+#define CONFIG_CLIENT_NAME_MAX 64
+bool config_client_name_valid(const char *s);
 
 /* "4096", "64K", "256M", "1G" (powers of 1024). -EINVAL on anything else,
  * including overflow, an empty string and trailing garbage. */

@@ -59,6 +59,7 @@ enum {
 	OPT_PAGE_SIZE,
 	OPT_PARTITION,
 	OPT_ACCESS,
+	OPT_NAME,
 };
 
 /* The most --partition and --access a command takes. */
@@ -85,6 +86,7 @@ struct ctl {
 	bool force;
 	bool yes;
 	const char *page_size;
+	const char *name; /* alloc --name: the client name the allocation is made for */
 	const char *partitions[SETTINGS_MAX];
 	size_t n_partitions;
 	const char *access[SETTINGS_MAX];
@@ -342,6 +344,9 @@ static int parse_command_options(struct ctl *ctl, const struct command *cmd, int
 			break;
 		case OPT_PAGE_SIZE:
 			ctl->page_size = optarg;
+			break;
+		case OPT_NAME:
+			ctl->name = optarg;
 			break;
 		case OPT_PARTITION:
 			if (ctl->n_partitions == SETTINGS_MAX)
@@ -886,6 +891,10 @@ static int cmd_alloc(struct ctl *ctl, int argc, char **argv)
 	r = ctl_connect(ctl, &c, &path);
 	if (r != EXIT_DONE)
 		goto out;
+	if (ctl->name && ftvm_set_name(c, ctl->name) < 0) {
+		r = command_usage_error("alloc", "--name: %s", ftvm_last_error(c));
+		goto out;
+	}
 	r = ftvm_alloc(c, size, ctl->policy, ctl->immediate, header, header_len, &info);
 	if (r < 0) {
 		r = call_failed(c, path, "alloc", r);
@@ -1230,6 +1239,59 @@ static int cmd_list(struct ctl *ctl, int argc, char **argv)
 	}
 out:
 	free(hs);
+	ftvm_disconnect(c);
+	return r;
+}
+
+static int clients_print_json(const struct ftvm_client_usage *rows, size_t n)
+{
+	json_object *list = json_object_new_array(), *o;
+
+	for (size_t i = 0; list && i < n; i++) {
+		o = json_object_new_object();
+		if (!o || json_object_array_add(list, o) < 0) {
+			json_object_put(o);
+			json_object_put(list);
+			return out_of_memory();
+		}
+		add_uint64(o, "uid", rows[i].uid);
+		json_object_object_add(o, "name", json_object_new_string(rows[i].name));
+		json_object_object_add(o, "media", json_object_new_string(rows[i].media));
+		add_uint64(o, "allocations", rows[i].allocations);
+		add_uint64(o, "bytes", rows[i].bytes);
+	}
+	return list ? print_json_put(list) : out_of_memory();
+}
+
+static int cmd_clients(struct ctl *ctl, int argc, char **argv)
+{
+	struct ftvm_client_usage *rows = NULL;
+	struct ftvm_client *c;
+	const char *path = NULL;
+	size_t n = 0;
+	int r;
+
+	if (argc > 0)
+		return command_usage_error("clients", "clients takes no arguments (got '%s')",
+					   argv[0]);
+	r = ctl_connect(ctl, &c, &path);
+	if (r != EXIT_DONE)
+		return r;
+	r = ftvm_clients(c, &rows, &n);
+	if (r < 0) {
+		r = call_failed(c, path, "clients", r);
+	} else if (ctl->json) {
+		r = clients_print_json(rows, n);
+	} else {
+		printf("%-10s  %-32s  %-6s  %11s  %14s\n", "UID", "NAME", "MEDIA", "ALLOCATIONS",
+		       "BYTES");
+		for (size_t i = 0; i < n; i++)
+			printf("%-10" PRIu32 "  %-32s  %-6s  %11" PRIu64 "  %14" PRIu64 "\n",
+			       rows[i].uid, rows[i].name[0] ? rows[i].name : "-", rows[i].media,
+			       rows[i].allocations, rows[i].bytes);
+		r = EXIT_DONE;
+	}
+	free(rows);
 	ftvm_disconnect(c);
 	return r;
 }
@@ -1754,7 +1816,7 @@ static const struct command commands[] = {
 	},
 	{
 		.name = "alloc",
-		.args = "--size N [--policy P] [--immediate] [--header-file F]",
+		.args = "--size N [--policy P] [--immediate] [--header-file F] [--name NAME]",
 		.summary = "allocate memory, mirrored on the partner",
 		.help = "Allocates N bytes (suffixes K, M, G: powers of 1024), rounded up to whole\n"
 			"blocks of the policy's block size, on this node and its partner, and prints\n"
@@ -1766,6 +1828,8 @@ static const struct command commands[] = {
 			"                     default policy, one page per block)\n"
 			"  --immediate        refuse at once when there is no space, do not wait\n"
 			"  --header-file F    store the bytes of F (at most 4096) as the user header\n"
+			"  --name NAME        the client name it is made for, as a program's\n"
+			"                     ftvm_connect_named() gives (`ftvmctl clients`)\n"
 			"\n"
 			"With --json prints {\"guid\",\"pages\",\"block_size\"}.\n",
 		.options =
@@ -1774,6 +1838,7 @@ static const struct command commands[] = {
 				{ "policy", required_argument, NULL, OPT_POLICY },
 				{ "immediate", no_argument, NULL, OPT_IMMEDIATE },
 				{ "header-file", required_argument, NULL, OPT_HEADER_FILE },
+				{ "name", required_argument, NULL, OPT_NAME },
 				{},
 			},
 		.run = cmd_alloc,
@@ -2015,6 +2080,20 @@ static const struct command commands[] = {
 				{},
 			},
 		.run = cmd_takeover,
+	},
+	{
+		.name = "clients",
+		.args = "",
+		.summary = "what each client holds (the server memory allocate table)",
+		.help = "Seed 003's server memory allocate table (Fig. 13): for each client, by uid\n"
+			"and the name it gave (ftvm_connect_named(), `alloc --name`; - for none),\n"
+			"the media its allocations live in, how many it holds and their bytes, over\n"
+			"every allocation this node knows (its own and its partner's, so both\n"
+			"nodes print the same table).\n"
+			"\n"
+			"With --json prints [{\"uid\",\"name\",\"media\",\"allocations\",\"bytes\"}],\n"
+			"name \"\" for a client that gave none.\n",
+		.run = cmd_clients,
 	},
 	{
 		.name = "store",

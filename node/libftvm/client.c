@@ -63,6 +63,7 @@
 #include <unistd.h>
 
 #include "client.pb-c.h"
+#include "config.h"
 #include "crc32c.h"
 #include "frame.h"
 
@@ -126,6 +127,7 @@ struct ftvm_client {
 	uint64_t pool_generation;
 	struct retired_pool *retired; /* until ftvm_disconnect() */
 	size_t n_retired;
+	char name[FTVM_CLIENT_NAME_MAX + 1]; /* sent with each allocation */
 };
 
 /* The outcome of this thread's last call: on the client numbered serial
@@ -1034,6 +1036,42 @@ int ftvm_connect(const char *socket_path, struct ftvm_client **ret)
 	return 0;
 }
 
+int ftvm_connect_named(const char *socket_path, const char *name, struct ftvm_client **ret)
+{
+	struct ftvm_client *c;
+	int r;
+
+	if (!name || !config_client_name_valid(name)) {
+		last_error.serial = 0;
+		snprintf(last_error.error, sizeof(last_error.error),
+			 "client name '%.80s' is not one: letters, digits, '.', '_' and '-', at "
+			 "most %d",
+			 name ? name : "(null)", FTVM_CLIENT_NAME_MAX);
+		return -EINVAL;
+	}
+	r = ftvm_connect(socket_path, &c);
+	if (r < 0)
+		return r;
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	*ret = c;
+	return 0;
+}
+
+int ftvm_set_name(struct ftvm_client *c, const char *name)
+{
+	if (!c)
+		return -EINVAL;
+	if (!name || !config_client_name_valid(name))
+		return fail(c, -EINVAL,
+			    "client name '%.80s' is not one: letters, digits, '.', '_' and '-', "
+			    "at most %d",
+			    name ? name : "(null)", FTVM_CLIENT_NAME_MAX);
+	pthread_mutex_lock(&c->lock);
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
 int ftvm_connect_pair(const char *socket_a, const char *socket_b, struct ftvm_client **ret)
 {
 	const char *sockets[2] = { socket_a, socket_b };
@@ -1255,6 +1293,7 @@ int ftvm_alloc(struct ftvm_client *c, uint64_t size, const char *policy, bool im
 	alloc.immediate = immediate;
 	alloc.header.data = (uint8_t *)header;
 	alloc.header.len = header_len;
+	alloc.client = c->name;
 	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_ALLOC;
 	req.alloc = &alloc;
 	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_ALLOC, &reply);
@@ -1588,6 +1627,74 @@ int ftvm_list(struct ftvm_client *c, struct ftvm_header **ret, size_t *ret_n)
 	headers = NULL;
 out:
 	free(headers);
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return r;
+}
+
+static int by_usage(const void *x, const void *y)
+{
+	const struct ftvm_client_usage *a = x, *b = y;
+	int r;
+
+	if (a->uid != b->uid)
+		return a->uid < b->uid ? -1 : 1;
+	r = strcmp(a->name, b->name);
+	return r ? r : strcmp(a->media, b->media);
+}
+
+/* The allocate table, from the list: one row per uid, name and media. */
+int ftvm_clients(struct ftvm_client *c, struct ftvm_client_usage **ret, size_t *ret_n)
+{
+	Ftvm__Client__ListRequest list = FTVM__CLIENT__LIST_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	struct ftvm_client_usage *rows = NULL;
+	const Ftvm__Client__ListReply *lr;
+	Reply *reply = NULL;
+	size_t n = 0;
+	int r;
+
+	if (!c)
+		return -EINVAL;
+	if (!ret || !ret_n)
+		return fail(c, -EINVAL, "no place for the result");
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_LIST;
+	req.list = &list;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_LIST, &reply);
+	if (r < 0)
+		return r;
+	lr = reply->list;
+	if (lr->n_allocations) {
+		rows = calloc(lr->n_allocations, sizeof(*rows));
+		if (!rows) {
+			r = fail(c, -ENOMEM, "out of memory for %zu allocations",
+				 lr->n_allocations);
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < lr->n_allocations; i++) {
+		const Ftvm__Partner__Header *h = lr->allocations[i];
+		const char *name = h->client ? h->client : "";
+		size_t k = 0;
+
+		while (k < n && (rows[k].uid != h->uid || strcmp(rows[k].name, name) != 0))
+			k++;
+		if (k == n) {
+			rows[n].uid = h->uid;
+			snprintf(rows[n].name, sizeof(rows[n].name), "%s", name);
+			snprintf(rows[n].media, sizeof(rows[n].media), "dram");
+			n++;
+		}
+		rows[k].allocations++;
+		rows[k].bytes += h->size;
+	}
+	if (n)
+		qsort(rows, n, sizeof(*rows), by_usage);
+	*ret = n ? rows : NULL;
+	*ret_n = n;
+	if (n)
+		rows = NULL;
+out:
+	free(rows);
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	return r;
 }

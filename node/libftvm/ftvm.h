@@ -172,6 +172,31 @@ FTVM_EXPORT int ftvm_connect(const char *socket_path, struct ftvm_client **ret);
 FTVM_EXPORT int ftvm_connect_pair(const char *socket_a, const char *socket_b,
 				  struct ftvm_client **ret);
 
+/** The longest client name (ftvm_connect_named()). */
+#define FTVM_CLIENT_NAME_MAX 64
+
+/**
+ * @brief ftvm_connect(), for a client that names itself.
+ *
+ * The node keeps @p name with every allocation the client makes, on both
+ * nodes and through a failover: the server memory allocate table
+ * (ftvm_clients(), `ftvmctl clients`; seed 003 Fig. 13) counts what each
+ * client holds by uid and name.
+ * @param name letters, digits, '.', '_' and '-', at most FTVM_CLIENT_NAME_MAX
+ *        of them; "" is no name.
+ * @return as ftvm_connect(), or -EINVAL for a name that is not one (nothing
+ *         connected; ftvm_last_error(NULL) says why).
+ */
+FTVM_EXPORT int ftvm_connect_named(const char *socket_path, const char *name,
+				   struct ftvm_client **ret);
+
+/**
+ * @brief Names a client (ftvm_connect_pair() ones too) from now on, as
+ *        ftvm_connect_named() does; allocations made before keep their name.
+ * @return 0, or -EINVAL for a name that is not one (the name is unchanged).
+ */
+FTVM_EXPORT int ftvm_set_name(struct ftvm_client *c, const char *name);
+
 /**
  * @brief The socket of the node the client talks to now.
  *
@@ -502,6 +527,27 @@ FTVM_EXPORT int ftvm_trace_stop(struct ftvm_client *c, uint64_t *ret_records);
  * @return 0 or -errno (see the conventions above).
  */
 FTVM_EXPORT int ftvm_list(struct ftvm_client *c, struct ftvm_header **ret, size_t *ret_n);
+
+/** One row of the server memory allocate table (seed 003 Fig. 13). */
+struct ftvm_client_usage {
+	uint32_t uid;			     /**< the client uid */
+	char name[FTVM_CLIENT_NAME_MAX + 1]; /**< as it named itself; "" for none */
+	char media[16];			     /**< where its allocations live: "dram" */
+	uint64_t allocations;		     /**< how many it holds */
+	uint64_t bytes;			     /**< their sizes added up */
+};
+
+/**
+ * @brief The server memory allocate table: what each client (uid and name)
+ *        holds, over the allocations the node knows (its own and its
+ *        partner's), sorted by uid, then name, then media.
+ * @param c a connected client.
+ * @param[out] ret an array of *ret_n rows, to be freed with free(); NULL when
+ *        there are none. Untouched on failure.
+ * @param[out] ret_n how many.
+ * @return 0 or -errno (see the conventions above).
+ */
+FTVM_EXPORT int ftvm_clients(struct ftvm_client *c, struct ftvm_client_usage **ret, size_t *ret_n);
 
 /** One storage medium of a node. */
 struct ftvm_media {

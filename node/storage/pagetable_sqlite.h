@@ -36,6 +36,7 @@ struct pt_alloc {
 	size_t header_len;
 	uint64_t store_offset; /* its extent in the backing store (node/storage/store.h) */
 	uint32_t uid;	       /* the client uid it belongs to */
+	const char *client;    /* the name its client gave; NULL is "" */
 };
 
 struct pt_page {

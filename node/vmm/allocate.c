@@ -256,6 +256,13 @@ static bool alloc_request_valid(struct vmm *v, struct client_call *call,
 				"header of %zu bytes: at most %u", req->header.len, VMM_HEADER_MAX);
 		return false;
 	}
+	if (!config_client_name_valid(req->client)) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+				"client name '%.80s%s': want [A-Za-z0-9._-], at most %d characters",
+				req->client, strlen(req->client) > 80 ? "..." : "",
+				CONFIG_CLIENT_NAME_MAX);
+		return false;
+	}
 	if (!vmm_can_complete(v)) {
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
 				"partner unavailable: an allocation is mirrored before it is made");
@@ -293,7 +300,9 @@ void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__A
 	if (op)
 		op->a = vmm_alloc_new(guid, vmm_node_id(v), vmm_node_id(v), policy, req->size,
 				      block_size, req->header.data, req->header.len);
-	if (!op || !op->a) {
+	if (!op || !op->a || vmm_alloc_set_client(op->a, req->client) < 0) {
+		if (op)
+			vmm_alloc_free(op->a);
 		free(op);
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
 		return;

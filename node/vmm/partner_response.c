@@ -113,6 +113,13 @@ static void on_allocate_memory(struct vmm *v, const Ftvm__Partner__AllocateMemor
 	}
 	a->store_offset = m->store_offset;
 	a->uid = m->uid;
+	if (vmm_alloc_set_client(a, m->client) < 0) {
+		vmm_alloc_free(a);
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+		       "%s: client name '%.80s' is not one ([A-Za-z0-9._-]{0,%d})", m->guid,
+		       m->client, CONFIG_CLIENT_NAME_MAX);
+		return;
+	}
 	vmm_table_insert(v->table, a);
 	if (vmm_persist_alloc(v, a, o) < 0)
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "page table write failed");

@@ -54,7 +54,10 @@ void vmm_op_free(struct vmm *v, struct client_call *call, const char *guid)
 	struct free_op *op;
 
 	if (!a) {
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_NOT_FOUND, "no allocation %s",
+		/* Seed 003 Fig. 17 step S164: a free of what is not allocated. */
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_NOT_FOUND,
+				"memory violation: no allocation %s to free (never made here or on "
+				"the partner, or freed already); nothing changed",
 				guid);
 		return;
 	}

@@ -129,6 +129,7 @@ int vmm_persist_alloc(struct vmm *v, const struct vmm_alloc *a, const struct pt_
 		.header_len = a->header_len,
 		.store_offset = a->store_offset,
 		.uid = a->uid,
+		.client = a->client,
 	};
 	int r = pagetable_alloc_put(v->pt, &pa, vmm_zero_crc(a->block_size), o);
 
@@ -606,6 +607,12 @@ static int load_alloc(const struct pt_alloc *pa, void *arg)
 		return -ENOMEM;
 	a->store_offset = pa->store_offset;
 	a->uid = pa->uid;
+	if (vmm_alloc_set_client(a, pa->client) < 0) {
+		vmm_alloc_free(a);
+		return log_error_errno(-EBADMSG,
+				       "page table: allocation %s: client name '%s' is not one",
+				       pa->guid, pa->client);
+	}
 	vmm_table_insert(v->table, a);
 	return 0;
 }

@@ -102,4 +102,5 @@ void vmm_msg_allocation(Ftvm__Partner__AllocateMemory *am, const struct vmm_allo
 	am->header.len = a->header_len;
 	am->store_offset = a->store_offset;
 	am->uid = a->uid;
+	am->client = a->client;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "crc32c.h"
 
 #define BUCKETS 1024u
@@ -69,13 +70,15 @@ struct vmm_alloc *vmm_alloc_new(const char *guid, const char *home, const char *
 	a->home = strdup(home);
 	a->owner = strdup(owner);
 	a->policy = strdup(policy);
+	a->client = strdup("");
 	a->size = size;
 	a->block_size = block_size;
 	a->pages = (size + block_size - 1) / block_size;
 	a->header = malloc(header_len ? header_len : 1);
 	a->header_len = header_len;
 	a->page = calloc(a->pages, sizeof(*a->page));
-	if (!a->guid || !a->home || !a->owner || !a->policy || !a->header || !a->page) {
+	if (!a->guid || !a->home || !a->owner || !a->policy || !a->client || !a->header ||
+	    !a->page) {
 		vmm_alloc_free(a);
 		return NULL;
 	}
@@ -103,8 +106,23 @@ void vmm_alloc_free(struct vmm_alloc *a)
 	free(a->home);
 	free(a->owner);
 	free(a->policy);
+	free(a->client);
 	free(a->header);
 	free(a);
+}
+
+int vmm_alloc_set_client(struct vmm_alloc *a, const char *client)
+{
+	char *copy;
+
+	if (!config_client_name_valid(client))
+		return -EINVAL;
+	copy = strdup(client);
+	if (!copy)
+		return -ENOMEM;
+	free(a->client);
+	a->client = copy;
+	return 0;
 }
 
 void vmm_table_insert(struct vmm_table *t, struct vmm_alloc *a)
@@ -286,6 +304,7 @@ void vmm_alloc_header(const struct vmm_alloc *a, Ftvm__Partner__Header *h)
 	h->home = a->home;
 	h->owner = a->owner;
 	h->uid = a->uid;
+	h->client = a->client;
 	h->header.data = a->header;
 	h->header.len = a->header_len;
 }

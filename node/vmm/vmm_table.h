@@ -56,6 +56,7 @@ struct vmm_alloc {
 	bool moving;	       /* being handed to its home node: no new locks */
 	uint64_t store_offset; /* its extent in the backing store */
 	uint32_t uid;	       /* the client uid it belongs to */
+	char *client;	       /* the name its client gave, "" for none */
 	/* Numbers its insertion into the table: a resync replaces an
 	 * allocation by another of the same guid, which a request in flight
 	 * since before must tell from its own. */
@@ -82,6 +83,9 @@ struct vmm_alloc *vmm_alloc_new(const char *guid, const char *home, const char *
 				const char *policy, uint64_t size, uint32_t block_size,
 				const uint8_t *header, size_t header_len);
 void vmm_alloc_free(struct vmm_alloc *a);
+/* a's client name (config_client_name_valid): -EINVAL, naming nothing,
+ * for a name that is not one; -ENOMEM. */
+int vmm_alloc_set_client(struct vmm_alloc *a, const char *client);
 void vmm_table_insert(struct vmm_table *t, struct vmm_alloc *a);
 /* Unlinks a from t (the caller frees it). */
 void vmm_table_remove(struct vmm_table *t, struct vmm_alloc *a);

@@ -283,6 +283,7 @@ static void sent_init(struct sent *s)
 	s->header.home = "node-a";
 	s->header.owner = "node-b";
 	s->header.uid = 0xfffffffeu;
+	s->header.client = "app.client_1";
 	s->header.header = (ProtobufCBinaryData){ sizeof(blob), (uint8_t *)blob };
 
 	for (int i = 0; i < 2; i++) {
@@ -336,6 +337,7 @@ static void sent_init(struct sent *s)
 	s->allocate_memory.header = (ProtobufCBinaryData){ sizeof(blob), (uint8_t *)blob };
 	s->allocate_memory.store_offset = 0x0000010000000000ull;
 	s->allocate_memory.uid = 65534;
+	s->allocate_memory.client = "db-main.2";
 
 	s->release_memory = (Ftvm__Partner__ReleaseMemory)FTVM__PARTNER__RELEASE_MEMORY__INIT;
 	s->release_memory.guid = "a2";
@@ -512,6 +514,7 @@ static void cmp_command_complete(const char *ctx, const CommandComplete *e,
 		EQ_S(header->home);
 		EQ_S(header->owner);
 		EQ_U(header->uid);
+		EQ_S(header->client);
 		EQ_B(header->header);
 		break;
 	case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SENSE:
@@ -535,6 +538,7 @@ static void cmp_command_complete(const char *ctx, const CommandComplete *e,
 			EQ_S(sense->allocations[i]->header->home);
 			EQ_S(sense->allocations[i]->header->owner);
 			EQ_U(sense->allocations[i]->header->uid);
+			EQ_S(sense->allocations[i]->header->client);
 			EQ_B(sense->allocations[i]->header->header);
 			EQ_U(sense->allocations[i]->n_page_version);
 			for (size_t k = 0; k < e->sense->allocations[i]->n_page_version &&
@@ -674,6 +678,7 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_B(allocate_memory->header);
 		EQ_U(allocate_memory->store_offset);
 		EQ_U(allocate_memory->uid);
+		EQ_S(allocate_memory->client);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_MEMORY:
 		EQ_S(release_memory->guid);
@@ -752,6 +757,7 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_B(resync_allocation->allocation->header);
 		EQ_U(resync_allocation->allocation->store_offset);
 		EQ_U(resync_allocation->allocation->uid);
+		EQ_S(resync_allocation->allocation->client);
 		EQ_S(resync_allocation->owner);
 		EQ_U(resync_allocation->n_pages);
 		for (size_t i = 0;

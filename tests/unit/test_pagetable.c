@@ -76,7 +76,7 @@ static struct pt_origin mirrored(uint64_t partner_lsn)
 #define MAX_PAGES 16
 
 struct model_alloc {
-	char guid[64], home[32], owner[32], policy[32];
+	char guid[64], home[32], owner[32], policy[32], client[72];
 	uint64_t size, pages, store_offset;
 	uint32_t block_size, uid;
 	uint8_t header[64];
@@ -112,6 +112,7 @@ static int load_alloc(const struct pt_alloc *a, void *arg)
 	x->block_size = a->block_size;
 	x->store_offset = a->store_offset;
 	x->uid = a->uid;
+	snprintf(x->client, sizeof(x->client), "%s", a->client ? a->client : "(NULL)");
 	if (a->header_len > sizeof(x->header) || (a->header_len && !a->header)) {
 		FAIL("load %s: header of %zu bytes at %p", a->guid, a->header_len,
 		     (const void *)a->header);
@@ -168,6 +169,7 @@ static void compare(const char *ctx, const struct model *e, const struct model *
 		CHECK_INT("size", x->size, y->size);
 		CHECK_INT("store_offset", x->store_offset, y->store_offset);
 		CHECK_INT("uid", x->uid, y->uid);
+		CHECK_STR("client", x->client, y->client);
 		CHECK_INT("block_size", x->block_size, y->block_size);
 		CHECK_INT("pages", x->pages, y->pages);
 		CHECK_INT("pages loaded", x->pages, y->pages_seen);
@@ -203,6 +205,7 @@ static int model_put(struct pagetable *pt, struct model *m, const char *guid, ui
 		.header_len = header_len,
 		.store_offset = 65536 + size * 3,   /* any value, distinct per allocation */
 		.uid = (uint32_t)(size * 7) + 1000, /* any value, distinct per allocation */
+		.client = header_len ? "app.client-1" : NULL, /* NULL: the default, "" */
 	};
 	struct model_alloc *x;
 	size_t at = 0;
@@ -222,6 +225,7 @@ static int model_put(struct pagetable *pt, struct model *m, const char *guid, ui
 	snprintf(x->owner, sizeof(x->owner), "%s", a.owner);
 	snprintf(x->policy, sizeof(x->policy), "%s", a.policy);
 	x->size = size;
+	snprintf(x->client, sizeof(x->client), "%s", a.client ? a.client : "");
 	x->store_offset = a.store_offset;
 	x->uid = a.uid;
 	x->block_size = block_size;
@@ -672,7 +676,7 @@ static void test_wal_and_cascade(void)
 	raw_query(db, "SELECT count(*) FROM pages WHERE guid = 'c'", buf, sizeof(buf));
 	CHECK_STR("page rows of c", "4", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version", "6", buf);
+	CHECK_STR("schema_version", "7", buf);
 	sqlite3_close(db);
 
 	pt = open_or_die(path);
@@ -1039,7 +1043,7 @@ static void test_migration_from_v1(void)
 	pagetable_close(pt);
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version after the migration", "6", buf);
+	CHECK_STR("schema_version after the migration", "7", buf);
 	sqlite3_close(db);
 }
 
@@ -1106,7 +1110,7 @@ static void test_migration_from_v2(void)
 
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version after the migration", "6", buf);
+	CHECK_STR("schema_version after the migration", "7", buf);
 	raw_query(db, "SELECT count(*) FROM journal WHERE seq IS NULL", buf, sizeof(buf));
 	CHECK_STR("old rows without a seq", "5", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'folded_seq'", buf, sizeof(buf));
@@ -1135,18 +1139,18 @@ static void test_refused_files(void)
 	pt = open_or_die(path);
 	pagetable_close(pt);
 	db = raw_open(path);
-	raw_exec(db, "UPDATE meta SET value = 7 WHERE key = 'schema_version'");
+	raw_exec(db, "UPDATE meta SET value = 8 WHERE key = 'schema_version'");
 	sqlite3_close(db);
 	pt = (struct pagetable *)&pt; /* must come back NULL */
 	r = pagetable_open(path, false, &pt);
 	CHECK_INT("open a newer schema", -EPROTONOSUPPORT, r);
 	CHECK(pt == NULL, "no table comes back with an error");
-	CHECK(strstr(pagetable_last_error(NULL), "schema version is 7") &&
-		      strstr(pagetable_last_error(NULL), "up to 6"),
+	CHECK(strstr(pagetable_last_error(NULL), "schema version is 8") &&
+		      strstr(pagetable_last_error(NULL), "up to 7"),
 	      "the reason names both versions: \"%s\"", pagetable_last_error(NULL));
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version left as it was", "7", buf);
+	CHECK_STR("schema_version left as it was", "8", buf);
 	sqlite3_close(db);
 
 	/* Not SQLite at all. */

@@ -143,10 +143,36 @@ static void test_space_short(void)
 	CHECK_INT("calls unanswered", 0, harness_stop(&h));
 }
 
+/* The name the client gave goes with its allocation to the partner; a name
+ * that is not one is refused with nothing sent. */
+static void test_client_name(void)
+{
+	struct harness h;
+	struct fake_call *call;
+	struct fake_request *am;
+
+	harness_start(&h, "vmm-alloc-name", "64K", "1M", "");
+	call = harness_named_alloc_call(&h, HARNESS_PAGE, "db.main_2");
+	am = fake_session_pending(h.s, MSG(ALLOCATE_MEMORY));
+	CHECK(am && strcmp(am->env->allocate_memory->client, "db.main_2") == 0,
+	      "AllocateMemory.client: %s", am ? am->env->allocate_memory->client : "(none sent)");
+	fake_session_answer_all(h.s);
+	CHECK(RUN_UNTIL(&h, call->answered) && harness_status(call) == STATUS(OK), "named alloc");
+
+	call = harness_named_alloc_call(&h, HARNESS_PAGE, "semi;colon");
+	CHECK(RUN_UNTIL(&h, call->answered), "no reply to a bad name");
+	CHECK_INT("a bad name", STATUS(BAD_REQUEST), harness_status(call));
+	CHECK(call->reply && strstr(call->reply->reason, "client name 'semi;colon'"), "reason: %s",
+	      call->reply ? call->reply->reason : "(none)");
+	CHECK_INT("nothing sent for it", 0, fake_session_pending_count(h.s));
+	CHECK_INT("calls unanswered", 0, harness_stop(&h));
+}
+
 int main(void)
 {
 	test_space_here();
 	test_space_short();
+	test_client_name();
 	printf("%d checks, %d failed\n", checks, failures);
 	return failures ? 1 : 0;
 }

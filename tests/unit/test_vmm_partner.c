@@ -47,6 +47,7 @@ static Envelope *allocate_memory(Envelope *env, Ftvm__Partner__AllocateMemory *m
 	m->home = "b";
 	m->store_offset = store_offset;
 	m->uid = 1000;
+	m->client = "app.1";
 	m->header.data = (uint8_t *)"hdr";
 	m->header.len = 3;
 	env->message_case = MSG(ALLOCATE_MEMORY);
@@ -102,6 +103,14 @@ static void test_allocate_memory(void)
 		  status_of(ask(allocate_memory(&env, &m, "b-2", STORE_HEADER_SPACE))));
 	CHECK(!vmm_peek_page(h.v, "b-2", 0, &pk), "b-2 made");
 	CHECK(!harness_pt_alloc(&h, "b-2", NULL, 0), "b-2 committed");
+	/* So must its client's name be one. */
+	allocate_memory(&env, &m, "b-3", b_start + 65536);
+	m.client = "two words";
+	cc = ask(&env);
+	CHECK_INT("AllocateMemory with a bad client name", STATUS(BAD_REQUEST), status_of(cc));
+	CHECK(cc && cc->reason && strstr(cc->reason, "client name 'two words' is not one"),
+	      "reason: %s", cc && cc->reason ? cc->reason : "(none)");
+	CHECK(!vmm_peek_page(h.v, "b-3", 0, &pk), "b-3 made");
 }
 
 static void test_space_and_sense(void)
@@ -163,6 +172,7 @@ static void test_read_header(void)
 		CHECK_INT("pages", 2, cc->header->pages);
 		CHECK_STR("home", "b", cc->header->home);
 		CHECK_INT("uid", 1000, cc->header->uid);
+		CHECK_STR("client", "app.1", cc->header->client);
 		CHECK(cc->header->header.len == 3 && memcmp(cc->header->header.data, "hdr", 3) == 0,
 		      "the header blob");
 	}

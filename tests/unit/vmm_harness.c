@@ -137,6 +137,15 @@ struct fake_call *harness_alloc_call(struct harness *h, uint64_t size, const cha
 	return send_request(h, NULL, FTVM__CLIENT__CLIENT_REQUEST__REQUEST_ALLOC, &m);
 }
 
+struct fake_call *harness_named_alloc_call(struct harness *h, uint64_t size, const char *name)
+{
+	Ftvm__Client__AllocRequest m = FTVM__CLIENT__ALLOC_REQUEST__INIT;
+
+	m.size = size;
+	m.client = (char *)name;
+	return send_request(h, NULL, FTVM__CLIENT__CLIENT_REQUEST__REQUEST_ALLOC, &m);
+}
+
 struct fake_call *harness_free_call(struct harness *h, const char *guid)
 {
 	Ftvm__Client__FreeRequest m = FTVM__CLIENT__FREE_REQUEST__INIT;

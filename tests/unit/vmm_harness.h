@@ -67,6 +67,8 @@ void harness_settle(struct harness *h);
 /* ---- client calls, as h->client (or c) ---- */
 struct fake_call *harness_alloc_call(struct harness *h, uint64_t size, const char *policy,
 				     bool immediate);
+/* harness_alloc_call(h, size, NULL, false) for the client named name. */
+struct fake_call *harness_named_alloc_call(struct harness *h, uint64_t size, const char *name);
 struct fake_call *harness_free_call(struct harness *h, const char *guid);
 struct fake_call *harness_pointer_call(struct harness *h, struct fake_client *c, const char *guid,
 				       uint64_t page, bool write, bool wait);
