@@ -44,6 +44,7 @@
 #define HEARTBEAT_MS_MAX 60000u
 #define TIMEOUT_MS_MAX 600000u
 #define MAX_CLIENTS_MAX 1048576u
+#define SESSION_GRACE_MS_MAX 3600000u
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -87,6 +88,7 @@ enum key_index {
 	KEY_POINTER_GROUP,
 	KEY_MAX_CLIENTS,
 	KEY_OUTPUT_LIMIT,
+	KEY_SESSION_GRACE_MS,
 	KEY_BLOCK_SIZE, /* one per policy: its line lives with the policy */
 	N_KEYS,
 };
@@ -349,6 +351,16 @@ static int replace_string(struct parser *p, char **field, char *s)
 bool config_id_valid(const char *s)
 {
 	return is_token(s, CONFIG_ID_MAX, "-");
+}
+
+bool config_session_id_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	for (size_t i = 0; i < n; i++)
+		if (!is_digit(s[i]) && !(s[i] >= 'a' && s[i] <= 'f'))
+			return false;
+	return n == 0 || n == CONFIG_SESSION_ID_LEN;
 }
 
 bool config_client_name_valid(const char *s)
@@ -622,6 +634,17 @@ static int set_max_clients(struct parser *p, const char *v)
 	return 0;
 }
 
+static int set_session_grace_ms(struct parser *p, const char *v)
+{
+	uint64_t n;
+
+	if (parse_decimal(v, SESSION_GRACE_MS_MAX, &n) < 0)
+		return fail_key(p, "'%s' is not a number of milliseconds from 0 to %u", v,
+				SESSION_GRACE_MS_MAX);
+	p->c->session_grace_ms = (uint32_t)n;
+	return 0;
+}
+
 static int set_output_limit(struct parser *p, const char *v)
 {
 	return parse_bounded_size(p, v, CONFIG_MEMORY_MAX, &p->c->output_limit);
@@ -672,6 +695,7 @@ static const struct key keys[N_KEYS] = {
 	[KEY_POINTER_GROUP] = { SECTION_CLIENT, "pointer_group", set_pointer_group },
 	[KEY_MAX_CLIENTS] = { SECTION_CLIENT, "max_clients", set_max_clients },
 	[KEY_OUTPUT_LIMIT] = { SECTION_CLIENT, "output_limit", set_output_limit },
+	[KEY_SESSION_GRACE_MS] = { SECTION_CLIENT, "session_grace_ms", set_session_grace_ms },
 	[KEY_BLOCK_SIZE] = { SECTION_POLICY, "block_size", set_block_size },
 };
 
@@ -1124,6 +1148,7 @@ static int config_new(struct parser *p, struct ftvm_config **ret)
 	c->socket_mode = 0660;
 	c->max_clients = 1024;
 	c->output_limit = UINT64_C(64) << 20;
+	c->session_grace_ms = 5000;
 
 	r = dir_of(p, &c->dir);
 	if (r < 0)

@@ -113,6 +113,9 @@ struct ftvm_config {
 	struct config_group pointer_group;
 	uint32_t max_clients;
 	uint64_t output_limit;
+	/* How long a session allocation outlives its client's last connection
+	 * (node/vmm/VMM.md, "Session allocations"). */
+	uint32_t session_grace_ms;
 	/* [policy NAME], in file order */
 	size_t n_policies;
 	struct config_policy policies[CONFIG_POLICIES_MAX];
@@ -140,6 +143,10 @@ bool config_id_valid(const char *s);
  * at most CONFIG_CLIENT_NAME_MAX characters; "" (no name) is valid. */
 #define CONFIG_CLIENT_NAME_MAX 64
 bool config_client_name_valid(const char *s);
+/* Whether s is a client's session id: CONFIG_SESSION_ID_LEN lowercase hex
+ * digits, or "" (none). */
+#define CONFIG_SESSION_ID_LEN 32
+bool config_session_id_valid(const char *s);
 
 /* "4096", "64K", "256M", "1G" (powers of 1024). -EINVAL on anything else,
  * including overflow, an empty string and trailing garbage. */

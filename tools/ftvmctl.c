@@ -60,6 +60,7 @@ enum {
 	OPT_PARTITION,
 	OPT_ACCESS,
 	OPT_NAME,
+	OPT_SESSION,
 };
 
 /* The most --partition and --access a command takes. */
@@ -87,6 +88,7 @@ struct ctl {
 	bool yes;
 	const char *page_size;
 	const char *name; /* alloc --name: the client name the allocation is made for */
+	bool session;	  /* alloc --session */
 	const char *partitions[SETTINGS_MAX];
 	size_t n_partitions;
 	const char *access[SETTINGS_MAX];
@@ -347,6 +349,9 @@ static int parse_command_options(struct ctl *ctl, const struct command *cmd, int
 			break;
 		case OPT_NAME:
 			ctl->name = optarg;
+			break;
+		case OPT_SESSION:
+			ctl->session = true;
 			break;
 		case OPT_PARTITION:
 			if (ctl->n_partitions == SETTINGS_MAX)
@@ -895,7 +900,8 @@ static int cmd_alloc(struct ctl *ctl, int argc, char **argv)
 		r = command_usage_error("alloc", "--name: %s", ftvm_last_error(c));
 		goto out;
 	}
-	r = ftvm_alloc(c, size, ctl->policy, ctl->immediate, header, header_len, &info);
+	r = (ctl->session ? ftvm_alloc_session : ftvm_alloc)(c, size, ctl->policy, ctl->immediate,
+							     header, header_len, &info);
 	if (r < 0) {
 		r = call_failed(c, path, "alloc", r);
 		goto out;
@@ -1816,7 +1822,8 @@ static const struct command commands[] = {
 	},
 	{
 		.name = "alloc",
-		.args = "--size N [--policy P] [--immediate] [--header-file F] [--name NAME]",
+		.args = "--size N [--policy P] [--immediate] [--header-file F] [--name NAME] "
+			"[--session]",
 		.summary = "allocate memory, mirrored on the partner",
 		.help = "Allocates N bytes (suffixes K, M, G: powers of 1024), rounded up to whole\n"
 			"blocks of the policy's block size, on this node and its partner, and prints\n"
@@ -1830,6 +1837,10 @@ static const struct command commands[] = {
 			"  --header-file F    store the bytes of F (at most 4096) as the user header\n"
 			"  --name NAME        the client name it is made for, as a program's\n"
 			"                     ftvm_connect_named() gives (`ftvmctl clients`)\n"
+			"  --session          an allocation that lives as long as its client: as\n"
+			"                     ftvmctl's connection ends when it exits, the pair frees\n"
+			"                     it [client] session_grace_ms later (for trying out\n"
+			"                     sessions; a program uses ftvm_alloc_session())\n"
 			"\n"
 			"With --json prints {\"guid\",\"pages\",\"block_size\"}.\n",
 		.options =
@@ -1839,6 +1850,7 @@ static const struct command commands[] = {
 				{ "immediate", no_argument, NULL, OPT_IMMEDIATE },
 				{ "header-file", required_argument, NULL, OPT_HEADER_FILE },
 				{ "name", required_argument, NULL, OPT_NAME },
+				{ "session", no_argument, NULL, OPT_SESSION },
 				{},
 			},
 		.run = cmd_alloc,

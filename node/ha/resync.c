@@ -562,10 +562,11 @@ static int on_allocation(struct vmm *v, const Ftvm__Partner__ResyncAllocation *m
 	}
 	a->store_offset = am->store_offset;
 	a->uid = am->uid;
-	if (vmm_alloc_set_client(a, am->client) < 0) {
+	if (vmm_alloc_set_client(a, am->client) < 0 || vmm_alloc_set_session(a, am->session) < 0) {
 		vmm_alloc_free(a);
-		return refuse(v, reason, len, "%s: client name '%.80s' is not one", am->guid,
-			      am->client);
+		return refuse(v, reason, len,
+			      "%s: client name '%.80s' or session '%.80s' is not one", am->guid,
+			      am->client, am->session);
 	}
 	vmm_table_insert(vmm_allocations(v), a);
 	if (vmm_persist_alloc(v, a, o) < 0)

@@ -185,6 +185,7 @@ int vmm_takeover(struct vmm *v, struct vmm_takeover *ret)
 	}
 	free(all);
 	vmm_changed(v);
-	vmm_store_access(v); /* the partner's partition is this node's to write now */
+	vmm_store_access(v);	  /* the partner's partition is this node's to write now */
+	vmm_sessions_orphaned(v); /* the partner's clients may come here */
 	return r;
 }

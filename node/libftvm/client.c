@@ -56,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -128,6 +129,10 @@ struct ftvm_client {
 	struct retired_pool *retired; /* until ftvm_disconnect() */
 	size_t n_retired;
 	char name[FTVM_CLIENT_NAME_MAX + 1]; /* sent with each allocation */
+	/* Random, made with the client: its session allocations' session. Once
+	 * it made one (in_session), each new connection is bound to it. */
+	char session[CONFIG_SESSION_ID_LEN + 1];
+	bool in_session;
 };
 
 /* The outcome of this thread's last call: on the client numbered serial
@@ -625,6 +630,31 @@ static int conn_status(struct ftvm_client *c, struct conn *conn, uint64_t deadli
 	return r;
 }
 
+/* Binds conn to the client's session, so the node keeps its session
+ * allocations (a node too old to know sessions says UNSUPPORTED: fine). */
+static int conn_session(struct ftvm_client *c, struct conn *conn, uint64_t deadline)
+{
+	Ftvm__Client__SessionRequest session = FTVM__CLIENT__SESSION_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	Reply *reply = NULL;
+	bool sent;
+	int r;
+
+	session.session = c->session;
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_SESSION;
+	req.session = &session;
+	r = exchange(c, conn, &req, deadline, &reply, &sent);
+	if (r < 0)
+		return r;
+	if (reply->status != FTVM__PARTNER__STATUS__STATUS_UNSUPPORTED) {
+		r = status_to_errno(reply->status);
+		if (r < 0)
+			refused(c, r, reply->status, reply->reason);
+	}
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return r;
+}
+
 /* Whether a node in this state serves clients; if not, why not. */
 static bool serves(const struct ftvm_node_status *st, char *why, size_t why_size)
 {
@@ -664,6 +694,11 @@ static int probe(struct ftvm_client *c, int i, uint64_t deadline, struct conn *c
 		return -EAGAIN;
 	}
 	if (!serves(&st, why, why_size)) {
+		conn_close(conn);
+		return -EAGAIN;
+	}
+	if (c->in_session && conn_session(c, conn, deadline) < 0) {
+		say(why, why_size, "its session not taken: %s", last_error.error);
 		conn_close(conn);
 		return -EAGAIN;
 	}
@@ -958,6 +993,22 @@ static int call(struct ftvm_client *c, Request *req, Ftvm__Client__ClientReply__
 	return r;
 }
 
+/* 128 random bits as hex: the client's session (a guess would let another
+ * client keep its session allocations alive, nothing more). */
+static void new_session_id(char ret[CONFIG_SESSION_ID_LEN + 1])
+{
+	uint8_t bits[CONFIG_SESSION_ID_LEN / 2];
+	uint64_t mix = now_ms() ^ ((uint64_t)getpid() << 32);
+
+	if (getrandom(bits, sizeof(bits), 0) != (ssize_t)sizeof(bits))
+		for (size_t i = 0; i < sizeof(bits); i++) { /* no entropy: unique enough */
+			mix = mix * 6364136223846793005ULL + 1442695040888963407ULL;
+			bits[i] = (uint8_t)(mix >> 56);
+		}
+	for (size_t i = 0; i < sizeof(bits); i++)
+		snprintf(ret + 2 * i, 3, "%02x", bits[i]);
+}
+
 static void client_free(struct ftvm_client *c)
 {
 	conn_close(&c->conn);
@@ -981,6 +1032,7 @@ static int client_new(const char *const *sockets, int n, struct ftvm_client **re
 		return -ENOMEM;
 	c->serial = atomic_fetch_add(&next_serial, 1);
 	c->max_payload = FRAME_MAX_PAYLOAD_DEFAULT;
+	new_session_id(c->session);
 	c->current = -1;
 	conn_init(&c->conn);
 	r = pthread_mutex_init(&c->lock, NULL);
@@ -1267,8 +1319,8 @@ static int header_from_reply(struct ftvm_client *c, const Ftvm__Partner__Header 
 	return 0;
 }
 
-int ftvm_alloc(struct ftvm_client *c, uint64_t size, const char *policy, bool immediate,
-	       const void *header, size_t header_len, struct ftvm_alloc_info *ret)
+static int alloc(struct ftvm_client *c, uint64_t size, const char *policy, bool immediate,
+		 const void *header, size_t header_len, bool session, struct ftvm_alloc_info *ret)
 {
 	Ftvm__Client__AllocRequest alloc = FTVM__CLIENT__ALLOC_REQUEST__INIT;
 	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
@@ -1294,6 +1346,13 @@ int ftvm_alloc(struct ftvm_client *c, uint64_t size, const char *policy, bool im
 	alloc.header.data = (uint8_t *)header;
 	alloc.header.len = header_len;
 	alloc.client = c->name;
+	if (session) {
+		alloc.session = c->session;
+		/* From now on a new connection (a move) is bound to it. */
+		pthread_mutex_lock(&c->lock);
+		c->in_session = true;
+		pthread_mutex_unlock(&c->lock);
+	}
 	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_ALLOC;
 	req.alloc = &alloc;
 	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_ALLOC, &reply);
@@ -1308,6 +1367,18 @@ int ftvm_alloc(struct ftvm_client *c, uint64_t size, const char *policy, bool im
 out:
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	return r;
+}
+
+int ftvm_alloc(struct ftvm_client *c, uint64_t size, const char *policy, bool immediate,
+	       const void *header, size_t header_len, struct ftvm_alloc_info *ret)
+{
+	return alloc(c, size, policy, immediate, header, header_len, false, ret);
+}
+
+int ftvm_alloc_session(struct ftvm_client *c, uint64_t size, const char *policy, bool immediate,
+		       const void *header, size_t header_len, struct ftvm_alloc_info *ret)
+{
+	return alloc(c, size, policy, immediate, header, header_len, true, ret);
 }
 
 static int write_page(struct ftvm_client *c, const char *guid, uint64_t page, const void *data,

@@ -337,6 +337,21 @@ FTVM_EXPORT int ftvm_alloc(struct ftvm_client *c, uint64_t size, const char *pol
 			   const void *header, size_t header_len, struct ftvm_alloc_info *ret);
 
 /**
+ * @brief ftvm_alloc(), for an allocation that lives as long as the client
+ *        (seed 003 Fig. 15; node/vmm/VMM.md, "Session allocations").
+ *
+ * When the client's last connection closes (ftvm_disconnect(), its process
+ * ends or dies) and it does not come back within the node's `[client]
+ * session_grace_ms`, the pair frees it. A ftvm_connect_pair() client that
+ * follows its node to the survivor comes back: its session allocations stay.
+ * Other allocations stay until freed. Same parameters and returns as
+ * ftvm_alloc().
+ */
+FTVM_EXPORT int ftvm_alloc_session(struct ftvm_client *c, uint64_t size, const char *policy,
+				   bool immediate, const void *header, size_t header_len,
+				   struct ftvm_alloc_info *ret);
+
+/**
  * @brief Writes one page: locks it for writing, copies @p data in, releases it
  *        as modified, in one step.
  *

@@ -37,6 +37,7 @@ struct pt_alloc {
 	uint64_t store_offset; /* its extent in the backing store (node/storage/store.h) */
 	uint32_t uid;	       /* the client uid it belongs to */
 	const char *client;    /* the name its client gave; NULL is "" */
+	const char *session;   /* its client's session id; NULL is "" (none) */
 };
 
 struct pt_page {

@@ -263,6 +263,12 @@ static bool alloc_request_valid(struct vmm *v, struct client_call *call,
 				CONFIG_CLIENT_NAME_MAX);
 		return false;
 	}
+	if (!config_session_id_valid(req->session)) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+				"session '%.80s' is not one (%d lowercase hex digits)",
+				req->session, CONFIG_SESSION_ID_LEN);
+		return false;
+	}
 	if (!vmm_can_complete(v)) {
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
 				"partner unavailable: an allocation is mirrored before it is made");
@@ -300,7 +306,8 @@ void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__A
 	if (op)
 		op->a = vmm_alloc_new(guid, vmm_node_id(v), vmm_node_id(v), policy, req->size,
 				      block_size, req->header.data, req->header.len);
-	if (!op || !op->a || vmm_alloc_set_client(op->a, req->client) < 0) {
+	if (!op || !op->a || vmm_alloc_set_client(op->a, req->client) < 0 ||
+	    vmm_alloc_set_session(op->a, req->session) < 0) {
 		if (op)
 			vmm_alloc_free(op->a);
 		free(op);
@@ -308,6 +315,8 @@ void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__A
 		return;
 	}
 	op->a->uid = client_call_peer_uid(call);
+	if (req->session[0])
+		vmm_session_bind(v, call, req->session);
 	op->op.vmm = v;
 	op->op.call = call;
 	op->deadline_ms = clock_now_ms() + v->config->request_timeout_ms;

@@ -120,6 +120,13 @@ static void on_allocate_memory(struct vmm *v, const Ftvm__Partner__AllocateMemor
 		       m->client, CONFIG_CLIENT_NAME_MAX);
 		return;
 	}
+	if (vmm_alloc_set_session(a, m->session) < 0) {
+		vmm_alloc_free(a);
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+		       "%s: session '%.80s' is not one (%d hex digits)", m->guid, m->session,
+		       CONFIG_SESSION_ID_LEN);
+		return;
+	}
 	vmm_table_insert(v->table, a);
 	if (vmm_persist_alloc(v, a, o) < 0)
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "page table write failed");
@@ -418,6 +425,12 @@ static void apply(struct vmm *v, const Envelope *env, const Envelope *next, stru
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_LANDINGS:
 		on_resync_landings(v, env->resync_landings, ans);
+		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_SESSION_QUERY:
+		if (!vmm_session_live(v, env->session_query->session))
+			refuse(ans, FTVM__PARTNER__STATUS__STATUS_NOT_FOUND,
+			       "no connection here is bound to session %.8s",
+			       env->session_query->session);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_BEGIN:
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_ALLOCATION:

@@ -7,6 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "log.h"
+
+#define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
+
 struct free_op {
 	struct vmm_op op;
 	char guid[128];
@@ -17,7 +21,10 @@ static void free_replied(void *arg)
 	struct free_op *op = arg;
 	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 
-	client_call_reply(op->op.call, &reply);
+	if (op->op.call)
+		client_call_reply(op->op.call, &reply);
+	else
+		log_info("%s freed: its session is gone", op->guid);
 	free(op);
 }
 
@@ -31,6 +38,9 @@ static void free_finish(struct vmm_op *base)
 	if (op->op.status != FTVM__PARTNER__STATUS__STATUS_OK) {
 		if (a)
 			a->freeing = false;
+		if (!op->op.call)
+			log_warning("%s, whose session is gone, not freed: %s", op->guid,
+				    op->op.reason);
 		vmm_reply_error(op->op.call, op->op.status, "%s", op->op.reason);
 		free(op);
 		return;

@@ -130,6 +130,7 @@ int vmm_persist_alloc(struct vmm *v, const struct vmm_alloc *a, const struct pt_
 		.store_offset = a->store_offset,
 		.uid = a->uid,
 		.client = a->client,
+		.session = a->session,
 	};
 	int r = pagetable_alloc_put(v->pt, &pa, vmm_zero_crc(a->block_size), o);
 
@@ -607,11 +608,13 @@ static int load_alloc(const struct pt_alloc *pa, void *arg)
 		return -ENOMEM;
 	a->store_offset = pa->store_offset;
 	a->uid = pa->uid;
-	if (vmm_alloc_set_client(a, pa->client) < 0) {
+	if (vmm_alloc_set_client(a, pa->client) < 0 || vmm_alloc_set_session(a, pa->session) < 0) {
 		vmm_alloc_free(a);
-		return log_error_errno(-EBADMSG,
-				       "page table: allocation %s: client name '%s' is not one",
-				       pa->guid, pa->client);
+		return log_error_errno(
+			-EBADMSG,
+			"page table: allocation %s: client name '%s' or session '%s' "
+			"is not one",
+			pa->guid, pa->client, pa->session);
 	}
 	vmm_table_insert(v->table, a);
 	return 0;
@@ -697,6 +700,7 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 	if (r < 0)
 		goto fail;
 	vmm_store_page_in(v);
+	vmm_sessions_orphaned(v); /* their clients went with the last run */
 	{
 		struct timeval every = { JOURNAL_TRIM_EVERY_S, 0 };
 
@@ -762,6 +766,7 @@ void vmm_free(struct vmm *v)
 	frame_pool_free(v->pool);
 	if (v->flush_event)
 		event_free(v->flush_event);
+	vmm_sessions_free(v);
 	drop_answers(v);
 	free(v->answers);
 	free(v);
@@ -908,6 +913,9 @@ void vmm_client_request(struct vmm *v, struct client_call *call,
 		break;
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_RELEASE_POINTER:
 		vmm_op_release_pointer(v, call, req->release_pointer);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_SESSION:
+		vmm_op_session(v, call, req->session);
 		break;
 	default:
 		vmm_op_local(v, call, req);

@@ -128,6 +128,18 @@ void vmm_page_state(const struct vmm_alloc *a, uint64_t page, struct pt_page *re
  * memory alone, for a row journalled before. */
 int vmm_page_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t version,
 		      uint32_t crc, const struct pt_origin *o);
+/* vmm/sessions.c: session allocations (vmm/VMM.md, "Session allocations").
+ * A connection (call's) bound to its client's session; one that closed;
+ * every session with allocations and no connection here waits
+ * session_grace_ms for its client (at a start and a takeover); whether a
+ * connection here is bound to session (the partner's SessionQuery). */
+void vmm_session_bind(struct vmm *v, struct client_call *call, const char *session);
+void vmm_sessions_client_gone(struct vmm *v, uint64_t client_id);
+void vmm_sessions_orphaned(struct vmm *v);
+bool vmm_session_live(const struct vmm *v, const char *session);
+void vmm_op_session(struct vmm *v, struct client_call *call,
+		    const Ftvm__Client__SessionRequest *req);
+void vmm_sessions_free(struct vmm *v);
 /* vmm/destage.c: what the store queue may write (storage/STORAGE.md,
  * "Access"): this node's partition, and its partner's while this node owns
  * an allocation homed there (from a takeover until the failback hands the

@@ -103,4 +103,5 @@ void vmm_msg_allocation(Ftvm__Partner__AllocateMemory *am, const struct vmm_allo
 	am->store_offset = a->store_offset;
 	am->uid = a->uid;
 	am->client = a->client;
+	am->session = a->session;
 }

@@ -44,6 +44,10 @@ struct vmm {
 	/* Allocations waiting for room in the store (Fig. 5 without
 	 * `immediate`), in order. */
 	struct vmm_space_waiter *space_waiters;
+	/* Session allocations' clients (vmm/sessions.c), and which
+	 * connection is bound to which. */
+	struct vmm_session *sessions;
+	struct vmm_session_bind *session_binds;
 	/* The paging queue: requests waiting for a lock, a page-in or frames,
 	 * in order, looked at again (kick_event) when one of those may be over. */
 	struct vmm_page_waiter *page_waiters;
@@ -227,6 +231,7 @@ bool vmm_page_contents(struct vmm *v, const struct vmm_page_request *req, struct
 
 /* The originating node's methods. */
 void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__AllocRequest *req);
+/* call NULL: the node frees it for a session gone (vmm/sessions.c). */
 void vmm_op_free(struct vmm *v, struct client_call *call, const char *guid);
 void vmm_op_write_page(struct vmm *v, struct client_call *call,
 		       const Ftvm__Client__WritePageRequest *req);

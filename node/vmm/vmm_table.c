@@ -71,14 +71,15 @@ struct vmm_alloc *vmm_alloc_new(const char *guid, const char *home, const char *
 	a->owner = strdup(owner);
 	a->policy = strdup(policy);
 	a->client = strdup("");
+	a->session = strdup("");
 	a->size = size;
 	a->block_size = block_size;
 	a->pages = (size + block_size - 1) / block_size;
 	a->header = malloc(header_len ? header_len : 1);
 	a->header_len = header_len;
 	a->page = calloc(a->pages, sizeof(*a->page));
-	if (!a->guid || !a->home || !a->owner || !a->policy || !a->client || !a->header ||
-	    !a->page) {
+	if (!a->guid || !a->home || !a->owner || !a->policy || !a->client || !a->session ||
+	    !a->header || !a->page) {
 		vmm_alloc_free(a);
 		return NULL;
 	}
@@ -107,22 +108,33 @@ void vmm_alloc_free(struct vmm_alloc *a)
 	free(a->owner);
 	free(a->policy);
 	free(a->client);
+	free(a->session);
 	free(a->header);
 	free(a);
 }
 
-int vmm_alloc_set_client(struct vmm_alloc *a, const char *client)
+static int set_text(char **field, const char *value, bool (*valid)(const char *))
 {
 	char *copy;
 
-	if (!config_client_name_valid(client))
+	if (!valid(value))
 		return -EINVAL;
-	copy = strdup(client);
+	copy = strdup(value);
 	if (!copy)
 		return -ENOMEM;
-	free(a->client);
-	a->client = copy;
+	free(*field);
+	*field = copy;
 	return 0;
+}
+
+int vmm_alloc_set_client(struct vmm_alloc *a, const char *client)
+{
+	return set_text(&a->client, client, config_client_name_valid);
+}
+
+int vmm_alloc_set_session(struct vmm_alloc *a, const char *session)
+{
+	return set_text(&a->session, session, config_session_id_valid);
 }
 
 void vmm_table_insert(struct vmm_table *t, struct vmm_alloc *a)
@@ -305,6 +317,7 @@ void vmm_alloc_header(const struct vmm_alloc *a, Ftvm__Partner__Header *h)
 	h->owner = a->owner;
 	h->uid = a->uid;
 	h->client = a->client;
+	h->session = a->session[0] != '\0';
 	h->header.data = a->header;
 	h->header.len = a->header_len;
 }

@@ -57,6 +57,7 @@ struct vmm_alloc {
 	uint64_t store_offset; /* its extent in the backing store */
 	uint32_t uid;	       /* the client uid it belongs to */
 	char *client;	       /* the name its client gave, "" for none */
+	char *session;	       /* its client's session id, "" unless a session allocation */
 	/* Numbers its insertion into the table: a resync replaces an
 	 * allocation by another of the same guid, which a request in flight
 	 * since before must tell from its own. */
@@ -86,6 +87,8 @@ void vmm_alloc_free(struct vmm_alloc *a);
 /* a's client name (config_client_name_valid): -EINVAL, naming nothing,
  * for a name that is not one; -ENOMEM. */
 int vmm_alloc_set_client(struct vmm_alloc *a, const char *client);
+/* a's session id (config_session_id_valid): -EINVAL, -ENOMEM. */
+int vmm_alloc_set_session(struct vmm_alloc *a, const char *session);
 void vmm_table_insert(struct vmm_table *t, struct vmm_alloc *a);
 /* Unlinks a from t (the caller frees it). */
 void vmm_table_remove(struct vmm_table *t, struct vmm_alloc *a);

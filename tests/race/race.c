@@ -270,7 +270,8 @@ int main(int argc, char **argv)
 	for (unsigned i = 0; i < 2 * per_node; i++) {
 		struct client *c = &clients[i];
 
-		memcpy(all + n_all, c->log, c->n_log * sizeof(*all));
+		if (c->n_log) /* a client whose every round failed logged nothing: log is NULL */
+			memcpy(all + n_all, c->log, c->n_log * sizeof(*all));
 		n_all += c->n_log;
 		torn += c->torn;
 		errors += c->errors;

@@ -153,6 +153,7 @@ static Envelope batch_inner[BATCH_N];
 struct sent {
 	Ftvm__Partner__AuthChallenge auth_challenge;
 	Ftvm__Partner__AuthProof auth_proof;
+	Ftvm__Partner__SessionQuery session_query;
 	Ftvm__Partner__Hello hello;
 	Ftvm__Partner__PoolRegion region[2];
 	Ftvm__Partner__PoolRegion *region_ptrs[2];
@@ -211,6 +212,8 @@ static void sent_init(struct sent *s)
 	s->auth_challenge.nonce = (ProtobufCBinaryData){ .len = 32, .data = page_data + 64 };
 	s->auth_proof = (Ftvm__Partner__AuthProof)FTVM__PARTNER__AUTH_PROOF__INIT;
 	s->auth_proof.mac = (ProtobufCBinaryData){ .len = 32, .data = page_data + 96 };
+	s->session_query = (Ftvm__Partner__SessionQuery)FTVM__PARTNER__SESSION_QUERY__INIT;
+	s->session_query.session = "0f1e2d3c4b5a69788796a5b4c3d2e1f0";
 
 	s->hello = (Ftvm__Partner__Hello)FTVM__PARTNER__HELLO__INIT;
 	s->hello.node_id = "node-b";
@@ -284,6 +287,7 @@ static void sent_init(struct sent *s)
 	s->header.owner = "node-b";
 	s->header.uid = 0xfffffffeu;
 	s->header.client = "app.client_1";
+	s->header.session = true;
 	s->header.header = (ProtobufCBinaryData){ sizeof(blob), (uint8_t *)blob };
 
 	for (int i = 0; i < 2; i++) {
@@ -338,6 +342,7 @@ static void sent_init(struct sent *s)
 	s->allocate_memory.store_offset = 0x0000010000000000ull;
 	s->allocate_memory.uid = 65534;
 	s->allocate_memory.client = "db-main.2";
+	s->allocate_memory.session = "ffeeddccbbaa99887766554433221100";
 
 	s->release_memory = (Ftvm__Partner__ReleaseMemory)FTVM__PARTNER__RELEASE_MEMORY__INIT;
 	s->release_memory.guid = "a2";
@@ -515,6 +520,7 @@ static void cmp_command_complete(const char *ctx, const CommandComplete *e,
 		EQ_S(header->owner);
 		EQ_U(header->uid);
 		EQ_S(header->client);
+		EQ_U(header->session);
 		EQ_B(header->header);
 		break;
 	case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SENSE:
@@ -628,6 +634,9 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_PROOF:
 		EQ_B(auth_proof->mac);
 		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_SESSION_QUERY:
+		EQ_S(session_query->session);
+		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO:
 		EQ_S(hello->node_id);
 		EQ_U(hello->version);
@@ -679,6 +688,7 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_U(allocate_memory->store_offset);
 		EQ_U(allocate_memory->uid);
 		EQ_S(allocate_memory->client);
+		EQ_S(allocate_memory->session);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_MEMORY:
 		EQ_S(release_memory->guid);
@@ -830,6 +840,7 @@ static const struct round_trip_case round_trip_cases[] = {
 	  FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LANDING },
 	{ "AuthChallenge", "AuthChallenge", FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_CHALLENGE, 0 },
 	{ "AuthProof", "AuthProof", FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_PROOF, 0 },
+	{ "SessionQuery", "SessionQuery", FTVM__PARTNER__ENVELOPE__MESSAGE_SESSION_QUERY, 0 },
 	{ "RegionUpdate", "RegionUpdate", FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE, 0 },
 	{ "LandingGrant", "LandingGrant", FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_GRANT, 0 },
 	{ "LandingRevoke", "LandingRevoke", FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_REVOKE, 0 },
@@ -862,6 +873,8 @@ static void *case_message(struct sent *s, const struct round_trip_case *c)
 		return &s->auth_challenge;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_PROOF:
 		return &s->auth_proof;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_SESSION_QUERY:
+		return &s->session_query;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO:
 		return &s->hello;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT:

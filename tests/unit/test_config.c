@@ -121,6 +121,7 @@ static void test_full(void)
 				   "pointer_group = nogroup\n"
 				   "max_clients = 2\n"
 				   "output_limit = 1M\n"
+				   "session_grace_ms = 0\n"
 				   "\n"
 				   "[policy stripe]\n"
 				   "block_size = 64K\n"
@@ -169,6 +170,7 @@ static void test_full(void)
 	CHECK_INT("pointer_group gid", 65534, c->pointer_group.gid);
 	CHECK_INT("max_clients", 2, c->max_clients);
 	CHECK_INT("output_limit", 1 << 20, c->output_limit);
+	CHECK_INT("session_grace_ms", 0, c->session_grace_ms);
 	CHECK_INT("n_policies", 2, c->n_policies);
 	if (c->n_policies == 2) {
 		CHECK_STR("policy 0 name", "stripe", c->policies[0].name);
@@ -225,6 +227,7 @@ static void test_defaults(void)
 	CHECK(c->pointer_group.name == NULL, "no pointer_group by default");
 	CHECK_INT("max_clients", 1024, c->max_clients);
 	CHECK_INT("output_limit", 64ull << 20, c->output_limit);
+	CHECK_INT("session_grace_ms", 5000, c->session_grace_ms);
 	CHECK_INT("n_policies", 0, c->n_policies);
 	config_free(c);
 }
@@ -515,6 +518,10 @@ static const struct bad bad_cases[] = {
 	{ NODE "[client]\nmax_clients = 10k\n", 4, "[client] max_clients",
 	  "not a number of clients" },
 	{ NODE "[client]\noutput_limit = 0\n", 4, "[client] output_limit", "too small" },
+	{ NODE "[client]\nsession_grace_ms = 3600001\n", 4, "[client] session_grace_ms",
+	  "from 0 to 3600000" },
+	{ NODE "[client]\nsession_grace_ms = 5s\n", 4, "[client] session_grace_ms",
+	  "not a number of milliseconds" },
 	{ NODE "[client]\noutput_limit = 1T\n", 4, "[client] output_limit", "is not a size" },
 	{ NODE "[client]\nmax_client = 3\n", 4, "[client] max_client", "unknown key" },
 	{ NODE "[client]\nmax_clients = 3\nmax_clients = 4\n", 5, "[client] max_clients",

@@ -76,7 +76,7 @@ static struct pt_origin mirrored(uint64_t partner_lsn)
 #define MAX_PAGES 16
 
 struct model_alloc {
-	char guid[64], home[32], owner[32], policy[32], client[72];
+	char guid[64], home[32], owner[32], policy[32], client[72], session[40];
 	uint64_t size, pages, store_offset;
 	uint32_t block_size, uid;
 	uint8_t header[64];
@@ -113,6 +113,7 @@ static int load_alloc(const struct pt_alloc *a, void *arg)
 	x->store_offset = a->store_offset;
 	x->uid = a->uid;
 	snprintf(x->client, sizeof(x->client), "%s", a->client ? a->client : "(NULL)");
+	snprintf(x->session, sizeof(x->session), "%s", a->session ? a->session : "(NULL)");
 	if (a->header_len > sizeof(x->header) || (a->header_len && !a->header)) {
 		FAIL("load %s: header of %zu bytes at %p", a->guid, a->header_len,
 		     (const void *)a->header);
@@ -170,6 +171,7 @@ static void compare(const char *ctx, const struct model *e, const struct model *
 		CHECK_INT("store_offset", x->store_offset, y->store_offset);
 		CHECK_INT("uid", x->uid, y->uid);
 		CHECK_STR("client", x->client, y->client);
+		CHECK_STR("session", x->session, y->session);
 		CHECK_INT("block_size", x->block_size, y->block_size);
 		CHECK_INT("pages", x->pages, y->pages);
 		CHECK_INT("pages loaded", x->pages, y->pages_seen);
@@ -206,6 +208,7 @@ static int model_put(struct pagetable *pt, struct model *m, const char *guid, ui
 		.store_offset = 65536 + size * 3,   /* any value, distinct per allocation */
 		.uid = (uint32_t)(size * 7) + 1000, /* any value, distinct per allocation */
 		.client = header_len ? "app.client-1" : NULL, /* NULL: the default, "" */
+		.session = header_len ? NULL : "00112233445566778899aabbccddeeff",
 	};
 	struct model_alloc *x;
 	size_t at = 0;
@@ -226,6 +229,7 @@ static int model_put(struct pagetable *pt, struct model *m, const char *guid, ui
 	snprintf(x->policy, sizeof(x->policy), "%s", a.policy);
 	x->size = size;
 	snprintf(x->client, sizeof(x->client), "%s", a.client ? a.client : "");
+	snprintf(x->session, sizeof(x->session), "%s", a.session ? a.session : "");
 	x->store_offset = a.store_offset;
 	x->uid = a.uid;
 	x->block_size = block_size;
@@ -676,7 +680,7 @@ static void test_wal_and_cascade(void)
 	raw_query(db, "SELECT count(*) FROM pages WHERE guid = 'c'", buf, sizeof(buf));
 	CHECK_STR("page rows of c", "4", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version", "7", buf);
+	CHECK_STR("schema_version", "8", buf);
 	sqlite3_close(db);
 
 	pt = open_or_die(path);
@@ -1043,7 +1047,7 @@ static void test_migration_from_v1(void)
 	pagetable_close(pt);
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version after the migration", "7", buf);
+	CHECK_STR("schema_version after the migration", "8", buf);
 	sqlite3_close(db);
 }
 
@@ -1110,7 +1114,7 @@ static void test_migration_from_v2(void)
 
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version after the migration", "7", buf);
+	CHECK_STR("schema_version after the migration", "8", buf);
 	raw_query(db, "SELECT count(*) FROM journal WHERE seq IS NULL", buf, sizeof(buf));
 	CHECK_STR("old rows without a seq", "5", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'folded_seq'", buf, sizeof(buf));
@@ -1139,18 +1143,18 @@ static void test_refused_files(void)
 	pt = open_or_die(path);
 	pagetable_close(pt);
 	db = raw_open(path);
-	raw_exec(db, "UPDATE meta SET value = 8 WHERE key = 'schema_version'");
+	raw_exec(db, "UPDATE meta SET value = 9 WHERE key = 'schema_version'");
 	sqlite3_close(db);
 	pt = (struct pagetable *)&pt; /* must come back NULL */
 	r = pagetable_open(path, false, &pt);
 	CHECK_INT("open a newer schema", -EPROTONOSUPPORT, r);
 	CHECK(pt == NULL, "no table comes back with an error");
-	CHECK(strstr(pagetable_last_error(NULL), "schema version is 8") &&
-		      strstr(pagetable_last_error(NULL), "up to 7"),
+	CHECK(strstr(pagetable_last_error(NULL), "schema version is 9") &&
+		      strstr(pagetable_last_error(NULL), "up to 8"),
 	      "the reason names both versions: \"%s\"", pagetable_last_error(NULL));
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version left as it was", "8", buf);
+	CHECK_STR("schema_version left as it was", "9", buf);
 	sqlite3_close(db);
 
 	/* Not SQLite at all. */

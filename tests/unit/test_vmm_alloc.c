@@ -165,6 +165,18 @@ static void test_client_name(void)
 	CHECK(call->reply && strstr(call->reply->reason, "client name 'semi;colon'"), "reason: %s",
 	      call->reply ? call->reply->reason : "(none)");
 	CHECK_INT("nothing sent for it", 0, fake_session_pending_count(h.s));
+	call = harness_session_alloc_call(&h, HARNESS_PAGE, "0123456789abcdef0123456789ABCDEF");
+	CHECK(RUN_UNTIL(&h, call->answered), "no reply to a bad session");
+	CHECK_INT("a bad session id", STATUS(BAD_REQUEST), harness_status(call));
+	CHECK(call->reply && strstr(call->reply->reason, "is not one (32 lowercase hex digits)"),
+	      "reason: %s", call->reply ? call->reply->reason : "(none)");
+	call = harness_session_alloc_call(&h, HARNESS_PAGE, "0123456789abcdef0123456789abcdef");
+	am = fake_session_pending(h.s, MSG(ALLOCATE_MEMORY));
+	CHECK(am && strcmp(am->env->allocate_memory->session, "0123456789abcdef0123456789abcdef") ==
+			      0,
+	      "AllocateMemory.session: %s", am ? am->env->allocate_memory->session : "(none sent)");
+	fake_session_answer_all(h.s);
+	CHECK(RUN_UNTIL(&h, call->answered) && harness_status(call) == STATUS(OK), "session alloc");
 	CHECK_INT("calls unanswered", 0, harness_stop(&h));
 }
 

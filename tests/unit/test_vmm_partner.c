@@ -329,6 +329,27 @@ static void test_release_memory(void)
 	CHECK(!harness_pt_alloc(&h, "b-1", NULL, 0), "b-1 still committed");
 }
 
+/* SessionQuery: whether a connection here is bound to the session. */
+static void test_session_query(void)
+{
+	static const char id[] = "00112233445566778899aabbccddeeff";
+	Ftvm__Partner__SessionQuery m = FTVM__PARTNER__SESSION_QUERY__INIT;
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	struct fake_call *call;
+
+	m.session = (char *)id;
+	env.message_case = MSG(SESSION_QUERY);
+	env.session_query = &m;
+	CHECK_INT("SessionQuery, nobody bound", STATUS(NOT_FOUND), status_of(ask(&env)));
+	call = harness_session_call(&h, "not-hex");
+	CHECK(RUN_UNTIL(&h, call->answered), "no reply to a bad SessionRequest");
+	CHECK_INT("a bad session id", STATUS(BAD_REQUEST), harness_status(call));
+	call = harness_session_call(&h, id);
+	CHECK(RUN_UNTIL(&h, call->answered) && harness_status(call) == STATUS(OK),
+	      "SessionRequest");
+	CHECK_INT("SessionQuery, a connection bound", STATUS(OK), status_of(ask(&env)));
+}
+
 /* The node asks the partner something while its answers to a batch of the
  * partner's wait for the open transaction: they are committed and go first,
  * and the request goes at once. */
@@ -365,6 +386,7 @@ int main(void)
 	test_write_and_release();
 	test_release_memory();
 	test_answers_go_before_a_request();
+	test_session_query();
 	CHECK_INT("calls unanswered", 0, harness_stop(&h));
 	printf("%d checks, %d failed\n", checks, failures);
 	return failures ? 1 : 0;

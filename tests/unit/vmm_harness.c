@@ -146,6 +146,23 @@ struct fake_call *harness_named_alloc_call(struct harness *h, uint64_t size, con
 	return send_request(h, NULL, FTVM__CLIENT__CLIENT_REQUEST__REQUEST_ALLOC, &m);
 }
 
+struct fake_call *harness_session_alloc_call(struct harness *h, uint64_t size, const char *session)
+{
+	Ftvm__Client__AllocRequest m = FTVM__CLIENT__ALLOC_REQUEST__INIT;
+
+	m.size = size;
+	m.session = (char *)session;
+	return send_request(h, NULL, FTVM__CLIENT__CLIENT_REQUEST__REQUEST_ALLOC, &m);
+}
+
+struct fake_call *harness_session_call(struct harness *h, const char *session)
+{
+	Ftvm__Client__SessionRequest m = FTVM__CLIENT__SESSION_REQUEST__INIT;
+
+	m.session = (char *)session;
+	return send_request(h, NULL, FTVM__CLIENT__CLIENT_REQUEST__REQUEST_SESSION, &m);
+}
+
 struct fake_call *harness_free_call(struct harness *h, const char *guid)
 {
 	Ftvm__Client__FreeRequest m = FTVM__CLIENT__FREE_REQUEST__INIT;

@@ -69,6 +69,10 @@ struct fake_call *harness_alloc_call(struct harness *h, uint64_t size, const cha
 				     bool immediate);
 /* harness_alloc_call(h, size, NULL, false) for the client named name. */
 struct fake_call *harness_named_alloc_call(struct harness *h, uint64_t size, const char *name);
+/* ... and for a session allocation of session (a client's session id). */
+struct fake_call *harness_session_alloc_call(struct harness *h, uint64_t size, const char *session);
+/* A SessionRequest: binds h->client's connection to session. */
+struct fake_call *harness_session_call(struct harness *h, const char *session);
 struct fake_call *harness_free_call(struct harness *h, const char *guid);
 struct fake_call *harness_pointer_call(struct harness *h, struct fake_client *c, const char *guid,
 				       uint64_t page, bool write, bool wait);

@@ -59,6 +59,11 @@ static const struct {
 	{ "AllocateMemory", "store_offset", RULE_MAP_EXTENT },
 	{ "Heartbeat", "sent_us", RULE_IGNORE },
 	{ "LockRequest", "wait_ms", RULE_IGNORE },
+	/* A client's session id is random, made by libftvm per client. */
+	{ "AllocateMemory", "session", RULE_IGNORE },
+	{ "AllocRequest", "session", RULE_IGNORE },
+	{ "SessionQuery", "session", RULE_IGNORE },
+	{ "SessionRequest", "session", RULE_IGNORE },
 	/* One-sided page data: where the free frames are, and the generations
 	 * and keys of the pool's registrations, differ run to run. */
 	{ "Landing", "frame", RULE_IGNORE },
