@@ -993,20 +993,24 @@ static int call(struct ftvm_client *c, Request *req, Ftvm__Client__ClientReply__
 	return r;
 }
 
-/* 128 random bits as hex: the client's session (a guess would let another
- * client keep its session allocations alive, nothing more). */
-static void new_session_id(char ret[CONFIG_SESSION_ID_LEN + 1])
+/* 128 random bits from the kernel, as hex: the client's session (a guess
+ * would let another client keep its session allocations alive, nothing
+ * more). -errno when the kernel gives none. */
+static int new_session_id(char ret[CONFIG_SESSION_ID_LEN + 1])
 {
 	uint8_t bits[CONFIG_SESSION_ID_LEN / 2];
-	uint64_t mix = now_ms() ^ ((uint64_t)getpid() << 32);
+	size_t got = 0;
+	ssize_t n;
 
-	if (getrandom(bits, sizeof(bits), 0) != (ssize_t)sizeof(bits))
-		for (size_t i = 0; i < sizeof(bits); i++) { /* no entropy: unique enough */
-			mix = mix * 6364136223846793005ULL + 1442695040888963407ULL;
-			bits[i] = (uint8_t)(mix >> 56);
-		}
+	while (got < sizeof(bits)) {
+		n = getrandom(bits + got, sizeof(bits) - got, 0);
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		got += n > 0 ? (size_t)n : 0;
+	}
 	for (size_t i = 0; i < sizeof(bits); i++)
 		snprintf(ret + 2 * i, 3, "%02x", bits[i]);
+	return 0;
 }
 
 static void client_free(struct ftvm_client *c)
@@ -1032,9 +1036,13 @@ static int client_new(const char *const *sockets, int n, struct ftvm_client **re
 		return -ENOMEM;
 	c->serial = atomic_fetch_add(&next_serial, 1);
 	c->max_payload = FRAME_MAX_PAYLOAD_DEFAULT;
-	new_session_id(c->session);
 	c->current = -1;
 	conn_init(&c->conn);
+	r = new_session_id(c->session);
+	if (r < 0) {
+		free(c);
+		return r;
+	}
 	r = pthread_mutex_init(&c->lock, NULL);
 	if (r != 0) {
 		free(c);
