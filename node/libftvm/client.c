@@ -1667,10 +1667,31 @@ int ftvm_trace_stop(struct ftvm_client *c, uint64_t *ret_records)
 	return call_trace(c, &tr, ret_records);
 }
 
-int ftvm_list(struct ftvm_client *c, struct ftvm_header **ret, size_t *ret_n)
+/* The node's list of allocations (the reply, freed by the caller) and a
+ * zeroed array of one row of row_size per allocation in it (NULL for none). */
+static int list_rows(struct ftvm_client *c, size_t row_size, Reply **ret_reply, void **ret_rows)
 {
 	Ftvm__Client__ListRequest list = FTVM__CLIENT__LIST_REQUEST__INIT;
 	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	size_t n;
+	int r;
+
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_LIST;
+	req.list = &list;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_LIST, ret_reply);
+	if (r < 0)
+		return r;
+	n = (*ret_reply)->list->n_allocations;
+	*ret_rows = n ? calloc(n, row_size) : NULL;
+	if (n && !*ret_rows) {
+		ftvm__client__client_reply__free_unpacked(*ret_reply, NULL);
+		return fail(c, -ENOMEM, "out of memory for %zu allocations", n);
+	}
+	return 0;
+}
+
+int ftvm_list(struct ftvm_client *c, struct ftvm_header **ret, size_t *ret_n)
+{
 	struct ftvm_header *headers = NULL;
 	const Ftvm__Client__ListReply *lr;
 	Reply *reply = NULL;
@@ -1681,21 +1702,10 @@ int ftvm_list(struct ftvm_client *c, struct ftvm_header **ret, size_t *ret_n)
 		return -EINVAL;
 	if (!ret || !ret_n)
 		return fail(c, -EINVAL, "no place for the result");
-
-	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_LIST;
-	req.list = &list;
-	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_LIST, &reply);
+	r = list_rows(c, sizeof(*headers), &reply, (void **)&headers);
 	if (r < 0)
 		return r;
 	lr = reply->list;
-	if (lr->n_allocations > 0) {
-		headers = calloc(lr->n_allocations, sizeof(*headers));
-		if (!headers) {
-			r = fail(c, -ENOMEM, "out of memory for %zu allocations",
-				 lr->n_allocations);
-			goto out;
-		}
-	}
 	for (i = 0; i < lr->n_allocations; i++) {
 		r = header_from_reply(c, lr->allocations[i], &headers[i]);
 		if (r < 0)
@@ -1724,8 +1734,6 @@ static int by_usage(const void *x, const void *y)
 /* The allocate table, from the list: one row per uid, name and media. */
 int ftvm_clients(struct ftvm_client *c, struct ftvm_client_usage **ret, size_t *ret_n)
 {
-	Ftvm__Client__ListRequest list = FTVM__CLIENT__LIST_REQUEST__INIT;
-	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
 	struct ftvm_client_usage *rows = NULL;
 	const Ftvm__Client__ListReply *lr;
 	Reply *reply = NULL;
@@ -1736,20 +1744,10 @@ int ftvm_clients(struct ftvm_client *c, struct ftvm_client_usage **ret, size_t *
 		return -EINVAL;
 	if (!ret || !ret_n)
 		return fail(c, -EINVAL, "no place for the result");
-	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_LIST;
-	req.list = &list;
-	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_LIST, &reply);
+	r = list_rows(c, sizeof(*rows), &reply, (void **)&rows);
 	if (r < 0)
 		return r;
 	lr = reply->list;
-	if (lr->n_allocations) {
-		rows = calloc(lr->n_allocations, sizeof(*rows));
-		if (!rows) {
-			r = fail(c, -ENOMEM, "out of memory for %zu allocations",
-				 lr->n_allocations);
-			goto out;
-		}
-	}
 	for (size_t i = 0; i < lr->n_allocations; i++) {
 		const Ftvm__Partner__Header *h = lr->allocations[i];
 		const char *name = h->client ? h->client : "";
@@ -1768,14 +1766,10 @@ int ftvm_clients(struct ftvm_client *c, struct ftvm_client_usage **ret, size_t *
 	}
 	if (n)
 		qsort(rows, n, sizeof(*rows), by_usage);
-	*ret = n ? rows : NULL;
+	*ret = rows; /* NULL when the node knows no allocation */
 	*ret_n = n;
-	if (n)
-		rows = NULL;
-out:
-	free(rows);
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
-	return r;
+	return 0;
 }
 
 int ftvm_sense_sized(struct ftvm_client *c, struct ftvm_sense *ret, size_t ret_size)
