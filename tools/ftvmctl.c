@@ -1656,9 +1656,12 @@ static int cmd_keygen(struct ctl *ctl, int argc, char **argv)
 	return EXIT_DONE;
 }
 
-static int cmd_store(struct ctl *ctl, int argc, char **argv)
+/* store and flash: one header, one management interface (store_admin.h). */
+static int store_admin(struct ctl *ctl, enum store_kind kind, int argc, char **argv)
 {
+	const char *cmd = store_kind_name(kind);
 	struct store_admin_init o = {
+		.kind = kind,
 		.size = ctl->size,
 		.page_size = ctl->page_size,
 		.partitions = ctl->partitions,
@@ -1672,14 +1675,24 @@ static int cmd_store(struct ctl *ctl, int argc, char **argv)
 		ctl->size || ctl->page_size || ctl->n_partitions || ctl->n_access || ctl->force;
 
 	if (argc != 2 || (strcmp(argv[0], "init") != 0 && strcmp(argv[0], "show") != 0))
-		return command_usage_error("store", "want init PATH or show PATH");
+		return command_usage_error(cmd, "want init PATH or show PATH");
 	if (strcmp(argv[0], "show") == 0) {
 		if (settings)
-			return command_usage_error("store", "show takes no settings");
-		return store_admin_show(argv[1], ctl->json);
+			return command_usage_error(cmd, "show takes no settings");
+		return store_admin_show(argv[1], kind, ctl->json);
 	}
 	o.path = argv[1];
 	return store_admin_init(&o);
+}
+
+static int cmd_store(struct ctl *ctl, int argc, char **argv)
+{
+	return store_admin(ctl, STORE_KIND_STORE, argc, argv);
+}
+
+static int cmd_flash(struct ctl *ctl, int argc, char **argv)
+{
+	return store_admin(ctl, STORE_KIND_FLASH, argc, argv);
 }
 
 static int cmd_recovery(struct ctl *ctl, int argc, char **argv)
@@ -1801,6 +1814,16 @@ static const struct option drill_options[] = {
 	{ "ftvmd", required_argument, NULL, OPT_FTVMD },
 	{ "pages", required_argument, NULL, OPT_PAGES },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{},
+};
+
+/* store init and flash init: the device's settings. */
+static const struct option device_init_options[] = {
+	{ "size", required_argument, NULL, OPT_SIZE },
+	{ "page-size", required_argument, NULL, OPT_PAGE_SIZE },
+	{ "partition", required_argument, NULL, OPT_PARTITION },
+	{ "access", required_argument, NULL, OPT_ACCESS },
+	{ "force", no_argument, NULL, OPT_FORCE },
 	{},
 };
 
@@ -2140,16 +2163,34 @@ static const struct command commands[] = {
 			"   \"partitions\":[{\"id\",\"offset\",\"size\",\"access\"}]}\n"
 			"where a partition no node has claimed yet has id \"\" and access is rw or\n"
 			"ro.\n",
-		.options =
-			(const struct option[]){
-				{ "size", required_argument, NULL, OPT_SIZE },
-				{ "page-size", required_argument, NULL, OPT_PAGE_SIZE },
-				{ "partition", required_argument, NULL, OPT_PARTITION },
-				{ "access", required_argument, NULL, OPT_ACCESS },
-				{ "force", no_argument, NULL, OPT_FORCE },
-				{},
-			},
+		.options = device_init_options,
 		.run = cmd_store,
+	},
+	{
+		.name = "flash",
+		.args = "init PATH [--size N] [--page-size N] [--partition ID=SIZE[@OFFSET]]... "
+			"[--access ID=rw|ro]... [--force] | show PATH",
+		.summary = "make or show this node's flash device",
+		.help = "The store's management interface for a node's own flash device: the file\n"
+			"or block device its configuration names in [flash] path, a level of the\n"
+			"memory between its frames and the store. Unlike the store it is not\n"
+			"shared: the partner has its own. Run it before the node first starts\n"
+			"with it, or with the node stopped. Needs no node.\n"
+			"\n"
+			"init writes the same header as store init, of kind flash, with the same\n"
+			"settings (see ftvmctl store --help). Without --partition the device gets\n"
+			"one partition of all the space after the header, which the node names\n"
+			"for its [node] id when it first opens it. With --partition, at least\n"
+			"one partition must be writable: the node's. A device that is\n"
+			"initialised already is refused unless --force.\n"
+			"\n"
+			"show prints the header and the partition table; it shows a store too,\n"
+			"as store show shows a flash device (the kind is printed).\n"
+			"\n"
+			"With --json init prints {}, and show prints what store show does, with\n"
+			"\"kind\":\"flash\".\n",
+		.options = device_init_options,
+		.run = cmd_flash,
 	},
 	{
 		.name = "keygen",

@@ -50,15 +50,16 @@ static int current_size(const char *path, uint64_t *ret, bool *ret_device)
 	return 0;
 }
 
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
+/* cmd: the command, named as its kind is ("store" or "flash"). */
+__attribute__((format(printf, 2, 3))) static int usage_error(const char *cmd, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "ftvmctl: store init: ");
+	fprintf(stderr, "ftvmctl: %s init: ", cmd);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fputs("\nTry 'ftvmctl store --help'.\n", stderr);
+	fprintf(stderr, "\nTry 'ftvmctl %s --help'.\n", cmd);
 	return USAGE;
 }
 
@@ -104,13 +105,13 @@ static int print_json(const char *path, const struct store_layout *l)
 	return DONE;
 }
 
-int store_admin_show(const char *path, bool json)
+int store_admin_show(const char *path, enum store_kind kind, bool json)
 {
 	struct store_layout l;
 	char err[512];
 
 	if (store_read_layout(path, &l, err, sizeof(err)) < 0) {
-		fprintf(stderr, "ftvmctl: store show: %s\n", err);
+		fprintf(stderr, "ftvmctl: %s show: %s\n", store_kind_name(kind), err);
 		return FAILED;
 	}
 	if (json)
@@ -121,12 +122,13 @@ int store_admin_show(const char *path, bool json)
 
 int store_admin_init(const struct store_admin_init *o)
 {
-	struct store_settings set = { .kind = STORE_KIND_STORE,
+	struct store_settings set = { .kind = o->kind,
 				      .page_size = DEFAULT_PAGE_SIZE,
 				      .partitions = o->partitions,
 				      .n_partitions = o->n_partitions,
 				      .access = o->access,
 				      .n_access = o->n_access };
+	const char *cmd = store_kind_name(o->kind);
 	struct store_layout l;
 	bool device;
 	uint64_t n;
@@ -135,32 +137,33 @@ int store_admin_init(const struct store_admin_init *o)
 
 	if (o->page_size) {
 		if (config_parse_size(o->page_size, &n) < 0 || n > UINT32_MAX)
-			return usage_error("--page-size '%s' is not a size", o->page_size);
+			return usage_error(cmd, "--page-size '%s' is not a size", o->page_size);
 		set.page_size = (uint32_t)n;
 	}
 	if (o->size && config_parse_size(o->size, &set.size) < 0)
-		return usage_error("--size '%s' is not a size (bytes with K, M or G)", o->size);
+		return usage_error(cmd, "--size '%s' is not a size (bytes with K, M or G)",
+				   o->size);
 	r = current_size(o->path, &n, &device);
 	if (r < 0) {
-		fprintf(stderr, "ftvmctl: store init: %s: %s\n", o->path, strerror(-r));
+		fprintf(stderr, "ftvmctl: %s init: %s: %s\n", cmd, o->path, strerror(-r));
 		return FAILED;
 	}
 	if (!o->size)
 		set.size = n;
 	if (!set.size)
-		return usage_error("%s is new or empty: --size says how large to make it", o->path);
+		return usage_error(cmd, "%s is new or empty: --size says how large to make it",
+				   o->path);
 	if (device && set.size > n) {
 		fprintf(stderr,
-			"ftvmctl: store init: --size %s is more than %s holds (%" PRIu64
-			" bytes)\n",
-			o->size, o->path, n);
+			"ftvmctl: %s init: --size %s is more than %s holds (%" PRIu64 " bytes)\n",
+			cmd, o->size, o->path, n);
 		return FAILED;
 	}
 	r = store_layout_from_settings(&set, &l, err, sizeof(err));
 	if (r == 0)
 		r = store_init(o->path, &l, o->force, err, sizeof(err));
 	if (r < 0) {
-		fprintf(stderr, "ftvmctl: store init: %s\n", err);
+		fprintf(stderr, "ftvmctl: %s init: %s\n", cmd, err);
 		return FAILED;
 	}
 	if (o->json) {

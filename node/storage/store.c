@@ -1,4 +1,4 @@
-#define _GNU_SOURCE /* fallocate */
+#define _GNU_SOURCE /* fallocate, O_DIRECT */
 #include "store.h"
 
 #include <errno.h>
@@ -15,7 +15,9 @@
 #define LOG_SUBSYSTEM "store"
 
 struct store {
-	int fd;
+	int fd;	   /* the header's, and the locks' */
+	int io_fd; /* the queue's: fd, or a flash device's O_DIRECT one */
+	bool direct;
 	unsigned index; /* 0 or 1: its partition is the first or the second writable */
 	uint64_t start, length;
 	uint64_t partner_start, partner_length; /* the other writable partition */
@@ -96,21 +98,23 @@ static int write_layout(int fd, const char *path, const struct store_layout *l, 
 	return 0;
 }
 
-/* What the node needs of l: a store for its page size, and its partition. */
-static int take_partition(struct store_layout *l, const char *path, uint32_t page_size,
-			  const char *node_id, struct store *s, bool *ret_claimed, char *err,
-			  size_t err_len)
+/* What the node needs of l: a device of the kind it wants, for its page
+ * size, and its partition. */
+static int take_partition(struct store_layout *l, const char *path, enum store_kind kind,
+			  uint32_t page_size, const char *node_id, struct store *s,
+			  bool *ret_claimed, char *err, size_t err_len)
 {
 	int mine;
 
-	if (l->kind != STORE_KIND_STORE) {
-		snprintf(err, err_len, "%s is a %s device, not a store", path,
-			 store_kind_name(l->kind));
+	if (l->kind != kind) {
+		snprintf(err, err_len, "%s is a %s device, not a %s", path,
+			 store_kind_name(l->kind),
+			 kind == STORE_KIND_STORE ? "store" : "flash device");
 		return -EINVAL;
 	}
 	if (l->page_size != page_size) {
-		snprintf(err, err_len, "%s: store made for page_size %u, this node has %u", path,
-			 l->page_size, page_size);
+		snprintf(err, err_len, "%s: %s made for page_size %u, this node has %u", path,
+			 store_kind_name(kind), l->page_size, page_size);
 		return -EINVAL;
 	}
 	mine = store_layout_claim(l, path, node_id, ret_claimed, err, err_len);
@@ -125,8 +129,9 @@ static int take_partition(struct store_layout *l, const char *path, uint32_t pag
 	return 0;
 }
 
-int store_open(const char *path, uint64_t size, uint32_t page_size, const char *node_id,
-	       bool may_create, struct store **ret, char *err, size_t err_len)
+static int open_device(const char *path, enum store_kind kind, uint64_t size, uint32_t page_size,
+		       const char *node_id, bool may_create, struct store **ret, char *err,
+		       size_t err_len)
 {
 	struct store_layout l;
 	struct store *s = calloc(1, sizeof(*s));
@@ -141,7 +146,8 @@ int store_open(const char *path, uint64_t size, uint32_t page_size, const char *
 	fd = open(path, O_RDWR | O_CLOEXEC | (may_create ? O_CREAT : 0), 0640);
 	if (fd < 0) {
 		r = -errno;
-		snprintf(err, err_len, "%s: cannot open the store: %s", path, strerror(errno));
+		snprintf(err, err_len, "%s: cannot open the %s: %s", path,
+			 kind == STORE_KIND_STORE ? "store" : "flash device", strerror(errno));
 		free(s);
 		return r;
 	}
@@ -163,7 +169,7 @@ int store_open(const char *path, uint64_t size, uint32_t page_size, const char *
 	}
 	if (st.st_size == 0 && S_ISREG(st.st_mode)) {
 		/* A first start without `ftvmctl store init`: the default layout. */
-		store_layout_default(&l, size, page_size);
+		store_layout_default(&l, kind, size, page_size);
 		r = reserve(fd, path, size, err, err_len);
 		if (r < 0)
 			goto fail;
@@ -173,19 +179,76 @@ int store_open(const char *path, uint64_t size, uint32_t page_size, const char *
 		if (r < 0)
 			goto fail;
 	}
-	r = take_partition(&l, path, page_size, node_id, s, &changed, err, err_len);
+	r = take_partition(&l, path, kind, page_size, node_id, s, &changed, err, err_len);
 	if (r == 0 && changed)
 		r = write_layout(fd, path, &l, err, err_len);
 	if (r < 0)
 		goto fail;
 	lock_byte(fd, F_UNLCK, LOCK_SETUP, false); /* in use stays held till close */
 	s->fd = fd;
+	s->io_fd = fd;
 	*ret = s;
 	return 0;
 fail:
 	close(fd);
 	free(s);
 	return r;
+}
+
+int store_open(const char *path, uint64_t size, uint32_t page_size, const char *node_id,
+	       bool may_create, struct store **ret, char *err, size_t err_len)
+{
+	return open_device(path, STORE_KIND_STORE, size, page_size, node_id, may_create, ret, err,
+			   err_len);
+}
+
+/* Whether direct I/O on fd takes what the queue will ask of it: runs of
+ * whole pages at page-aligned offsets into page-aligned memory (a frame's).
+ * The probe's buffer and offset are aligned to the page and no more, so a
+ * device that needs more refuses it. */
+static bool direct_fits(int fd, uint64_t start, uint32_t page_size)
+{
+	uint8_t *buf;
+	bool ok;
+
+	if (posix_memalign((void **)&buf, 2 * (size_t)page_size, 2 * (size_t)page_size))
+		return false;
+	ok = pread(fd, buf + page_size, page_size, (off_t)(start + page_size)) >= 0;
+	free(buf);
+	return ok;
+}
+
+int store_open_flash(const char *path, uint64_t size, uint32_t page_size, const char *node_id,
+		     struct store **ret, char *err, size_t err_len)
+{
+	struct store *s;
+	int r = open_device(path, STORE_KIND_FLASH, size, page_size, node_id, true, &s, err,
+			    err_len);
+	int fd;
+
+	if (r < 0)
+		return r;
+	/* The page cache would hold a second copy of what the frames hold. */
+	fd = open(path, O_RDWR | O_CLOEXEC | O_DIRECT);
+	if (fd >= 0 && direct_fits(fd, s->start, page_size)) {
+		s->io_fd = fd;
+		s->direct = true;
+	} else if (fd >= 0) {
+		log_info("%s: direct I/O does not take runs of %u-byte pages here: the page "
+			 "cache is used",
+			 path, page_size);
+		close(fd);
+	} else {
+		log_info("%s: the file system has no direct I/O (%s): the page cache is used", path,
+			 strerror(errno));
+	}
+	*ret = s;
+	return 0;
+}
+
+bool store_direct(const struct store *s)
+{
+	return s->direct;
 }
 
 int store_read_layout(const char *path, struct store_layout *ret, char *err, size_t err_len)
@@ -263,13 +326,15 @@ void store_close(struct store *s)
 {
 	if (!s)
 		return;
+	if (s->io_fd != s->fd)
+		close(s->io_fd);
 	close(s->fd);
 	free(s);
 }
 
 int store_fd(const struct store *s)
 {
-	return s->fd;
+	return s->io_fd;
 }
 
 void store_id(const struct store *s, uint64_t ret_id[2])

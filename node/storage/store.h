@@ -42,6 +42,14 @@ struct store_page_record {
 int store_open(const char *path, uint64_t size, uint32_t page_size, const char *node_id,
 	       bool may_create, struct store **ret, char *err, size_t err_len);
 void store_close(struct store *s);
+/* This node's flash device ([flash] path, node/vmm/MEDIA.md): the same
+ * header with kind flash, made with one partition on a first start, and
+ * the partition named node_id (or the first free one, claimed). Its queue
+ * reads and writes with O_DIRECT where the file system allows runs of whole
+ * pages so (store_direct), else through the page cache, which is logged. */
+int store_open_flash(const char *path, uint64_t size, uint32_t page_size, const char *node_id,
+		     struct store **ret, char *err, size_t err_len);
+bool store_direct(const struct store *s);
 
 /* `ftvmctl store show`: the header of the store (or flash device) at path,
  * read and checked. Errors name path and what is wrong in err. */
@@ -53,6 +61,7 @@ int store_read_layout(const char *path, struct store_layout *ret, char *err, siz
 int store_init(const char *path, const struct store_layout *l, bool force, char *err,
 	       size_t err_len);
 
+/* The fd the queue reads and writes (never closed by it). */
 int store_fd(const struct store *s);
 /* The store's random id, made when it was initialised: the pair's store. */
 void store_id(const struct store *s, uint64_t ret_id[2]);

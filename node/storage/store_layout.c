@@ -86,18 +86,25 @@ static void new_id(uint8_t id[16])
 			id[i] = (uint8_t)rand();
 }
 
-void store_layout_default(struct store_layout *l, uint64_t size, uint32_t page_size)
+void store_layout_default(struct store_layout *l, enum store_kind kind, uint64_t size,
+			  uint32_t page_size)
 {
+	uint64_t space = (size - STORE_HEADER_SPACE) / page_size * page_size;
 	uint64_t half = (size - STORE_HEADER_SPACE) / 2 / page_size * page_size;
 
 	memset(l, 0, sizeof(*l));
 	l->version = VERSION_CURRENT;
-	l->kind = STORE_KIND_STORE;
+	l->kind = kind;
 	l->page_size = page_size;
 	new_id(l->id);
 	l->size = size;
-	l->n = 2;
 	l->part[0].start = STORE_HEADER_SPACE;
+	if (kind == STORE_KIND_FLASH) {
+		l->n = 1;
+		l->part[0].length = space;
+		return;
+	}
+	l->n = 2;
 	l->part[0].length = half;
 	l->part[1].start = STORE_HEADER_SPACE + half;
 	l->part[1].length = half;
@@ -173,6 +180,12 @@ int store_layout_check(const struct store_layout *l, const char *path, char *err
 			    "%s: a store needs two writable partitions, one for each node; it "
 			    "has %u",
 			    path, writable_count(l));
+	/* ... and a flash device is one node's, which writes one of them. */
+	if (l->kind == STORE_KIND_FLASH && writable_count(l) == 0)
+		return fail(-EBADMSG, err, err_len,
+			    "%s: a flash device needs a writable partition for its node; it has "
+			    "none",
+			    path);
 	return 0;
 }
 
@@ -477,8 +490,7 @@ int store_layout_from_settings(const struct store_settings *s, struct store_layo
 			    "--size %llu: too small (the header takes %u bytes, then a page for "
 			    "each partition at least)",
 			    (unsigned long long)s->size, STORE_HEADER_SPACE);
-	store_layout_default(ret, s->size, s->page_size);
-	ret->kind = s->kind;
+	store_layout_default(ret, s->kind, s->size, s->page_size);
 	if (s->n_partitions)
 		ret->n = 0;
 	for (size_t i = 0; i < s->n_partitions; i++) {

@@ -44,9 +44,11 @@ struct store_layout {
 	struct store_layout_partition part[STORE_PARTITIONS_MAX];
 };
 
-/* A new store of size bytes with two partitions of equal size, unclaimed:
- * what a first start without `ftvmctl store init` makes. */
-void store_layout_default(struct store_layout *l, uint64_t size, uint32_t page_size);
+/* A new device of size bytes, what a first start without `ftvmctl store
+ * init` (or `flash init`) makes: a store has two partitions of equal size, a
+ * flash device one of all its space, unclaimed. */
+void store_layout_default(struct store_layout *l, enum store_kind kind, uint64_t size,
+			  uint32_t page_size);
 
 /* Whether buf (len bytes from offset 0) begins as a header does. */
 #define STORE_MAGIC_SIZE 8u

@@ -1,4 +1,6 @@
-/* The backing store's header and partitions (node/storage/store.c) on real files. */
+/* The backing store's header and partitions (node/storage/store.c) on real
+ * files, and a node's flash device, which has the same header. */
+#define _GNU_SOURCE /* O_DIRECT */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -227,7 +229,7 @@ static void test_version_1(void)
 	struct store *a = NULL;
 	char err[512] = "";
 
-	store_layout_default(&l, SIZE, 4096);
+	store_layout_default(&l, STORE_KIND_STORE, SIZE, 4096);
 	l.version = 1;
 	CHECK_INT("write a version 1 header", 0, store_init(path, &l, false, err, sizeof(err)));
 	CHECK_INT("a opens it", 0, store_open(path, SIZE, 4096, "a", false, &a, err, sizeof(err)));
@@ -276,6 +278,229 @@ static void test_bad_settings(void)
 	CHECK(access(path, F_OK) != 0, "nothing was written");
 }
 
+/* A flash device made without settings: one unclaimed writable partition of
+ * all the space after the header, in whole pages. */
+static void test_flash_default(void)
+{
+	struct store_layout l;
+	char err[512] = "";
+
+	store_layout_default(&l, STORE_KIND_FLASH, SIZE + 1000, 4096);
+	CHECK(l.kind == STORE_KIND_FLASH && l.n == 1 && l.size == SIZE + 1000,
+	      "kind %d with %u partitions, %llu bytes", (int)l.kind, l.n,
+	      (unsigned long long)l.size);
+	CHECK(l.part[0].start == STORE_HEADER_SPACE &&
+		      l.part[0].length == SIZE - STORE_HEADER_SPACE &&
+		      l.part[0].access == STORE_ACCESS_RW && l.part[0].id[0] == '\0',
+	      "one free rw partition of the whole space: %llu at %llu",
+	      (unsigned long long)l.part[0].length, (unsigned long long)l.part[0].start);
+	CHECK_INT("it keeps the rules", 0, store_layout_check(&l, "flash", err, sizeof(err)));
+
+	/* Pages of 64K: what is left after the last whole page is not used. */
+	store_layout_default(&l, STORE_KIND_FLASH, SIZE + 3 * 4096, 65536);
+	CHECK(l.n == 1 && l.part[0].length == SIZE - STORE_HEADER_SPACE &&
+		      l.part[0].length % 65536 == 0,
+	      "rounded down to 64K pages: %llu", (unsigned long long)l.part[0].length);
+}
+
+static int flash_settings(const char *const *parts, size_t n_parts, const char *const *access,
+			  size_t n_access, struct store_layout *l, char *err, size_t err_len)
+{
+	const struct store_settings set = { .kind = STORE_KIND_FLASH,
+					    .size = SIZE,
+					    .page_size = 4096,
+					    .partitions = parts,
+					    .n_partitions = n_parts,
+					    .access = access,
+					    .n_access = n_access };
+
+	return store_layout_from_settings(&set, l, err, err_len);
+}
+
+/* A flash device is one node's: it needs a writable partition (one is
+ * enough, where a store needs two), and settings that leave none are
+ * refused naming that rule. */
+static void test_flash_rule(void)
+{
+	struct store_layout l;
+	char err[512] = "";
+
+	store_layout_default(&l, STORE_KIND_FLASH, SIZE, 4096);
+	l.part[0].access = STORE_ACCESS_RO;
+	CHECK_INT("read-only only: refused", -EBADMSG,
+		  store_layout_check(&l, "flash", err, sizeof(err)));
+	CHECK(strstr(err, "a flash device needs a writable partition"), "reason: %s", err);
+
+	err[0] = '\0';
+	CHECK_INT("settings of two read-only partitions", -EINVAL,
+		  flash_settings((const char *[]){ "a=10%", "x=10%" }, 2,
+				 (const char *[]){ "a=ro", "x=ro" }, 2, &l, err, sizeof(err)));
+	CHECK(strstr(err, "a flash device needs a writable partition"), "reason: %s", err);
+
+	err[0] = '\0';
+	CHECK_INT("one writable, one read-only: a flash device", 0,
+		  flash_settings((const char *[]){ "a=10%", "x=10%" }, 2,
+				 (const char *[]){ "x=ro" }, 1, &l, err, sizeof(err)));
+	CHECK_STR("no error", "", err);
+	CHECK_INT("the same as a store", -EINVAL,
+		  init_with(path_of("flash-rule"), (const char *[]){ "a=10%", "x=10%" }, 2,
+			    (const char *[]){ "x=ro" }, 1, false, err, sizeof(err)));
+	CHECK(strstr(err, "two writable partitions"), "a store still needs two: %s", err);
+}
+
+/* `ftvmctl flash init`'s settings: the default one partition without
+ * --partition, the named ones with it. */
+static void test_flash_settings(void)
+{
+	struct store_layout l;
+	char err[512] = "";
+
+	CHECK_INT("no partitions", 0, flash_settings(NULL, 0, NULL, 0, &l, err, sizeof(err)));
+	CHECK(l.kind == STORE_KIND_FLASH && l.n == 1 && l.part[0].start == STORE_HEADER_SPACE &&
+		      l.part[0].length == SIZE - STORE_HEADER_SPACE &&
+		      l.part[0].access == STORE_ACCESS_RW,
+	      "kind %d, %u partitions, the first %llu bytes", (int)l.kind, l.n,
+	      (unsigned long long)l.part[0].length);
+
+	CHECK_INT("named", 0,
+		  flash_settings((const char *[]){ "a=50%", "spare=4M" }, 2,
+				 (const char *[]){ "spare=ro" }, 1, &l, err, sizeof(err)));
+	CHECK(l.kind == STORE_KIND_FLASH && l.n == 2, "kind %d, %u partitions", (int)l.kind, l.n);
+	CHECK(strcmp(l.part[0].id, "a") == 0 && l.part[0].access == STORE_ACCESS_RW &&
+		      l.part[0].start == STORE_HEADER_SPACE &&
+		      l.part[0].length == (SIZE - STORE_HEADER_SPACE) / 2 / 4096 * 4096,
+	      "a: rw, half the space: %llu", (unsigned long long)l.part[0].length);
+	CHECK(strcmp(l.part[1].id, "spare") == 0 && l.part[1].access == STORE_ACCESS_RO &&
+		      l.part[1].start == l.part[0].start + l.part[0].length &&
+		      l.part[1].length == 4 << 20,
+	      "spare: ro, 4M after a");
+}
+
+/* A node's first start makes its flash device and names the partition for
+ * itself; the same node gets it back, another is refused. */
+static void test_flash_open(void)
+{
+	const char *path = path_of("flash");
+	struct store *a = NULL, *a2 = NULL, *b = NULL;
+	struct store_layout l;
+	struct stat st;
+	char err[512] = "";
+
+	CHECK(access(path, F_OK) != 0, "no file before");
+	CHECK_INT("a makes its flash", 0,
+		  store_open_flash(path, SIZE, 4096, "a", &a, err, sizeof(err)));
+	CHECK(a && stat(path, &st) == 0 && (uint64_t)st.st_size == SIZE,
+	      "the file is made, %llu bytes", (unsigned long long)st.st_size);
+	if (!a)
+		return;
+	CHECK(store_partition_start(a) == STORE_HEADER_SPACE &&
+		      store_partition_length(a) == SIZE - STORE_HEADER_SPACE,
+	      "a has all the space: %llu at %llu", (unsigned long long)store_partition_length(a),
+	      (unsigned long long)store_partition_start(a));
+	CHECK_INT("read back", 0, store_read_layout(path, &l, err, sizeof(err)));
+	CHECK(l.kind == STORE_KIND_FLASH && l.n == 1 && strcmp(l.part[0].id, "a") == 0,
+	      "kind %d, %u partitions, the first named '%s'", (int)l.kind, l.n, l.part[0].id);
+
+	CHECK_INT("a again", 0, store_open_flash(path, SIZE, 4096, "a", &a2, err, sizeof(err)));
+	CHECK(a2 && store_partition_start(a2) == store_partition_start(a), "a's partition is a's");
+	store_close(a2);
+	CHECK_INT("b is refused", -EPERM,
+		  store_open_flash(path, SIZE, 4096, "b", &b, err, sizeof(err)));
+	CHECK(strstr(err, "'a'") && strstr(err, "'b'"), "reason names the owner: %s", err);
+	CHECK(b == NULL, "nothing returned");
+	store_close(a);
+
+	CHECK_INT("a after a close", 0,
+		  store_open_flash(path, SIZE, 4096, "a", &a, err, sizeof(err)));
+	store_close(a);
+}
+
+/* A store is not a flash device, nor a flash device a store: each open says
+ * which it found. */
+static void test_flash_kinds(void)
+{
+	struct store *s = NULL;
+	char err[512] = "";
+
+	CHECK_INT("make a flash device", 0,
+		  store_open_flash(path_of("kind-flash"), SIZE, 4096, "a", &s, err, sizeof(err)));
+	store_close(s);
+	s = NULL;
+	CHECK_INT("store_open of a flash device", -EINVAL,
+		  store_open(path_of("kind-flash"), SIZE, 4096, "a", false, &s, err, sizeof(err)));
+	CHECK(strstr(err, "is a flash device, not a store"), "reason: %s", err);
+	CHECK(s == NULL, "nothing returned");
+
+	CHECK_INT("make a store", 0,
+		  store_open(path_of("kind-store"), SIZE, 4096, "a", true, &s, err, sizeof(err)));
+	store_close(s);
+	s = NULL;
+	CHECK_INT("store_open_flash of a store", -EINVAL,
+		  store_open_flash(path_of("kind-store"), SIZE, 4096, "a", &s, err, sizeof(err)));
+	CHECK(strstr(err, "is a store device, not a flash device"), "reason: %s", err);
+	CHECK(s == NULL, "nothing returned");
+}
+
+/* Whether this file system takes a page-aligned O_DIRECT read at all,
+ * asked without store.c. */
+static bool direct_io_works(const char *path)
+{
+	void *buf;
+	bool ok;
+	int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	if (posix_memalign(&buf, 4096, 4096))
+		die("posix_memalign");
+	ok = pread(fd, buf, 4096, STORE_HEADER_SPACE) == 4096;
+	free(buf);
+	close(fd);
+	return ok;
+}
+
+/* The flash queue's fd: direct I/O where the file system has it, and whole
+ * pages written through it read back, through it and through the file. */
+static void test_flash_io(void)
+{
+	const char *path = path_of("flash-io");
+	const size_t len = 2 * 4096;
+	struct store *s = NULL;
+	uint8_t *out, *in;
+	char err[512] = "";
+	uint64_t at;
+	int fd;
+
+	CHECK_INT("open", 0, store_open_flash(path, SIZE, 4096, "a", &s, err, sizeof(err)));
+	if (!s)
+		return;
+	if (direct_io_works(path))
+		CHECK(store_direct(s), "O_DIRECT works on %s, yet the flash does not use it", path);
+	else
+		printf("note: %s takes no O_DIRECT here: store_direct() not checked\n", dir);
+	if (posix_memalign((void **)&out, 4096, len) || posix_memalign((void **)&in, 4096, len))
+		die("posix_memalign");
+	for (size_t i = 0; i < len; i++)
+		out[i] = (uint8_t)(rng() >> 7);
+	at = store_partition_start(s) + 4096;
+	CHECK(pwrite(store_fd(s), out, len, (off_t)at) == (ssize_t)len, "write: %s",
+	      strerror(errno));
+	memset(in, 0, len);
+	CHECK(pread(store_fd(s), in, len, (off_t)at) == (ssize_t)len, "read: %s", strerror(errno));
+	CHECK(memcmp(in, out, len) == 0, "read back through store_fd");
+	store_close(s);
+
+	memset(in, 0, len);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	CHECK(fd >= 0 && pread(fd, in, len, (off_t)at) == (ssize_t)len, "plain read: %s",
+	      strerror(errno));
+	CHECK(memcmp(in, out, len) == 0, "read back from the file");
+	if (fd >= 0)
+		close(fd);
+	free(out);
+	free(in);
+}
+
 static void test_extent_layout(void)
 {
 	/* 3 pages of 64K: records rounded up to one 4K page, then the blocks. */
@@ -290,6 +515,7 @@ static void test_extent_layout(void)
 
 int main(void)
 {
+	rng_seed(0x5a0f1a54);
 	if (!mkdtemp(dir))
 		die("mkdtemp");
 	test_two_nodes_and_a_third();
@@ -298,7 +524,14 @@ int main(void)
 	test_init();
 	test_version_1();
 	test_bad_settings();
+	test_flash_default();
+	test_flash_rule();
+	test_flash_settings();
+	test_flash_open();
+	test_flash_kinds();
+	test_flash_io();
 	test_extent_layout();
+	scratch_dir_remove(dir); /* its files have every block reserved */
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
 		return 1;
