@@ -53,6 +53,7 @@ enum section {
 	SECTION_NODE,
 	SECTION_MEMORY,
 	SECTION_STORE,
+	SECTION_FLASH,
 	SECTION_FAILOVER,
 	SECTION_TRACE,
 	SECTION_CLIENT,
@@ -89,7 +90,10 @@ enum key_index {
 	KEY_MAX_CLIENTS,
 	KEY_OUTPUT_LIMIT,
 	KEY_SESSION_GRACE_MS,
-	KEY_BLOCK_SIZE, /* one per policy: its line lives with the policy */
+	KEY_FLASH_PATH,
+	KEY_FLASH_SIZE,
+	KEY_BLOCK_SIZE, /* one per policy: its lines live with the policy */
+	KEY_PERFORMANCE,
 	N_KEYS,
 };
 
@@ -106,6 +110,7 @@ struct parser {
 	unsigned line_of[N_KEYS];		       /* where each key was set; 0: default */
 	unsigned policy_line[CONFIG_POLICIES_MAX];     /* each policy's header */
 	unsigned block_size_line[CONFIG_POLICIES_MAX]; /* and its block_size */
+	unsigned performance_line[CONFIG_POLICIES_MAX];
 
 	int r; /* the first problem; the reading stops there */
 	unsigned err_line;
@@ -518,6 +523,16 @@ static int set_store_size(struct parser *p, const char *v)
 	return parse_bounded_size(p, v, CONFIG_STORE_MAX, &p->c->store_size);
 }
 
+static int set_flash_path(struct parser *p, const char *v)
+{
+	return replace_string(p, &p->c->flash_path, path_join(p->c->dir, v));
+}
+
+static int set_flash_size(struct parser *p, const char *v)
+{
+	return parse_bounded_size(p, v, CONFIG_STORE_MAX, &p->c->flash_size);
+}
+
 static int parse_ms(struct parser *p, const char *v, uint32_t max, uint32_t *ret)
 {
 	uint64_t n;
@@ -664,6 +679,16 @@ static int set_block_size(struct parser *p, const char *v)
 	return 0;
 }
 
+static int set_performance(struct parser *p, const char *v)
+{
+	int r = config_parse_performance(v);
+
+	if (r < 0)
+		return fail_key(p, "'%s': want high, standard or capacity", v);
+	p->c->policies[p->c->n_policies - 1].performance = (enum config_performance)r;
+	return 0;
+}
+
 static const struct key keys[N_KEYS] = {
 	[KEY_ID] = { SECTION_NODE, "id", set_id },
 	[KEY_LISTEN] = { SECTION_NODE, "listen", set_listen },
@@ -696,7 +721,10 @@ static const struct key keys[N_KEYS] = {
 	[KEY_MAX_CLIENTS] = { SECTION_CLIENT, "max_clients", set_max_clients },
 	[KEY_OUTPUT_LIMIT] = { SECTION_CLIENT, "output_limit", set_output_limit },
 	[KEY_SESSION_GRACE_MS] = { SECTION_CLIENT, "session_grace_ms", set_session_grace_ms },
+	[KEY_FLASH_PATH] = { SECTION_FLASH, "path", set_flash_path },
+	[KEY_FLASH_SIZE] = { SECTION_FLASH, "size", set_flash_size },
 	[KEY_BLOCK_SIZE] = { SECTION_POLICY, "block_size", set_block_size },
+	[KEY_PERFORMANCE] = { SECTION_POLICY, "performance", set_performance },
 };
 
 /* Where the line a key was set on is kept. */
@@ -704,6 +732,8 @@ static unsigned *key_line(struct parser *p, enum key_index k)
 {
 	if (k == KEY_BLOCK_SIZE)
 		return &p->block_size_line[p->c->n_policies - 1];
+	if (k == KEY_PERFORMANCE)
+		return &p->performance_line[p->c->n_policies - 1];
 	return &p->line_of[k];
 }
 
@@ -715,7 +745,7 @@ static int set_key(struct parser *p, const char *name, const char *value)
 	p->key = name;
 	if (p->section == SECTION_NONE)
 		return fail(p, p->line, NULL, name,
-			    "not in a section (want it under [node], [memory], [store], "
+			    "not in a section (want it under [node], [memory], [store], [flash], "
 			    "[failover], [trace], [client] or [policy NAME])");
 	if (!*name)
 		return fail(p, p->line, p->section_name, NULL, "a value with no key");
@@ -754,8 +784,10 @@ static int begin_policy(struct parser *p, const char *name)
 	pol = &c->policies[c->n_policies];
 	memcpy(pol->name, name, strlen(name) + 1);
 	pol->block_size = 0;
+	pol->performance = CONFIG_PERFORMANCE_CAPACITY;
 	p->policy_line[c->n_policies] = p->line;
 	p->block_size_line[c->n_policies] = 0;
+	p->performance_line[c->n_policies] = 0;
 	c->n_policies++;
 	p->section = SECTION_POLICY;
 	return 0;
@@ -767,9 +799,10 @@ static int begin_section(struct parser *p, const char *name)
 		const char *name;
 		enum section section;
 	} fixed[] = {
-		{ "node", SECTION_NODE },   { "memory", SECTION_MEMORY },
-		{ "store", SECTION_STORE }, { "failover", SECTION_FAILOVER },
-		{ "trace", SECTION_TRACE }, { "client", SECTION_CLIENT },
+		{ "node", SECTION_NODE },	  { "memory", SECTION_MEMORY },
+		{ "store", SECTION_STORE },	  { "flash", SECTION_FLASH },
+		{ "failover", SECTION_FAILOVER }, { "trace", SECTION_TRACE },
+		{ "client", SECTION_CLIENT },
 	};
 
 	snprintf(p->section_name, sizeof(p->section_name), "%s", name);
@@ -955,6 +988,27 @@ static int check_store(struct parser *p)
 		    c->store_size, STORE_HEADER_SPACE, 2 * c->memory_size + STORE_HEADER_SPACE);
 }
 
+/* A flash device holds this node's copies of the allocations resting on
+ * it: no less than its memory, as the store's partition. */
+static int check_flash(struct parser *p)
+{
+	struct ftvm_config *c = p->c;
+
+	if (!c->flash_path && p->line_of[KEY_FLASH_SIZE])
+		return fail(p, p->line_of[KEY_FLASH_SIZE], "flash", "size",
+			    "set without [flash] path (the device or file to use)");
+	if (!c->flash_path)
+		return 0;
+	if (!p->line_of[KEY_FLASH_SIZE])
+		c->flash_size = 4 * c->memory_size + STORE_HEADER_SPACE;
+	if (c->flash_size >= c->memory_size + STORE_HEADER_SPACE)
+		return 0;
+	return fail(p, p->line_of[KEY_FLASH_SIZE], "flash", "size",
+		    "%" PRIu64 " bytes cannot hold this node's memory (want at least [memory] "
+		    "size + %u = %" PRIu64 ")",
+		    c->flash_size, STORE_HEADER_SPACE, c->memory_size + STORE_HEADER_SPACE);
+}
+
 static int check_failover(struct parser *p)
 {
 	const struct ftvm_config *c = p->c;
@@ -1090,6 +1144,9 @@ static int validate(struct parser *p)
 	r = check_store(p);
 	if (r < 0)
 		return r;
+	r = check_flash(p);
+	if (r < 0)
+		return r;
 	r = check_failover(p);
 	if (r < 0)
 		return r;
@@ -1211,6 +1268,7 @@ void config_free(struct ftvm_config *c)
 	free(c->socket_path);
 	free(c->state_dir);
 	free(c->store_path);
+	free(c->flash_path);
 	free(c->trace_path);
 	free(c->key_file);
 	if (c->key)
@@ -1220,6 +1278,40 @@ void config_free(struct ftvm_config *c)
 	free(c->admin_group.name);
 	free(c->pointer_group.name);
 	free(c);
+}
+
+int config_parse_performance(const char *s)
+{
+	if (strcmp(s, "capacity") == 0)
+		return CONFIG_PERFORMANCE_CAPACITY;
+	if (strcmp(s, "standard") == 0)
+		return CONFIG_PERFORMANCE_STANDARD;
+	if (strcmp(s, "high") == 0)
+		return CONFIG_PERFORMANCE_HIGH;
+	return -EINVAL;
+}
+
+const char *config_performance_name(enum config_performance p)
+{
+	return p == CONFIG_PERFORMANCE_HIGH	  ? "high"
+	       : p == CONFIG_PERFORMANCE_STANDARD ? "standard"
+						  : "capacity";
+}
+
+bool config_policy_find(const struct ftvm_config *c, const char *name, struct config_policy *ret)
+{
+	for (size_t i = 0; i < c->n_policies; i++)
+		if (strcmp(c->policies[i].name, name) == 0) {
+			*ret = c->policies[i];
+			return true;
+		}
+	if (strcmp(name, "default") != 0)
+		return false;
+	memset(ret, 0, sizeof(*ret));
+	memcpy(ret->name, "default", sizeof("default"));
+	ret->block_size = c->page_size;
+	ret->performance = CONFIG_PERFORMANCE_CAPACITY;
+	return true;
 }
 
 int config_parse_trace_channels(const char *s)

@@ -46,9 +46,17 @@ struct config_group {
 	gid_t gid;
 };
 
+/* [policy NAME] performance (node/vmm/MEDIA.md, "Where a page rests"). */
+enum config_performance {
+	CONFIG_PERFORMANCE_CAPACITY, /* flash, or the store without one: the default */
+	CONFIG_PERFORMANCE_STANDARD, /* DRAM, spilling to flash when it is full */
+	CONFIG_PERFORMANCE_HIGH,     /* DRAM only */
+};
+
 struct config_policy {
 	char name[CONFIG_POLICY_NAME_MAX + 1];
 	uint32_t block_size;
+	enum config_performance performance;
 };
 
 struct ftvm_config {
@@ -89,6 +97,11 @@ struct ftvm_config {
 	/* [store] */
 	char *store_path;    /* absolute */
 	uint64_t store_size; /* key size; default 4 x [memory] size + the header */
+
+	/* [flash] (node/vmm/MEDIA.md): this node's own flash device or file;
+	 * path NULL: none. */
+	char *flash_path;    /* absolute */
+	uint64_t flash_size; /* key size; default 4 x [memory] size + the header */
 
 	/* [failover] */
 	uint32_t heartbeat_ms;
@@ -132,6 +145,15 @@ void config_free(struct ftvm_config *c);
 int config_load_key(struct ftvm_config *c, char *err, size_t err_len);
 
 const char *config_transport_name(enum config_transport t);
+
+/* "high", "standard", "capacity" <-> CONFIG_PERFORMANCE_*; -EINVAL for
+ * anything else. */
+int config_parse_performance(const char *s);
+const char *config_performance_name(enum config_performance p);
+/* name's policy: its block size and performance; the policy "default",
+ * when the file has none of that name, has blocks of a page and capacity.
+ * false for a policy the file does not name. */
+bool config_policy_find(const struct ftvm_config *c, const char *name, struct config_policy *ret);
 
 /* "all", "partner", "client" <-> CONFIG_TRACE_*; -EINVAL for anything else. */
 int config_parse_trace_channels(const char *s);

@@ -103,6 +103,10 @@ static void test_full(void)
 				   "[store]\n"
 				   "path = data/store.img\n"
 				   "\n"
+				   "[flash]\n"
+				   "path = data/flash.img\n"
+				   "size = 512M\n"
+				   "\n"
 				   "[failover]\n"
 				   "heartbeat_ms = 50\n"
 				   "dead_after_ms = 250\n"
@@ -125,6 +129,7 @@ static void test_full(void)
 				   "\n"
 				   "[policy stripe]\n"
 				   "block_size = 64K\n"
+				   "performance = standard\n"
 				   "[policy big_1]\n"
 				   "block_size = 4194304\n";
 	struct ftvm_config *c;
@@ -154,6 +159,8 @@ static void test_full(void)
 	CHECK_INT("page_size", 8192, c->page_size);
 	CHECK_INT("pool_block_size", 2ull << 20, c->pool_block_size);
 	CHECK_STR("store_path (relative)", under_dir("data/store.img"), c->store_path);
+	CHECK_STR("flash_path (relative)", under_dir("data/flash.img"), c->flash_path);
+	CHECK_INT("flash_size", 512ull << 20, c->flash_size);
 	CHECK_INT("heartbeat_ms", 50, c->heartbeat_ms);
 	CHECK_INT("dead_after_ms", 250, c->dead_after_ms);
 	CHECK_INT("request_timeout_ms", 1500, c->request_timeout_ms);
@@ -175,8 +182,23 @@ static void test_full(void)
 	if (c->n_policies == 2) {
 		CHECK_STR("policy 0 name", "stripe", c->policies[0].name);
 		CHECK_INT("policy 0 block_size", 65536, c->policies[0].block_size);
+		CHECK_INT("policy 0 performance", CONFIG_PERFORMANCE_STANDARD,
+			  c->policies[0].performance);
 		CHECK_STR("policy 1 name", "big_1", c->policies[1].name);
 		CHECK_INT("policy 1 block_size", 4 << 20, c->policies[1].block_size);
+		CHECK_INT("policy 1 performance (capacity, the default)",
+			  CONFIG_PERFORMANCE_CAPACITY, c->policies[1].performance);
+	}
+	{
+		struct config_policy pol;
+
+		CHECK(config_policy_find(c, "stripe", &pol) && pol.block_size == 65536 &&
+			      pol.performance == CONFIG_PERFORMANCE_STANDARD,
+		      "config_policy_find: stripe as configured");
+		CHECK(config_policy_find(c, "default", &pol) && pol.block_size == 8192 &&
+			      pol.performance == CONFIG_PERFORMANCE_CAPACITY,
+		      "config_policy_find: default is a page of capacity");
+		CHECK(!config_policy_find(c, "nope", &pol), "config_policy_find: no such policy");
 	}
 	config_free(c);
 
@@ -215,6 +237,8 @@ static void test_defaults(void)
 	CHECK_STR("store_path", under_dir("shared/store"), c->store_path);
 	CHECK_INT("store_size (4 x memory + header)", (UINT64_C(1024) << 20) + 65536,
 		  c->store_size);
+	CHECK(c->flash_path == NULL, "no flash by default");
+	CHECK_INT("flash_size without flash", 0, c->flash_size);
 	CHECK_INT("heartbeat_ms", 100, c->heartbeat_ms);
 	CHECK_INT("dead_after_ms", 500, c->dead_after_ms);
 	CHECK_INT("request_timeout_ms", 5000, c->request_timeout_ms);
@@ -526,7 +550,18 @@ static const struct bad bad_cases[] = {
 	{ NODE "[client]\nmax_client = 3\n", 4, "[client] max_client", "unknown key" },
 	{ NODE "[client]\nmax_clients = 3\nmax_clients = 4\n", 5, "[client] max_clients",
 	  "duplicate key (first set on line 4)" },
+	/* [flash] */
+	{ NODE "[flash]\nsize = 1G\n", 4, "[flash] size",
+	  "set without [flash] path (the device or file to use)" },
+	{ NODE "[flash]\npath = f\nsize = 1M\n", 5, "[flash] size",
+	  "1048576 bytes cannot hold this node's memory (want at least [memory] size + 65536" },
+	{ NODE "[flash]\npath = f\nsize = lots\n", 5, "[flash] size", "not a size" },
+	{ NODE "[flash]\npath = f\ncache = 10%\n", 5, "[flash] cache", "unknown key" },
 	/* [policy NAME] */
+	{ NODE "[policy a]\nblock_size = 4K\nperformance = fast\n", 5, "[policy a] performance",
+	  "'fast': want high, standard or capacity" },
+	{ NODE "[policy a]\nblock_size = 4K\nperformance = high\nperformance = high\n", 6,
+	  "[policy a] performance", "duplicate key (first set on line 5)" },
 	{ NODE "[policy a]\nblock_size = 8M\n", 4, "[policy a] block_size", "out of range" },
 	{ NODE "[policy a]\nblock_size = 0\n", 4, "[policy a] block_size", "out of range" },
 	{ NODE "[policy a]\nblock_size = x\n", 4, "[policy a] block_size", "not a size" },
