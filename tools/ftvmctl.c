@@ -1082,14 +1082,26 @@ out:
 	return r;
 }
 
+/* Where the node's copy of guid rests, from its mapping table (ftvm_mapping);
+ * "?" when it lists no such allocation (freed meanwhile). */
+static const char *media_in(const struct ftvm_mapping *maps, size_t n, const char *guid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(maps[i].guid, guid) == 0)
+			return maps[i].media;
+	return "?";
+}
+
 static int cmd_header(struct ctl *ctl, int argc, char **argv)
 {
 	struct ftvm_client *c = NULL;
 	struct ftvm_header *h = NULL;
-	const char *path = NULL, *guid;
+	struct ftvm_mapping *maps = NULL;
+	const char *path = NULL, *guid, *media;
 	char what[FTVM_GUID_MAX + 16];
 	char *hex = NULL;
 	uint64_t page;
+	size_t n_maps = 0;
 	json_object *o;
 	int r;
 
@@ -1105,10 +1117,13 @@ static int cmd_header(struct ctl *ctl, int argc, char **argv)
 	if (r != EXIT_DONE)
 		goto out;
 	r = ftvm_header(c, guid, h);
+	if (r == 0)
+		r = ftvm_mapping(c, &maps, &n_maps);
 	if (r < 0) {
 		r = call_failed(c, path, what, r);
 		goto out;
 	}
+	media = media_in(maps, n_maps, h->guid);
 	hex = to_hex(h->header, h->header_len);
 	if (!hex) {
 		r = out_of_memory();
@@ -1125,6 +1140,7 @@ static int cmd_header(struct ctl *ctl, int argc, char **argv)
 			json_object_object_add(o, "home", json_object_new_string(h->home));
 			json_object_object_add(o, "owner", json_object_new_string(h->owner));
 			add_uint64(o, "uid", h->uid);
+			json_object_object_add(o, "media", json_object_new_string(media));
 			json_object_object_add(o, "header_hex", json_object_new_string(hex));
 		}
 		r = print_json_put(o);
@@ -1137,11 +1153,13 @@ static int cmd_header(struct ctl *ctl, int argc, char **argv)
 		printf("home: %s\n", h->home);
 		printf("owner: %s\n", h->owner);
 		printf("uid: %" PRIu32 "\n", h->uid);
+		printf("media: %s\n", media);
 		printf("header: %zu bytes%s%s\n", h->header_len, h->header_len ? " " : "", hex);
 		r = EXIT_DONE;
 	}
 out:
 	ftvm_disconnect(c);
+	free(maps);
 	free(hex);
 	free(h);
 	return r;
@@ -1174,7 +1192,8 @@ static int cmd_free(struct ctl *ctl, int argc, char **argv)
 	return r;
 }
 
-static int list_print_json(const struct ftvm_header *hs, size_t n)
+static int list_print_json(const struct ftvm_header *hs, size_t n, const struct ftvm_mapping *maps,
+			   size_t n_maps)
 {
 	json_object *a = json_object_new_array(), *o;
 
@@ -1195,11 +1214,14 @@ static int list_print_json(const struct ftvm_header *hs, size_t n)
 		json_object_object_add(o, "home", json_object_new_string(hs[i].home));
 		json_object_object_add(o, "owner", json_object_new_string(hs[i].owner));
 		add_uint64(o, "uid", hs[i].uid);
+		json_object_object_add(o, "media",
+				       json_object_new_string(media_in(maps, n_maps, hs[i].guid)));
 	}
 	return print_json_put(a);
 }
 
-static void list_print_text(const struct ftvm_header *hs, size_t n)
+static void list_print_text(const struct ftvm_header *hs, size_t n, const struct ftvm_mapping *maps,
+			    size_t n_maps)
 {
 	int w = (int)strlen("GUID");
 
@@ -1210,21 +1232,22 @@ static void list_print_text(const struct ftvm_header *hs, size_t n)
 	for (size_t i = 0; i < n; i++)
 		if ((int)strlen(hs[i].guid) > w)
 			w = (int)strlen(hs[i].guid);
-	printf("%-*s %14s %10s %10s %-12s %-10s %-10s %s\n", w, "GUID", "SIZE", "BLOCK", "PAGES",
-	       "POLICY", "HOME", "OWNER", "UID");
+	printf("%-*s %14s %10s %10s %-12s %-10s %-10s %10s %s\n", w, "GUID", "SIZE", "BLOCK",
+	       "PAGES", "POLICY", "HOME", "OWNER", "UID", "MEDIA");
 	for (size_t i = 0; i < n; i++)
-		printf("%-*s %14" PRIu64 " %10" PRIu32 " %10" PRIu64 " %-12s %-10s %-10s %" PRIu32
-		       "\n",
+		printf("%-*s %14" PRIu64 " %10" PRIu32 " %10" PRIu64 " %-12s %-10s %-10s %10" PRIu32
+		       " %s\n",
 		       w, hs[i].guid, hs[i].size, hs[i].block_size, hs[i].pages, hs[i].policy,
-		       hs[i].home, hs[i].owner, hs[i].uid);
+		       hs[i].home, hs[i].owner, hs[i].uid, media_in(maps, n_maps, hs[i].guid));
 }
 
 static int cmd_list(struct ctl *ctl, int argc, char **argv)
 {
 	struct ftvm_header *hs = NULL;
+	struct ftvm_mapping *maps = NULL;
 	struct ftvm_client *c;
 	const char *path = NULL;
-	size_t n = 0;
+	size_t n = 0, n_maps = 0;
 	int r;
 
 	if (argc > 0)
@@ -1233,17 +1256,20 @@ static int cmd_list(struct ctl *ctl, int argc, char **argv)
 	if (r != EXIT_DONE)
 		return r;
 	r = ftvm_list(c, &hs, &n);
+	if (r == 0)
+		r = ftvm_mapping(c, &maps, &n_maps);
 	if (r < 0) {
 		r = call_failed(c, path, "list", r);
 		goto out;
 	}
 	if (ctl->json) {
-		r = list_print_json(hs, n);
+		r = list_print_json(hs, n, maps, n_maps);
 	} else {
-		list_print_text(hs, n);
+		list_print_text(hs, n, maps, n_maps);
 		r = EXIT_DONE;
 	}
 out:
+	free(maps);
 	free(hs);
 	ftvm_disconnect(c);
 	return r;

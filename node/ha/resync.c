@@ -172,8 +172,9 @@ static void *copy_locked(struct vmm *v, const struct vmm_alloc *a, uint64_t page
 }
 
 /* A resident page's block: a dirty one, which the store does not have, or a
- * clean one, which warms the receiver's frames. The receiver pages in the
- * others from the store (a stale page has nothing here to send). */
+ * clean one, which warms the receiver's frames; and a dirty one whose frames
+ * went, from flash. The receiver pages in the others from the store (a stale
+ * page has nothing here to send). */
 static int send_page(struct resync_send *rs, const struct vmm_alloc *a, uint64_t page)
 {
 	Ftvm__Partner__PageState state;
@@ -181,13 +182,23 @@ static int send_page(struct resync_send *rs, const struct vmm_alloc *a, uint64_t
 	void *copy = NULL;
 	int r = 0;
 
-	if (!a->page[page].resident)
+	if (!a->page[page].resident && !(a->page[page].dirty && vmm_page_on_flash(&a->page[page])))
 		return 0;
-	block = vmm_block_addr(rs->vmm, a, page);
-	if (vmm_page_write_locked(&a->page[page])) {
+	if (!a->page[page].resident) {
+		/* Dirty, its frames given back: flash has its block. */
+		block = copy = malloc(a->block_size);
+		if (!copy)
+			return -ENOMEM;
+		if (vmm_flash_read_block(rs->vmm, a, page, copy) < 0) {
+			free(copy);
+			return 0; /* lost here: the receiver's copy stays stale */
+		}
+	} else if (vmm_page_write_locked(&a->page[page])) {
 		block = copy = copy_locked(rs->vmm, a, page, &r);
 		if (!copy)
 			return r;
+	} else {
+		block = vmm_block_addr(rs->vmm, a, page);
 	}
 	page_state(a, page, &state);
 	r = pagedata_resync_out_page(rs->blocks, a->guid, page, block, a->block_size, &state);
@@ -480,6 +491,7 @@ static int drop_allocation(struct vmm *v, const char *guid, const struct pt_orig
 
 	if (!a)
 		return 0;
+	vmm_flash_keep(v, a); /* for the copy that replaces it */
 	r = pagetable_alloc_delete(vmm_pagetable(v), a->guid, o);
 	vmm_alloc_give_frames(v, a);
 	vmm_table_remove(vmm_allocations(v), a);
@@ -515,6 +527,7 @@ static int on_begin(struct vmm *v, const Ftvm__Partner__ResyncBegin *m, const st
 			      (unsigned long long)vmm_epoch(v), (unsigned long long)m->epoch);
 	f->resync_receiving = true;
 	f->resync_failed = false;
+	vmm_flash_forget_kept(v);			/* an earlier resync's */
 	pagedata_resync_landings_drop(vmm_pagedata(v)); /* an earlier resync's */
 	f->resync_error[0] = '\0';
 	vmm_space_waiters_fail(v);
@@ -568,6 +581,9 @@ static int on_allocation(struct vmm *v, const Ftvm__Partner__ResyncAllocation *m
 			      "%s: client name '%.80s' or session '%.80s' is not one", am->guid,
 			      am->client, am->session);
 	}
+	/* A resync is not refused for room: a copy that finds none rests in
+	 * the store here. */
+	vmm_media_place(v, a, VMM_PLACE_RESYNC, reason, len);
 	vmm_table_insert(vmm_allocations(v), a);
 	if (vmm_persist_alloc(v, a, o) < 0)
 		return refuse(v, reason, len, "page table: %s",
@@ -576,8 +592,9 @@ static int on_allocation(struct vmm *v, const Ftvm__Partner__ResyncAllocation *m
 		a->page[i].version = m->pages[i]->version;
 		a->page[i].crc32c = m->pages[i]->crc32c;
 		a->page[i].dirty = m->pages[i]->dirty;
-		/* Not resident: a dirty page's block follows in a ResyncPage. */
-		a->page[i].stale = m->pages[i]->dirty;
+		/* Not resident: a dirty page's block follows in a ResyncPage,
+		 * unless flash holds it here already. */
+		a->page[i].stale = m->pages[i]->dirty && !vmm_page_on_flash(&a->page[i]);
 		if (vmm_persist_page(v, a, i, o) < 0)
 			return refuse(v, reason, len, "page table: %s",
 				      pagetable_last_error(vmm_pagetable(v)));
@@ -653,6 +670,7 @@ static int on_end(struct vmm *v, const Ftvm__Partner__ResyncEnd *m, char *reason
 		return refuse(v, reason, len, "ResyncEnd outside a resync");
 	f->resync_receiving = false;
 	pagedata_resync_landings_drop(vmm_pagedata(v)); /* none is named after ResyncEnd */
+	vmm_flash_forget_kept(v);			/* copies the survivor no longer has */
 	if (f->resync_failed) {
 		snprintf(reason, len, "resync incomplete: %s", f->resync_error);
 		if (f->resync_observer)

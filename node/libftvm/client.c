@@ -1720,6 +1720,44 @@ out:
 	return r;
 }
 
+/* Where the node's copy of h rests; an older node, which names none,
+ * kept every allocation in the store. */
+static const char *media_of(const Ftvm__Partner__Header *h)
+{
+	return h->media && h->media[0] ? h->media : "store";
+}
+
+int ftvm_mapping(struct ftvm_client *c, struct ftvm_mapping **ret, size_t *ret_n)
+{
+	struct ftvm_mapping *rows = NULL;
+	const Ftvm__Client__ListReply *lr;
+	Reply *reply = NULL;
+	int r;
+
+	if (!c)
+		return -EINVAL;
+	if (!ret || !ret_n)
+		return fail(c, -EINVAL, "no place for the result");
+	r = list_rows(c, sizeof(*rows), &reply, (void **)&rows);
+	if (r < 0)
+		return r;
+	lr = reply->list;
+	for (size_t i = 0; i < lr->n_allocations; i++) {
+		const Ftvm__Partner__Header *h = lr->allocations[i];
+
+		copy_str(rows[i].guid, sizeof(rows[i].guid), h->guid);
+		copy_str(rows[i].home, sizeof(rows[i].home), h->home);
+		copy_str(rows[i].owner, sizeof(rows[i].owner), h->owner);
+		copy_str(rows[i].media, sizeof(rows[i].media), media_of(h));
+		rows[i].pages = h->pages;
+		rows[i].block_size = h->block_size;
+	}
+	*ret = rows;
+	*ret_n = lr->n_allocations;
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return 0;
+}
+
 static int by_usage(const void *x, const void *y)
 {
 	const struct ftvm_client_usage *a = x, *b = y;
@@ -1753,12 +1791,15 @@ int ftvm_clients(struct ftvm_client *c, struct ftvm_client_usage **ret, size_t *
 		const char *name = h->client ? h->client : "";
 		size_t k = 0;
 
-		while (k < n && (rows[k].uid != h->uid || strcmp(rows[k].name, name) != 0))
+		const char *media = media_of(h);
+
+		while (k < n && (rows[k].uid != h->uid || strcmp(rows[k].name, name) != 0 ||
+				 strcmp(rows[k].media, media) != 0))
 			k++;
 		if (k == n) {
 			rows[n].uid = h->uid;
 			snprintf(rows[n].name, sizeof(rows[n].name), "%s", name);
-			snprintf(rows[n].media, sizeof(rows[n].media), "dram");
+			snprintf(rows[n].media, sizeof(rows[n].media), "%s", media);
 			n++;
 		}
 		rows[k].allocations++;

@@ -547,7 +547,7 @@ FTVM_EXPORT int ftvm_list(struct ftvm_client *c, struct ftvm_header **ret, size_
 struct ftvm_client_usage {
 	uint32_t uid;			     /**< the client uid */
 	char name[FTVM_CLIENT_NAME_MAX + 1]; /**< as it named itself; "" for none */
-	char media[16];			     /**< where its allocations live: "dram" */
+	char media[16];			     /**< where its allocations rest: "store", "flash" */
 	uint64_t allocations;		     /**< how many it holds */
 	uint64_t bytes;			     /**< their sizes added up */
 };
@@ -563,6 +563,29 @@ struct ftvm_client_usage {
  * @return 0 or -errno (see the conventions above).
  */
 FTVM_EXPORT int ftvm_clients(struct ftvm_client *c, struct ftvm_client_usage **ret, size_t *ret_n);
+
+/** Where one allocation lives on the node asked (seed 003's address
+ *  mapping table, node/vmm/MEDIA.md). */
+struct ftvm_mapping {
+	char guid[FTVM_GUID_MAX]; /**< the allocation */
+	char home[40];		  /**< the node it was made on */
+	char owner[40];		  /**< the node serving it now */
+	char media[16];		  /**< where this node's copy rests: "store" or "flash" */
+	uint64_t pages;		  /**< blocks in it */
+	uint32_t block_size;	  /**< bytes per block */
+};
+
+/**
+ * @brief The address mapping table: every allocation the node knows (its own
+ *        and its partner's), in the node's order, with where its copy on
+ *        that node rests. Each node places its own copy.
+ * @param c a connected client.
+ * @param[out] ret an array of *ret_n rows, to be freed with free(); NULL when
+ *        there are none. Untouched on failure.
+ * @param[out] ret_n how many.
+ * @return 0 or -errno (see the conventions above).
+ */
+FTVM_EXPORT int ftvm_mapping(struct ftvm_client *c, struct ftvm_mapping **ret, size_t *ret_n);
 
 /** One storage medium of a node. */
 struct ftvm_media {

@@ -246,7 +246,21 @@
 	  TEXT(13, 1, NUM, "replacement: ", " evictions"))                                        \
 	/* pages read from the store into frames since start */                                    \
 	X(U64, page_ins, LIST(1), JSON(32, replacement, 2, "page_ins"),                           \
-	  TEXT(13, 2, NUM, ", ", " page-ins"))
+	  TEXT(13, 2, NUM, ", ", " page-ins"))                                                    \
+	/* this node's flash ([flash] path; node/vmm/MEDIA.md): bytes of its partition and   \
+	 * those free for new extents, page-ins read there since start, and pages written      \
+	 * there since start; all 0 without flash */                                            \
+	X(U64, flash_capacity, LIST(2), JSON(33, flash, 1, "capacity"),                          \
+	  TEXT_IF(14, 1, NUM, "flash: ", " bytes"))                                              \
+	X(U64, flash_free, LIST(3), JSON(33, flash, 2, "free"), TEXT(14, 2, NUM, ", ", " free")) \
+	X(U64, flash_page_ins, LIST(4), JSON(33, flash, 3, "page_ins"),                          \
+	  TEXT(14, 3, NUM, ", ", " page-ins"))                                                   \
+	X(U64, flash_writes, LIST(5), JSON(33, flash, 4, "writes"),                              \
+	  TEXT(14, 4, NUM, ", ", " pages written"))                                              \
+	/* this node's partition of the store: its bytes and those free for new extents */     \
+	X(U64, store_capacity, LIST(6), JSON(34, store, 1, "capacity"),                          \
+	  TEXT(15, 1, NUM, "store: ", " bytes"))                                                 \
+	X(U64, store_free, LIST(7), JSON(34, store, 2, "free"), TEXT(15, 2, NUM, ", ", " free"))
 /* clang-format on */
 
 /* The member a row makes in struct ftvm_node_status. */

@@ -122,6 +122,10 @@ static const struct migration {
 	/* Allocations made before sessions stay until freed. */
 	{ "record the session a session allocation lives as long as",
 	  "ALTER TABLE allocations ADD COLUMN session TEXT NOT NULL DEFAULT '';" },
+	/* Allocations made before media rest in the store, as they did. */
+	{ "record where each allocation's pages rest here, and its extent on flash",
+	  "ALTER TABLE allocations ADD COLUMN media TEXT NOT NULL DEFAULT 'store';"
+	  "ALTER TABLE allocations ADD COLUMN flash_offset INTEGER NOT NULL DEFAULT 0;" },
 };
 
 #define SCHEMA_VERSION ((int64_t)ARRAY_SIZE(migrations))
@@ -169,8 +173,9 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_META_SET] = "INSERT INTO meta(key, value) VALUES (?1, ?2)"
 			" ON CONFLICT(key) DO UPDATE SET value = excluded.value",
 	[ST_ALLOC_INSERT] = "INSERT INTO allocations(guid, home, owner, size, block_size, pages,"
-			    " policy, header, store_offset, uid, client, session)"
-			    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+			    " policy, header, store_offset, uid, client, session, media,"
+			    " flash_offset)"
+			    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
 	[ST_PAGE_INSERT] = "INSERT INTO pages(guid, page, version, crc32c, dirty)"
 			   " VALUES (?1, ?2, 0, ?3, 0)",
 	[ST_ALLOC_DELETE] = "DELETE FROM allocations WHERE guid = ?1",
@@ -202,7 +207,8 @@ static const char *const stmt_sql[ST__MAX] = {
 			    " WHERE (origin = ?1 AND lsn <= ?2) OR origin != ?1"
 			    " ORDER BY lsn LIMIT ?3)",
 	[ST_ALLOC_SELECT] = "SELECT guid, home, owner, size, block_size, pages, policy, header,"
-			    " store_offset, uid, client, session FROM allocations ORDER BY guid",
+			    " store_offset, uid, client, session, media, flash_offset"
+			    " FROM allocations ORDER BY guid",
 	[ST_PAGE_SELECT] = "SELECT page, version, crc32c, dirty FROM pages WHERE guid = ?1"
 			   " ORDER BY page",
 	[ST_RECOVERED_INSERT] = "INSERT INTO recovered(at_ms, guid, page, from_version,"
@@ -917,6 +923,8 @@ int pagetable_alloc_put(struct pagetable *pt, const struct pt_alloc *a, uint32_t
 	rc = rc ?: sqlite3_bind_int64(st, 10, a->uid);
 	rc = rc ?: bind_text(st, 11, a->client ? a->client : "");
 	rc = rc ?: bind_text(st, 12, a->session ? a->session : "");
+	rc = rc ?: bind_text(st, 13, a->media ? a->media : "store");
+	rc = rc ?: bind_u64(st, 14, a->flash_offset);
 	r = run_change(pt, st, rc, "insert allocation", a->guid);
 
 	st = pt->stmt[ST_PAGE_INSERT];
@@ -1295,11 +1303,14 @@ int pagetable_load(struct pagetable *pt, int (*alloc_cb)(const struct pt_alloc *
 			.store_offset = (uint64_t)sqlite3_column_int64(st, 8),
 			.client = (const char *)sqlite3_column_text(st, 10),
 			.session = (const char *)sqlite3_column_text(st, 11),
+			.media = (const char *)sqlite3_column_text(st, 12),
+			.flash_offset = (uint64_t)sqlite3_column_int64(st, 13),
 		};
 		int64_t block_size = sqlite3_column_int64(st, 4);
 		int64_t uid = sqlite3_column_int64(st, 9);
 
-		if (!a.guid || !a.home || !a.owner || !a.policy || !a.client || !a.session) {
+		if (!a.guid || !a.home || !a.owner || !a.policy || !a.client || !a.session ||
+		    !a.media) {
 			r = fail(pt, -EBADMSG, "allocation %s: a text column is NULL",
 				 a.guid ? a.guid : "(NULL)");
 			break;

@@ -38,6 +38,11 @@ struct pt_alloc {
 	uint32_t uid;	       /* the client uid it belongs to */
 	const char *client;    /* the name its client gave; NULL is "" */
 	const char *session;   /* its client's session id; NULL is "" (none) */
+	/* Where its pages rest on this node (node/vmm/MEDIA.md): "store",
+	 * "flash" or "dram"; NULL is "store". Its extent on this node's flash,
+	 * when there. Neither is mirrored: each node places its own copy. */
+	const char *media;
+	uint64_t flash_offset;
 };
 
 struct pt_page {

@@ -3,8 +3,11 @@
  *
  * An allocation takes no frames (pages get them on demand, vmm/VMM.md
  * "Replacement"): what limits it is its extent in the home node's store
- * partition, which this node chooses alone. The partner's SpaceRequest answer
- * reports its own partition, which this allocation does not use. */
+ * partition, which this node chooses alone, and, when its copy here rests on
+ * flash (node/vmm/MEDIA.md), its extent there. The partner's SpaceRequest
+ * answer reports its own partition, which this allocation does not use; the
+ * partner places its own copy, and refuses the AllocateMemory when its
+ * flash has no room. */
 #include "vmm_state.h"
 
 #include <errno.h>
@@ -26,6 +29,10 @@ struct alloc_op {
 	struct vmm_op op;
 	struct vmm_alloc *a;
 	uint64_t deadline_ms; /* monotonic: a waiting allocation gives up then */
+	/* Why it found no room, when it did not: in the store, or for its
+	 * copy here (its media's reason). */
+	bool short_of_media;
+	char media_reason[256];
 };
 
 /* An allocation without `immediate` that found no room for its extent: it
@@ -39,16 +46,35 @@ struct vmm_space_waiter {
 
 static uint32_t policy_block_size(const struct vmm *v, const char *policy)
 {
-	for (size_t i = 0; i < v->config->n_policies; i++)
-		if (strcmp(v->config->policies[i].name, policy) == 0)
-			return v->config->policies[i].block_size;
-	return strcmp(policy, "default") == 0 ? v->config->page_size : 0;
+	struct config_policy pol;
+
+	return config_policy_find(v->config, policy, &pol) ? pol.block_size : 0;
+}
+
+/* Fig. 5 step 510: local space, which is room for its extent in the store
+ * and for its copy here where its policy says it rests (vmm/media.c); held
+ * until vmm_store_extent_done (the media's as the allocation's). */
+static int take_space(struct vmm *v, struct alloc_op *op)
+{
+	int r = vmm_store_extent(v, op->a);
+
+	op->short_of_media = false;
+	if (r < 0)
+		return r;
+	r = vmm_media_place(v, op->a, VMM_PLACE_NEW, op->media_reason, sizeof(op->media_reason));
+	if (r < 0) {
+		op->short_of_media = true;
+		vmm_store_extent_done(v, op->a);
+	}
+	return r;
 }
 
 static void alloc_op_free(struct alloc_op *op)
 {
-	if (op->a)
+	if (op->a) {
 		vmm_store_extent_done(op->op.vmm, op->a);
+		vmm_alloc_give_frames(op->op.vmm, op->a); /* a copy resting in DRAM took some */
+	}
 	vmm_alloc_free(op->a);
 	free(op);
 }
@@ -136,11 +162,16 @@ static void on_waiter_deadline(evutil_socket_t fd, short what, void *arg)
 	struct alloc_op *op = w->op;
 	struct vmm *v = op->op.vmm;
 
-	vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_NO_SPACE,
-			"no space for %llu pages of %u bytes within %u ms: they do not fit in "
-			"%s's partition of the store",
-			(unsigned long long)op->a->pages, op->a->block_size,
-			v->config->request_timeout_ms, vmm_node_id(v));
+	if (op->short_of_media)
+		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_NO_SPACE,
+				"no space within %u ms: %s", v->config->request_timeout_ms,
+				op->media_reason);
+	else
+		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_NO_SPACE,
+				"no space for %llu pages of %u bytes within %u ms: they do not fit "
+				"in %s's partition of the store",
+				(unsigned long long)op->a->pages, op->a->block_size,
+				v->config->request_timeout_ms, vmm_node_id(v));
 	waiter_free(v, w);
 	alloc_op_free(op);
 }
@@ -163,10 +194,14 @@ static void wait_for_space(struct vmm *v, struct alloc_op *op)
 	while (*tail)
 		tail = &(*tail)->next;
 	*tail = w;
-	log_debug("allocation %s waits for %llu bytes in %s's partition of the store", op->a->guid,
-		  (unsigned long long)store_extent_size(v->config->page_size, op->a->pages,
-							op->a->block_size),
-		  vmm_node_id(v));
+	if (op->short_of_media)
+		log_debug("allocation %s waits: %s", op->a->guid, op->media_reason);
+	else
+		log_debug("allocation %s waits for %llu bytes in %s's partition of the store",
+			  op->a->guid,
+			  (unsigned long long)store_extent_size(v->config->page_size, op->a->pages,
+								op->a->block_size),
+			  vmm_node_id(v));
 }
 
 void vmm_space_freed(struct vmm *v)
@@ -176,7 +211,7 @@ void vmm_space_freed(struct vmm *v)
 		struct vmm_space_waiter *w = v->space_waiters;
 		struct alloc_op *op = w->op;
 
-		if (vmm_store_extent(v, op->a) < 0)
+		if (take_space(v, op) < 0)
 			return;
 		waiter_free(v, w);
 		alloc_send(op);
@@ -282,11 +317,15 @@ static void alloc_denied(struct vmm *v, struct alloc_op *op)
 	uint64_t free_bytes, partition;
 
 	vmm_store_space(v, &free_bytes, &partition);
-	vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_DENIED,
-			"%llu pages of %u bytes do not fit in %s's partition of the store "
-			"(%llu of %llu bytes free; immediate)",
-			(unsigned long long)op->a->pages, op->a->block_size, vmm_node_id(v),
-			(unsigned long long)free_bytes, (unsigned long long)partition);
+	if (op->short_of_media)
+		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_DENIED, "%s; immediate",
+				op->media_reason);
+	else
+		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_DENIED,
+				"%llu pages of %u bytes do not fit in %s's partition of the store "
+				"(%llu of %llu bytes free; immediate)",
+				(unsigned long long)op->a->pages, op->a->block_size, vmm_node_id(v),
+				(unsigned long long)free_bytes, (unsigned long long)partition);
 	alloc_op_free(op);
 }
 
@@ -320,8 +359,8 @@ void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__A
 	op->op.vmm = v;
 	op->op.call = call;
 	op->deadline_ms = clock_now_ms() + v->config->request_timeout_ms;
-	/* Fig. 5 step 510: local space first, which is room for its extent. */
-	r = vmm_store_extent(v, op->a);
+	/* Fig. 5 step 510: local space first. */
+	r = take_space(v, op);
 	if (r == -ENOSPC && req->immediate) {
 		alloc_denied(v, op);
 	} else if (r == -ENOSPC) {

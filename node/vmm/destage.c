@@ -134,109 +134,6 @@ void vmm_store_access(struct vmm *v)
 	v->partner_partition_writable = partner;
 }
 
-static uint64_t extent_size(const struct vmm *v, const struct vmm_alloc *a)
-{
-	return store_extent_size(v->config->page_size, a->pages, a->block_size);
-}
-
-struct extent {
-	uint64_t start, end;
-};
-
-static int by_start(const void *x, const void *y)
-{
-	const struct extent *a = x, *b = y;
-
-	return a->start < b->start ? -1 : a->start > b->start;
-}
-
-/* The extents in this node's partition, sorted: those of the allocations
- * homed here (in the table, or still being made). NULL on ENOMEM. */
-static struct extent *used_extents(struct vmm *v, size_t *ret_n)
-{
-	size_t n = 0, n_used = 0;
-	struct vmm_alloc **all = vmm_table_sorted(v->table, &n);
-	struct extent *used = calloc(n + v->n_extents_reserved + 1, sizeof(*used));
-
-	if (!all || !used) {
-		free(all);
-		free(used);
-		return NULL;
-	}
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(all[i]->home, vmm_node_id(v)) == 0)
-			used[n_used++] =
-				(struct extent){ all[i]->store_offset,
-						 all[i]->store_offset + extent_size(v, all[i]) };
-	for (size_t i = 0; i < v->n_extents_reserved; i++) {
-		const struct vmm_alloc *x = v->extents_reserved[i];
-		used[n_used++] =
-			(struct extent){ x->store_offset, x->store_offset + extent_size(v, x) };
-	}
-	qsort(used, n_used, sizeof(*used), by_start);
-	free(all);
-	*ret_n = n_used;
-	return used;
-}
-
-/* First fit in this node's partition, between the extents in use. */
-int vmm_store_extent(struct vmm *v, struct vmm_alloc *a)
-{
-	uint64_t at = store_partition_start(v->store);
-	uint64_t end = at + store_partition_length(v->store), size = extent_size(v, a);
-	struct vmm_alloc **grown;
-	size_t n_used = 0;
-	struct extent *used = used_extents(v, &n_used);
-	int r = -ENOSPC;
-
-	grown = realloc(v->extents_reserved, (v->n_extents_reserved + 1) * sizeof(*grown));
-	if (grown)
-		v->extents_reserved = grown;
-	if (!used || !grown) {
-		free(used);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i <= n_used; i++) {
-		uint64_t next = i < n_used ? used[i].start : end;
-
-		if (next >= at && next - at >= size) {
-			a->store_offset = at;
-			v->extents_reserved[v->n_extents_reserved++] = a;
-			log_debug("allocation %s: extent at %llu, %llu bytes, in %s's partition",
-				  a->guid, (unsigned long long)at, (unsigned long long)size,
-				  vmm_node_id(v));
-			r = 0;
-			break;
-		}
-		if (i < n_used && used[i].end > at)
-			at = used[i].end;
-	}
-	free(used);
-	return r;
-}
-
-void vmm_store_space(struct vmm *v, uint64_t *ret_free, uint64_t *ret_total)
-{
-	size_t n_used = 0;
-	struct extent *used = used_extents(v, &n_used);
-	uint64_t in_use = 0;
-
-	for (size_t i = 0; used && i < n_used; i++)
-		in_use += used[i].end - used[i].start;
-	*ret_total = store_partition_length(v->store);
-	*ret_free = used && in_use < *ret_total ? *ret_total - in_use : 0;
-	free(used);
-}
-
-void vmm_store_extent_done(struct vmm *v, struct vmm_alloc *a)
-{
-	for (size_t i = 0; i < v->n_extents_reserved; i++)
-		if (v->extents_reserved[i] == a) {
-			v->extents_reserved[i] = v->extents_reserved[--v->n_extents_reserved];
-			return;
-		}
-}
-
 static uint64_t block_offset(const struct vmm *v, const struct vmm_alloc *a, uint64_t page)
 {
 	return store_block_offset(a->store_offset, v->config->page_size, a->pages, a->block_size,
@@ -370,7 +267,10 @@ struct vmm_pagein {
 	uint64_t page;
 	uint64_t frame;
 	uint32_t block_size;
+	bool from_flash; /* this node's flash holds it (vmm/flash.c); else the store */
 };
+
+static int post_page_in(struct vmm *v, const struct vmm_alloc *a, struct vmm_pagein *pi);
 
 static void page_in_failed(struct vmm *v, struct vmm_pagein *pi, int result, uint32_t crc,
 			   const struct vmm_page *p)
@@ -407,22 +307,46 @@ static void on_page_in(int result, void *arg)
 	if (!p || p->pagein != pi) {
 		vmm_frames_give(v, pi->frame, pi->block_size); /* freed, or overwritten */
 	} else {
-		p->pagein = NULL;
 		crc = crc32c(0, frame_pool_addr(v->pool, pi->frame), pi->block_size);
+		if ((result < 0 || crc != p->crc32c) && pi->from_flash) {
+			/* Flash lost it (a crash between a block and its
+			 * record, or the device): the store may have it. */
+			log_warning("%s page %llu: its block on flash %s: read from the store",
+				    pi->guid, (unsigned long long)pi->page,
+				    result < 0 ? strerror(-result) : "fails its checksum");
+			p->flash_version = 0;
+			pi->from_flash = false;
+			if (post_page_in(v, a, pi) == 0)
+				return;
+		}
+		p->pagein = NULL;
 		if (result < 0 || crc != p->crc32c) {
 			page_in_failed(v, pi, result, crc, p);
 		} else {
-			/* A stale page the owner destaged since is whole again. */
+			/* A stale page the owner destaged since is whole again;
+			 * flash's copy of a dirty page is not in the store yet. */
 			p->stale = false;
-			p->dirty = false;
+			if (!pi->from_flash)
+				p->dirty = false;
 			vmm_page_attach(v, p, pi->frame);
 			v->counted.page_ins++;
+			v->counted.flash_page_ins += pi->from_flash;
 			log_debug("paged in %s page %llu (version %llu)", pi->guid,
 				  (unsigned long long)pi->page, (unsigned long long)p->version);
 		}
 	}
 	vmm_paging_kick(v);
 	free(pi);
+}
+
+static int post_page_in(struct vmm *v, const struct vmm_alloc *a, struct vmm_pagein *pi)
+{
+	void *frame = frame_pool_addr(v->pool, pi->frame);
+
+	if (pi->from_flash)
+		return vmm_flash_post_read(v, a, pi->page, frame, on_page_in, pi);
+	return store_queue_read(v->store_queue, frame, a->block_size, block_offset(v, a, pi->page),
+				on_page_in, pi);
 }
 
 static int page_in(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t frame)
@@ -437,8 +361,8 @@ static int page_in(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t f
 	pi->page = page;
 	pi->frame = frame;
 	pi->block_size = a->block_size;
-	r = store_queue_read(v->store_queue, frame_pool_addr(v->pool, frame), a->block_size,
-			     block_offset(v, a, page), on_page_in, pi);
+	pi->from_flash = vmm_page_on_flash(&a->page[page]);
+	r = post_page_in(v, a, pi);
 	if (r < 0) {
 		free(pi);
 		return r;
@@ -599,11 +523,22 @@ static void on_round_barrier(int result, void *arg)
 		round_done(rd);
 }
 
-/* A write-locked page waits for its unlock; a stale one has nothing here;
- * an allocation handed to its other node is that node's to write. */
+/* A write-locked page waits for its unlock; a stale one has nothing here
+ * (one that gave its frames back is on flash); an allocation handed to its
+ * other node is that node's to write. */
 static bool destageable(struct vmm *v, const struct vmm_alloc *a, const struct vmm_page *p)
 {
-	return p->resident && !vmm_page_write_locked(p) && vmm_is_owner(v, a);
+	return (p->resident || vmm_page_on_flash(p)) && !vmm_page_write_locked(p) &&
+	       vmm_is_owner(v, a);
+}
+
+/* The block to destage: the frames', or flash's when it gave them back. */
+static int block_of(struct vmm *v, const struct vmm_alloc *a, uint64_t page, void *buf)
+{
+	if (!a->page[page].resident)
+		return vmm_flash_read_block(v, a, page, buf);
+	memcpy(buf, vmm_block_addr(v, a, page), a->block_size);
+	return 0;
 }
 
 static void post(struct vmm *v, struct destage_round *rd, struct vmm_destage *d)
@@ -614,7 +549,12 @@ static void post(struct vmm *v, struct destage_round *rd, struct vmm_destage *d)
 	d->round = rd;
 	if (!p || !p->dirty || !destageable(v, a, p))
 		return; /* freed, clean already, or held back: nothing to write */
-	memcpy(d->block, vmm_block_addr(v, a, d->page), a->block_size);
+	if (block_of(v, a, d->page, d->block) < 0) {
+		/* Its contents here are lost: the partner's are the page's. */
+		p->flash_version = 0;
+		p->stale = true;
+		return;
+	}
 	d->version = p->version;
 	d->record.version = htole64(p->version);
 	d->record.crc32c = htole32(crc32c(0, d->block, a->block_size));
@@ -733,10 +673,11 @@ void vmm_destaged(struct vmm *v, const char *guid, uint64_t page, uint64_t versi
 	vmm_persist_page(v, a, page, &o);
 }
 
-/* Dirty with its contents here (a stale page has none to write). */
+/* Dirty with its contents here, in its frames or on flash (a stale page
+ * has none to write). */
 static bool dirty_here(const struct vmm_page *p)
 {
-	return p->dirty && p->resident;
+	return p->dirty && (p->resident || vmm_page_on_flash(p));
 }
 
 /* Written by the last destage: dirty here and not write-locked. A write
@@ -755,6 +696,7 @@ static void destage_all(struct vmm *v)
 {
 	struct pt_origin o = { .node = vmm_node_id(v), .own = true };
 	struct store_page_record *rec = NULL;
+	uint8_t **from_flash = NULL; /* the blocks of pages whose frames went */
 	size_t n = 0, dirty = 0, locked = 0, k = 0;
 	struct vmm_alloc **all;
 	int r = 0;
@@ -772,7 +714,8 @@ static void destage_all(struct vmm *v)
 	if (!dirty)
 		goto out;
 	rec = calloc(dirty, sizeof(*rec));
-	if (!all || !rec) {
+	from_flash = calloc(dirty, sizeof(*from_flash));
+	if (!all || !rec || !from_flash) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -780,13 +723,21 @@ static void destage_all(struct vmm *v)
 		struct vmm_alloc *a = all[i];
 
 		for (uint64_t p = 0; vmm_is_owner(v, a) && p < a->pages; p++) {
+			const void *block = NULL;
+
 			if (!destage_at_stop(&a->page[p]))
 				continue;
+			if (a->page[p].resident) {
+				block = vmm_block_addr(v, a, p);
+			} else if ((from_flash[k] = malloc(a->block_size)) &&
+				   vmm_flash_read_block(v, a, p, from_flash[k]) == 0) {
+				block = from_flash[k];
+			}
 			rec[k].version = htole64(a->page[p].version);
-			rec[k].crc32c = htole32(vmm_block_crc(v, a, p));
-			if (store_queue_write(v->store_queue, vmm_block_addr(v, a, p),
-					      a->block_size, block_offset(v, a, p), on_sync_done,
-					      &r) < 0 ||
+			rec[k].crc32c = htole32(block ? crc32c(0, block, a->block_size) : 0);
+			if (!block ||
+			    store_queue_write(v->store_queue, block, a->block_size,
+					      block_offset(v, a, p), on_sync_done, &r) < 0 ||
 			    store_queue_write(v->store_queue, &rec[k], sizeof(rec[k]),
 					      store_record_offset(a->store_offset, p), on_sync_done,
 					      &r) < 0)
@@ -810,6 +761,9 @@ out:
 			  strerror(-r));
 	else if (dirty)
 		log_info("shutdown: %zu dirty pages destaged", dirty);
+	for (size_t i = 0; from_flash && i < dirty; i++)
+		free(from_flash[i]);
+	free(from_flash);
 	free(rec);
 	free(all);
 }

@@ -437,8 +437,11 @@ int vmm_unlock(struct vmm *v, struct vmm_alloc *a, uint64_t page, const char *ow
 	pagedata_landing_close(v->pagedata, a->guid, page,
 			       owner); /* not adopted: nothing will land */
 	vmm_replace_update(v, p);
+	/* Held back while it was write-locked. */
+	if (p->dirty)
+		vmm_flash_page(v, a, page);
 	if (p->dirty && vmm_is_owner(v, a))
-		vmm_destage_page(v, a, page); /* held back while it was write-locked */
+		vmm_destage_page(v, a, page);
 	vmm_paging_kick(v);
 	return 0;
 }

@@ -82,6 +82,7 @@ static void on_allocate_memory(struct vmm *v, const Ftvm__Partner__AllocateMemor
 			       const struct pt_origin *o, struct answer *ans)
 {
 	uint32_t page_size = frame_pool_page_size(v->pool);
+	char reason[256];
 	struct vmm_alloc *a;
 
 	if (!m->guid[0] || vmm_table_find(v->table, m->guid)) {
@@ -125,6 +126,14 @@ static void on_allocate_memory(struct vmm *v, const Ftvm__Partner__AllocateMemor
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
 		       "%s: session '%.80s' is not one (%d hex digits)", m->guid, m->session,
 		       CONFIG_SESSION_ID_LEN);
+		return;
+	}
+	/* Its copy here rests where this node's policy and devices say: the
+	 * allocation is not made when there is no room for it. */
+	if (vmm_media_place(v, a, VMM_PLACE_NEW, reason, sizeof(reason)) < 0) {
+		vmm_alloc_free(a);
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_NO_SPACE, "allocation %s: %s", m->guid,
+		       reason);
 		return;
 	}
 	vmm_table_insert(v->table, a);

@@ -69,7 +69,8 @@ int vmm_sense_fill(struct vmm *v, bool page_table, Ftvm__Partner__SenseInformati
 {
 	static Ftvm__Partner__MediaCapacity dram = FTVM__PARTNER__MEDIA_CAPACITY__INIT;
 	static Ftvm__Partner__MediaCapacity store = FTVM__PARTNER__MEDIA_CAPACITY__INIT;
-	static Ftvm__Partner__MediaCapacity *media[] = { &dram, &store };
+	static Ftvm__Partner__MediaCapacity flash = FTVM__PARTNER__MEDIA_CAPACITY__INIT;
+	static Ftvm__Partner__MediaCapacity *media[] = { &dram, &store, &flash };
 	uint64_t page_size = frame_pool_page_size(v->pool);
 	struct vmm_alloc **all;
 	size_t n;
@@ -84,6 +85,12 @@ int vmm_sense_fill(struct vmm *v, bool page_table, Ftvm__Partner__SenseInformati
 	vmm_store_space(v, &store.free, &store.capacity);
 	info->media = media;
 	info->n_media = 2;
+	/* This node's flash: room for the extents of copies resting there. */
+	if (v->flash) {
+		flash.type = "flash";
+		vmm_extent_space(v, VMM_DEVICE_FLASH, &flash.free, &flash.capacity);
+		info->n_media = 3;
+	}
 	/* The paging queue: requests waiting for a lock, a page-in, frames or
 	 * space; the replacement queue: resident pages that may be evicted. */
 	info->paging_queue = vmm_space_waiting(v) + vmm_page_waiting(v);

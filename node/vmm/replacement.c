@@ -1,7 +1,8 @@
 /* Frames on demand and the replacement queue (vmm/VMM.md, "Replacement"): a
  * page takes frames when it is first needed, from the free pool or by
- * evicting the least recently used clean, unlocked page; a dirty or locked
- * page is never evicted. */
+ * evicting the least recently used clean, unlocked page; a locked page is
+ * never evicted, nor a dirty one unless this node's flash holds it, nor one
+ * of a copy resting in DRAM (node/vmm/MEDIA.md). */
 #include "vmm_state.h"
 
 #include <assert.h>
@@ -15,7 +16,9 @@
 
 static bool evictable(const struct vmm_page *p)
 {
-	return p->resident && !p->dirty && !p->destaging && p->n_owners == 0 && p->pins == 0;
+	return p->resident && p->alloc->media != VMM_MEDIA_DRAM &&
+	       (!p->dirty || vmm_page_on_flash(p)) && !p->destaging && !p->flashing &&
+	       p->n_owners == 0 && p->pins == 0;
 }
 
 static void lru_unlink(struct vmm *v, struct vmm_page *p)
@@ -80,6 +83,9 @@ void vmm_page_attach(struct vmm *v, struct vmm_page *p, uint64_t frame)
 	p->resident = true;
 	v->resident_pages++;
 	vmm_replace_update(v, p);
+	/* A flash-resting copy keeps every page there, not only those written
+	 * here: one paged in from the store, or landed by a resync, goes too. */
+	vmm_flash_page(v, p->alloc, vmm_page_index(p));
 }
 
 /* p is not resident any more; its frames are still taken. */

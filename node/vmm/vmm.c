@@ -131,6 +131,8 @@ int vmm_persist_alloc(struct vmm *v, const struct vmm_alloc *a, const struct pt_
 		.uid = a->uid,
 		.client = a->client,
 		.session = a->session,
+		.media = vmm_media_name(a->media),
+		.flash_offset = a->flash_offset,
 	};
 	int r = pagetable_alloc_put(v->pt, &pa, vmm_zero_crc(a->block_size), o);
 
@@ -181,6 +183,7 @@ void vmm_page_set_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, ui
 	p->dirty = true;
 	p->stale = false;
 	vmm_replace_update(v, p);
+	vmm_flash_page(v, a, page);
 	if (vmm_is_owner(v, a))
 		vmm_destage_page(v, a, page);
 }
@@ -603,18 +606,22 @@ static int load_alloc(const struct pt_alloc *pa, void *arg)
 	struct vmm *v = arg;
 	struct vmm_alloc *a = vmm_alloc_new(pa->guid, pa->home, pa->owner, pa->policy, pa->size,
 					    pa->block_size, pa->header, pa->header_len);
+	int media = vmm_media_parse(pa->media ? pa->media : "store");
 
 	if (!a)
 		return -ENOMEM;
 	a->store_offset = pa->store_offset;
 	a->uid = pa->uid;
-	if (vmm_alloc_set_client(a, pa->client) < 0 || vmm_alloc_set_session(a, pa->session) < 0) {
+	a->media = media < 0 ? VMM_MEDIA_STORE : (enum vmm_media)media;
+	a->flash_offset = pa->flash_offset;
+	if (vmm_alloc_set_client(a, pa->client) < 0 || vmm_alloc_set_session(a, pa->session) < 0 ||
+	    media < 0) {
 		vmm_alloc_free(a);
 		return log_error_errno(
 			-EBADMSG,
-			"page table: allocation %s: client name '%s' or session '%s' "
-			"is not one",
-			pa->guid, pa->client, pa->session);
+			"page table: allocation %s: client name '%s', session '%s' or media "
+			"'%s' is not one",
+			pa->guid, pa->client, pa->session, pa->media);
 	}
 	vmm_table_insert(v->table, a);
 	return 0;
@@ -697,9 +704,12 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 		 config->synchronous_full ? "full" : "normal", vmm_table_size(v->table),
 		 (unsigned long long)vmm_epoch(v));
 	r = vmm_store_open(v);
+	if (r == 0)
+		r = vmm_flash_open(v);
 	if (r < 0)
 		goto fail;
 	vmm_store_page_in(v);
+	vmm_flash_page_in(v);
 	vmm_sessions_orphaned(v); /* their clients went with the last run */
 	{
 		struct timeval every = { JOURNAL_TRIM_EVERY_S, 0 };
@@ -748,6 +758,7 @@ void vmm_free(struct vmm *v)
 	}
 	/* Destage first: the pages it marks clean commit with the flush below. */
 	vmm_store_close(v);
+	vmm_flash_close(v);
 	if (v->kick_event)
 		event_free(v->kick_event);
 	failover_state_free(v->failover);
@@ -783,6 +794,10 @@ void vmm_get_counts(struct vmm *v, struct status_counts *ret)
 	ret->allocations_partner = vmm_table_count(v->table, vmm_node_id(v), false);
 	ret->journal_rows = pagetable_journal_count(v->pt);
 	ret->journal_given_up = v->journal_given_up;
+	if (v->store)
+		vmm_extent_space(v, VMM_DEVICE_STORE, &ret->store_free, &ret->store_capacity);
+	if (v->flash)
+		vmm_extent_space(v, VMM_DEVICE_FLASH, &ret->flash_free, &ret->flash_capacity);
 	status_counts_add(ret, pagedata_counted(v->pagedata));
 	status_counts_add(ret, failover_counted(v->failover));
 	pagedata_pool_counts(v->pagedata, ret);

@@ -140,6 +140,28 @@ bool vmm_session_live(const struct vmm *v, const char *session);
 void vmm_op_session(struct vmm *v, struct client_call *call,
 		    const Ftvm__Client__SessionRequest *req);
 void vmm_sessions_free(struct vmm *v);
+/* vmm/media.c (node/vmm/MEDIA.md): where a's copy here rests, decided
+ * once when it comes to this node, by its policy's performance and this
+ * node's room (an extent on flash taken, or frames promised, and for a new
+ * copy taken). NEW (an allocation, an AllocateMemory): -ENOSPC, saying why
+ * in reason, when there is no room for what the policy asks; RESYNC (a copy
+ * with contents): it rests in the store then, which is logged. */
+enum vmm_place {
+	VMM_PLACE_NEW,
+	VMM_PLACE_RESYNC,
+};
+int vmm_media_place(struct vmm *v, struct vmm_alloc *a, enum vmm_place how, char *reason,
+		    size_t reason_len);
+/* vmm/flash.c: a resync drops a: what flash holds of it is kept for the
+ * copy that replaces it (vmm_media_place, RESYNC), until the resync begins
+ * again or ends (vmm_flash_forget_kept). */
+void vmm_flash_keep(struct vmm *v, const struct vmm_alloc *a);
+void vmm_flash_forget_kept(struct vmm *v);
+/* vmm/flash.c: reads the block flash holds of a's page into buf
+ * (block_size bytes) at once, and checks it against the page's CRC-32C: 0,
+ * or -errno / -EBADMSG (logged). For a page that is not resident
+ * (vmm_page_on_flash). */
+int vmm_flash_read_block(struct vmm *v, const struct vmm_alloc *a, uint64_t page, void *buf);
 /* vmm/destage.c: what the store queue may write (storage/STORAGE.md,
  * "Access"): this node's partition, and its partner's while this node owns
  * an allocation homed there (from a takeover until the failback hands the

@@ -73,6 +73,16 @@ struct vmm {
 	struct destage_round *destage_round; /* being written, at most one */
 	struct event *destage_timer;
 
+	/* This node's flash ([flash] path; NULL without one): the copies of
+	 * flash-resting allocations (vmm/flash.c), written there in rounds
+	 * as the store's destage is. */
+	struct store *flash;
+	struct store_queue *flash_queue;
+	struct flash_write *flash_waiting, **flash_tail;
+	struct flash_round *flash_round; /* being written, at most one */
+	struct event *flash_timer;
+	struct flash_kept *flash_kept; /* copies a resync dropped (vmm_flash_keep) */
+
 	/* What pagedata/ owns (pagedata_state.h), and what ha/ owns of the
 	 * memory manager's side of failover (failover_state.h): among it the
 	 * node's mode and epoch (vmm_mode(), vmm_epoch()) and the pointers
@@ -155,6 +165,44 @@ uint64_t vmm_space_waiting(const struct vmm *v);
 uint64_t vmm_page_waiting(const struct vmm *v);
 void vmm_page_set_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t version,
 			   uint32_t crc);
+
+/* vmm/extents.c: room on this node's devices. An extent for a on device,
+ * first fit between those in use (-ENOSPC when no gap is large enough);
+ * the bytes free there and the partition's length. */
+enum vmm_device {
+	VMM_DEVICE_STORE, /* this node's partition of the store */
+	VMM_DEVICE_FLASH, /* this node's flash */
+};
+int vmm_extent_find(struct vmm *v, enum vmm_device device, const struct vmm_alloc *a,
+		    uint64_t *ret_offset);
+void vmm_extent_space(struct vmm *v, enum vmm_device device, uint64_t *ret_free,
+		      uint64_t *ret_total);
+
+/* vmm/flash.c: this node's flash (node/vmm/MEDIA.md). Opened after the
+ * store when [flash] path is set; at start each flash-resting page takes
+ * what flash's records hold of it (after vmm_store_page_in). */
+int vmm_flash_open(struct vmm *v);
+void vmm_flash_close(struct vmm *v);
+void vmm_flash_page_in(struct vmm *v);
+/* An extent on flash for a (its records zeroed): a's copy rests there;
+ * -ENOSPC when no gap is large enough, -ENODEV without flash. */
+int vmm_flash_place(struct vmm *v, struct vmm_alloc *a);
+/* a's page changed here: its block goes to flash, unless it is there, a's
+ * copy does not rest there, or it may not go yet (write-locked). */
+void vmm_flash_page(struct vmm *v, struct vmm_alloc *a, uint64_t page);
+/* Posts a read of a's page's block from flash into buf: done as for the
+ * store queue. */
+int vmm_flash_post_read(struct vmm *v, const struct vmm_alloc *a, uint64_t page, void *buf,
+			void (*done)(int result, void *arg), void *arg);
+uint64_t vmm_flash_depth(const struct vmm *v);
+/* The extents of the copies a resync dropped that flash keeps for their
+ * replacements (vmm_flash_keep), i from 0 until it returns false: in use. */
+bool vmm_flash_kept_extent(const struct vmm *v, size_t i, uint64_t *ret_start, uint64_t *ret_end);
+/* A resync's replacement for a dropped copy of the same guid and shape,
+ * which rested on flash, rests there again on its old extent, each page on
+ * flash where its version and CRC-32C come back unchanged: true when a was
+ * placed so. */
+bool vmm_flash_recall(struct vmm *v, struct vmm_alloc *a);
 
 /* vmm/destage.c: the destage queue and the backing store. */
 int vmm_store_open(struct vmm *v);

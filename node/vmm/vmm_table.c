@@ -52,6 +52,28 @@ struct vmm_alloc *vmm_table_find(const struct vmm_table *t, const char *guid)
 	return a;
 }
 
+const char *vmm_media_name(enum vmm_media m)
+{
+	return m == VMM_MEDIA_FLASH ? "flash" : m == VMM_MEDIA_DRAM ? "dram" : "store";
+}
+
+int vmm_media_parse(const char *s)
+{
+	if (strcmp(s, "store") == 0)
+		return VMM_MEDIA_STORE;
+	if (strcmp(s, "flash") == 0)
+		return VMM_MEDIA_FLASH;
+	if (strcmp(s, "dram") == 0)
+		return VMM_MEDIA_DRAM;
+	return -EINVAL;
+}
+
+bool vmm_page_on_flash(const struct vmm_page *p)
+{
+	return p->alloc->media == VMM_MEDIA_FLASH && p->version && p->flash_version == p->version &&
+	       p->flash_crc == p->crc32c;
+}
+
 struct vmm_page *vmm_alloc_page(struct vmm_alloc *a, uint64_t page)
 {
 	return a && page < a->pages ? &a->page[page] : NULL;
@@ -318,6 +340,7 @@ void vmm_alloc_header(const struct vmm_alloc *a, Ftvm__Partner__Header *h)
 	h->uid = a->uid;
 	h->client = a->client;
 	h->session = a->session[0] != '\0';
+	h->media = (char *)vmm_media_name(a->media);
 	h->header.data = a->header;
 	h->header.len = a->header_len;
 }

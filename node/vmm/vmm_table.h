@@ -15,6 +15,18 @@
 struct vmm_alloc;
 struct vmm_pagein;
 
+/* Where an allocation's pages rest on this node when they are not in a
+ * frame (node/vmm/MEDIA.md, "Where a page rests"). Each node places its
+ * own copy. */
+enum vmm_media {
+	VMM_MEDIA_STORE, /* only the store: frames on demand, as before media */
+	VMM_MEDIA_FLASH, /* this node's flash, then the store */
+	VMM_MEDIA_DRAM,	 /* frames of its own, never evicted, then the store */
+};
+const char *vmm_media_name(enum vmm_media m); /* "store", "flash", "dram" */
+/* -EINVAL for a name that is none of them. */
+int vmm_media_parse(const char *s);
+
 /* A page is resident (it has frames in this node's pool) or not; one that is
  * not is clean: the store holds its version, or it was never written (version
  * 0, zeroes). vmm/VMM.md, "Replacement", has the rules. */
@@ -35,7 +47,14 @@ struct vmm_page {
 	unsigned pins;		   /* requests in flight that need its frames where they are */
 	unsigned filling;	   /* whole-page writes in flight that bring its contents */
 	unsigned rows;		   /* its page-table rows journalled (vmm_journal_page) */
-	struct vmm_pagein *pagein; /* its read from the store, in flight */
+	struct vmm_pagein *pagein; /* its read from the store (or flash), in flight */
+	/* What this node's flash holds of it (a flash-resting allocation's):
+	 * the version and CRC-32C its record there says, 0 for none; a page
+	 * whose flash_version is its version may give its frames back though
+	 * dirty (vmm_page_on_flash). */
+	uint64_t flash_version;
+	uint32_t flash_crc;
+	bool flashing; /* in the flash queue or being written there */
 	/* The replacement queue (least recently used first). */
 	struct vmm_page *lru_prev, *lru_next;
 	bool in_lru;
@@ -55,6 +74,8 @@ struct vmm_alloc {
 	bool freeing;	       /* a release memory is in flight: no new locks */
 	bool moving;	       /* being handed to its home node: no new locks */
 	uint64_t store_offset; /* its extent in the backing store */
+	enum vmm_media media;  /* this node's copy's */
+	uint64_t flash_offset; /* its extent on this node's flash, media flash */
 	uint32_t uid;	       /* the client uid it belongs to */
 	char *client;	       /* the name its client gave, "" for none */
 	char *session;	       /* its client's session id, "" unless a session allocation */
@@ -117,6 +138,10 @@ bool vmm_page_write_locked_by(const struct vmm_page *p, const char *node);
 uint64_t vmm_page_index(const struct vmm_page *p);
 /* CRC-32C of block_size zero bytes: a page never written. */
 uint32_t vmm_zero_crc(uint32_t block_size);
+
+/* Whether this node's flash holds p at its version: its frames may go
+ * though it is dirty, and a page-in reads it there. */
+bool vmm_page_on_flash(const struct vmm_page *p);
 
 /* Fills h from a; h points into a (valid while a lives). */
 void vmm_alloc_header(const struct vmm_alloc *a, Ftvm__Partner__Header *h);

@@ -17,11 +17,11 @@ ctl a alloc --size 64K --name app-1 >/dev/null
 ctl b alloc --size 128K --name app-1 >/dev/null
 ctl a alloc --size 4K >/dev/null
 gd=$(ctl b alloc --size 8K --name db.main_2)
-want="[[$uid,\"\",\"dram\",1,4096],[$uid,\"app-1\",\"dram\",3,262144],[$uid,\"db.main_2\",\"dram\",1,8192]]"
+want="[[$uid,\"\",\"store\",1,4096],[$uid,\"app-1\",\"store\",3,262144],[$uid,\"db.main_2\",\"store\",1,8192]]"
 for id in a b; do
 	[ "$(table "$id")" = "$want" ] || fail "clients on $id: $(table "$id"), wanted $want"
 done
-ctl a clients | grep -q "^$uid  *app-1  *dram  *3  *262144$" ||
+ctl a clients | grep -q "^$uid  *app-1  *store  *3  *262144$" ||
 	fail "clients text: $(ctl a clients)"
 ok "both nodes count what each client holds: $want"
 
@@ -36,7 +36,7 @@ ok "names that are not ones are refused, nothing allocated"
 expect_fail a "memory violation: no allocation nosuch-9 to free" free nosuch-9
 ctl a free "$gd" >/dev/null
 expect_fail b "memory violation: no allocation $gd to free" free "$gd"
-want="[[$uid,\"\",\"dram\",1,4096],[$uid,\"app-1\",\"dram\",3,262144]]"
+want="[[$uid,\"\",\"store\",1,4096],[$uid,\"app-1\",\"store\",3,262144]]"
 [ "$(table b)" = "$want" ] || fail "after the frees: $(table b)"
 ok "a free of what is not allocated is a memory violation; the table follows frees"
 
@@ -47,7 +47,7 @@ wait "${PIDS[b]}" 2>/dev/null || true
 unset 'PIDS[b]'
 wait_for $((DEAD_AFTER_MS + 2000)) "a takes over" field_is a state solo
 ctl a alloc --size 4K --name solo-app >/dev/null
-want="[[$uid,\"\",\"dram\",1,4096],[$uid,\"app-1\",\"dram\",3,262144],[$uid,\"solo-app\",\"dram\",1,4096]]"
+want="[[$uid,\"\",\"store\",1,4096],[$uid,\"app-1\",\"store\",3,262144],[$uid,\"solo-app\",\"store\",1,4096]]"
 [ "$(table a)" = "$want" ] || fail "on the survivor: $(table a)"
 start_node b
 wait_for 10000 "b resynced and the pair active" pair_up

@@ -288,6 +288,7 @@ static void sent_init(struct sent *s)
 	s->header.uid = 0xfffffffeu;
 	s->header.client = "app.client_1";
 	s->header.session = true;
+	s->header.media = "flash";
 	s->header.header = (ProtobufCBinaryData){ sizeof(blob), (uint8_t *)blob };
 
 	for (int i = 0; i < 2; i++) {

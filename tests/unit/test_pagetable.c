@@ -76,8 +76,8 @@ static struct pt_origin mirrored(uint64_t partner_lsn)
 #define MAX_PAGES 16
 
 struct model_alloc {
-	char guid[64], home[32], owner[32], policy[32], client[72], session[40];
-	uint64_t size, pages, store_offset;
+	char guid[64], home[32], owner[32], policy[32], client[72], session[40], media[8];
+	uint64_t size, pages, store_offset, flash_offset;
 	uint32_t block_size, uid;
 	uint8_t header[64];
 	size_t header_len;
@@ -114,6 +114,8 @@ static int load_alloc(const struct pt_alloc *a, void *arg)
 	x->uid = a->uid;
 	snprintf(x->client, sizeof(x->client), "%s", a->client ? a->client : "(NULL)");
 	snprintf(x->session, sizeof(x->session), "%s", a->session ? a->session : "(NULL)");
+	snprintf(x->media, sizeof(x->media), "%s", a->media ? a->media : "(NULL)");
+	x->flash_offset = a->flash_offset;
 	if (a->header_len > sizeof(x->header) || (a->header_len && !a->header)) {
 		FAIL("load %s: header of %zu bytes at %p", a->guid, a->header_len,
 		     (const void *)a->header);
@@ -172,6 +174,8 @@ static void compare(const char *ctx, const struct model *e, const struct model *
 		CHECK_INT("uid", x->uid, y->uid);
 		CHECK_STR("client", x->client, y->client);
 		CHECK_STR("session", x->session, y->session);
+		CHECK_STR("media", x->media, y->media);
+		CHECK_INT("flash_offset", x->flash_offset, y->flash_offset);
 		CHECK_INT("block_size", x->block_size, y->block_size);
 		CHECK_INT("pages", x->pages, y->pages);
 		CHECK_INT("pages loaded", x->pages, y->pages_seen);
@@ -209,6 +213,8 @@ static int model_put(struct pagetable *pt, struct model *m, const char *guid, ui
 		.uid = (uint32_t)(size * 7) + 1000, /* any value, distinct per allocation */
 		.client = header_len ? "app.client-1" : NULL, /* NULL: the default, "" */
 		.session = header_len ? NULL : "00112233445566778899aabbccddeeff",
+		.media = header_len ? "flash" : NULL, /* NULL: the default, "store" */
+		.flash_offset = header_len ? 65536 + size * 5 : 0,
 	};
 	struct model_alloc *x;
 	size_t at = 0;
@@ -230,6 +236,8 @@ static int model_put(struct pagetable *pt, struct model *m, const char *guid, ui
 	x->size = size;
 	snprintf(x->client, sizeof(x->client), "%s", a.client ? a.client : "");
 	snprintf(x->session, sizeof(x->session), "%s", a.session ? a.session : "");
+	snprintf(x->media, sizeof(x->media), "%s", a.media ? a.media : "store");
+	x->flash_offset = a.flash_offset;
 	x->store_offset = a.store_offset;
 	x->uid = a.uid;
 	x->block_size = block_size;
@@ -680,7 +688,7 @@ static void test_wal_and_cascade(void)
 	raw_query(db, "SELECT count(*) FROM pages WHERE guid = 'c'", buf, sizeof(buf));
 	CHECK_STR("page rows of c", "4", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version", "8", buf);
+	CHECK_STR("schema_version", "9", buf);
 	sqlite3_close(db);
 
 	pt = open_or_die(path);
@@ -1042,12 +1050,13 @@ static void test_migration_from_v1(void)
 		CHECK_STR("guid", "a-1", got.a[0].guid);
 		CHECK_INT("store_offset of an old allocation", 0, got.a[0].store_offset);
 		CHECK_INT("uid of an old allocation (root's)", 0, got.a[0].uid);
+		CHECK_STR("media of an old allocation (the store)", "store", got.a[0].media);
 		CHECK_INT("page version kept", 3, got.a[0].version[0]);
 	}
 	pagetable_close(pt);
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version after the migration", "8", buf);
+	CHECK_STR("schema_version after the migration", "9", buf);
 	sqlite3_close(db);
 }
 
@@ -1114,7 +1123,7 @@ static void test_migration_from_v2(void)
 
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version after the migration", "8", buf);
+	CHECK_STR("schema_version after the migration", "9", buf);
 	raw_query(db, "SELECT count(*) FROM journal WHERE seq IS NULL", buf, sizeof(buf));
 	CHECK_STR("old rows without a seq", "5", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'folded_seq'", buf, sizeof(buf));
@@ -1143,18 +1152,18 @@ static void test_refused_files(void)
 	pt = open_or_die(path);
 	pagetable_close(pt);
 	db = raw_open(path);
-	raw_exec(db, "UPDATE meta SET value = 9 WHERE key = 'schema_version'");
+	raw_exec(db, "UPDATE meta SET value = 10 WHERE key = 'schema_version'");
 	sqlite3_close(db);
 	pt = (struct pagetable *)&pt; /* must come back NULL */
 	r = pagetable_open(path, false, &pt);
 	CHECK_INT("open a newer schema", -EPROTONOSUPPORT, r);
 	CHECK(pt == NULL, "no table comes back with an error");
-	CHECK(strstr(pagetable_last_error(NULL), "schema version is 9") &&
-		      strstr(pagetable_last_error(NULL), "up to 8"),
+	CHECK(strstr(pagetable_last_error(NULL), "schema version is 10") &&
+		      strstr(pagetable_last_error(NULL), "up to 9"),
 	      "the reason names both versions: \"%s\"", pagetable_last_error(NULL));
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version left as it was", "9", buf);
+	CHECK_STR("schema_version left as it was", "10", buf);
 	sqlite3_close(db);
 
 	/* Not SQLite at all. */

@@ -128,6 +128,8 @@ void harness_store_block(struct harness *h, uint64_t extent, uint64_t pages, uin
  * which nothing in vmm.h tells. */
 struct peek_page {
 	bool resident, dirty, destaging, stale;
+	bool on_flash;	   /* this node's flash holds its version */
+	const char *media; /* where its allocation's copy here rests */
 	uint64_t version;
 	uint32_t crc32c;
 	uint64_t frame;

@@ -19,6 +19,8 @@ bool vmm_peek_page(struct vmm *v, const char *guid, uint64_t page, struct peek_p
 		.dirty = p->dirty,
 		.destaging = p->destaging,
 		.stale = p->stale,
+		.on_flash = vmm_page_on_flash(p),
+		.media = vmm_media_name(p->alloc->media),
 		.version = p->version,
 		.crc32c = p->crc32c,
 		.frame = p->frame,

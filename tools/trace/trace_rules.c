@@ -58,6 +58,8 @@ static const struct {
 	{ "PointerReply", "offset", RULE_MAP_OFFSET },
 	{ "AllocateMemory", "store_offset", RULE_MAP_EXTENT },
 	{ "Heartbeat", "sent_us", RULE_IGNORE },
+	/* Where a node's copy rests follows its own devices and policies. */
+	{ "Header", "media", RULE_IGNORE },
 	{ "LockRequest", "wait_ms", RULE_IGNORE },
 	/* A client's session id is random, made by libftvm per client. */
 	{ "AllocateMemory", "session", RULE_IGNORE },
