@@ -29,6 +29,7 @@ struct alloc_op {
 	struct vmm_op op;
 	struct vmm_alloc *a;
 	uint64_t deadline_ms; /* monotonic: a waiting allocation gives up then */
+	bool immediate;	      /* denied at once when there is no room, not waiting */
 	/* Why it found no room, when it did not: in the store, or for its
 	 * copy here (its media's reason). */
 	bool short_of_media;
@@ -95,6 +96,43 @@ static void alloc_replied(void *arg)
 	alloc_op_free(op);
 }
 
+static void wait_for_space(struct vmm *v, struct alloc_op *op);
+
+/* The partner's SpaceRequest answer: where its copy rests, and the room
+ * left there (a refusal comes as the op's status). */
+static void space_answered(struct vmm_op *base, const CommandComplete *cc)
+{
+	struct alloc_op *op = (struct alloc_op *)base;
+
+	if (cc->payload_case == FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE &&
+	    cc->space->media[0])
+		log_debug("allocation %s: the partner's copy rests on %s there (%llu of %llu "
+			  "bytes free)",
+			  op->a->guid, cc->space->media, (unsigned long long)cc->space->free_bytes,
+			  (unsigned long long)cc->space->total_bytes);
+}
+
+/* The partner has no room for its copy (Fig. 5 step 520): what this node
+ * took goes back, and the allocation is denied (immediate) or waits, as for
+ * room here, until an allocation is freed or its deadline. */
+static void partner_short(struct vmm *v, struct alloc_op *op)
+{
+	if (op->immediate) {
+		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_DENIED, "%s; immediate",
+				op->op.reason);
+		alloc_op_free(op);
+		vmm_space_freed(v);
+		return;
+	}
+	vmm_store_extent_done(v, op->a);
+	vmm_alloc_give_frames(v, op->a);
+	op->a->media = VMM_MEDIA_STORE;
+	vmm_space_freed(v); /* others may fit in what it gave back */
+	op->short_of_media = true;
+	snprintf(op->media_reason, sizeof(op->media_reason), "%s", op->op.reason);
+	wait_for_space(v, op);
+}
+
 static void alloc_finish(struct vmm_op *base)
 {
 	struct alloc_op *op = (struct alloc_op *)base;
@@ -102,6 +140,10 @@ static void alloc_finish(struct vmm_op *base)
 	struct pt_origin o = { .node = vmm_node_id(v), .lsn = op->op.lsn, .own = true };
 	int status = op->op.status;
 
+	if (status == FTVM__PARTNER__STATUS__STATUS_NO_SPACE) {
+		partner_short(v, op);
+		return;
+	}
 	if (status != FTVM__PARTNER__STATUS__STATUS_OK) {
 		vmm_reply_error(op->op.call, status, "%s", op->op.reason);
 		alloc_op_free(op);
@@ -115,9 +157,10 @@ static void alloc_finish(struct vmm_op *base)
 	vmm_after_commit(v, alloc_replied, op);
 }
 
-/* The extent is ours: SpaceRequest and AllocateMemory go in one round trip
- * (the partner answers the first with its own partition's space, which is
- * not this allocation's business). */
+/* The extent is ours: SpaceRequest and AllocateMemory go in one round trip.
+ * The partner answers the first with the room its own copy would take
+ * (where its policy puts it), or NO_SPACE; it refuses the second the same
+ * way, so it keeps nothing when there is no room. */
 static void alloc_send(struct alloc_op *op)
 {
 	struct vmm *v = op->op.vmm;
@@ -129,12 +172,16 @@ static void alloc_send(struct alloc_op *op)
 	Envelope *envs[] = { &space_env, &alloc_env };
 
 	space.bytes = a->pages * a->block_size;
+	space.policy = a->policy;
+	space.pages = a->pages;
+	space.block_size = a->block_size;
 	space_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
 	space_env.space_request = &space;
 	vmm_msg_allocation(&am, a);
 	alloc_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_MEMORY;
 	alloc_env.allocate_memory = &am;
 	op->op.lsn = pagetable_reserve_lsn(v->pt);
+	op->op.on_answer = space_answered;
 	op->op.finish = alloc_finish;
 	if (vmm_op_send(&op->op, envs, 2) < 0) {
 		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
@@ -359,6 +406,7 @@ void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__A
 	op->op.vmm = v;
 	op->op.call = call;
 	op->deadline_ms = clock_now_ms() + v->config->request_timeout_ms;
+	op->immediate = req->immediate;
 	/* Fig. 5 step 510: local space first. */
 	r = take_space(v, op);
 	if (r == -ENOSPC && req->immediate) {

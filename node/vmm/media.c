@@ -88,11 +88,19 @@ static int place_dram(struct vmm *v, struct vmm_alloc *a, enum vmm_place how, ch
 	return 0;
 }
 
-static int place_flash(struct vmm *v, struct vmm_alloc *a, const char *perf, char *reason,
-		       size_t reason_len)
+static int place_flash(struct vmm *v, struct vmm_alloc *a, enum vmm_place how, const char *perf,
+		       char *reason, size_t reason_len)
 {
 	uint64_t free_bytes, total;
-	int r = vmm_flash_place(v, a);
+	int r;
+
+	if (how != VMM_PLACE_CHECK) {
+		r = vmm_flash_place(v, a);
+	} else {
+		r = vmm_extent_find(v, VMM_DEVICE_FLASH, a, &a->flash_offset);
+		if (r == 0)
+			a->media = VMM_MEDIA_FLASH;
+	}
 
 	if (r == -ENOSPC) {
 		vmm_extent_space(v, VMM_DEVICE_FLASH, &free_bytes, &total);
@@ -133,7 +141,7 @@ static int place(struct vmm *v, struct vmm_alloc *a, enum vmm_place how, char *r
 	/* standard spills; capacity starts here. Without flash, the store. */
 	if (!v->flash)
 		return 0;
-	return place_flash(v, a, config_performance_name(perf), reason, reason_len);
+	return place_flash(v, a, how, config_performance_name(perf), reason, reason_len);
 }
 
 int vmm_media_place(struct vmm *v, struct vmm_alloc *a, enum vmm_place how, char *reason,
@@ -146,7 +154,35 @@ int vmm_media_place(struct vmm *v, struct vmm_alloc *a, enum vmm_place how, char
 		a->media = VMM_MEDIA_STORE;
 		return 0;
 	}
-	if (r == 0)
+	if (r == 0 && how != VMM_PLACE_CHECK)
 		log_debug("allocation %s rests on %s here", a->guid, vmm_media_name(a->media));
 	return r;
+}
+
+int vmm_media_room(struct vmm *v, const char *policy, uint64_t pages, uint32_t block_size,
+		   enum vmm_media *ret_media, uint64_t *ret_free, uint64_t *ret_total, char *reason,
+		   size_t reason_len)
+{
+	/* The shape of the copy, as place() reads it: nothing is taken. */
+	struct vmm_alloc shape = { .guid = (char *)"it",
+				   .policy = (char *)policy,
+				   .pages = pages,
+				   .block_size = block_size };
+	uint64_t page_size = frame_pool_page_size(v->pool);
+	uint64_t total = frame_pool_total(v->pool), promised;
+	int r = vmm_media_place(v, &shape, VMM_PLACE_CHECK, reason, reason_len);
+
+	if (r < 0)
+		return r;
+	*ret_media = shape.media;
+	if (shape.media == VMM_MEDIA_DRAM) {
+		promised = dram_promised(v, &shape);
+		*ret_total = total * page_size;
+		*ret_free = promised < total ? (total - promised) * page_size : 0;
+	} else {
+		vmm_extent_space(
+			v, shape.media == VMM_MEDIA_FLASH ? VMM_DEVICE_FLASH : VMM_DEVICE_STORE,
+			ret_free, ret_total);
+	}
+	return 0;
 }

@@ -69,11 +69,35 @@ static struct vmm_page *find_page(struct vmm *v, const char *guid, uint64_t page
 	return &a->page[page];
 }
 
-/* Space for allocations is room in a node's store partition: ours is told,
- * never refused (the originator's allocation goes in its own partition). */
-static void on_space_request(struct vmm *v, struct answer *ans)
+/* Fig. 5 step 520: room for this node's copy of the originator's new
+ * allocation, where this node's policy puts it (vmm/MEDIA.md, "Space
+ * between the nodes"). NO_SPACE, naming the media, when there is none: the
+ * AllocateMemory behind it in the batch is refused the same way, so
+ * nothing is kept. A request without a policy (an older node) is told this
+ * node's store partition, never refused: its allocation goes in its own. */
+static void on_space_request(struct vmm *v, const Ftvm__Partner__SpaceRequest *m,
+			     struct answer *ans)
 {
-	vmm_store_space(v, &ans->space.free_bytes, &ans->space.total_bytes);
+	uint32_t page_size = frame_pool_page_size(v->pool);
+	enum vmm_media media;
+	char why[256];
+
+	if (!m->policy[0]) {
+		vmm_store_space(v, &ans->space.free_bytes, &ans->space.total_bytes);
+	} else if (!m->pages || !m->block_size || m->block_size % page_size ||
+		   m->pages > UINT64_MAX / 2 / m->block_size) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+		       "space for %llu pages of %u bytes (page size %u) cannot be",
+		       (unsigned long long)m->pages, m->block_size, page_size);
+		return;
+	} else if (vmm_media_room(v, m->policy, m->pages, m->block_size, &media,
+				  &ans->space.free_bytes, &ans->space.total_bytes, why,
+				  sizeof(why)) < 0) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_NO_SPACE, "%s", why);
+		return;
+	} else {
+		ans->space.media = (char *)vmm_media_name(media);
+	}
 	ans->cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE;
 	ans->cc.space = &ans->space;
 }
@@ -141,6 +165,11 @@ static void on_allocate_memory(struct vmm *v, const Ftvm__Partner__AllocateMemor
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "page table write failed");
 }
 
+static void space_freed(void *arg)
+{
+	vmm_space_freed(arg);
+}
+
 static void on_release_memory(struct vmm *v, const Ftvm__Partner__ReleaseMemory *m,
 			      const struct pt_origin *o, struct answer *ans)
 {
@@ -166,7 +195,9 @@ static void on_release_memory(struct vmm *v, const Ftvm__Partner__ReleaseMemory 
 	vmm_table_remove(v->table, a);
 	vmm_alloc_give_frames(v, a);
 	vmm_alloc_free(a);
-	vmm_space_freed(v);
+	/* After the answer: an allocation of ours waiting for room on the
+	 * partner asks again behind it, once the partner dropped its copy. */
+	vmm_after_commit(v, space_freed, v);
 }
 
 static void lock_status(struct vmm_page *p, struct answer *ans)
@@ -380,7 +411,7 @@ static void apply(struct vmm *v, const Envelope *env, const Envelope *next, stru
 
 	switch (env->message_case) {
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST:
-		on_space_request(v, ans);
+		on_space_request(v, env->space_request, ans);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_MEMORY:
 		on_allocate_memory(v, env->allocate_memory, &o, ans);

@@ -573,6 +573,7 @@ static int verify_round(struct verify *vf)
 	r->op.vmm = vf->vmm;
 	r->op.call = vf->call;
 	r->op.on_answer = verify_answer;
+	r->op.needs_partner = true;
 	r->op.finish = verify_finish;
 	sr.capacity = true;
 	sr.page_table = true;

@@ -414,7 +414,7 @@ static void on_solo_answers(evutil_socket_t fd, short what, void *arg)
 
 static int solo_send(struct vmm_op *op, size_t n)
 {
-	if (op->on_answer) { /* it asks the partner something (verify): nobody to ask */
+	if (op->needs_partner) { /* it asks the partner something (verify): nobody to ask */
 		snprintf(op->reason, sizeof(op->reason),
 			 "no partner: this node serves alone (solo)");
 		return -ENOTCONN;

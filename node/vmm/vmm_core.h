@@ -42,6 +42,9 @@ struct vmm_op {
 	uint64_t lsn; /* this node's LSN for the change */
 	/* Optional: sees each answer while its payload is alive. */
 	void (*on_answer)(struct vmm_op *op, const CommandComplete *cc);
+	/* What it asks only the partner can tell (verify): refused when this
+	 * node serves alone, instead of acknowledged by itself. */
+	bool needs_partner;
 	void (*finish)(struct vmm_op *op);
 };
 
@@ -149,6 +152,7 @@ void vmm_sessions_free(struct vmm *v);
 enum vmm_place {
 	VMM_PLACE_NEW,
 	VMM_PLACE_RESYNC,
+	VMM_PLACE_CHECK, /* where it would rest, taking nothing (vmm_media_room) */
 };
 int vmm_media_place(struct vmm *v, struct vmm_alloc *a, enum vmm_place how, char *reason,
 		    size_t reason_len);

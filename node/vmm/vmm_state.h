@@ -184,6 +184,14 @@ void vmm_extent_space(struct vmm *v, enum vmm_device device, uint64_t *ret_free,
 int vmm_flash_open(struct vmm *v);
 void vmm_flash_close(struct vmm *v);
 void vmm_flash_page_in(struct vmm *v);
+/* vmm/media.c: whether this node has room for its copy of an allocation of
+ * pages blocks of block_size under policy (the partner's SpaceRequest,
+ * Fig. 5 step 520): 0, where it would rest, and that media's free and
+ * total bytes (DRAM: frames not promised); -ENOSPC, saying why in reason.
+ * Nothing is taken: its AllocateMemory, in the same turn, takes it. */
+int vmm_media_room(struct vmm *v, const char *policy, uint64_t pages, uint32_t block_size,
+		   enum vmm_media *ret_media, uint64_t *ret_free, uint64_t *ret_total, char *reason,
+		   size_t reason_len);
 /* An extent on flash for a (its records zeroed): a's copy rests there;
  * -ENOSPC when no gap is large enough, -ENODEV without flash. */
 int vmm_flash_place(struct vmm *v, struct vmm_alloc *a);

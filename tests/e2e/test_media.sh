@@ -12,8 +12,9 @@
 #    cold start of both: every page reads back, from flash;
 #  - a flash block damaged on purpose: its page is read from the store;
 #  - no room on flash: an allocation with --immediate is denied naming the
-#    node's flash; one that fits a's flash and not b's is refused by b, and
-#    neither node keeps anything;
+#    node's flash; one that fits a's flash and not b's is refused by b's
+#    answer to its SpaceRequest, and neither node keeps anything; without
+#    --immediate it waits until an allocation freed makes room on b;
 #  - performance high rests in DRAM on both nodes: its frames are taken at
 #    once and never evicted while the flash allocation's pages are read
 #    through the pool; one that would pass the pool is denied naming DRAM;
@@ -138,13 +139,32 @@ ok "page 0's block damaged on a's flash: read from the store, whole"
 # ============================== no room ==============================
 expect_fail a "denied.*do not fit on a's flash: .* bytes free; policy 'default' asks for capacity; immediate" alloc --size 3M --immediate
 free_a=$(flash_of a free) free_b=$(flash_of b free) count_a=$(ctl a --json list | jq length)
-# 1.5M fits a's flash (2M left) and not b's (1M left).
-expect_fail a "no space.*b's flash" alloc --size 1536K --policy bulk
+# 1.5M fits a's flash (2M left) and not b's (1M left): b's SpaceRequest
+# answer says so (Fig. 5 step 520), and b keeps nothing.
+expect_fail a "denied (partner: 384 pages of 4096 bytes do not fit on b's flash: .* bytes free; policy 'bulk' asks for capacity; immediate)" \
+	alloc --size 1536K --policy bulk --immediate
 [ "$(flash_of a free)" = "$free_a" ] && [ "$(flash_of b free)" = "$free_b" ] ||
 	fail "a refused allocation kept flash: a $free_a -> $(flash_of a free), b $free_b -> $(flash_of b free)"
 [ "$(ctl a --json list | jq length)" = "$count_a" ] && [ "$(ctl b --json list | jq length)" = "$count_a" ] ||
 	fail "a refused allocation left a row: $(ctl a --json list | jq -c '[.[].guid]') / $(ctl b --json list | jq -c '[.[].guid]')"
 ok "no room: denied with --immediate naming a's flash; refused by b naming its flash, nothing kept on either"
+
+# Without --immediate it waits for room on b, which freeing an allocation makes.
+f=$(ctl b alloc --size 512K --policy bulk)
+"$FTVMCTL" --config "$WORK/a.conf" alloc --size 768K --policy bulk >"$WORK/waiting.out" 2>&1 </dev/null &
+PIDS[waiting]=$!
+wait_for 5000 "a's allocation waiting for room on b's flash" \
+	grep -q "waits: partner: 192 pages of 4096 bytes do not fit on b's flash" "$WORK/a.log"
+ctl b free "$f"
+wait_for 5000 "the waiting allocation made" pid_gone "${PIDS[waiting]}"
+wait "${PIDS[waiting]}" || fail "the waiting allocation: $(cat "$WORK/waiting.out")"
+unset 'PIDS[waiting]'
+w=$(cat "$WORK/waiting.out")
+[ "$(ctl a --json list | jq -r ".[] | select(.guid == \"$w\") | .media")" = flash ] &&
+	[ "$(ctl b --json list | jq -r ".[] | select(.guid == \"$w\") | .media")" = flash ] ||
+	fail "the waiting allocation '$w' does not rest on flash on both nodes"
+ok "without --immediate: $w waited for room on b's flash and was made once $f was freed"
+ctl a free "$w"
 
 # ============================ DRAM: high, standard ============================
 media_on() { ctl "$1" --json list | jq -r ".[] | select(.guid == \"$2\") | .media"; }

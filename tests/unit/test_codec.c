@@ -270,6 +270,7 @@ static void sent_init(struct sent *s)
 	s->space = (Ftvm__Partner__SpaceStatus)FTVM__PARTNER__SPACE_STATUS__INIT;
 	s->space.free_bytes = 0x0000000500000001ull;
 	s->space.total_bytes = 0x0000000a00000002ull;
+	s->space.media = "flash";
 
 	s->lock = (Ftvm__Partner__LockStatus)FTVM__PARTNER__LOCK_STATUS__INIT;
 	s->lock.mode = FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ;
@@ -332,6 +333,9 @@ static void sent_init(struct sent *s)
 
 	s->space_request = (Ftvm__Partner__SpaceRequest)FTVM__PARTNER__SPACE_REQUEST__INIT;
 	s->space_request.bytes = 0x0000000200000003ull;
+	s->space_request.policy = "stripe";
+	s->space_request.pages = 0x0000000100000007ull;
+	s->space_request.block_size = 0x00010000u;
 
 	s->allocate_memory = (Ftvm__Partner__AllocateMemory)FTVM__PARTNER__ALLOCATE_MEMORY__INIT;
 	s->allocate_memory.guid = "a1";
@@ -503,6 +507,7 @@ static void cmp_command_complete(const char *ctx, const CommandComplete *e,
 	case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE:
 		EQ_U(space->free_bytes);
 		EQ_U(space->total_bytes);
+		EQ_S(space->media);
 		break;
 	case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LOCK:
 		EQ_U(lock->mode);
@@ -678,6 +683,9 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST:
 		EQ_U(space_request->bytes);
+		EQ_S(space_request->policy);
+		EQ_U(space_request->pages);
+		EQ_U(space_request->block_size);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_MEMORY:
 		EQ_S(allocate_memory->guid);

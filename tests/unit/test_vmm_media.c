@@ -1,6 +1,8 @@
-/* A copy resting on flash (node/vmm/MEDIA.md; node/vmm/flash.c) on node a,
- * whose pool has 16 frames, over the fake partner session. b's allocation of
- * 32 pages, which b owns and never destages here, rests on a's flash:
+/* Where copies rest (node/vmm/MEDIA.md; node/vmm/media.c, flash.c) on node
+ * a, whose pool has 16 frames, over the fake partner session.
+ *
+ * Flash: b's allocation of 32 pages, which b owns and never destages here,
+ * rests on a's flash:
  * - each page b writes is written to flash in a round, and only then may its
  *   frame go though it is dirty: 32 dirty pages live in 16 frames;
  * - a page whose frame went is read back from flash, whole, and stays dirty
@@ -9,7 +11,14 @@
  *   its flash's room shrinks by the allocation's extent;
  * - a policy of performance high rests in DRAM: its pages take their frames
  *   at once, are never evicted, and one that would pass the pool is
- *   refused. */
+ *   refused.
+ *
+ * Space between the nodes (Fig. 5 step 520):
+ * - b's SpaceRequest is answered with the room a's copy would take, where
+ *   a's policy puts it, or NO_SPACE naming a's media; taking nothing;
+ * - a's own SpaceRequest carries its policy and shape; b's NO_SPACE denies
+ *   an immediate allocation, and makes another wait until an allocation is
+ *   freed, then go. */
 #include "check.h"
 #include "crc32c.h"
 #include "status_counts.h"
@@ -140,10 +149,129 @@ static void test_dram_copy(void)
 	CHECK_INT("calls unanswered", 0, harness_stop(&h));
 }
 
+/* b asks a for room: the answer's status; its SpaceStatus in ret. */
+static int space_request(struct harness *h, const char *policy, uint64_t pages,
+			 Ftvm__Partner__SpaceStatus *ret, char *reason, size_t len)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__SpaceRequest m = FTVM__PARTNER__SPACE_REQUEST__INIT;
+	const CommandComplete *cc;
+
+	m.bytes = pages * HARNESS_PAGE;
+	m.policy = (char *)policy;
+	m.pages = pages;
+	m.block_size = policy[0] ? HARNESS_PAGE : 0;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+	env.space_request = &m;
+	cc = harness_answer(h, harness_deliver(h, &env));
+	if (!cc)
+		return -1;
+	snprintf(reason, len, "%s", cc->reason ? cc->reason : "");
+	if (cc->payload_case == FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE) {
+		*ret = *cc->space;
+		snprintf(reason, len, "%s", cc->space->media);
+	}
+	return (int)cc->status;
+}
+
+static void test_space_answered(void)
+{
+	struct harness h;
+	Ftvm__Partner__SpaceStatus st = FTVM__PARTNER__SPACE_STATUS__INIT;
+	char said[300];
+
+	harness_start(&h, "vmm-space-answer", "64K", "1M",
+		      "[policy fast]\nblock_size = 4K\nperformance = high\n");
+	CHECK_INT("20 pages of high in 16 frames", STATUS(NO_SPACE),
+		  space_request(&h, "fast", 20, &st, said, sizeof(said)));
+	CHECK(strstr(said, "a's DRAM has 16 of its 16 frames not promised to other dram "
+			   "allocations; it needs 20; policy 'fast' asks for high"),
+	      "the refusal: %s", said);
+	CHECK_INT("4 pages of high", STATUS(OK),
+		  space_request(&h, "fast", 4, &st, said, sizeof(said)));
+	CHECK(strcmp(said, "dram") == 0 && st.free_bytes == 16 * HARNESS_PAGE &&
+		      st.total_bytes == 16 * HARNESS_PAGE,
+	      "4 pages of high: media %s, %llu of %llu bytes free", said,
+	      (unsigned long long)st.free_bytes, (unsigned long long)st.total_bytes);
+	CHECK_INT("2 pages of default (capacity, no flash)", STATUS(OK),
+		  space_request(&h, "default", 2, &st, said, sizeof(said)));
+	CHECK(strcmp(said, "store") == 0 && st.total_bytes == h.partition,
+	      "default: media %s, %llu bytes", said, (unsigned long long)st.total_bytes);
+	CHECK_INT("an older node's request (no policy)", STATUS(OK),
+		  space_request(&h, "", 0, &st, said, sizeof(said)));
+	CHECK(said[0] == '\0' && st.total_bytes == h.partition, "no policy: media '%s'", said);
+	CHECK_INT("a shape that cannot be", STATUS(BAD_REQUEST),
+		  space_request(&h, "fast", 0, &st, said, sizeof(said)));
+	CHECK_INT("calls unanswered", 0, harness_stop(&h));
+}
+
+/* The allocation's SpaceRequest, which a sent b: its policy and shape. */
+static bool space_asked(struct harness *h, const char *policy, uint64_t pages)
+{
+	struct fake_request *r =
+		fake_session_pending(h->s, FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST);
+
+	return r && strcmp(r->env->space_request->policy, policy) == 0 &&
+	       r->env->space_request->pages == pages &&
+	       r->env->space_request->block_size == HARNESS_PAGE;
+}
+
+/* b refuses both of the allocation's requests, as a b without room does. */
+static void refuse_room(struct harness *h)
+{
+	struct fake_request *r;
+
+	while ((r = fake_session_pending(h->s, FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST)))
+		fake_session_answer_status(h->s, r, STATUS(NO_SPACE), "no room on b");
+	while ((r = fake_session_pending(h->s, FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_MEMORY)))
+		fake_session_answer_status(h->s, r, STATUS(NO_SPACE), "no room on b");
+}
+
+static void test_partner_short(void)
+{
+	struct harness h;
+	struct fake_call *denied, *waiting, *freed;
+	char other[64];
+
+	harness_start(&h, "vmm-partner-short", "64K", "1M", "");
+	harness_alloc(&h, HARNESS_PAGE, other, sizeof(other));
+
+	denied = harness_alloc_call(&h, 2 * HARNESS_PAGE, NULL, true);
+	CHECK(space_asked(&h, "default", 2), "the SpaceRequest names no policy and shape");
+	refuse_room(&h);
+	CHECK(RUN_UNTIL(&h, denied->answered) && harness_status(denied) == STATUS(DENIED),
+	      "immediate, refused by b: status %d", harness_status(denied));
+	CHECK(denied->reply && strstr(denied->reply->reason, "partner: no room on b; immediate"),
+	      "the denial: %s", denied->reply ? denied->reply->reason : "(none)");
+
+	waiting = harness_alloc_call(&h, 2 * HARNESS_PAGE, NULL, false);
+	refuse_room(&h);
+	harness_settle(&h);
+	CHECK(!waiting->answered && fake_session_pending_count(h.s) == 0,
+	      "refused by b, it did not wait: answered %d", waiting->answered);
+	freed = harness_free_call(&h, other);
+	CHECK(RUN_UNTIL(&h,
+			fake_session_pending(h.s, FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_MEMORY)),
+	      "no ReleaseMemory");
+	fake_session_answer_status(
+		h.s, fake_session_pending(h.s, FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_MEMORY),
+		STATUS(OK), "");
+	CHECK(RUN_UNTIL(&h, freed->answered && space_asked(&h, "default", 2)),
+	      "the waiting allocation did not ask again once one was freed: free answered %d, "
+	      "%zu requests pending",
+	      freed->answered, fake_session_pending_count(h.s));
+	fake_session_answer_all(h.s);
+	CHECK(RUN_UNTIL(&h, waiting->answered) && harness_status(waiting) == STATUS(OK),
+	      "the waiting allocation: status %d", harness_status(waiting));
+	CHECK_INT("calls unanswered", 0, harness_stop(&h));
+}
+
 int main(void)
 {
 	test_flash_copy();
 	test_dram_copy();
+	test_space_answered();
+	test_partner_short();
 	printf("%d checks, %d failed\n", checks, failures);
 	return failures ? 1 : 0;
 }
