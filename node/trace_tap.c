@@ -132,9 +132,14 @@ static int header_text(const struct ftvm_config *c, const char *partner_id, int 
 	fprintf(f, "dead_after_ms=%" PRIu32 "\n", c->dead_after_ms);
 	fprintf(f, "request_timeout_ms=%" PRIu32 "\n", c->request_timeout_ms);
 	fprintf(f, "solo=%s\n", c->solo_refuse ? "refuse" : "serve");
-	for (size_t i = 0; i < c->n_policies; i++)
+	if (c->flash_path)
+		fprintf(f, "flash_size=%" PRIu64 "\n", c->flash_size);
+	for (size_t i = 0; i < c->n_policies; i++) {
 		fprintf(f, "policy.%s=%" PRIu32 "\n", c->policies[i].name,
 			c->policies[i].block_size);
+		fprintf(f, "performance.%s=%s\n", c->policies[i].name,
+			config_performance_name(c->policies[i].performance));
+	}
 	fprintf(f, "channels=%s\n", config_trace_channels_name(channels));
 	fprintf(f, "ftvmd_version=%s\n", FTVM_VERSION);
 	fprintf(f, "started_realtime=%s\n", stamp);

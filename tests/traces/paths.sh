@@ -1,7 +1,9 @@
 # The paths of the trace library (tests/traces/README.md), one function each,
 # run by record.sh on a fresh pair recording both nodes: ctl ID ARGS... is
 # ftvmctl on node ID, hold/let_go hold a pointer with ftvm-hold. The pair:
-# pages of LIB_PAGE_SIZE, LIB_MEMORY of frames, store partitions of 32K.
+# pages of LIB_PAGE_SIZE, LIB_MEMORY of frames, store partitions of 32K. A
+# function config_NAME, where there is one, adds to the configs ($WORK/a.conf,
+# $WORK/b.conf) before the pair starts.
 # shellcheck shell=bash disable=SC2034
 
 LIB_PAGE_SIZE=512
@@ -15,7 +17,7 @@ LIB_PATHS=(
 	write_pointer_resident write_pointer_not_resident
 	locked_locally locked_by_partner space_short
 	release_modified release_unmodified release_memory
-	read_header sense race destaged failover
+	read_header sense race destaged failover space_refused
 )
 
 # expect_refused ID PATTERN ARGS...: ftvmctl on ID exits 1 saying PATTERN.
@@ -207,4 +209,15 @@ path_failover() {
 	start_node b
 	WAIT_TRIES=1500 wait_until grep -q -- '-> active: b resynced' "$WORK/a.log"
 	echo mirrored | ctl a write "$g" 2 >/dev/null
+}
+
+# Fig. 5 step 520: b has no room for its copy. b's flash holds 16K after its
+# header, a has none (a's copy rests in the store): 24K --immediate is
+# denied by b's answer to the SpaceRequest, and neither node keeps it.
+config_space_refused() {
+	printf '[flash]\npath = flash\nsize = 80K\n' >>"$WORK/b.conf"
+}
+path_space_refused() {
+	expect_refused a "denied (partner: .* do not fit on b's flash" alloc --size 24K --immediate
+	[ "$(ctl b --json list | jq length)" = 0 ] || fail "b kept the refused allocation"
 }

@@ -137,6 +137,7 @@ start_pair() {
 		block_size = $((LIB_PAGE_SIZE * 4))
 		CONF
 	done
+	if declare -F "config_$CURRENT" >/dev/null; then "config_$CURRENT"; fi
 	start_node a
 	start_node b
 	wait_until state_is a active

@@ -81,10 +81,23 @@ static int write_config(const struct replay_nodes *rn, const struct replay_nodes
 	value = trace_reader_header_get(c->reader, "solo");
 	if (value)
 		fprintf(f, "solo = %s\n", value);
+	/* The recorder's flash and policies' performance: where its copies
+	 * rested, and so what it had room for (node/vmm/MEDIA.md). */
+	value = trace_reader_header_get(c->reader, "flash_size");
+	if (value)
+		fprintf(f, "[flash]\npath = %s/flash\nsize = %s\n", id, value);
 	for (size_t i = 0; i < trace_reader_header_count(c->reader); i++) {
+		char perf_key[80];
+		const char *perf;
+
 		trace_reader_header_entry(c->reader, i, &key, &value);
-		if (strncmp(key, "policy.", 7) == 0 && strcmp(key, "policy.default") != 0)
-			fprintf(f, "[policy %s]\nblock_size = %s\n", key + 7, value);
+		if (strncmp(key, "policy.", 7) != 0 || strcmp(key, "policy.default") == 0)
+			continue;
+		fprintf(f, "[policy %s]\nblock_size = %s\n", key + 7, value);
+		snprintf(perf_key, sizeof(perf_key), "performance.%s", key + 7);
+		perf = trace_reader_header_get(c->reader, perf_key);
+		if (perf)
+			fprintf(f, "performance = %s\n", perf);
 	}
 	return fclose(f) == 0 ? 0 : -errno;
 }
