@@ -1,13 +1,14 @@
 /* The originating node's allocate memory method (seed 002 Fig. 5), and the
  * queue of allocations waiting for space.
  *
- * An allocation takes no frames (pages get them on demand, vmm/VMM.md
- * "Replacement"): what limits it is its extent in the home node's store
- * partition, which this node chooses alone, and, when its copy here rests on
- * flash (node/vmm/MEDIA.md), its extent there. The partner's SpaceRequest
- * answer reports its own partition, which this allocation does not use; the
- * partner places its own copy, and refuses the AllocateMemory when its
- * flash has no room. */
+ * What limits an allocation is its extent in the home node's store
+ * partition, which this node chooses alone, and room for each node's copy
+ * where its policy makes it rest (node/vmm/MEDIA.md): frames for a DRAM
+ * copy, an extent on flash, nothing more for the store (pages take frames
+ * on demand, vmm/VMM.md "Replacement"). This node places its own copy
+ * (step 510); the partner's answer to the SpaceRequest says whether it has
+ * room for its own (step 520), and without it the allocation is denied or
+ * waits, as for room here. */
 #include "vmm_state.h"
 
 #include <errno.h>
