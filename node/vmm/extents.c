@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "store.h"
+#include "store_queue.h"
 
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
 
@@ -49,26 +50,26 @@ static int by_start(const void *x, const void *y)
  * for its copies too). NULL on ENOMEM. */
 static struct extent *used_extents(struct vmm *v, enum vmm_device device, size_t *ret_n)
 {
-	size_t n = 0, n_used = 0, n_kept = 0;
+	size_t n = 0, n_used = 0;
+	size_t n_kept = device == VMM_DEVICE_FLASH ? vmm_flash_kept_extents(v, NULL) : 0;
 	struct vmm_alloc **all = vmm_table_sorted(v->table, &n);
-	struct extent *used;
-	uint64_t start, end;
+	struct extent *used = calloc(n + v->n_extents_reserved + n_kept + 1, sizeof(*used));
+	struct store_range *kept = calloc(n_kept + 1, sizeof(*kept));
 
-	while (vmm_flash_kept_extent(v, n_kept, &start, &end))
-		n_kept++;
-	used = calloc(n + v->n_extents_reserved + n_kept + 1, sizeof(*used));
-
-	if (!all || !used) {
+	if (!all || !used || !kept) {
 		free(all);
 		free(used);
+		free(kept);
 		return NULL;
 	}
 	for (size_t i = 0; i < n; i++)
 		n_used += extent_of(v, all[i], device, &used[n_used]);
 	for (size_t i = 0; i < v->n_extents_reserved; i++)
 		n_used += extent_of(v, v->extents_reserved[i], device, &used[n_used]);
-	for (size_t i = 0; device == VMM_DEVICE_FLASH && i < n_kept; i++)
-		n_used += vmm_flash_kept_extent(v, i, &used[n_used].start, &used[n_used].end);
+	vmm_flash_kept_extents(v, n_kept ? kept : NULL);
+	for (size_t i = 0; i < n_kept; i++)
+		used[n_used++] = (struct extent){ kept[i].start, kept[i].start + kept[i].length };
+	free(kept);
 	qsort(used, n_used, sizeof(*used), by_start);
 	free(all);
 	*ret_n = n_used;

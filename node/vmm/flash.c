@@ -274,17 +274,16 @@ void vmm_flash_forget_kept(struct vmm *v)
 	}
 }
 
-bool vmm_flash_kept_extent(const struct vmm *v, size_t i, uint64_t *ret_start, uint64_t *ret_end)
+size_t vmm_flash_kept_extents(const struct vmm *v, struct store_range *ret)
 {
-	const struct flash_kept *k = v->flash_kept;
+	size_t n = 0;
 
-	while (k && i--)
-		k = k->next;
-	if (!k)
-		return false;
-	*ret_start = k->offset;
-	*ret_end = k->offset + store_extent_size(page_size(v), k->pages, k->block_size);
-	return true;
+	for (const struct flash_kept *k = v->flash_kept; k; k = k->next, n++)
+		if (ret)
+			ret[n] = (struct store_range){
+				k->offset, store_extent_size(page_size(v), k->pages, k->block_size)
+			};
+	return n;
 }
 
 /* ---- at start ---- */

@@ -204,8 +204,10 @@ int vmm_flash_post_read(struct vmm *v, const struct vmm_alloc *a, uint64_t page,
 			void (*done)(int result, void *arg), void *arg);
 uint64_t vmm_flash_depth(const struct vmm *v);
 /* The extents of the copies a resync dropped that flash keeps for their
- * replacements (vmm_flash_keep), i from 0 until it returns false: in use. */
-bool vmm_flash_kept_extent(const struct vmm *v, size_t i, uint64_t *ret_start, uint64_t *ret_end);
+ * replacements (vmm_flash_keep), which are in use: written to ret (NULL:
+ * only counted); how many. */
+struct store_range;
+size_t vmm_flash_kept_extents(const struct vmm *v, struct store_range *ret);
 /* A resync's replacement for a dropped copy of the same guid and shape,
  * which rested on flash, rests there again on its old extent, each page on
  * flash where its version and CRC-32C come back unchanged: true when a was
