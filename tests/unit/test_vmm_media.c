@@ -20,39 +20,12 @@
  *   an immediate allocation, and makes another wait until an allocation is
  *   freed, then go. */
 #include "check.h"
-#include "crc32c.h"
 #include "status_counts.h"
 #include "vmm.h"
 #include "vmm_harness.h"
-#include "vmm_msg.h"
 
 #define STATUS(x) FTVM__PARTNER__STATUS__STATUS_##x
 #define PAGES 32
-
-/* b writes its page as b does ([AllocateWrite, WritePage, ReleasePointer]
- * at version 1); a mirrors it, dirty. The status of the first that failed. */
-static int partner_writes(struct harness *h, const char *guid, uint64_t page, uint8_t byte)
-{
-	static uint8_t block[HARNESS_PAGE];
-	struct vmm_msg msg[3];
-	Envelope *envs[3];
-	const CommandComplete *cc;
-	uint32_t crc;
-
-	memset(block, byte, sizeof(block));
-	crc = crc32c(0, block, sizeof(block));
-	envs[0] = vmm_msg_allocate(&msg[0], guid, page, "b/7/1", true);
-	envs[1] = vmm_msg_write_page(&msg[1], guid, page, block, HARNESS_PAGE, crc);
-	envs[2] = vmm_msg_release_pointer(&msg[2], guid, page, "b/7/1", true, 1, crc);
-	fake_session_deliver(h->s, h->v, envs, 3);
-	harness_settle(h);
-	for (int i = 0; i < 3; i++) {
-		cc = fake_session_completion(h->s, envs[i]->seq);
-		if (!cc || cc->status)
-			return cc ? (int)cc->status : -1;
-	}
-	return 0;
-}
 
 static bool on_flash(struct harness *h, const char *guid, uint64_t page)
 {
@@ -88,7 +61,8 @@ static void test_flash_copy(void)
 	      (unsigned long long)after.flash_free);
 
 	for (uint64_t p = 0; p < PAGES; p++) {
-		CHECK_INT("b writes a page", 0, partner_writes(&h, "b-1", p, (uint8_t)(0x40 + p)));
+		CHECK_INT("b writes a page", 0,
+			  harness_partner_writes(&h, "b-1", p, (uint8_t)(0x40 + p), 1));
 		CHECK(RUN_UNTIL(&h, on_flash(&h, "b-1", p)), "page %llu never reached flash",
 		      (unsigned long long)p);
 	}

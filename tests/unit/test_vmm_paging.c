@@ -15,7 +15,6 @@
 #include "crc32c.h"
 #include "vmm.h"
 #include "vmm_harness.h"
-#include "vmm_msg.h"
 
 #define MSG(x) FTVM__PARTNER__ENVELOPE__MESSAGE_##x
 #define STATUS(x) FTVM__PARTNER__STATUS__STATUS_##x
@@ -27,32 +26,6 @@ static int ask(struct harness *h, Envelope *env)
 	const CommandComplete *cc = harness_answer(h, harness_deliver(h, env));
 
 	return cc ? (int)cc->status : -1;
-}
-
-/* b writes its page as b does: [AllocateWrite, WritePage, ReleasePointer]
- * at version; a mirrors it, dirty. The status of the first that failed. */
-static int partner_writes(struct harness *h, const char *guid, uint64_t page, uint8_t byte,
-			  uint64_t version)
-{
-	static uint8_t block[HARNESS_PAGE];
-	struct vmm_msg msg[3];
-	Envelope *envs[3];
-	const CommandComplete *cc;
-	uint32_t crc;
-
-	memset(block, byte, sizeof(block));
-	crc = crc32c(0, block, sizeof(block));
-	envs[0] = vmm_msg_allocate(&msg[0], guid, page, "b/7/1", true);
-	envs[1] = vmm_msg_write_page(&msg[1], guid, page, block, HARNESS_PAGE, crc);
-	envs[2] = vmm_msg_release_pointer(&msg[2], guid, page, "b/7/1", true, version, crc);
-	fake_session_deliver(h->s, h->v, envs, 3);
-	harness_settle(h);
-	for (int i = 0; i < 3; i++) {
-		cc = fake_session_completion(h->s, envs[i]->seq);
-		if (!cc || cc->status)
-			return cc ? (int)cc->status : -1;
-	}
-	return 0;
 }
 
 /* A whole-page read of a page a owns: no round trip. Its status. */
@@ -79,7 +52,7 @@ static void test_eviction_order(void)
 	harness_start(&h, "vmm-evict", "64K", "1M", "");
 	/* b's page takes the first frame, dirty: never evicted here. */
 	harness_partner_alloc(&h, "b-1", 1, 0);
-	CHECK_INT("b writes b-1", 0, partner_writes(&h, "b-1", 0, 0xb1, 1));
+	CHECK_INT("b writes b-1", 0, harness_partner_writes(&h, "b-1", 0, 0xb1, 1));
 	harness_alloc(&h, (FRAMES + 1) * HARNESS_PAGE, A, sizeof(A));
 	for (uint64_t p = 0; p < FRAMES - 1; p++)
 		CHECK_INT("read", STATUS(OK), read_page(&h, A, p));
@@ -213,7 +186,7 @@ static void test_destage_rounds(void)
 	CHECK(vmm_peek_page(h.v, A, 0, &pk) && pk.dirty, "page 0 clean before its destage");
 	CHECK(harness_pt_page(&h, A, 0, &row) && row.dirty,
 	      "page 0's row clean before its destage");
-	CHECK_INT("b writes b-1", 0, partner_writes(&h, "b-1", 0, 0xb1, 1));
+	CHECK_INT("b writes b-1", 0, harness_partner_writes(&h, "b-1", 0, 0xb1, 1));
 	CHECK_INT("round 1", 2, destage_round(&h, A, extent, 3, version, bytes));
 	harness_store_record(&h, extent, 2, &v, &crc);
 	CHECK_INT("page 2, never written: its record", 0, v);

@@ -15,9 +15,11 @@
 #include "check.h"
 #include "client_server.h"
 #include "config.h"
+#include "crc32c.h"
 #include "log.h"
 #include "store.h"
 #include "vmm.h"
+#include "vmm_msg.h"
 
 static __attribute__((noreturn, format(printf, 1, 2))) void setup_failed(const char *fmt, ...)
 {
@@ -331,4 +333,28 @@ void harness_store_block(struct harness *h, uint64_t extent, uint64_t pages, uin
 {
 	store_read(h, buf, HARNESS_PAGE,
 		   store_block_offset(extent, HARNESS_PAGE, pages, HARNESS_PAGE, page));
+}
+
+int harness_partner_writes(struct harness *h, const char *guid, uint64_t page, uint8_t byte,
+			   uint64_t version)
+{
+	static uint8_t block[HARNESS_PAGE];
+	struct vmm_msg msg[3];
+	Envelope *envs[3];
+	const CommandComplete *cc;
+	uint32_t crc;
+
+	memset(block, byte, sizeof(block));
+	crc = crc32c(0, block, sizeof(block));
+	envs[0] = vmm_msg_allocate(&msg[0], guid, page, "b/7/1", true);
+	envs[1] = vmm_msg_write_page(&msg[1], guid, page, block, HARNESS_PAGE, crc);
+	envs[2] = vmm_msg_release_pointer(&msg[2], guid, page, "b/7/1", true, version, crc);
+	fake_session_deliver(h->s, h->v, envs, 3);
+	harness_settle(h);
+	for (int i = 0; i < 3; i++) {
+		cc = fake_session_completion(h->s, envs[i]->seq);
+		if (!cc || cc->status)
+			return cc ? (int)cc->status : -1;
+	}
+	return 0;
 }

@@ -103,6 +103,12 @@ uint64_t harness_deliver(struct harness *h, Envelope *env);
 /* The vmm's answer to seq once committed (settles first); NULL if none. */
 const CommandComplete *harness_answer(struct harness *h, uint64_t seq);
 
+/* b writes its page as b does ([AllocateWrite, WritePage, ReleasePointer],
+ * every byte of the block byte, at version); a mirrors it, dirty. The
+ * status of the first that failed, 0 when none did. */
+int harness_partner_writes(struct harness *h, const char *guid, uint64_t page, uint8_t byte,
+			   uint64_t version);
+
 /* ---- what the page table on disk holds, committed ---- */
 struct pt_row {
 	uint64_t version;
