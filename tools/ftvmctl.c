@@ -1096,12 +1096,11 @@ static int cmd_header(struct ctl *ctl, int argc, char **argv)
 {
 	struct ftvm_client *c = NULL;
 	struct ftvm_header *h = NULL;
-	struct ftvm_mapping *maps = NULL;
+	struct ftvm_mapping map;
 	const char *path = NULL, *guid, *media;
 	char what[FTVM_GUID_MAX + 16];
 	char *hex = NULL;
 	uint64_t page;
-	size_t n_maps = 0;
 	json_object *o;
 	int r;
 
@@ -1117,13 +1116,17 @@ static int cmd_header(struct ctl *ctl, int argc, char **argv)
 	if (r != EXIT_DONE)
 		goto out;
 	r = ftvm_header(c, guid, h);
-	if (r == 0)
-		r = ftvm_mapping(c, &maps, &n_maps);
+	if (r == 0) {
+		r = ftvm_mapping_of(c, guid, &map);
+		if (r == -ENOENT) /* freed since */
+			snprintf(map.media, sizeof(map.media), "?");
+		r = r == -ENOENT ? 0 : r;
+	}
 	if (r < 0) {
 		r = call_failed(c, path, what, r);
 		goto out;
 	}
-	media = media_in(maps, n_maps, h->guid);
+	media = map.media;
 	hex = to_hex(h->header, h->header_len);
 	if (!hex) {
 		r = out_of_memory();
@@ -1159,7 +1162,6 @@ static int cmd_header(struct ctl *ctl, int argc, char **argv)
 	}
 out:
 	ftvm_disconnect(c);
-	free(maps);
 	free(hex);
 	free(h);
 	return r;

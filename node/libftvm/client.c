@@ -1495,23 +1495,28 @@ int ftvm_read_page_try(struct ftvm_client *c, const char *guid, uint64_t page, v
 	return read_page(c, guid, page, buf, buf_len, false, ret_len, ret_crc32c);
 }
 
-int ftvm_header(struct ftvm_client *c, const char *guid, struct ftvm_header *ret)
+/* The header request for guid: the reply, to free. */
+static int header_call(struct ftvm_client *c, const char *guid, bool has_ret, Reply **ret_reply)
 {
 	Ftvm__Client__HeaderRequest header = FTVM__CLIENT__HEADER_REQUEST__INIT;
 	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
-	Reply *reply = NULL;
-	int r;
+	int r = check_guid(c, guid);
 
-	r = check_guid(c, guid);
 	if (r < 0)
 		return r;
-	if (!ret)
+	if (!has_ret)
 		return fail(c, -EINVAL, "no place for the result");
-
 	header.guid = (char *)guid;
 	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_HEADER;
 	req.header = &header;
-	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_HEADER, &reply);
+	return call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_HEADER, ret_reply);
+}
+
+int ftvm_header(struct ftvm_client *c, const char *guid, struct ftvm_header *ret)
+{
+	Reply *reply = NULL;
+	int r = header_call(c, guid, ret != NULL, &reply);
+
 	if (r < 0)
 		return r;
 	r = header_from_reply(c, reply->header, ret);
@@ -1727,6 +1732,16 @@ static const char *media_of(const Ftvm__Partner__Header *h)
 	return h->media && h->media[0] ? h->media : "store";
 }
 
+static void mapping_from_header(const Ftvm__Partner__Header *h, struct ftvm_mapping *ret)
+{
+	copy_str(ret->guid, sizeof(ret->guid), h->guid);
+	copy_str(ret->home, sizeof(ret->home), h->home);
+	copy_str(ret->owner, sizeof(ret->owner), h->owner);
+	copy_str(ret->media, sizeof(ret->media), media_of(h));
+	ret->pages = h->pages;
+	ret->block_size = h->block_size;
+}
+
 int ftvm_mapping(struct ftvm_client *c, struct ftvm_mapping **ret, size_t *ret_n)
 {
 	struct ftvm_mapping *rows = NULL;
@@ -1742,18 +1757,23 @@ int ftvm_mapping(struct ftvm_client *c, struct ftvm_mapping **ret, size_t *ret_n
 	if (r < 0)
 		return r;
 	lr = reply->list;
-	for (size_t i = 0; i < lr->n_allocations; i++) {
-		const Ftvm__Partner__Header *h = lr->allocations[i];
-
-		copy_str(rows[i].guid, sizeof(rows[i].guid), h->guid);
-		copy_str(rows[i].home, sizeof(rows[i].home), h->home);
-		copy_str(rows[i].owner, sizeof(rows[i].owner), h->owner);
-		copy_str(rows[i].media, sizeof(rows[i].media), media_of(h));
-		rows[i].pages = h->pages;
-		rows[i].block_size = h->block_size;
-	}
+	for (size_t i = 0; i < lr->n_allocations; i++)
+		mapping_from_header(lr->allocations[i], &rows[i]);
 	*ret = rows;
 	*ret_n = lr->n_allocations;
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return 0;
+}
+
+int ftvm_mapping_of(struct ftvm_client *c, const char *guid, struct ftvm_mapping *ret)
+{
+	Reply *reply = NULL;
+	int r = header_call(c, guid, ret != NULL, &reply);
+
+	if (r < 0)
+		return r;
+	memset(ret, 0, sizeof(*ret));
+	mapping_from_header(reply->header, ret);
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	return 0;
 }

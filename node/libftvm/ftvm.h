@@ -587,6 +587,16 @@ struct ftvm_mapping {
  */
 FTVM_EXPORT int ftvm_mapping(struct ftvm_client *c, struct ftvm_mapping **ret, size_t *ret_n);
 
+/**
+ * @brief One allocation's row of the address mapping table (ftvm_mapping()),
+ *        in one small request.
+ * @param c a connected client.
+ * @param guid the allocation.
+ * @param[out] ret filled in on success.
+ * @return 0, or -errno: -ENOENT (no such allocation), and the conventions above.
+ */
+FTVM_EXPORT int ftvm_mapping_of(struct ftvm_client *c, const char *guid, struct ftvm_mapping *ret);
+
 /** One storage medium of a node. */
 struct ftvm_media {
 	char type[16];	   /**< "dram", "flash", ... */
