@@ -169,7 +169,7 @@ void vmm_holdings_mirror(struct vmm *v)
 		op->page = h->page;
 		snprintf(op->owner, sizeof(op->owner), "%s", h->owner);
 		h->has_landing = false; /* given on the old link */
-		env = vmm_msg_allocate(&msg, h->guid, h->page, h->owner, h->write);
+		env = vmm_msg_allocate(&msg, h->guid, h->page, h->owner, h->write, false);
 		if (vmm_op_send(&op->op, &env, 1) < 0) {
 			log_warning(
 				"resync: cannot mirror the pointer %s holds on %s page %llu: %s",

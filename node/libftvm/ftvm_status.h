@@ -260,7 +260,11 @@
 	/* this node's partition of the store: its bytes and those free for new extents */     \
 	X(U64, store_capacity, LIST(6), JSON(34, store, 1, "capacity"),                          \
 	  TEXT(15, 1, NUM, "store: ", " bytes"))                                                 \
-	X(U64, store_free, LIST(7), JSON(34, store, 2, "free"), TEXT(15, 2, NUM, ", ", " free"))
+	X(U64, store_free, LIST(7), JSON(34, store, 2, "free"), TEXT(15, 2, NUM, ", ", " free")) \
+	/* page-ins of this node's copy that a partner's write pointer asked for (node/vmm/  \
+	 * VMM.md, "The partner pages in"); also counted in page_ins */                       \
+	X(U64, partner_page_ins, LIST(8), JSON(32, replacement, 3, "partner_page_ins"),       \
+	  TEXT(13, 3, NUM, " (", " for the partner's pointers)"))
 /* clang-format on */
 
 /* The member a row makes in struct ftvm_node_status. */

@@ -371,39 +371,49 @@ static int page_in(struct vmm *v, struct vmm_alloc *a, uint64_t page, uint64_t f
 	return 0;
 }
 
-bool vmm_page_contents(struct vmm *v, const struct vmm_page_request *req, struct vmm_alloc *a)
+int vmm_page_make_resident(struct vmm *v, struct vmm_alloc *a, uint64_t page, char *reason,
+			   size_t len)
 {
-	struct vmm_page *p = &a->page[req->page];
-	char reason[256];
+	struct vmm_page *p = &a->page[page];
 	uint64_t frame;
 	int r;
 
-	if (p->resident) {
-		vmm_replace_touch(v, p);
-		return true;
-	}
-	if (p->pagein || p->filling) {
-		vmm_page_wait(v, req, VMM_WAIT_CONTENTS, NULL);
-		return false;
-	}
-	if (vmm_frames_take(v, a->block_size, &frame, reason, sizeof(reason)) < 0) {
-		vmm_frames_short(v, req, reason);
-		return false;
-	}
+	if (p->resident)
+		return 1;
+	if (p->pagein || p->filling)
+		return 0;
+	if (vmm_frames_take(v, a->block_size, &frame, reason, len) < 0)
+		return -ENOSPC;
 	if (p->version == 0) {
 		memset(frame_pool_addr(v->pool, frame), 0, a->block_size);
 		vmm_page_attach(v, p, frame);
-		return true;
+		return 1;
 	}
-	r = page_in(v, a, req->page, frame);
+	r = page_in(v, a, page, frame);
 	if (r < 0) {
 		vmm_frames_give(v, frame, a->block_size);
-		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
-				"%s page %llu: cannot read it from the store: %s", a->guid,
-				(unsigned long long)req->page, strerror(-r));
-		return false;
+		snprintf(reason, len, "cannot read it from the %s: %s",
+			 vmm_page_on_flash(p) ? "flash device" : "store", strerror(-r));
 	}
-	vmm_page_wait(v, req, VMM_WAIT_CONTENTS, NULL);
+	return r;
+}
+
+bool vmm_page_contents(struct vmm *v, const struct vmm_page_request *req, struct vmm_alloc *a)
+{
+	char reason[256];
+	int r = vmm_page_make_resident(v, a, req->page, reason, sizeof(reason));
+
+	if (r == 1) {
+		vmm_replace_touch(v, &a->page[req->page]);
+		return true;
+	}
+	if (r == 0)
+		vmm_page_wait(v, req, VMM_WAIT_CONTENTS, NULL);
+	else if (r == -ENOSPC)
+		vmm_frames_short(v, req, reason);
+	else
+		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
+				"%s page %llu: %s", a->guid, (unsigned long long)req->page, reason);
 	return false;
 }
 

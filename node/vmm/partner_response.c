@@ -6,8 +6,9 @@
  *
  * Where the receiver owns the allocation it arbitrates (vmm/VMM.md, "The lock
  * rule"): it refuses a conflicting lock with LOCKED. Otherwise it mirrors.
- * Only WritePage needs frames here (it brings the whole block, so nothing is
- * ever paged in for the partner); without any, it is refused with NO_SPACE.
+ * WritePage needs frames here (it brings the whole block); without any, it
+ * is refused with NO_SPACE. A write pointer's AllocateWrite asks this node
+ * to page its copy in (page_in), refused NO_SPACE the same way.
  * On a one-sided link the answer to AllocateWrite may carry a landing run,
  * and a WritePage naming it brings no data (pagedata/pointer_landings.c). */
 #include "vmm_state.h"
@@ -232,10 +233,35 @@ static void on_lock_request(struct vmm *v, const Ftvm__Partner__LockRequest *m, 
 	vmm_ticket_queue(v, m);
 }
 
+/* A write pointer's lock with page_in: this copy must be able to take the
+ * release, so it is made resident now, unless a landing will take the block
+ * (vmm/VMM.md, "The partner pages in"). The lock keeps it so. false, with
+ * NO_SPACE, when no frames can be had: the caller unlocks. */
+static bool page_in_for_pointer(struct vmm *v, struct vmm_alloc *a, uint64_t page,
+				struct answer *ans)
+{
+	const struct vmm_page *p = &a->page[page];
+	bool in_flight = p->pagein || p->filling;
+	char why[200];
+	int r = vmm_page_make_resident(v, a, page, why, sizeof(why));
+
+	if (r == -ENOSPC) {
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_NO_SPACE, "%s page %llu: %s", a->guid,
+		       (unsigned long long)page, why);
+		return false;
+	}
+	if (r < 0) /* its release's WritePage takes frames then, as without */
+		log_warning("%s page %llu: not paged in for the partner's pointer: %s", a->guid,
+			    (unsigned long long)page, why);
+	else
+		v->counted.partner_page_ins += r == 0 && !in_flight;
+	return true;
+}
+
 /* block_follows: the batch brings the block in a WritePage right behind (a
  * whole-page write), so a landing would go unused. */
 static void on_allocate_lock(struct vmm *v, const char *guid, uint64_t page, const char *owner,
-			     int mode, bool block_follows, struct answer *ans)
+			     int mode, bool block_follows, bool page_in, struct answer *ans)
 {
 	struct vmm_alloc *a;
 	struct vmm_page *p = find_page(v, guid, page, &a, ans);
@@ -266,6 +292,8 @@ static void on_allocate_lock(struct vmm *v, const char *guid, uint64_t page, con
 	    pagedata_landing_open(v->pagedata, a, page, owner, &ans->landing)) {
 		ans->cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LANDING;
 		ans->cc.landing = &ans->landing;
+	} else if (page_in && !block_follows && !page_in_for_pointer(v, a, page, ans)) {
+		vmm_unlock(v, a, page, owner);
 	}
 }
 
@@ -434,14 +462,14 @@ static void apply(struct vmm *v, const Envelope *env, const Envelope *next, stru
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_READ:
 		on_allocate_lock(v, env->allocate_read->guid, env->allocate_read->page,
 				 env->allocate_read->owner,
-				 FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ, false, ans);
+				 FTVM__PARTNER__LOCK_MODE__LOCK_MODE_READ, false, false, ans);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_WRITE:
 		on_allocate_lock(
 			v, env->allocate_write->guid, env->allocate_write->page,
 			env->allocate_write->owner, FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE,
 			block_follows(next, env->allocate_write->guid, env->allocate_write->page),
-			ans);
+			env->allocate_write->page_in, ans);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER:
 		on_release_pointer(v, env->release_pointer, &o, ans);

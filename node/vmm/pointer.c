@@ -108,6 +108,18 @@ static bool hold(struct vmm *v, struct pointer_op *op, struct vmm_alloc *a)
 	return true;
 }
 
+static enum vmm_wait_reason pointer_wait_reason(int status)
+{
+	switch (status) {
+	case FTVM__PARTNER__STATUS__STATUS_LOCKED:
+		return VMM_WAIT_LOCK;
+	case FTVM__PARTNER__STATUS__STATUS_NO_SPACE:
+		return VMM_WAIT_FRAMES;
+	default:
+		return VMM_WAIT_PARTNER;
+	}
+}
+
 static void pointer_finish(struct vmm_op *base)
 {
 	struct pointer_op *op = (struct pointer_op *)base;
@@ -132,9 +144,12 @@ static void pointer_finish(struct vmm_op *base)
 		vmm_unpin(v, &a->page[op->page]);
 	if (partner_holds)
 		vmm_release_stray_lock(v, op->guid, op->page, op->owner);
-	/* Lost the race to the owner's lock, or to the link (the failover
+	/* Lost the race to the owner's lock, found the partner without frames
+	 * for its copy (Fig. 7 step 755), or lost the link (the failover
 	 * window: asked again once the pair decided, ha/HA.md). */
-	if (a && ((op->op.status == FTVM__PARTNER__STATUS__STATUS_LOCKED && op->wait) ||
+	if (a && (((op->op.status == FTVM__PARTNER__STATUS__STATUS_LOCKED ||
+		    op->op.status == FTVM__PARTNER__STATUS__STATUS_NO_SPACE) &&
+		   op->wait) ||
 		  (op->op.status == FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE &&
 		   vmm_window_open(v)))) {
 		struct vmm_page_request req = {
@@ -149,11 +164,10 @@ static void pointer_finish(struct vmm_op *base)
 			.ticket = op->ticket,
 		};
 
-		vmm_page_wait(v, &req,
-			      op->op.status == FTVM__PARTNER__STATUS__STATUS_LOCKED
-				      ? VMM_WAIT_LOCK
-				      : VMM_WAIT_PARTNER,
-			      NULL);
+		vmm_page_wait(v, &req, pointer_wait_reason(op->op.status),
+			      op->op.status == FTVM__PARTNER__STATUS__STATUS_NO_SPACE
+				      ? op->op.reason
+				      : NULL);
 	} else {
 		vmm_reply_error(op->op.call,
 				a ? op->op.status : FTVM__PARTNER__STATUS__STATUS_NOT_FOUND,
@@ -244,7 +258,7 @@ void vmm_pointer_retry(struct vmm *v, const struct vmm_page_request *req)
 		n++;
 	}
 	op->lock_index = n;
-	envs[n] = vmm_msg_allocate(&msgs[n], a->guid, req->page, op->owner, req->write);
+	envs[n] = vmm_msg_allocate(&msgs[n], a->guid, req->page, op->owner, req->write, req->write);
 	n++;
 	if (vmm_op_send(&op->op, envs, n) < 0) {
 		let_page_go(v, op, a);

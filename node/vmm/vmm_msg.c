@@ -24,7 +24,7 @@ Envelope *vmm_msg_lock_request(struct vmm_msg *msg, const char *guid, uint64_t p
 }
 
 Envelope *vmm_msg_allocate(struct vmm_msg *msg, const char *guid, uint64_t page, const char *owner,
-			   bool write)
+			   bool write, bool page_in)
 {
 	if (write) {
 		Ftvm__Partner__AllocateWrite *m = &msg->m.allocate_write;
@@ -33,6 +33,7 @@ Envelope *vmm_msg_allocate(struct vmm_msg *msg, const char *guid, uint64_t page,
 		m->guid = (char *)guid;
 		m->page = page;
 		m->owner = (char *)owner;
+		m->page_in = page_in;
 		envelope(msg, FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_WRITE)->allocate_write = m;
 	} else {
 		Ftvm__Partner__AllocateRead *m = &msg->m.allocate_read;

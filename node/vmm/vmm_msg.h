@@ -25,9 +25,10 @@ struct vmm_msg {
 /* LockRequest for mode (read or write). */
 Envelope *vmm_msg_lock_request(struct vmm_msg *msg, const char *guid, uint64_t page, bool write,
 			       uint64_t ticket, uint32_t wait_ms);
-/* AllocateWrite when write, else AllocateRead. */
+/* AllocateWrite when write (page_in: a pointer's, which the partner takes
+ * resident), else AllocateRead. */
 Envelope *vmm_msg_allocate(struct vmm_msg *msg, const char *guid, uint64_t page, const char *owner,
-			   bool write);
+			   bool write, bool page_in);
 Envelope *vmm_msg_write_page(struct vmm_msg *msg, const char *guid, uint64_t page, const void *data,
 			     uint32_t len, uint32_t crc);
 /* WritePage without data: the block went one-sided into the landing at. */

@@ -286,6 +286,12 @@ void vmm_page_retry(struct vmm *v, const struct vmm_page_request *req);
  * (zeroes for a page never written); otherwise req was queued (a page-in is
  * on its way, or frames are short and req waits) or answered. */
 bool vmm_page_contents(struct vmm *v, const struct vmm_page_request *req, struct vmm_alloc *a);
+/* vmm/destage.c: makes a's page resident: 1 when it is now (zeroes for a
+ * page never written), 0 when its page-in is on its way (posted now or
+ * before), -ENOSPC when no frames can be taken or -errno when the read
+ * cannot be posted, with reason. */
+int vmm_page_make_resident(struct vmm *v, struct vmm_alloc *a, uint64_t page, char *reason,
+			   size_t len);
 
 /* The originating node's methods. */
 void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__AllocRequest *req);

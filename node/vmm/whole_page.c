@@ -441,7 +441,7 @@ static void send_write(struct vmm *v, struct vmm_alloc *a, struct write_op *op)
 		n++;
 	}
 	op->lock_index = n;
-	envs[n] = vmm_msg_allocate(&msgs[n], a->guid, op->page, op->owner, true);
+	envs[n] = vmm_msg_allocate(&msgs[n], a->guid, op->page, op->owner, true, false);
 	n += 2; /* and the WritePage, pagedata_send's */
 	envs[n] = vmm_msg_release_pointer(&msgs[n], a->guid, op->page, op->owner, true,
 					  op->new_version, op->crc);

@@ -123,6 +123,29 @@ for n in a b; do
 done
 ok "both stopped and started: every page reads back on both, $(flash_of a page_ins) and $(flash_of b page_ins) of them from flash"
 
+# ================= write pointers: the partner pages in =================
+# The reads above left pages 256 to 511 in both pools: pages 0 and 2 rest on
+# flash alone. A write pointer on page 0 from a, then on page 2 from b: the
+# node asked pages the page in from its flash, and so does its partner, for
+# the pointer (AllocateWrite page_in; seed 002 Fig. 7, node/vmm/VMM.md "The
+# partner pages in"), before the pointer is granted.
+partner_ins() { ctl "$1" --json status | jq .replacement.partner_page_ins; }
+pointer_pages_in() {
+	local asked=$1 partner=$2 page=$3 p0 f0
+	p0=$(partner_ins "$partner") f0=$(flash_of "$partner" page_ins)
+	hold_pointer "w$asked" "$asked" "$g" "$page" write
+	[ "$(partner_ins "$partner")" = $((p0 + 1)) ] ||
+		fail "$partner paged in $(($(partner_ins "$partner") - p0)) pages for $asked's pointer on page $page, wanted 1"
+	wait_for 5000 "$partner's page-in from flash" eval '[ "$(flash_of "$partner" page_ins)" -gt "$f0" ]'
+	hold_end "w$asked" || fail "w$asked: $(cat "$WORK/w$asked.err")"
+	ctl "$partner" read "$g" "$page" --wait | cmp -s - <(block "$g/$page") ||
+		fail "page $page on $partner after $asked's pointer is not what was written"
+}
+pointer_pages_in a b 0
+pointer_pages_in b a 2
+ctl a status | grep -q "(1 for the partner's pointers)" || fail "a's status text: $(ctl a status)"
+ok "write pointers on flash pages from a and b: each partner paged its copy in from flash for the pointer"
+
 # =========================== a damaged block ===========================
 stop_both
 # The first extent on a's flash starts at its partition (after the 64K

@@ -6,7 +6,7 @@
 #    allocations), destaged, then read back on both nodes (pages come back
 #    from the store, others are evicted) and verify says equal; resident pages
 #    never more than the pool; the same with blocks of 16 frames among them;
-#  - frames short: write pointers held on every frame of one node; a write to
+#  - frames short: pointers held on every frame of one node; a write to
 #    another page, from the other node and from that node, is refused naming
 #    the node, and with --wait goes through once a pointer is released;
 #  - at start no page is resident, and the pages whose writes were refused
@@ -185,14 +185,17 @@ for full in a b; do
 	o=$(other "$full")
 	gh=$(ctl "$full" alloc --size $((FRAMES * 4))K)
 	wait_for 10000 "both nodes settled" settled
-	# Write pointers to every frame of $full: FRAMES - 1 held by one client, one by another.
-	hold_start many "$full" "$gh" 0 write --count $((FRAMES - 1))
+	# Pointers to every frame of $full: FRAMES - 1 read pointers held by one
+	# client, a write pointer by another. A read pointer takes no frame on
+	# the partner; the write pointer has $o page its copy in (node/vmm/
+	# VMM.md, "The partner pages in"): one frame.
+	hold_start many "$full" "$gh" 0 read --count $((FRAMES - 1))
 	hold_start one "$full" "$gh" $((FRAMES - 1)) write
-	wait_for 10000 "$((FRAMES - 1)) write pointers held on $full" hold_said many holding
-	wait_for 5000 "one more write pointer held on $full" hold_said one held
+	wait_for 10000 "$((FRAMES - 1)) read pointers held on $full" hold_said many holding
+	wait_for 5000 "one write pointer held on $full" hold_said one held
 	[ "$(residency "$full")" = "$FRAMES 0" ] ||
 		fail "$full holds $(residency "$full") (resident, evictable) pages"
-	ok "$FRAMES write pointers held on $full: every frame locked, nothing evictable"
+	ok "$FRAMES pointers held on $full: every frame locked, nothing evictable"
 
 	# Pages 10 and 11 of each allocation: a page homed on $full and one homed on $o.
 	for g in "${G[@]}"; do

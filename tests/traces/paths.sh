@@ -18,6 +18,7 @@ LIB_PATHS=(
 	locked_locally locked_by_partner space_short
 	release_modified release_unmodified release_memory
 	read_header sense race destaged failover space_refused
+	partner_page_in
 )
 
 # expect_refused ID PATTERN ARGS...: ftvmctl on ID exits 1 saying PATTERN.
@@ -220,4 +221,33 @@ config_space_refused() {
 path_space_refused() {
 	expect_refused a "denied (partner: .* do not fit on b's flash" alloc --size 24K --immediate
 	[ "$(ctl b --json list | jq length)" = 0 ] || fail "b kept the refused allocation"
+}
+
+# Fig. 7 steps 720-750 (node/vmm/VMM.md, "The partner pages in"): a write
+# pointer asks the partner to page its copy in. b has 4 frames. a's page 0,
+# written and destaged, leaves b's frames when b reads pages 1 to 4; a's
+# write pointer on it has b page it in from the store (AllocateWrite
+# page_in). Then b's read pointers hold all 4 frames, and a's write pointer
+# on page 5 is refused: b has no frame for its copy, so nothing is granted.
+config_partner_page_in() {
+	sed -i "s/^size = $LIB_MEMORY\$/size = 2K/" "$WORK/b.conf"
+}
+destaged_on_b() {
+	[ "$("$FTVMCTL" trace dump "$WORK/b.trace" 2>/dev/null | grep -c Destaged)" -ge "$1" ]
+}
+path_partner_page_in() {
+	local g p out rc=0
+	g=$(ctl a alloc --size 4K)
+	echo stable | ctl a write "$g" 0 >/dev/null
+	wait_until destaged_on_b 1
+	for p in 1 2 3 4; do ctl b read "$g" "$p" >/dev/null; done
+	hold w a "$g" 0 write --modify 7
+	let_go w
+	wait_until destaged_on_b 2
+	hold r b "$g" 1 read --count 4
+	wait_until grep -q '^holding 4' "$WORK/r.out"
+	out=$("$HOLD" "$WORK/a.sock" "$g" 5 write 2>&1) || rc=$?
+	[ "$rc" -eq 1 ] && grep -q "partner: .*no frame free on b" <<<"$out" ||
+		fail "a's write pointer with b's frames held: exit $rc, '$out'"
+	let_go r
 }

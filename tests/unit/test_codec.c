@@ -383,6 +383,7 @@ static void sent_init(struct sent *s)
 	s->allocate_write.guid = "a7";
 	s->allocate_write.page = 0x000000040000000bull;
 	s->allocate_write.owner = "writer-1";
+	s->allocate_write.page_in = true;
 
 	s->release_pointer = (Ftvm__Partner__ReleasePointer)FTVM__PARTNER__RELEASE_POINTER__INIT;
 	s->release_pointer.guid = "a8";
@@ -740,6 +741,7 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_S(allocate_write->guid);
 		EQ_U(allocate_write->page);
 		EQ_S(allocate_write->owner);
+		EQ_U(allocate_write->page_in);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER:
 		EQ_S(release_pointer->guid);

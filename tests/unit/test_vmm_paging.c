@@ -10,11 +10,16 @@
  *   barrier; only then is each clean, in the page table too, and b told in
  *   one batch of Destaged. A page written again goes in a later round, a
  *   write-locked page waits for its unlock, and b's pages are b's to destage
- *   (its Destaged makes them clean here). */
+ *   (its Destaged makes them clean here);
+ * - the partner pages in: b's write pointer on a page not resident here
+ *   (AllocateWrite with page_in) pages it in from the store under b's lock;
+ *   with every frame dirty it is refused NO_SPACE and leaves no lock, where
+ *   a lock without page_in is granted. */
 #include "check.h"
 #include "crc32c.h"
 #include "vmm.h"
 #include "vmm_harness.h"
+#include "vmm_msg.h"
 
 #define MSG(x) FTVM__PARTNER__ENVELOPE__MESSAGE_##x
 #define STATUS(x) FTVM__PARTNER__STATUS__STATUS_##x
@@ -238,10 +243,72 @@ static void test_destage_rounds(void)
 	CHECK_INT("calls unanswered", 0, harness_stop(&h));
 }
 
+static int allocate_write(struct harness *h, const char *guid, uint64_t page, bool page_in)
+{
+	struct vmm_msg msg;
+
+	return ask(h, vmm_msg_allocate(&msg, guid, page, "b/7/1", true, page_in));
+}
+
+static int release_unmodified(struct harness *h, const char *guid, uint64_t page)
+{
+	struct vmm_msg msg;
+
+	return ask(h, vmm_msg_release_pointer(&msg, guid, page, "b/7/1", false, 0, 0));
+}
+
+static void test_partner_page_in(void)
+{
+	struct harness h;
+	struct peek_page pk;
+	struct status_counts counts;
+	struct fake_call *w;
+	uint64_t extent, version[1];
+	uint8_t bytes[1];
+	char A[64];
+
+	harness_start(&h, "vmm-partner-page-in", "64K", "1M", "");
+	extent = harness_alloc(&h, (FRAMES + 1) * HARNESS_PAGE, A, sizeof(A));
+	w = client_write(&h, A, 0, bytes[0] = 0x5a);
+	fake_session_answer_all(h.s);
+	version[0] = written(&h, w);
+	CHECK_INT("page 0 destaged", 1, destage_round(&h, A, extent, 1, version, bytes));
+	for (uint64_t p = 1; p <= FRAMES; p++)
+		CHECK_INT("read", STATUS(OK), read_page(&h, A, p));
+	CHECK(!resident(&h, A, 0), "page 0, clean and least recently used, stayed");
+
+	CHECK_INT("b's write pointer", STATUS(OK), allocate_write(&h, A, 0, true));
+	CHECK(RUN_UNTIL(&h, resident(&h, A, 0)), "page 0 not paged in for b's pointer");
+	CHECK(vmm_peek_page(h.v, A, 0, &pk) && pk.version == 1 &&
+		      pk.lock_mode == FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE,
+	      "page 0 after the page-in: version %llu, lock %d", (unsigned long long)pk.version,
+	      pk.lock_mode);
+	vmm_get_counts(h.v, &counts);
+	CHECK_INT("partner page-ins", 1, counts.partner_page_ins);
+	CHECK_INT("b's release", STATUS(OK), release_unmodified(&h, A, 0));
+
+	/* Every frame dirty with b's pages: none to take. */
+	harness_partner_alloc(&h, "b-1", FRAMES, 0);
+	for (uint64_t p = 0; p < FRAMES; p++)
+		CHECK_INT("b writes b-1", 0, harness_partner_writes(&h, "b-1", p, 0xb1, 1));
+	CHECK(!resident(&h, A, 0), "page 0 kept its frame");
+	CHECK_INT("b's write pointer, no frames", STATUS(NO_SPACE), allocate_write(&h, A, 0, true));
+	CHECK(vmm_peek_page(h.v, A, 0, &pk) &&
+		      pk.lock_mode == FTVM__PARTNER__LOCK_MODE__LOCK_MODE_NONE,
+	      "a refused page-in left lock %d", pk.lock_mode);
+	CHECK_INT("a lock without page_in", STATUS(OK), allocate_write(&h, A, 0, false));
+	CHECK(!resident(&h, A, 0), "paged in without page_in");
+	CHECK_INT("b's release", STATUS(OK), release_unmodified(&h, A, 0));
+	vmm_get_counts(h.v, &counts);
+	CHECK_INT("partner page-ins", 1, counts.partner_page_ins);
+	CHECK_INT("calls unanswered", 0, harness_stop(&h));
+}
+
 int main(void)
 {
 	test_eviction_order();
 	test_destage_rounds();
+	test_partner_page_in();
 	printf("%d checks, %d failed\n", checks, failures);
 	return failures ? 1 : 0;
 }

@@ -206,26 +206,26 @@ static void test_locks(void)
 		      cc->lock->n_owners == 1 && strcmp(cc->lock->owners[0], writer) == 0,
 	      "its LockStatus names %s", writer);
 	CHECK_INT("AllocateRead, A page 0 written here", STATUS(LOCKED),
-		  status_of(ask(vmm_msg_allocate(&msg, A, 0, "b/7/9", false))));
+		  status_of(ask(vmm_msg_allocate(&msg, A, 0, "b/7/9", false, false))));
 	CHECK_INT("AllocateWrite, A page 0 written here", STATUS(LOCKED),
-		  status_of(ask(vmm_msg_allocate(&msg, A, 0, "b/7/9", true))));
+		  status_of(ask(vmm_msg_allocate(&msg, A, 0, "b/7/9", true, false))));
 	CHECK(vmm_peek_page(h.v, A, 0, &pk) && pk.n_owners == 1, "a refused lock taken");
 
 	/* b's own pages: b granted them, a mirrors. */
 	CHECK_INT("AllocateRead", STATUS(OK),
-		  status_of(ask(vmm_msg_allocate(&msg, "b-1", 0, "b/7/1", false))));
+		  status_of(ask(vmm_msg_allocate(&msg, "b-1", 0, "b/7/1", false, false))));
 	CHECK(vmm_peek_page(h.v, "b-1", 0, &pk) && pk.lock_mode == MODE(READ) && pk.owner0 &&
 		      strcmp(pk.owner0, "b/7/1") == 0,
 	      "b-1 page 0 not read-locked by b/7/1");
 	CHECK_INT("AllocateRead without an owner", STATUS(BAD_REQUEST),
-		  status_of(ask(vmm_msg_allocate(&msg, "b-1", 0, "", false))));
+		  status_of(ask(vmm_msg_allocate(&msg, "b-1", 0, "", false, false))));
 	CHECK_INT("AllocateWrite", STATUS(OK),
-		  status_of(ask(vmm_msg_allocate(&msg, "b-1", 1, "b/7/2", true))));
+		  status_of(ask(vmm_msg_allocate(&msg, "b-1", 1, "b/7/2", true, false))));
 	CHECK(vmm_peek_page(h.v, "b-1", 1, &pk) && pk.lock_mode == MODE(WRITE) && pk.owner0 &&
 		      strcmp(pk.owner0, "b/7/2") == 0,
 	      "b-1 page 1 not write-locked by b/7/2");
 	CHECK_INT("AllocateWrite of no-such", STATUS(NOT_FOUND),
-		  status_of(ask(vmm_msg_allocate(&msg, "no-such", 0, "b/7/3", true))));
+		  status_of(ask(vmm_msg_allocate(&msg, "no-such", 0, "b/7/3", true, false))));
 }
 
 /* WritePage and ReleasePointer, under the locks test_locks left: b/7/1
@@ -272,7 +272,7 @@ static void test_write_and_release(void)
 		  status_of(ask(vmm_msg_release_pointer(&msg, "b-1", 0, "b/7/1", false, 0, 0))));
 	CHECK(vmm_peek_page(h.v, "b-1", 0, &pk) && pk.n_owners == 0, "b-1 page 0 still locked");
 	CHECK_INT("AllocateRead", STATUS(OK),
-		  status_of(ask(vmm_msg_allocate(&msg, "b-1", 1, "b/7/4", false))));
+		  status_of(ask(vmm_msg_allocate(&msg, "b-1", 1, "b/7/4", false, false))));
 	CHECK_INT("ReleasePointer of a read lock as modified", STATUS(BAD_REQUEST),
 		  status_of(ask(vmm_msg_release_pointer(&msg, "b-1", 1, "b/7/4", true, 2, crc))));
 	CHECK(vmm_peek_page(h.v, "b-1", 1, &pk) && pk.version == 1, "a reader made version %llu",

@@ -346,7 +346,7 @@ int harness_partner_writes(struct harness *h, const char *guid, uint64_t page, u
 
 	memset(block, byte, sizeof(block));
 	crc = crc32c(0, block, sizeof(block));
-	envs[0] = vmm_msg_allocate(&msg[0], guid, page, "b/7/1", true);
+	envs[0] = vmm_msg_allocate(&msg[0], guid, page, "b/7/1", true, false);
 	envs[1] = vmm_msg_write_page(&msg[1], guid, page, block, HARNESS_PAGE, crc);
 	envs[2] = vmm_msg_release_pointer(&msg[2], guid, page, "b/7/1", true, version, crc);
 	fake_session_deliver(h->s, h->v, envs, 3);

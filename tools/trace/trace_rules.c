@@ -68,6 +68,8 @@ static const struct {
 	{ "SpaceRequest", "policy", RULE_SINCE },
 	{ "SpaceRequest", "pages", RULE_SINCE },
 	{ "SpaceRequest", "block_size", RULE_SINCE },
+	/* Since a write pointer's partner pages its copy in (node/vmm/VMM.md). */
+	{ "AllocateWrite", "page_in", RULE_SINCE },
 	{ "LockRequest", "wait_ms", RULE_IGNORE },
 	/* A client's session id is random, made by libftvm per client. */
 	{ "AllocateMemory", "session", RULE_IGNORE },
