@@ -64,6 +64,16 @@ struct proc {
 	char log[PATH_MAX];
 };
 
+/* A pair of ftvmd this program starts, with a generated configuration. */
+struct pair {
+	const char *label;    /* how its line and its messages name it */
+	const char *memory;   /* [memory] size */
+	const char *extra[2]; /* further configuration of node a, of node b, or NULL */
+	char dir[256];	      /* its configs, key, logs, sockets and store; short */
+	char sock[2][PATH_MAX];
+	struct proc nodes[2];
+};
+
 /* One line of the latency table. floor_p50 == 0: no ratio printed. */
 struct row {
 	char name[48];
@@ -80,8 +90,7 @@ struct bench {
 	const char *addr;      /* where the pair's channel listens */
 	char ftvmd[PATH_MAX];
 	char dir[200]; /* short: the unix sockets live in it */
-	char sock[2][PATH_MAX];
-	struct proc nodes[2];
+	struct pair pair;
 	uint64_t *samples;
 	long sleeps_before; /* this process's voluntary context switches */
 	struct row rows[24];
@@ -198,13 +207,14 @@ static void default_ftvmd(const char *argv0, char *out, size_t out_len)
 	snprintf(out, out_len, "%s/../node/ftvmd", dirname(self));
 }
 
-static int write_config(struct bench *b, int i, uint16_t port, uint16_t partner)
+static int write_config(const struct bench *b, const struct pair *pair, int i, uint16_t port,
+			uint16_t partner)
 {
 	char path[PATH_MAX + 16];
 	const char id = (char)('a' + i);
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/%c.conf", b->dir, id);
+	snprintf(path, sizeof(path), "%s/%c.conf", pair->dir, id);
 	f = fopen(path, "we");
 	if (!f)
 		return -errno;
@@ -219,7 +229,7 @@ static int write_config(struct bench *b, int i, uint16_t port, uint16_t partner)
 		"socket = %c.sock\n"
 		"state_dir = %c\n"
 		"[memory]\n"
-		"size = 128M\n"
+		"size = %s\n"
 		"[store]\n"
 		"path = shared/store\n"
 		"[failover]\n"
@@ -228,7 +238,9 @@ static int write_config(struct bench *b, int i, uint16_t port, uint16_t partner)
 		"[policy big]\n"
 		"block_size = 64K\n",
 		id, b->addr, port, b->addr, partner, b->transport ? "transport = " : "",
-		b->transport ? b->transport : "", b->transport ? "\n" : "", id, id);
+		b->transport ? b->transport : "", b->transport ? "\n" : "", id, id, pair->memory);
+	if (pair->extra[i])
+		fputs(pair->extra[i], f);
 	if (b->trace)
 		fprintf(f, "[trace]\npath = %c.trace\n", id);
 	if (fclose(f) != 0)
@@ -237,19 +249,20 @@ static int write_config(struct bench *b, int i, uint16_t port, uint16_t partner)
 }
 
 /* Connects to a node, retrying while its socket is not there yet. */
-static int connect_node(struct bench *b, int i, uint64_t deadline, struct ftvm_client **ret)
+static int connect_node(struct pair *pair, int i, uint64_t deadline, struct ftvm_client **ret)
 {
 	int r;
 
 	for (;;) {
-		r = ftvm_connect(b->sock[i], ret);
+		r = ftvm_connect(pair->sock[i], ret);
 		if (r == 0)
 			return 0;
-		if (proc_exited(&b->nodes[i]))
+		if (proc_exited(&pair->nodes[i]))
 			return -ECHILD;
 		if (clock_now_ms() >= deadline) {
 			fprintf(stderr, "node %s does not serve on %s after %d ms: %s\n",
-				b->nodes[i].name, b->sock[i], START_DEADLINE_MS, ftvm_strerror(r));
+				pair->nodes[i].name, pair->sock[i], START_DEADLINE_MS,
+				ftvm_strerror(r));
 			return r;
 		}
 		sleep_ms(10);
@@ -261,7 +274,7 @@ static bool linked(const struct ftvm_node_status *st)
 	return strcmp(st->partner_link, "up") == 0 && strcmp(st->state, "active") == 0;
 }
 
-static int pair_start(struct bench *b)
+static int pair_start(struct bench *b, struct pair *pair)
 {
 	struct ftvm_client *c[2] = { NULL, NULL };
 	struct ftvm_node_status st[2];
@@ -278,7 +291,7 @@ static int pair_start(struct bench *b)
 		}
 	}
 	/* The pair proves its key, as a deployed pair must. */
-	snprintf(key, sizeof(key), "%s/pair.key", b->dir);
+	snprintf(key, sizeof(key), "%s/pair.key", pair->dir);
 	r = keyfile_generate(key, why, sizeof(why));
 	if (r < 0) {
 		fprintf(stderr, "%s\n", why);
@@ -288,16 +301,17 @@ static int pair_start(struct bench *b)
 		char conf[PATH_MAX + 16];
 		char *argv[] = { b->ftvmd, "--config", conf, NULL };
 
-		r = write_config(b, i, port[i], port[1 - i]);
+		r = write_config(b, pair, i, port[i], port[1 - i]);
 		if (r < 0) {
-			fprintf(stderr, "cannot write %s/%c.conf: %s\n", b->dir, 'a' + i,
+			fprintf(stderr, "cannot write %s/%c.conf: %s\n", pair->dir, 'a' + i,
 				strerror(-r));
 			return r;
 		}
-		snprintf(conf, sizeof(conf), "%s/%c.conf", b->dir, 'a' + i);
-		snprintf(b->sock[i], sizeof(b->sock[i]), "%s/%c.sock", b->dir, 'a' + i);
-		snprintf(b->nodes[i].log, sizeof(b->nodes[i].log), "%s/%c.log", b->dir, 'a' + i);
-		r = spawn(argv, b->nodes[i].log, &b->nodes[i].pid);
+		snprintf(conf, sizeof(conf), "%s/%c.conf", pair->dir, 'a' + i);
+		snprintf(pair->sock[i], sizeof(pair->sock[i]), "%s/%c.sock", pair->dir, 'a' + i);
+		snprintf(pair->nodes[i].log, sizeof(pair->nodes[i].log), "%s/%c.log", pair->dir,
+			 'a' + i);
+		r = spawn(argv, pair->nodes[i].log, &pair->nodes[i].pid);
 		if (r < 0) {
 			fprintf(stderr, "cannot start %s: %s\n", b->ftvmd, strerror(-r));
 			return r;
@@ -306,7 +320,7 @@ static int pair_start(struct bench *b)
 
 	deadline = clock_now_ms() + START_DEADLINE_MS;
 	for (int i = 0; i < 2; i++) {
-		r = connect_node(b, i, deadline, &c[i]);
+		r = connect_node(pair, i, deadline, &c[i]);
 		if (r < 0)
 			goto out;
 	}
@@ -314,7 +328,7 @@ static int pair_start(struct bench *b)
 		for (int i = 0; i < 2; i++) {
 			r = ftvm_status(c[i], &st[i]);
 			if (r < 0) {
-				fprintf(stderr, "status of node %s: %s: %s\n", b->nodes[i].name,
+				fprintf(stderr, "status of node %s: %s: %s\n", pair->nodes[i].name,
 					ftvm_strerror(r), ftvm_last_error(c[i]));
 				goto out;
 			}
@@ -323,18 +337,18 @@ static int pair_start(struct bench *b)
 			break;
 		if (clock_now_ms() >= deadline) {
 			fprintf(stderr,
-				"the pair did not link within %d ms: a is %s (link %s), b is %s "
+				"the %s did not link within %d ms: a is %s (link %s), b is %s "
 				"(link %s); logs in %s\n",
-				START_DEADLINE_MS, st[0].state, st[0].partner_link, st[1].state,
-				st[1].partner_link, b->dir);
+				pair->label, START_DEADLINE_MS, st[0].state, st[0].partner_link,
+				st[1].state, st[1].partner_link, pair->dir);
 			r = -ETIMEDOUT;
 			goto out;
 		}
 		sleep_ms(10);
 	}
-	printf("pair: ftvmd %s, a pid %d, b pid %d, transport %s, page %u bytes, in %s\n", b->ftvmd,
-	       (int)b->nodes[0].pid, (int)b->nodes[1].pid, st[0].transport, st[0].page_size,
-	       b->dir);
+	printf("%s: ftvmd %s, a pid %d, b pid %d, transport %s, page %u bytes, in %s\n",
+	       pair->label, b->ftvmd, (int)pair->nodes[0].pid, (int)pair->nodes[1].pid,
+	       st[0].transport, st[0].page_size, pair->dir);
 	r = 0;
 out:
 	ftvm_disconnect(c[0]);
@@ -795,9 +809,9 @@ static int bench_latency(struct bench *b)
 	if (!buf)
 		return -ENOMEM;
 	memset(buf, 0x5a, 64 * KIB);
-	r = ftvm_connect(b->sock[0], &a);
+	r = ftvm_connect(b->pair.sock[0], &a);
 	if (r == 0)
-		r = ftvm_connect(b->sock[1], &bc);
+		r = ftvm_connect(b->pair.sock[1], &bc);
 	if (r < 0) {
 		fprintf(stderr, "connect: %s\n", ftvm_strerror(r));
 		goto out;
@@ -944,7 +958,7 @@ static int bench_throughput_one(struct bench *b, size_t block, unsigned clients)
 	for (; started < clients; started++) {
 		struct writer *x = &w[started];
 
-		x->sock = b->sock[clients > 1 ? started % 2 : 0];
+		x->sock = b->pair.sock[clients > 1 ? started % 2 : 0];
 		x->block = block;
 		x->seconds = b->seconds;
 		x->start = &start;
@@ -999,13 +1013,13 @@ static int bench_page_paths(struct bench *b)
 
 	for (int i = 0; i < 2; i++) {
 		struct ftvm_client *c;
-		int r = connect_node(b, i, deadline, &c);
+		int r = connect_node(&b->pair, i, deadline, &c);
 
 		if (r < 0)
 			return r;
 		r = ftvm_status(c, &b->after[i]);
 		if (r < 0)
-			fprintf(stderr, "status of node %s: %s: %s\n", b->nodes[i].name,
+			fprintf(stderr, "status of node %s: %s: %s\n", b->pair.nodes[i].name,
 				ftvm_strerror(r), ftvm_last_error(c));
 		ftvm_disconnect(c);
 		if (r < 0)
@@ -1176,7 +1190,10 @@ int main(int argc, char **argv)
 		.count = 2000,
 		.seconds = 3,
 		.addr = "127.0.0.1",
-		.nodes = { { .name = "ftvmd a", .pid = -1 }, { .name = "ftvmd b", .pid = -1 } },
+		.pair = { .label = "pair",
+			  .memory = "128M",
+			  .nodes = { { .name = "ftvmd a", .pid = -1 },
+				     { .name = "ftvmd b", .pid = -1 } } },
 	};
 	const char *tmp = getenv("TMPDIR");
 	int c, r;
@@ -1249,13 +1266,14 @@ int main(int argc, char **argv)
 		free(b.samples);
 		return 1;
 	}
+	snprintf(b.pair.dir, sizeof(b.pair.dir), "%s", b.dir);
 	signal(SIGPIPE, SIG_IGN);
 
 	r = bench_floors(&b);
 	if (r == 0)
 		r = bench_redis(&b);
 	if (r == 0)
-		r = pair_start(&b);
+		r = pair_start(&b, &b.pair);
 	if (r == 0)
 		r = bench_latency(&b);
 	if (r == 0)
@@ -1263,8 +1281,8 @@ int main(int argc, char **argv)
 	if (r == 0)
 		r = bench_page_paths(&b);
 	for (int i = 0; i < 2; i++)
-		if (!proc_exited(&b.nodes[i]))
-			proc_stop(&b.nodes[i]);
+		if (!proc_exited(&b.pair.nodes[i]))
+			proc_stop(&b.pair.nodes[i]);
 	if (r == 0) {
 		print_table(&b);
 		nftw(b.dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
