@@ -12,7 +12,14 @@
  *     block, release it modified (on a page of each owner), get and release
  *     a read pointer;
  *  3. page-write throughput with 1, 4 and 16 clients, each on its own
- *     connection writing its own pages, split between the two nodes.
+ *     connection writing its own pages, split between the two nodes;
+ *  4. 4 KiB reads below the frames (node/vmm/MEDIA.md), in a second pair
+ *     with small pools and a flash file on node a only: a page paged in from
+ *     flash (node a) and from the store (node b), by ftvm_read_page() and by
+ *     a read pointer, the same reads of a resident page (warm) and of a page
+ *     resting in DRAM, and as floors a bare 4 KiB pread of a file beside the
+ *     flash file, with O_DIRECT and through the page cache; all interleaved,
+ *     each page-in checked against the node's status counters.
  *
  * Everything runs on 127.0.0.1 (the pair's channel on --addr, with
  * --transport when given) in a temporary directory; every process it
@@ -81,7 +88,13 @@ struct row {
 	double sleeps; /* the times this process blocked per operation */
 	uint64_t floor_p50;
 	const char *note; /* printed instead of figures when set */
+	/* the media table's: the floor's name, and page-ins per sample (counted) */
+	const char *floor_name;
+	bool counted;
+	double from_flash, from_store;
 };
+
+#define MEDIA_ROWS_MAX 12
 
 struct bench {
 	unsigned count, warmup, seconds;
@@ -105,6 +118,12 @@ struct bench {
 	/* Each node's page blocks after the run: how they crossed the link. */
 	struct ftvm_node_status after[2];
 	bool have_after;
+	/* Page-ins from flash and from the store, in a pair of their own. */
+	struct row media_rows[MEDIA_ROWS_MAX];
+	unsigned media_odd[MEDIA_ROWS_MAX]; /* samples with other page-ins than they should */
+	bool media_direct;		    /* the floor's pread has O_DIRECT */
+	bool media_flash_buffered;	    /* node a's log: its flash uses the page cache */
+	bool have_media;
 };
 
 /* ---- processes ---- */
@@ -1029,6 +1048,411 @@ static int bench_page_paths(struct bench *b)
 	return 0;
 }
 
+/* ---- media: page-ins from flash and from the store (node/vmm/MEDIA.md) ---- */
+
+/* A pair of its own: node a has a flash file, node b none, so a capacity
+ * allocation rests on flash on a and in the store on b. Its pools are
+ * MEDIA_POOL_PAGES frames, and a cold read cycles through twice as many
+ * pages of one allocation: the pages read since it last read a page took
+ * every frame the least recently used pages had, that page's among them, so
+ * each cold read is a page-in. The status counters of the node asked, read
+ * after every sample, say whether it was. */
+#define MEDIA_POOL "1M"
+#define MEDIA_POOL_PAGES 256u
+#define MEDIA_COLD_PAGES (2 * MEDIA_POOL_PAGES)
+#define MEDIA_CONFIG                                              \
+	"[store]\nsize = 32M\n"                                   \
+	"[policy cap]\nblock_size = 4K\nperformance = capacity\n" \
+	"[policy fast]\nblock_size = 4K\nperformance = high\n"
+
+enum media_op {
+	MEDIA_PREAD_DIRECT,
+	MEDIA_PREAD_CACHED,
+	MEDIA_POINTER_WARM,
+	MEDIA_READ_WARM,
+	MEDIA_POINTER_DRAM,
+	MEDIA_POINTER_FLASH,
+	MEDIA_POINTER_STORE,
+	MEDIA_READ_FLASH,
+	MEDIA_READ_STORE,
+	MEDIA_OPS,
+	/* Not run: each sample the sum of two run in the same round. */
+	MEDIA_FLOOR_POINTER = MEDIA_OPS, /* pread O_DIRECT + warm pointer read */
+	MEDIA_FLOOR_READ,		 /* pread O_DIRECT + warm read_page */
+	MEDIA_SERIES,
+};
+_Static_assert(MEDIA_SERIES <= MEDIA_ROWS_MAX, "struct bench's media rows");
+
+static const struct media_op_info {
+	const char *name;
+	int node;	 /* whose client runs it: 0 node a, 1 node b; -1 no node */
+	bool whole_page; /* ftvm_read_page(), else a read pointer got and released */
+	bool cold;	 /* each sample should be one page-in */
+	int floor;	 /* the series its ratio is held against, or -1 */
+} media_ops[MEDIA_SERIES] = {
+	[MEDIA_PREAD_DIRECT] = { .name = "pread 4 KiB, O_DIRECT (floor)", .node = -1, .floor = -1 },
+	[MEDIA_PREAD_CACHED] = { .name = "pread 4 KiB, page cache", .node = -1, .floor = -1 },
+	[MEDIA_POINTER_WARM] = { .name = "pointer read 4 KiB, flash, warm",
+				 .node = 0,
+				 .floor = -1 },
+	[MEDIA_READ_WARM] = { .name = "read_page 4 KiB, flash, warm",
+			      .node = 0,
+			      .whole_page = true,
+			      .floor = -1 },
+	[MEDIA_POINTER_DRAM] = { .name = "pointer read 4 KiB, DRAM (high)",
+				 .node = 0,
+				 .floor = MEDIA_POINTER_WARM },
+	[MEDIA_FLOOR_POINTER] = { .name = "pread + warm pointer read (floor)", .floor = -1 },
+	[MEDIA_FLOOR_READ] = { .name = "pread + warm read_page (floor)", .floor = -1 },
+	[MEDIA_POINTER_FLASH] = { .name = "pointer read 4 KiB, flash, cold",
+				  .node = 0,
+				  .cold = true,
+				  .floor = MEDIA_FLOOR_POINTER },
+	[MEDIA_POINTER_STORE] = { .name = "pointer read 4 KiB, store, cold",
+				  .node = 1,
+				  .cold = true,
+				  .floor = MEDIA_FLOOR_POINTER },
+	[MEDIA_READ_FLASH] = { .name = "read_page 4 KiB, flash, cold",
+			       .node = 0,
+			       .whole_page = true,
+			       .cold = true,
+			       .floor = MEDIA_FLOOR_READ },
+	[MEDIA_READ_STORE] = { .name = "read_page 4 KiB, store, cold",
+			       .node = 1,
+			       .whole_page = true,
+			       .cold = true,
+			       .floor = MEDIA_FLOOR_READ },
+};
+
+/* The order of the table: floors first, then what is held against them. */
+static const enum media_op media_order[] = {
+	MEDIA_PREAD_DIRECT,  MEDIA_PREAD_CACHED,  MEDIA_POINTER_WARM, MEDIA_READ_WARM,
+	MEDIA_POINTER_DRAM,  MEDIA_FLOOR_POINTER, MEDIA_FLOOR_READ,   MEDIA_POINTER_FLASH,
+	MEDIA_POINTER_STORE, MEDIA_READ_FLASH,	  MEDIA_READ_STORE,
+};
+
+struct media {
+	struct pair pair;
+	struct ftvm_client *c[2];
+	/* on a: flash (cold reads), warm (one page read every round), dram;
+	 * on b: store (cold reads) */
+	struct ftvm_alloc_info flash, warm, dram, store;
+	int fd_direct, fd_cached; /* the floor's file, beside the flash file */
+	uint8_t *block;		  /* page-aligned, as O_DIRECT wants */
+	uint64_t next_cold[2];	  /* the next cold page: of flash on a, of store on b */
+	uint64_t seen[2][2];	  /* each node's page-ins so far: from flash, from the store */
+	uint64_t *samples[MEDIA_SERIES];
+};
+
+/* Page-ins of node i since the last call: from flash, from the store. */
+static int media_page_ins(struct media *m, int i, uint64_t ret[2])
+{
+	struct ftvm_node_status st;
+	int r = ftvm_status(m->c[i], &st);
+
+	if (r < 0) {
+		fprintf(stderr, "status of %s: %s: %s\n", m->pair.nodes[i].name, ftvm_strerror(r),
+			ftvm_last_error(m->c[i]));
+		return r;
+	}
+	ret[0] = st.flash_page_ins - m->seen[i][0];
+	ret[1] = st.page_ins - st.flash_page_ins - m->seen[i][1];
+	m->seen[i][0] = st.flash_page_ins;
+	m->seen[i][1] = st.page_ins - st.flash_page_ins;
+	return 0;
+}
+
+/* One sample of op in round i: *ret_us is its time alone. */
+static int media_run(struct media *m, enum media_op op, unsigned i, uint64_t *ret_us)
+{
+	const struct media_op_info *info = &media_ops[op];
+	struct op o = { .buf = m->block, .len = 4 * KIB, .pages = 1 };
+	op_fn fn = info->whole_page ? op_read : op_pointer_read;
+	unsigned at = 0;
+	uint64_t t0;
+	int r;
+
+	if (op == MEDIA_PREAD_DIRECT || op == MEDIA_PREAD_CACHED) {
+		off_t off = (off_t)(i % MEDIA_COLD_PAGES) * 4 * KIB;
+		ssize_t n;
+
+		t0 = clock_now_us();
+		n = pread(op == MEDIA_PREAD_DIRECT ? m->fd_direct : m->fd_cached, m->block, 4 * KIB,
+			  off);
+		*ret_us = clock_now_us() - t0;
+		r = n == 4 * KIB ? 0 : n < 0 ? -errno : -EIO;
+		if (r < 0)
+			fprintf(stderr, "%s: %s\n", info->name, strerror(-r));
+		return r;
+	}
+	o.c = m->c[info->node];
+	if (info->cold) {
+		o.guid = info->node == 0 ? m->flash.guid : m->store.guid;
+		o.pages = MEDIA_COLD_PAGES;
+		at = (unsigned)(m->next_cold[info->node]++ % MEDIA_COLD_PAGES);
+	} else {
+		o.guid = op == MEDIA_POINTER_DRAM ? m->dram.guid : m->warm.guid;
+	}
+	t0 = clock_now_us();
+	r = fn(&o, at);
+	*ret_us = clock_now_us() - t0;
+	if (r < 0)
+		fprintf(stderr, "%s: %s: %s\n", info->name, ftvm_strerror(r), ftvm_last_error(o.c));
+	return r;
+}
+
+static int media_alloc(struct ftvm_client *c, const char *policy, uint64_t pages,
+		       const char *want_media, struct ftvm_alloc_info *ret)
+{
+	struct ftvm_mapping map;
+	int r = ftvm_alloc(c, pages * 4 * KIB, policy, true, NULL, 0, ret);
+
+	if (r == 0)
+		r = ftvm_mapping_of(c, ret->guid, &map);
+	if (r < 0) {
+		fprintf(stderr, "media: alloc of %llu pages, policy %s: %s: %s\n",
+			(unsigned long long)pages, policy, ftvm_strerror(r), ftvm_last_error(c));
+		return r;
+	}
+	if (strcmp(map.media, want_media) != 0) {
+		fprintf(stderr, "media: %s (policy %s) rests on %s on the node asked, not %s\n",
+			ret->guid, policy, map.media, want_media);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* Every page gets contents (a page never written is zeroes, no page-in). */
+static int media_fill(struct media *m, int i, const struct ftvm_alloc_info *a)
+{
+	for (uint64_t p = 0; p < a->pages; p++) {
+		int r;
+
+		memset(m->block, (int)(p & 0xff), 4 * KIB);
+		memcpy(m->block, &p, sizeof(p));
+		r = ftvm_write_page(m->c[i], a->guid, p, m->block, 4 * KIB, NULL);
+		if (r < 0) {
+			fprintf(stderr, "media: writing page %llu of %s: %s: %s\n",
+				(unsigned long long)p, a->guid, ftvm_strerror(r),
+				ftvm_last_error(m->c[i]));
+			return r;
+		}
+	}
+	return 0;
+}
+
+/* The floor's file: as many pages as a cold read cycles through, beside
+ * the flash file, read with O_DIRECT (or, where the file system has none,
+ * through the page cache, which is said) and through the page cache. */
+static int media_floor_file(struct bench *b, struct media *m)
+{
+	char path[PATH_MAX];
+	int fd, r = 0;
+
+	snprintf(path, sizeof(path), "%s/floor.data", m->pair.dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	for (unsigned p = 0; p < MEDIA_COLD_PAGES && r == 0; p++) {
+		ssize_t n;
+
+		memset(m->block, (int)p, 4 * KIB);
+		n = pwrite(fd, m->block, 4 * KIB, (off_t)p * 4 * KIB);
+		if (n != 4 * KIB)
+			r = n < 0 ? -errno : -EIO;
+	}
+	if (r == 0 && fdatasync(fd) < 0)
+		r = -errno;
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	m->fd_cached = fd;
+	m->fd_direct = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+	if (m->fd_direct >= 0 && pread(m->fd_direct, m->block, 4 * KIB, 0) != 4 * KIB) {
+		close(m->fd_direct);
+		m->fd_direct = -1;
+	}
+	b->media_direct = m->fd_direct >= 0;
+	if (!b->media_direct)
+		m->fd_direct = open(path, O_RDONLY | O_CLOEXEC);
+	return m->fd_direct >= 0 ? 0 : -errno;
+}
+
+/* Whether node a's log says its flash goes through the page cache
+ * (store_open_flash logs it when O_DIRECT does not take its pages). */
+static bool flash_buffered(const struct pair *pair)
+{
+	FILE *f = fopen(pair->nodes[0].log, "re");
+	char *line = NULL;
+	size_t len = 0;
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && getline(&line, &len, f) >= 0)
+		found = strstr(line, "flash") && strstr(line, "the page cache is used");
+	free(line);
+	fclose(f);
+	return found;
+}
+
+static int media_setup(struct bench *b, struct media *m)
+{
+	uint64_t deadline, ins[2];
+	int r;
+
+	if (mkdir(m->pair.dir, 0700) < 0) {
+		fprintf(stderr, "media: mkdir %s: %s\n", m->pair.dir, strerror(errno));
+		return -errno;
+	}
+	r = media_floor_file(b, m);
+	if (r < 0) {
+		fprintf(stderr, "media: the floor's file in %s: %s\n", m->pair.dir, strerror(-r));
+		return r;
+	}
+	r = pair_start(b, &m->pair);
+	if (r < 0)
+		return r;
+	deadline = clock_now_ms() + START_DEADLINE_MS;
+	for (int i = 0; i < 2 && r == 0; i++)
+		r = connect_node(&m->pair, i, deadline, &m->c[i]);
+	if (r == 0)
+		r = media_alloc(m->c[0], "cap", MEDIA_COLD_PAGES, "flash", &m->flash);
+	if (r == 0)
+		r = media_alloc(m->c[0], "cap", 1, "flash", &m->warm);
+	if (r == 0)
+		r = media_alloc(m->c[0], "fast", 1, "dram", &m->dram);
+	if (r == 0)
+		r = media_alloc(m->c[1], "cap", MEDIA_COLD_PAGES, "store", &m->store);
+	if (r == 0)
+		r = media_fill(m, 0, &m->flash);
+	if (r == 0)
+		r = media_fill(m, 0, &m->warm);
+	if (r == 0)
+		r = media_fill(m, 0, &m->dram);
+	if (r == 0)
+		r = media_fill(m, 1, &m->store);
+	/* One pass over the cold pages, in the order the rounds take them, so
+	 * that the replacement queue holds them in that order. */
+	for (uint64_t p = 0; p < MEDIA_COLD_PAGES && r == 0; p++)
+		for (int i = 0; i < 2 && r == 0; i++) {
+			size_t got;
+
+			r = ftvm_read_page(m->c[i], i == 0 ? m->flash.guid : m->store.guid, p,
+					   m->block, 4 * KIB, &got, NULL);
+			if (r < 0)
+				fprintf(stderr, "media: reading page %llu on %s: %s: %s\n",
+					(unsigned long long)p, m->pair.nodes[i].name,
+					ftvm_strerror(r), ftvm_last_error(m->c[i]));
+		}
+	for (int i = 0; i < 2 && r == 0; i++)
+		r = media_page_ins(m, i, ins);
+	b->media_flash_buffered = flash_buffered(&m->pair);
+	return r;
+}
+
+static void media_rows(struct bench *b, struct media *m)
+{
+	unsigned n = b->count;
+
+	/* The sums first: the percentiles sort each series in place. */
+	for (unsigned i = 0; i < n; i++) {
+		m->samples[MEDIA_FLOOR_POINTER][i] =
+			m->samples[MEDIA_PREAD_DIRECT][i] + m->samples[MEDIA_POINTER_WARM][i];
+		m->samples[MEDIA_FLOOR_READ][i] =
+			m->samples[MEDIA_PREAD_DIRECT][i] + m->samples[MEDIA_READ_WARM][i];
+	}
+	for (size_t k = 0; k < sizeof(media_order) / sizeof(media_order[0]); k++) {
+		struct row *row = &b->media_rows[media_order[k]];
+
+		snprintf(row->name, sizeof(row->name), "%s", media_ops[media_order[k]].name);
+		if (media_order[k] == MEDIA_PREAD_DIRECT && !b->media_direct)
+			snprintf(row->name, sizeof(row->name), "pread 4 KiB, no O_DIRECT (floor)");
+		bench_percentiles(m->samples[media_order[k]], n, &row->p50, &row->p99);
+	}
+	for (size_t k = 0; k < MEDIA_SERIES; k++) {
+		struct row *row = &b->media_rows[k];
+
+		if (media_ops[k].floor >= 0) {
+			row->floor_p50 = b->media_rows[media_ops[k].floor].p50;
+			row->floor_name = b->media_rows[media_ops[k].floor].name;
+		}
+	}
+}
+
+static int bench_media(struct bench *b)
+{
+	struct media m = {
+		.pair = { .label = "media pair",
+			  .memory = MEDIA_POOL,
+			  .extra = { MEDIA_CONFIG "[flash]\npath = a.flash\nsize = 16M\n",
+				     MEDIA_CONFIG },
+			  .nodes = { { .name = "ftvmd a (media pair)", .pid = -1 },
+				     { .name = "ftvmd b (media pair)", .pid = -1 } } },
+		.fd_direct = -1,
+		.fd_cached = -1,
+	};
+	int r = 0;
+
+	snprintf(m.pair.dir, sizeof(m.pair.dir), "%s/media", b->dir);
+	if (posix_memalign((void **)&m.block, 4 * KIB, 4 * KIB))
+		return -ENOMEM;
+	for (size_t k = 0; k < MEDIA_SERIES && r == 0; k++) {
+		m.samples[k] = calloc(b->count, sizeof(uint64_t));
+		if (!m.samples[k])
+			r = -ENOMEM;
+	}
+	if (r == 0)
+		r = media_setup(b, &m);
+	/* Each round runs every operation once, each round starting one
+	 * further along, so that what the machine does meanwhile falls on
+	 * all of them alike. */
+	for (unsigned i = 0; i < b->warmup + b->count && r == 0; i++)
+		for (unsigned k = 0; k < MEDIA_OPS && r == 0; k++) {
+			enum media_op op = (enum media_op)((i + k) % MEDIA_OPS);
+			const struct media_op_info *info = &media_ops[op];
+			uint64_t us, ins[2] = { 0, 0 };
+
+			r = media_run(&m, op, i, &us);
+			if (r == 0 && info->node >= 0)
+				r = media_page_ins(&m, info->node, ins);
+			if (r < 0 || i < b->warmup)
+				continue;
+			m.samples[op][i - b->warmup] = us;
+			b->media_rows[op].from_flash += (double)ins[0] / b->count;
+			b->media_rows[op].from_store += (double)ins[1] / b->count;
+			b->media_rows[op].counted = info->node >= 0;
+			if (ins[0] + ins[1] != (info->cold ? 1u : 0u))
+				b->media_odd[op]++;
+		}
+	if (r == 0) {
+		media_rows(b, &m);
+		b->have_media = true;
+	}
+	if (m.c[1] && m.store.guid[0])
+		ftvm_free(m.c[1], m.store.guid);
+	for (size_t k = 0; k < 3 && m.c[0]; k++) {
+		const char *guid = k == 0 ? m.flash.guid : k == 1 ? m.warm.guid : m.dram.guid;
+
+		if (guid[0])
+			ftvm_free(m.c[0], guid);
+	}
+	for (int i = 0; i < 2; i++) {
+		ftvm_disconnect(m.c[i]);
+		if (!proc_exited(&m.pair.nodes[i]))
+			proc_stop(&m.pair.nodes[i]);
+	}
+	if (m.fd_direct >= 0)
+		close(m.fd_direct);
+	if (m.fd_cached >= 0)
+		close(m.fd_cached);
+	for (size_t k = 0; k < MEDIA_SERIES; k++)
+		free(m.samples[k]);
+	free(m.block);
+	return r;
+}
+
 /* ---- output ---- */
 
 static void print_page_paths(const struct bench *b)
@@ -1136,6 +1560,54 @@ static void print_table(const struct bench *b)
 		print_design_floor(b, own4, pointer_own);
 }
 
+/* Page-ins beside their floors, each cold read held against a bare read of
+ * the same file system plus the same call on a resident page. */
+static void print_media(const struct bench *b)
+{
+	const struct row *rows = b->media_rows;
+
+	printf("\n%-38s %8s %8s %6s %6s   %s\n", "media: 4 KiB reads", "p50 us", "p99 us", "flash",
+	       "store", "vs floor(p50)");
+	for (size_t k = 0; k < sizeof(media_order) / sizeof(media_order[0]); k++) {
+		const struct row *row = &rows[media_order[k]];
+
+		printf("%-38s %8llu %8llu", row->name, (unsigned long long)row->p50,
+		       (unsigned long long)row->p99);
+		if (row->counted)
+			printf(" %6.2f %6.2f", row->from_flash, row->from_store);
+		else
+			printf(" %6s %6s", "-", "-");
+		if (row->floor_p50)
+			printf("   %6.2fx %s", (double)row->p50 / (double)row->floor_p50,
+			       row->floor_name);
+		printf("\n");
+	}
+	printf("(%u rounds after %u warm-up, each running every read above once, in turn;\n"
+	       " flash, store: page-ins per sample, from the status counters of the node asked;\n"
+	       " a pair of its own with pools of %s: node a has a flash file, read %s, and\n"
+	       " node b none, its copy resting in the store, read through the page cache; cold\n"
+	       " reads cycle through %u pages, twice the pool; pread reads a file beside the\n"
+	       " flash file; each ratio is against the floor named after it)\n",
+	       b->count, b->warmup, MEDIA_POOL,
+	       b->media_flash_buffered ? "through the page cache (its log says)" : "with O_DIRECT",
+	       MEDIA_COLD_PAGES);
+	for (size_t k = 0; k < MEDIA_OPS; k++)
+		if (b->media_odd[k])
+			printf("  %u of %u samples of '%s' made %s\n", b->media_odd[k], b->count,
+			       rows[k].name,
+			       media_ops[k].cold ? "other than one page-in" : "page-ins");
+	if (rows[MEDIA_POINTER_FLASH].p50 && rows[MEDIA_READ_FLASH].p50)
+		printf("page-in from the store / from flash at p50: pointer read %.2fx, read_page "
+		       "%.2fx\n",
+		       (double)rows[MEDIA_POINTER_STORE].p50 /
+			       (double)rows[MEDIA_POINTER_FLASH].p50,
+		       (double)rows[MEDIA_READ_STORE].p50 / (double)rows[MEDIA_READ_FLASH].p50);
+	if (rows[MEDIA_POINTER_WARM].p50 && rows[MEDIA_READ_WARM].p50)
+		printf("flash, cold / warm at p50: pointer read %.2fx, read_page %.2fx\n",
+		       (double)rows[MEDIA_POINTER_FLASH].p50 / (double)rows[MEDIA_POINTER_WARM].p50,
+		       (double)rows[MEDIA_READ_FLASH].p50 / (double)rows[MEDIA_READ_WARM].p50);
+}
+
 /* ---- main ---- */
 
 static void usage(FILE *out)
@@ -1144,8 +1616,11 @@ static void usage(FILE *out)
 		"Usage: ftvm-bench-vmm [--count N] [--seconds S] [--ftvmd PATH] [--trace]\n"
 		"                      [--transport T] [--addr ADDR]\n"
 		"Starts a pair of ftvmd on loopback and measures libftvm's latency and page-write\n"
-		"throughput against a bare TCP ping-pong and Redis synchronous replication.\n"
-		"  --count N      latency samples per operation (default 2000)\n"
+		"throughput against a bare TCP ping-pong and Redis synchronous replication; then a\n"
+		"second pair, small pools and flash on one node, for 4 KiB reads paged in from\n"
+		"flash and from the store, cold and warm, against a bare pread with O_DIRECT.\n"
+		"  --count N      latency samples per operation, and rounds of the reads of the\n"
+		"                 media pair (default 2000)\n"
 		"  --seconds S    duration of each throughput run (default 3)\n"
 		"  --ftvmd PATH   the daemon to start (default: ../node/ftvmd from this binary's "
 		"directory)\n"
@@ -1283,8 +1758,12 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 2; i++)
 		if (!proc_exited(&b.pair.nodes[i]))
 			proc_stop(&b.pair.nodes[i]);
+	if (r == 0)
+		r = bench_media(&b);
 	if (r == 0) {
 		print_table(&b);
+		if (b.have_media)
+			print_media(&b);
 		nftw(b.dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 	} else {
 		fprintf(stderr, "ftvm-bench-vmm: failed; configs and logs kept in %s\n", b.dir);
