@@ -1698,7 +1698,7 @@ int main(int argc, char **argv)
 				     { .name = "ftvmd b", .pid = -1 } } },
 	};
 	const char *tmp = getenv("TMPDIR");
-	int c, r;
+	int c, r, media_r = 0;
 
 	while ((c = getopt_long(argc, argv, "n:s:d:t:a:Th", options, NULL)) != -1) {
 		switch (c) {
@@ -1785,12 +1785,17 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 2; i++)
 		if (!proc_exited(&b.pair.nodes[i]))
 			proc_stop(&b.pair.nodes[i]);
-	if (r == 0)
-		r = bench_media(&b);
+	/* A media pair that fails does not take the first pair's table with it. */
+	if (r == 0 && (media_r = bench_media(&b)) < 0)
+		fprintf(stderr, "ftvm-bench-vmm: the media pair failed; its logs are in %s/media\n",
+			b.dir);
 	if (r == 0) {
 		print_table(&b);
 		if (b.have_media)
 			print_media(&b);
+	}
+	r = r < 0 ? r : media_r;
+	if (r == 0) {
 		nftw(b.dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 	} else {
 		fprintf(stderr, "ftvm-bench-vmm: failed; configs and logs kept in %s\n", b.dir);
