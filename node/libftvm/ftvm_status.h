@@ -244,7 +244,7 @@
 	 * "Replacement") */                                                                       \
 	X(U64, evictions, LIST(0), JSON(32, replacement, 1, "evictions"),                         \
 	  TEXT(13, 1, NUM, "replacement: ", " evictions"))                                        \
-	/* pages read from the store into frames since start */                                    \
+	/* pages read into frames since start, from the store or from flash */                    \
 	X(U64, page_ins, LIST(1), JSON(32, replacement, 2, "page_ins"),                           \
 	  TEXT(13, 2, NUM, ", ", " page-ins"))                                                    \
 	/* this node's flash ([flash] path; node/vmm/MEDIA.md): bytes of its partition and   \
