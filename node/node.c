@@ -294,6 +294,30 @@ static void reply_status(struct node *n, struct client_call *call)
 	client_call_reply(call, &reply);
 }
 
+/* Whether a node in state serves clients, as libftvm judges it (ftvm.h,
+ * "Failover"): solo, or active with its partner linked. */
+static bool state_serves(int state, bool linked)
+{
+	return state == FTVM__PARTNER__NODE_STATE__NODE_STATE_SOLO ||
+	       (state == FTVM__PARTNER__NODE_STATE__NODE_STATE_ACTIVE && linked);
+}
+
+/* Seed 003's device discovery table: what this node knows of the pair; the
+ * memory manager adds each node's media, asking the partner for its own
+ * (vmm/MEDIA.md, "Device discovery: the message flow"). In any state. */
+static void reply_discover(struct node *n, struct client_call *call)
+{
+	struct repl_session_stats rs;
+	struct vmm_discover d;
+
+	repl_session_get_stats(n->session, &rs);
+	d.state = state_name(n);
+	d.serving = state_serves(n->state, rs.link_up);
+	d.partner_state = rs.link_up ? codec_node_state_name(rs.partner_state) : "unknown";
+	d.partner_serving = rs.link_up && state_serves(rs.partner_state, true);
+	vmm_op_discover(n->vmm, call, &d);
+}
+
 static void reply_with(struct client_call *call, int status, const char *reason)
 {
 	ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
@@ -386,6 +410,9 @@ static void on_client_request(struct client_call *call, const ClientRequest *req
 		break;
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_RECOVERY:
 		vmm_reply_recovery(n->vmm, call, req->recovery);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_DISCOVER:
+		reply_discover(n, call);
 		break;
 	default:
 		vmm_client_request(n->vmm, call, req);

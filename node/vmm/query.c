@@ -1,6 +1,8 @@
-/* Questions answered from a node's own table (read header, list, sense) and
- * verify, which asks the partner for its table (SenseRequest{page_table}) and
- * compares the two.
+/* Questions answered from a node's own table (read header, list, sense),
+ * the device discovery table, which asks the partner for its media
+ * (SenseRequest; vmm/MEDIA.md, "Device discovery: the message flow"), and
+ * verify, which asks the partner for its table (SenseRequest{page_table})
+ * and compares the two.
  *
  * Verify while clients write (vmm/VMM.md, "Verify while clients write"): the two
  * tables are two moments, one per node, so a page can differ while a change
@@ -629,4 +631,130 @@ void vmm_op_verify(struct vmm *v, struct client_call *call)
 	vf->vmm = v;
 	vf->call = call;
 	verify_start(vf);
+}
+
+/* ---- device discovery (seed 003 Fig. 10; vmm/MEDIA.md, "Device discovery:
+ * the message flow") ---- */
+
+#define DISCOVER_STATE_MAX 16
+
+/* A discovery waiting for the partner's SenseInformation. */
+struct discover {
+	struct vmm_op op;
+	struct client_call *call;
+	char state[DISCOVER_STATE_MAX], partner_state[DISCOVER_STATE_MAX];
+	bool serving, partner_serving;
+	bool replied;
+};
+
+/* Both rows, this node's first; theirs is the partner's answer, or NULL with
+ * why it could not be had. Runs while theirs is alive. */
+static void discover_reply(struct discover *d, const Ftvm__Partner__SenseInformation *theirs,
+			   const char *why)
+{
+	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+	Ftvm__Client__DiscoverReply dr = FTVM__CLIENT__DISCOVER_REPLY__INIT;
+	Ftvm__Client__DiscoveredNode self = FTVM__CLIENT__DISCOVERED_NODE__INIT;
+	Ftvm__Client__DiscoveredNode partner = FTVM__CLIENT__DISCOVERED_NODE__INIT;
+	Ftvm__Client__DiscoveredNode *nodes[] = { &self, &partner };
+	struct vmm *v = d->op.vmm;
+	Ftvm__Partner__SenseInformation mine;
+
+	/* Without the page table it only points at its own static rows. */
+	vmm_sense_fill(v, false, &mine);
+	self.node = (char *)vmm_node_id(v);
+	self.endpoint = v->config->listen;
+	self.self = true;
+	self.reachable = true;
+	self.serving = d->serving;
+	self.state = d->state;
+	self.media = mine.media;
+	self.n_media = mine.n_media;
+
+	partner.node = (char *)vmm_partner_id(v);
+	partner.endpoint = v->config->partner;
+	partner.reachable = theirs != NULL;
+	partner.serving = theirs && d->partner_serving;
+	partner.state = d->partner_state;
+	partner.reason = theirs ? "" : (char *)why;
+	if (theirs) {
+		partner.media = theirs->media;
+		partner.n_media = theirs->n_media;
+	} else {
+		log_debug("discovery: partner %s not reachable: %s",
+			  partner.node[0] ? partner.node : v->config->partner, why);
+	}
+
+	dr.nodes = nodes;
+	dr.n_nodes = sizeof(nodes) / sizeof(nodes[0]);
+	reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_DISCOVER;
+	reply.discover = &dr;
+	client_call_reply(d->call, &reply);
+	d->replied = true;
+}
+
+/* Every answer comes here before finish, a failure too (the link went down,
+ * the deadline passed, the partner refused): the reply goes now, while the
+ * answer's SenseInformation is alive. */
+static void discover_answer(struct vmm_op *base, const CommandComplete *cc)
+{
+	struct discover *d = (struct discover *)base;
+	char why[sizeof(base->reason)];
+
+	if (cc->status == FTVM__PARTNER__STATUS__STATUS_OK &&
+	    cc->payload_case == FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SENSE) {
+		discover_reply(d, cc->sense, NULL);
+		return;
+	}
+	if (cc->status == FTVM__PARTNER__STATUS__STATUS_OK)
+		snprintf(why, sizeof(why), "partner answered without its media");
+	else
+		snprintf(why, sizeof(why), "partner: %s",
+			 cc->reason && cc->reason[0] ? cc->reason : codec_status_name(cc->status));
+	discover_reply(d, NULL, why);
+}
+
+static void discover_finish(struct vmm_op *base)
+{
+	struct discover *d = (struct discover *)base;
+
+	if (!d->replied)
+		discover_reply(d, NULL, d->op.reason[0] ? d->op.reason : "partner did not answer");
+	free(d);
+}
+
+void vmm_op_discover(struct vmm *v, struct client_call *call, const struct vmm_discover *facts)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__SenseRequest sr = FTVM__PARTNER__SENSE_REQUEST__INIT;
+	Envelope *envs[] = { &env };
+	struct discover *d = calloc(1, sizeof(*d));
+	int r;
+
+	if (!d) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
+		return;
+	}
+	d->call = call;
+	snprintf(d->state, sizeof(d->state), "%s", facts->state);
+	snprintf(d->partner_state, sizeof(d->partner_state), "%s", facts->partner_state);
+	d->serving = facts->serving;
+	d->partner_serving = facts->partner_serving;
+	d->op.vmm = v;
+	d->op.call = call;
+	d->op.on_answer = discover_answer;
+	d->op.finish = discover_finish;
+	/* Alone (solo) there is nobody to ask: not acknowledged by this node. */
+	d->op.needs_partner = true;
+	sr.capacity = true;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SENSE_REQUEST;
+	env.sense_request = &sr;
+	r = vmm_op_send(&d->op, envs, 1);
+	if (r < 0) {
+		if (!d->op.reason[0])
+			snprintf(d->op.reason, sizeof(d->op.reason), "partner not asked: %s",
+				 strerror(-r));
+		discover_reply(d, NULL, d->op.reason);
+		free(d);
+	}
 }

@@ -50,6 +50,22 @@ bool vmm_client_may(struct vmm *v, struct client_call *call, unsigned right, con
 void vmm_client_request(struct vmm *v, struct client_call *call,
 			const Ftvm__Client__ClientRequest *req);
 
+/* Seed 003's device discovery table (vmm/query.c; vmm/MEDIA.md, "Device
+ * discovery: the message flow"): what node.c knows of the pair when a
+ * client asks, to which the memory manager adds each node's media, the
+ * partner's from a SenseRequest. Answered in any mode, never parked in the
+ * failover window: a partner that cannot be asked is a row that says why,
+ * and the call still succeeds. The strings are copied. */
+struct vmm_discover {
+	const char *state; /* this node's, as it reports it (INTERFACES.md) */
+	bool serving;	   /* solo, or active with its partner linked */
+	/* The partner's state as its last Heartbeat said it, "unknown" while
+	 * the link is down, and whether that state serves (when it answers). */
+	const char *partner_state;
+	bool partner_serving;
+};
+void vmm_op_discover(struct vmm *v, struct client_call *call, const struct vmm_discover *d);
+
 /* A local client disconnected: its pointers are released, its waiting
  * requests dropped. */
 void vmm_client_gone(struct vmm *v, uint64_t client_id);
