@@ -1871,6 +1871,59 @@ int ftvm_sense_sized(struct ftvm_client *c, struct ftvm_sense *ret, size_t ret_s
 	return 0;
 }
 
+/* One row of the discovery table as the node sent it; the node's bytes are
+ * not trusted: strings are cut to fit, media past the row's room left out. */
+static void device_from_reply(const Ftvm__Client__DiscoveredNode *d, struct ftvm_device *ret)
+{
+	size_t i, room = sizeof(ret->media) / sizeof(ret->media[0]);
+
+	memset(ret, 0, sizeof(*ret));
+	copy_str(ret->node, sizeof(ret->node), d->node);
+	copy_str(ret->endpoint, sizeof(ret->endpoint), d->endpoint);
+	copy_str(ret->state, sizeof(ret->state), d->state);
+	copy_str(ret->reason, sizeof(ret->reason), d->reason);
+	ret->self = d->self;
+	ret->reachable = d->reachable;
+	ret->serving = d->serving;
+	for (i = 0; i < d->n_media && i < room; i++) {
+		copy_str(ret->media[i].type, sizeof(ret->media[i].type), d->media[i]->type);
+		ret->media[i].capacity = d->media[i]->capacity;
+		ret->media[i].free = d->media[i]->free;
+	}
+	ret->n_media = i;
+}
+
+int ftvm_discover_sized(struct ftvm_client *c, struct ftvm_device *ret, size_t max, size_t *ret_n,
+			size_t row_size)
+{
+	Ftvm__Client__DiscoverRequest discover = FTVM__CLIENT__DISCOVER_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	const Ftvm__Client__DiscoverReply *dr;
+	struct ftvm_device row;
+	Reply *reply = NULL;
+	size_t i;
+	int r;
+
+	if (!c)
+		return -EINVAL;
+	if (!ret || !max || !ret_n || !row_size)
+		return fail(c, -EINVAL, "no place for the result");
+
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_DISCOVER;
+	req.discover = &discover;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_DISCOVER, &reply);
+	if (r < 0)
+		return r;
+	dr = reply->discover;
+	for (i = 0; i < dr->n_nodes && i < max; i++) {
+		device_from_reply(dr->nodes[i], &row);
+		copy_sized((uint8_t *)ret + i * row_size, row_size, &row, sizeof(row));
+	}
+	*ret_n = i;
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return 0;
+}
+
 void ftvm_verify_free(struct ftvm_verify *v)
 {
 	size_t i;

@@ -40,6 +40,9 @@
  *    no more: a program built against an older ftvm.h keeps working with a
  *    newer library, and one built against a newer ftvm.h finds the fields an
  *    older library does not know set to zero.
+ *  - The rows of the device discovery table (struct ftvm_device) grow the
+ *    same way; as they come in an array, ftvm_discover_sized() is passed the
+ *    size of one row, and ftvm_discover() is the inline wrapper.
  *
  * Threads:
  *  - One client may be shared by any number of threads. Its calls are
@@ -631,6 +634,71 @@ FTVM_EXPORT int ftvm_sense_sized(struct ftvm_client *c, struct ftvm_sense *ret, 
 static inline int ftvm_sense(struct ftvm_client *c, struct ftvm_sense *ret)
 {
 	return ftvm_sense_sized(c, ret, sizeof(*ret));
+}
+
+/** The nodes of a pair: the rows ftvm_discover() fills at most. */
+#define FTVM_PAIR_NODES 2
+
+/**
+ * One row of the device discovery table (seed 003 Fig. 10): a node of the
+ * pair as the node the client is connected to sees it. Strings are NUL
+ * terminated and truncated to fit. Rows gain fields at their end as ftvm
+ * grows: see ftvm_discover_sized().
+ */
+struct ftvm_device {
+	char node[40];	   /**< its [node] id; "" for a partner not heard from yet */
+	char endpoint[80]; /**< its partner-channel address ([node] listen / partner) */
+	/** starting, active, solo, resyncing or fenced, as the node reports
+	 *  itself; "unknown" for a partner not linked */
+	char state[16];
+	char reason[160]; /**< why it is not reachable; "" when it is */
+	bool self;	  /**< the node the client is connected to */
+	/** it answered: the node itself always, its partner when it answered
+	 *  the node's sense request */
+	bool reachable;
+	bool serving; /**< solo, or active with its partner linked */
+	/** "dram", "flash", "store", as ftvm_sense(); none for a partner not
+	 *  reachable */
+	struct ftvm_media media[4];
+	size_t n_media;
+};
+
+/**
+ * @brief The device discovery table: the node the client is connected to
+ *        and its partner, each with its state and its capacity and free
+ *        bytes per media (node/vmm/MEDIA.md, "Device discovery: the message
+ *        flow").
+ *
+ * The node answers for itself and asks its partner for its media. A partner
+ * that cannot be asked (the link is down, the node serves alone, it did
+ * not answer in time, it refused) does not fail the call: its row has
+ * reachable false and reason says why. The node answers in any state, as
+ * for a status.
+ * @param c a connected client.
+ * @param[out] ret room for @p max rows of @p row_size bytes each, filled
+ *        from the first: the node the client is connected to, then its
+ *        partner. Row i is at (char *)ret + i * @p row_size; of each, the
+ *        first @p row_size bytes are written, and bytes past what this
+ *        library knows are set to zero (see "Compatibility" above: here the
+ *        size is a row's, as the rows form an array).
+ * @param max rows @p ret has room for; rows past it are left out.
+ * @param[out] ret_n rows filled.
+ * @param row_size sizeof(struct ftvm_device) as the caller was compiled.
+ * @return 0, or -errno (see the conventions above): -EOPNOTSUPP from a node
+ *         older than this call, -EINVAL when @p ret, @p max, @p ret_n or
+ *         @p row_size is 0 or NULL.
+ */
+FTVM_EXPORT int ftvm_discover_sized(struct ftvm_client *c, struct ftvm_device *ret, size_t max,
+				    size_t *ret_n, size_t row_size);
+
+/**
+ * @brief ftvm_discover_sized() with this program's sizeof(struct
+ *        ftvm_device), for an array of FTVM_PAIR_NODES rows.
+ */
+static inline int ftvm_discover(struct ftvm_client *c, struct ftvm_device ret[FTVM_PAIR_NODES],
+				size_t *ret_n)
+{
+	return ftvm_discover_sized(c, ret, FTVM_PAIR_NODES, ret_n, sizeof(struct ftvm_device));
 }
 
 /**
