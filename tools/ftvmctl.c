@@ -1277,7 +1277,8 @@ out:
 	return r;
 }
 
-static int clients_print_json(const struct ftvm_client_usage *rows, size_t n)
+/* The allocate table's rows as a JSON array; NULL when out of memory. */
+static json_object *clients_json(const struct ftvm_client_usage *rows, size_t n)
 {
 	json_object *list = json_object_new_array(), *o;
 
@@ -1286,7 +1287,7 @@ static int clients_print_json(const struct ftvm_client_usage *rows, size_t n)
 		if (!o || json_object_array_add(list, o) < 0) {
 			json_object_put(o);
 			json_object_put(list);
-			return out_of_memory();
+			return NULL;
 		}
 		add_uint64(o, "uid", rows[i].uid);
 		json_object_object_add(o, "name", json_object_new_string(rows[i].name));
@@ -1294,7 +1295,17 @@ static int clients_print_json(const struct ftvm_client_usage *rows, size_t n)
 		add_uint64(o, "allocations", rows[i].allocations);
 		add_uint64(o, "bytes", rows[i].bytes);
 	}
-	return list ? print_json_put(list) : out_of_memory();
+	return list;
+}
+
+static void clients_print_text(const struct ftvm_client_usage *rows, size_t n, const char *indent)
+{
+	printf("%s%-10s  %-32s  %-6s  %11s  %14s\n", indent, "UID", "NAME", "MEDIA", "ALLOCATIONS",
+	       "BYTES");
+	for (size_t i = 0; i < n; i++)
+		printf("%s%-10" PRIu32 "  %-32s  %-6s  %11" PRIu64 "  %14" PRIu64 "\n", indent,
+		       rows[i].uid, rows[i].name[0] ? rows[i].name : "-", rows[i].media,
+		       rows[i].allocations, rows[i].bytes);
 }
 
 static int cmd_clients(struct ctl *ctl, int argc, char **argv)
@@ -1315,14 +1326,9 @@ static int cmd_clients(struct ctl *ctl, int argc, char **argv)
 	if (r < 0) {
 		r = call_failed(c, path, "clients", r);
 	} else if (ctl->json) {
-		r = clients_print_json(rows, n);
+		r = print_json_put(clients_json(rows, n));
 	} else {
-		printf("%-10s  %-32s  %-6s  %11s  %14s\n", "UID", "NAME", "MEDIA", "ALLOCATIONS",
-		       "BYTES");
-		for (size_t i = 0; i < n; i++)
-			printf("%-10" PRIu32 "  %-32s  %-6s  %11" PRIu64 "  %14" PRIu64 "\n",
-			       rows[i].uid, rows[i].name[0] ? rows[i].name : "-", rows[i].media,
-			       rows[i].allocations, rows[i].bytes);
+		clients_print_text(rows, n, "");
 		r = EXIT_DONE;
 	}
 	free(rows);
@@ -1330,10 +1336,29 @@ static int cmd_clients(struct ctl *ctl, int argc, char **argv)
 	return r;
 }
 
+/* [{"type","capacity","free"}] of n media; NULL when out of memory. */
+static json_object *media_json(const struct ftvm_media *media, size_t n)
+{
+	json_object *a = json_object_new_array(), *m;
+
+	for (size_t i = 0; a && i < n; i++) {
+		m = json_object_new_object();
+		if (!m || json_object_array_add(a, m) < 0) {
+			json_object_put(m);
+			json_object_put(a);
+			return NULL;
+		}
+		json_object_object_add(m, "type", json_object_new_string(media[i].type));
+		add_uint64(m, "capacity", media[i].capacity);
+		add_uint64(m, "free", media[i].free);
+	}
+	return a;
+}
+
 static int sense_print_json(const struct ftvm_sense *s)
 {
-	json_object *o = json_object_new_object(), *media = json_object_new_array(),
-		    *queues = json_object_new_object(), *m;
+	json_object *o = json_object_new_object(), *media = media_json(s->media, s->n_media),
+		    *queues = json_object_new_object();
 
 	if (!o || !media || !queues) {
 		json_object_put(o);
@@ -1343,17 +1368,6 @@ static int sense_print_json(const struct ftvm_sense *s)
 	}
 	json_object_object_add(o, "media", media);
 	json_object_object_add(o, "queues", queues);
-	for (size_t i = 0; i < s->n_media; i++) {
-		m = json_object_new_object();
-		if (!m || json_object_array_add(media, m) < 0) {
-			json_object_put(m);
-			json_object_put(o);
-			return out_of_memory();
-		}
-		json_object_object_add(m, "type", json_object_new_string(s->media[i].type));
-		add_uint64(m, "capacity", s->media[i].capacity);
-		add_uint64(m, "free", s->media[i].free);
-	}
 	add_uint64(queues, "paging", s->paging_queue);
 	add_uint64(queues, "destage", s->destage_queue);
 	add_uint64(queues, "replacement", s->replacement_queue);
@@ -1460,6 +1474,217 @@ static int cmd_verify(struct ctl *ctl, int argc, char **argv)
 			    v.n_differences, v.allocations, v.pages);
 out:
 	ftvm_verify_free(&v);
+	ftvm_disconnect(c);
+	return r;
+}
+
+/* ---- tables: seed 003's tables in one view ----
+ *
+ * Each table comes from its own call, one after the other: the device
+ * discovery table (ftvm_discover, Fig. 10), the address mapping table
+ * (ftvm_mapping, Fig. 11), the server memory allocate table (ftvm_clients,
+ * Fig. 13). The memory partition table (Fig. 12) is not kept by the node
+ * yet; see TABLES_PARTITIONS below. */
+
+struct tables {
+	struct ftvm_device nodes[FTVM_PAIR_NODES];
+	size_t n_nodes;
+	const char *node; /* the node asked: whose copies the mapping shows */
+	struct ftvm_mapping *maps;
+	size_t n_maps;
+	struct ftvm_client_usage *usage;
+	size_t n_usage;
+};
+
+/* TABLES_PARTITIONS: the memory partition table (seed 003 Fig. 12) has its
+ * place between the mapping and the allocate table, in the text and as the
+ * JSON key "partitions" (INTERFACES.md's `tables`), once the node keeps one
+ * ([memory] cache, [flash] cache, `ftvmctl partitions`; node/vmm/MEDIA.md,
+ * "The memory partition table"). Until then tables prints nothing for it:
+ * an empty list would say the node has no partitions. */
+
+static json_object *discovery_json(const struct tables *t)
+{
+	json_object *a = json_object_new_array(), *o, *media;
+
+	for (size_t i = 0; a && i < t->n_nodes; i++) {
+		const struct ftvm_device *d = &t->nodes[i];
+
+		o = json_object_new_object();
+		media = media_json(d->media, d->n_media);
+		if (!o || !media || json_object_array_add(a, o) < 0) {
+			json_object_put(o);
+			json_object_put(media);
+			json_object_put(a);
+			return NULL;
+		}
+		json_object_object_add(o, "node", json_object_new_string(d->node));
+		json_object_object_add(o, "endpoint", json_object_new_string(d->endpoint));
+		json_object_object_add(o, "self", json_object_new_boolean(d->self));
+		json_object_object_add(o, "reachable", json_object_new_boolean(d->reachable));
+		json_object_object_add(o, "serving", json_object_new_boolean(d->serving));
+		json_object_object_add(o, "state", json_object_new_string(d->state));
+		json_object_object_add(o, "reason", json_object_new_string(d->reason));
+		json_object_object_add(o, "media", media);
+	}
+	return a;
+}
+
+static json_object *mapping_json(const struct tables *t)
+{
+	json_object *a = json_object_new_array(), *o;
+
+	for (size_t i = 0; a && i < t->n_maps; i++) {
+		const struct ftvm_mapping *m = &t->maps[i];
+
+		o = json_object_new_object();
+		if (!o || json_object_array_add(a, o) < 0) {
+			json_object_put(o);
+			json_object_put(a);
+			return NULL;
+		}
+		json_object_object_add(o, "guid", json_object_new_string(m->guid));
+		json_object_object_add(o, "node", json_object_new_string(t->node));
+		json_object_object_add(o, "home", json_object_new_string(m->home));
+		json_object_object_add(o, "owner", json_object_new_string(m->owner));
+		json_object_object_add(o, "media", json_object_new_string(m->media));
+		add_uint64(o, "pages", m->pages);
+		add_uint64(o, "block_size", m->block_size);
+		add_uint64(o, "bytes", m->pages * m->block_size);
+	}
+	return a;
+}
+
+static int tables_print_json(const struct tables *t)
+{
+	json_object *o = json_object_new_object(), *discovery = discovery_json(t),
+		    *mapping = mapping_json(t), *clients = clients_json(t->usage, t->n_usage);
+
+	if (!o || !discovery || !mapping || !clients) {
+		json_object_put(o);
+		json_object_put(discovery);
+		json_object_put(mapping);
+		json_object_put(clients);
+		return out_of_memory();
+	}
+	json_object_object_add(o, "discovery", discovery);
+	json_object_object_add(o, "mapping", mapping);
+	/* TABLES_PARTITIONS: "partitions" goes here. */
+	json_object_object_add(o, "clients", clients);
+	return print_json_put(o);
+}
+
+static int width_of(int w, const char *s)
+{
+	return (int)strlen(s) > w ? (int)strlen(s) : w;
+}
+
+static void discovery_print_text(const struct tables *t)
+{
+	int wn = (int)strlen("NODE"), we = (int)strlen("ENDPOINT");
+
+	printf("device discovery (seed 003 Fig. 10):\n");
+	for (size_t i = 0; i < t->n_nodes; i++) {
+		wn = width_of(wn, t->nodes[i].node[0] ? t->nodes[i].node : "?");
+		we = width_of(we, t->nodes[i].endpoint);
+	}
+	printf("  %-*s  %-7s  %-9s  %-7s  %-*s  %-6s  %16s  %16s\n", wn, "NODE", "IS", "STATE",
+	       "SERVING", we, "ENDPOINT", "MEDIA", "CAPACITY", "FREE");
+	for (size_t i = 0; i < t->n_nodes; i++) {
+		const struct ftvm_device *d = &t->nodes[i];
+
+		printf("  %-*s  %-7s  %-9s  %-7s  %-*s  ", wn, d->node[0] ? d->node : "?",
+		       d->self ? "this" : "partner", d->state, d->serving ? "yes" : "no", we,
+		       d->endpoint);
+		if (!d->reachable) {
+			printf("not reachable: %s\n", d->reason);
+			continue;
+		}
+		if (d->n_media == 0)
+			printf("no media reported\n");
+		for (size_t m = 0; m < d->n_media; m++)
+			printf("%*s%-6s  %16" PRIu64 "  %16" PRIu64 "\n", m ? wn + we + 35 : 0, "",
+			       d->media[m].type, d->media[m].capacity, d->media[m].free);
+	}
+}
+
+static void mapping_print_text(const struct tables *t)
+{
+	int wg = (int)strlen("GUID"), wh = (int)strlen("HOME"), wo = (int)strlen("OWNER");
+
+	printf("address mapping (seed 003 Fig. 11), the copies on node %s:\n", t->node);
+	if (t->n_maps == 0) {
+		printf("  no allocations\n");
+		return;
+	}
+	for (size_t i = 0; i < t->n_maps; i++) {
+		wg = width_of(wg, t->maps[i].guid);
+		wh = width_of(wh, t->maps[i].home);
+		wo = width_of(wo, t->maps[i].owner);
+	}
+	printf("  %-*s  %-*s  %-*s  %-6s  %10s  %10s  %14s\n", wg, "GUID", wh, "HOME", wo, "OWNER",
+	       "MEDIA", "PAGES", "BLOCK", "BYTES");
+	for (size_t i = 0; i < t->n_maps; i++) {
+		const struct ftvm_mapping *m = &t->maps[i];
+
+		printf("  %-*s  %-*s  %-*s  %-6s  %10" PRIu64 "  %10" PRIu32 "  %14" PRIu64 "\n",
+		       wg, m->guid, wh, m->home, wo, m->owner, m->media, m->pages, m->block_size,
+		       m->pages * m->block_size);
+	}
+}
+
+static void tables_print_text(const struct tables *t)
+{
+	discovery_print_text(t);
+	printf("\n");
+	mapping_print_text(t);
+	printf("\n");
+	/* TABLES_PARTITIONS: the memory partition table's section goes here. */
+	printf("server memory allocate (seed 003 Fig. 13):\n");
+	if (t->n_usage == 0)
+		printf("  no allocations\n");
+	else
+		clients_print_text(t->usage, t->n_usage, "  ");
+}
+
+static int cmd_tables(struct ctl *ctl, int argc, char **argv)
+{
+	struct tables t = { .node = "" };
+	struct ftvm_client *c;
+	const char *path = NULL, *what = "tables: device discovery";
+	int r;
+
+	if (argc > 0)
+		return command_usage_error("tables", "tables takes no arguments (got '%s')",
+					   argv[0]);
+	r = ctl_connect(ctl, &c, &path);
+	if (r != EXIT_DONE)
+		return r;
+	r = ftvm_discover(c, t.nodes, &t.n_nodes);
+	if (r == 0) {
+		what = "tables: address mapping";
+		r = ftvm_mapping(c, &t.maps, &t.n_maps);
+	}
+	if (r == 0) {
+		what = "tables: server memory allocate";
+		r = ftvm_clients(c, &t.usage, &t.n_usage);
+	}
+	if (r < 0) {
+		r = call_failed(c, path, what, r);
+		goto out;
+	}
+	for (size_t i = 0; i < t.n_nodes; i++)
+		if (t.nodes[i].self)
+			t.node = t.nodes[i].node;
+	if (ctl->json) {
+		r = tables_print_json(&t);
+	} else {
+		tables_print_text(&t);
+		r = EXIT_DONE;
+	}
+out:
+	free(t.usage);
+	free(t.maps);
 	ftvm_disconnect(c);
 	return r;
 }
@@ -2157,6 +2382,35 @@ static const struct command commands[] = {
 			"With --json prints [{\"uid\",\"name\",\"media\",\"allocations\",\"bytes\"}],\n"
 			"name \"\" for a client that gave none.\n",
 		.run = cmd_clients,
+	},
+	{
+		.name = "tables",
+		.args = "",
+		.summary = "seed 003's tables in one view",
+		.help = "Seed 003's tables as this node sees the pair, one section each:\n"
+			"\n"
+			"  device discovery (Fig. 10): this node and its partner, each with its\n"
+			"    state as it reports it, whether it serves, its partner-channel\n"
+			"    endpoint and its media (dram, flash, store) with capacity and free\n"
+			"    bytes. The node asks its partner for its media; a partner that\n"
+			"    cannot be asked is shown not reachable, with the reason, and the\n"
+			"    command still succeeds.\n"
+			"  address mapping (Fig. 11): every allocation this node knows, its home\n"
+			"    and owner, where this node's copy rests and its range: pages, block\n"
+			"    size and bytes.\n"
+			"  server memory allocate (Fig. 13): as `ftvmctl clients`.\n"
+			"\n"
+			"The memory partition table (Fig. 12) comes with [memory] cache and\n"
+			"`ftvmctl partitions`; until then it is not shown.\n"
+			"\n"
+			"With --json prints one object:\n"
+			"  {\"discovery\":[{\"node\",\"endpoint\",\"self\",\"reachable\",\"serving\",\n"
+			"                  \"state\",\"reason\",\"media\":[{\"type\",\"capacity\",\"free\"}]}],\n"
+			"   \"mapping\":[{\"guid\",\"node\",\"home\",\"owner\",\"media\",\"pages\",\n"
+			"                \"block_size\",\"bytes\"}],\n"
+			"   \"clients\":[{\"uid\",\"name\",\"media\",\"allocations\",\"bytes\"}]}\n"
+			"where mapping's node is the node asked, whose copies' media it gives.\n",
+		.run = cmd_tables,
 	},
 	{
 		.name = "store",
