@@ -1,7 +1,8 @@
-/* ftvm-status-size SOCKET: the sized status, sense and verify calls (ftvm.h,
- * "Compatibility") against a running node. A program built with a smaller
- * struct gets its prefix and not a byte more; one built with a larger
- * struct gets zeroes past what this library knows; a size of 0 is refused.
+/* ftvm-status-size SOCKET: the sized status, sense, verify and discover
+ * calls (ftvm.h, "Compatibility") against a running node. A program built
+ * with a smaller struct (or discovery row) gets its prefix and not a byte
+ * more; one built with a larger one gets zeroes past what this library
+ * knows; a size of 0 is refused.
  * Prints one line per check, "ok: ..." or "FAIL: ...", and exits 1 on any
  * failure. */
 #include <errno.h>
@@ -120,6 +121,45 @@ static const struct sized_call sized_calls[] = {
 	  verify_filled },
 };
 
+/* The discovery's rows are an array: sized by the row (ftvm.h,
+ * "Compatibility"). An older program's rows ended before the media. */
+static void check_discover(struct ftvm_client *c)
+{
+	enum {
+		OLD = offsetof(struct ftvm_device, media),
+		NEW = sizeof(struct ftvm_device) + SPARE
+	};
+	static unsigned char buf[FTVM_PAIR_NODES * NEW + SPARE];
+	struct ftvm_device d[FTVM_PAIR_NODES];
+	size_t n = 0;
+	int r;
+
+	memset(buf, CANARY, sizeof(buf));
+	r = ftvm_discover_sized(c, (struct ftvm_device *)buf, FTVM_PAIR_NODES, &n, OLD);
+	check(r == 0 && n == FTVM_PAIR_NODES, "discover into older, smaller rows");
+	memset(d, 0, sizeof(d));
+	for (size_t i = 0; i < FTVM_PAIR_NODES; i++)
+		memcpy(&d[i], buf + i * OLD, OLD);
+	check(d[0].self && d[0].reachable && d[0].node[0] && !d[1].self && d[1].node[0] &&
+		      strcmp(d[0].node, d[1].node) != 0,
+	      "  each row at its stride: this node, then its partner");
+	check(all_bytes(buf + FTVM_PAIR_NODES * OLD, sizeof(buf) - FTVM_PAIR_NODES * OLD, CANARY),
+	      "  not a byte written past the rows");
+
+	memset(buf, CANARY, sizeof(buf));
+	r = ftvm_discover_sized(c, (struct ftvm_device *)buf, FTVM_PAIR_NODES, &n, NEW);
+	check(r == 0 && n == FTVM_PAIR_NODES, "discover into newer, larger rows");
+	for (size_t i = 0; i < FTVM_PAIR_NODES; i++) {
+		memcpy(&d[i], buf + i * NEW, sizeof(d[i]));
+		check(all_bytes(buf + i * NEW + sizeof(d[i]), SPARE, 0),
+		      "  the fields this library does not know are zero");
+	}
+	check(d[0].self && d[0].n_media >= 2 && d[1].reachable && d[1].n_media >= 2,
+	      "  both rows filled, with their media");
+	check(ftvm_discover_sized(c, d, FTVM_PAIR_NODES, &n, 0) == -EINVAL,
+	      "discover with rows of size 0: -EINVAL");
+}
+
 int main(int argc, char **argv)
 {
 	struct ftvm_client *c;
@@ -136,6 +176,7 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < sizeof(sized_calls) / sizeof(sized_calls[0]); i++)
 		check_sized(c, &sized_calls[i]);
+	check_discover(c);
 	ftvm_disconnect(c);
 	return failed;
 }
