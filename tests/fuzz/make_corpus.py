@@ -249,7 +249,7 @@ def client():
         request(10, 16), request(12, 17), request(14, 18), request(16, 19),
         request(18, 20, guid + field(2, 1) + field(3, 1)),
         request(20, 21, guid + field(2, 1) + field(3, 1)), request(22, 22, field(1, 100)),
-        request(24, 23), request(26, 24, field(1, 1))))
+        request(24, 23), request(26, 24, field(1, 1)), request(28, 28)))
     write(t, "held-replies", payloads(*(request(2 * i + 1, 10) for i in range(8))))
     write(t, "pause-at-64", payloads(*(request(2 * i + 1, 16) for i in range(70))))
     write(t, "unknown-request", payloads(request(7, 99, b"future")))
@@ -325,6 +325,11 @@ def node():
     write(t, "pause-at-64", payloads(*(req(16) for _ in range(70))))
     write(t, "unknown-and-unparsable", payloads(request(7, 99, b"future"), req(10),
                                                 b"\xff\xff\xff", req(10)))
+    # The device discovery table (request 28): the node asks its partner each
+    # time. Last, so that the ids of the seeds above stay as they were.
+    write(t, "discover", payloads(
+        req(28), alloc(8192, b"big"), write_page(2, 1, page), req(28), req(28),
+        req(15, g[2]), req(28)))
 
 
 # ---- the partner port (replica/session.c), after a control byte ----
