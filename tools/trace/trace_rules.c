@@ -90,6 +90,10 @@ static const struct {
 	{ "StatusReply", "frames_total", RULE_EXACT },
 	{ "SenseInformation", "destage_queue", RULE_IGNORE },
 	{ "SenseInformation", "replacement_queue", RULE_IGNORE },
+	/* The device discovery table: the endpoints are the run's addresses, and
+	 * the rest each node's view of the pair and of its media at the time. */
+	{ "DiscoveredNode", "*", RULE_IGNORE },
+	{ "DiscoveredNode", "self", RULE_EXACT },
 	{ "*", "reason", RULE_TEXT },
 };
 
