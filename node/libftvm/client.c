@@ -1833,6 +1833,20 @@ int ftvm_clients(struct ftvm_client *c, struct ftvm_client_usage **ret, size_t *
 	return 0;
 }
 
+/* The node's media into room rows of ret, cut to fit; how many. */
+static size_t media_from_reply(struct ftvm_media *ret, size_t room,
+			       Ftvm__Partner__MediaCapacity *const *media, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n && i < room; i++) {
+		copy_str(ret[i].type, sizeof(ret[i].type), media[i]->type);
+		ret[i].capacity = media[i]->capacity;
+		ret[i].free = media[i]->free;
+	}
+	return i;
+}
+
 int ftvm_sense_sized(struct ftvm_client *c, struct ftvm_sense *ret, size_t ret_size)
 {
 	Ftvm__Client__SenseRequest sense = FTVM__CLIENT__SENSE_REQUEST__INIT;
@@ -1840,7 +1854,6 @@ int ftvm_sense_sized(struct ftvm_client *c, struct ftvm_sense *ret, size_t ret_s
 	const Ftvm__Partner__SenseInformation *si;
 	struct ftvm_sense sense_info;
 	Reply *reply = NULL;
-	size_t i;
 	int r;
 
 	if (!c)
@@ -1855,14 +1868,9 @@ int ftvm_sense_sized(struct ftvm_client *c, struct ftvm_sense *ret, size_t ret_s
 		return r;
 	si = reply->sense;
 	memset(&sense_info, 0, sizeof(sense_info));
-	for (i = 0; i < si->n_media && i < sizeof(sense_info.media) / sizeof(sense_info.media[0]);
-	     i++) {
-		copy_str(sense_info.media[i].type, sizeof(sense_info.media[i].type),
-			 si->media[i]->type);
-		sense_info.media[i].capacity = si->media[i]->capacity;
-		sense_info.media[i].free = si->media[i]->free;
-	}
-	sense_info.n_media = i;
+	sense_info.n_media = media_from_reply(
+		sense_info.media, sizeof(sense_info.media) / sizeof(sense_info.media[0]), si->media,
+		si->n_media);
 	sense_info.paging_queue = si->paging_queue;
 	sense_info.destage_queue = si->destage_queue;
 	sense_info.replacement_queue = si->replacement_queue;
@@ -1875,8 +1883,6 @@ int ftvm_sense_sized(struct ftvm_client *c, struct ftvm_sense *ret, size_t ret_s
  * not trusted: strings are cut to fit, media past the row's room left out. */
 static void device_from_reply(const Ftvm__Client__DiscoveredNode *d, struct ftvm_device *ret)
 {
-	size_t i, room = sizeof(ret->media) / sizeof(ret->media[0]);
-
 	memset(ret, 0, sizeof(*ret));
 	copy_str(ret->node, sizeof(ret->node), d->node);
 	copy_str(ret->endpoint, sizeof(ret->endpoint), d->endpoint);
@@ -1885,12 +1891,8 @@ static void device_from_reply(const Ftvm__Client__DiscoveredNode *d, struct ftvm
 	ret->self = d->self;
 	ret->reachable = d->reachable;
 	ret->serving = d->serving;
-	for (i = 0; i < d->n_media && i < room; i++) {
-		copy_str(ret->media[i].type, sizeof(ret->media[i].type), d->media[i]->type);
-		ret->media[i].capacity = d->media[i]->capacity;
-		ret->media[i].free = d->media[i]->free;
-	}
-	ret->n_media = i;
+	ret->n_media = media_from_reply(ret->media, sizeof(ret->media) / sizeof(ret->media[0]),
+					d->media, d->n_media);
 }
 
 int ftvm_discover_sized(struct ftvm_client *c, struct ftvm_device *ret, size_t max, size_t *ret_n,
