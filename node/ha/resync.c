@@ -695,6 +695,7 @@ static int on_end(struct vmm *v, const Ftvm__Partner__ResyncEnd *m, char *reason
 			 pagetable_last_error(vmm_pagetable(v)));
 		return FTVM__PARTNER__STATUS__STATUS_INTERNAL;
 	}
+	vmm_headers_resynced(v);
 	log_info("resync done: epoch %llu, %zu allocations", (unsigned long long)m->epoch,
 		 vmm_table_size(vmm_allocations(v)));
 	vmm_after_commit(v, offer_grants, v);

@@ -264,7 +264,14 @@
 	/* page-ins of this node's copy that a partner's write pointer asked for (node/vmm/  \
 	 * VMM.md, "The partner pages in"); also counted in page_ins */                       \
 	X(U64, partner_page_ins, LIST(8), JSON(32, replacement, 3, "partner_page_ins"),       \
-	  TEXT(13, 3, NUM, " (", " for the partner's pointers)"))
+	  TEXT(13, 3, NUM, " (", " for the partner's pointers)"))                           \
+	/* header calls asked of the owner, this node's record unconfirmed after a resync it  \
+	 * received, and those whose answer differed from this node's record (node/vmm/      \
+	 * VMM.md, "Read header: whose record answers") */                                     \
+	X(U64, header_asked, LIST(9), JSON(35, read_header, 1, "asked_owner"),                \
+	  TEXT_IF(16, 1, NUM, "read header: ", " asked of the owner after a resync"))          \
+	X(U64, header_differed, LIST(10), JSON(35, read_header, 2, "differed"),               \
+	  TEXT(16, 2, NUM, ", ", " differed from this node's record"))
 /* clang-format on */
 
 /* The member a row makes in struct ftvm_node_status. */

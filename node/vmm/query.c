@@ -1,4 +1,4 @@
-/* Questions answered from a node's own table (read header, list, sense),
+/* Questions answered from a node's own table (list, sense),
  * the device discovery table, which asks the partner for its media
  * (SenseRequest; vmm/MEDIA.md, "Device discovery: the message flow"), and
  * verify, which asks the partner for its table (SenseRequest{page_table})
@@ -149,23 +149,6 @@ void vmm_sense_release(Ftvm__Partner__SenseInformation *info)
 	info->n_allocations = 0;
 }
 
-static void reply_header(struct vmm *v, struct client_call *call, const char *guid)
-{
-	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
-	Ftvm__Partner__Header h;
-	struct vmm_alloc *a = vmm_table_find(v->table, guid);
-
-	if (!a) {
-		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_NOT_FOUND, "no allocation %s",
-				guid);
-		return;
-	}
-	vmm_alloc_header(a, &h);
-	reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_HEADER;
-	reply.header = &h;
-	client_call_reply(call, &reply);
-}
-
 static void reply_list(struct vmm *v, struct client_call *call)
 {
 	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
@@ -209,7 +192,7 @@ void vmm_op_local(struct vmm *v, struct client_call *call, const Ftvm__Client__C
 {
 	switch (req->request_case) {
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_HEADER:
-		reply_header(v, call, req->header->guid);
+		vmm_op_read_header(v, call, req->header->guid);
 		break;
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_LIST:
 		reply_list(v, call);

@@ -161,6 +161,9 @@ int vmm_media_place(struct vmm *v, struct vmm_alloc *a, enum vmm_place how, char
  * again or ends (vmm_flash_forget_kept). */
 void vmm_flash_keep(struct vmm *v, const struct vmm_alloc *a);
 void vmm_flash_forget_kept(struct vmm *v);
+/* vmm/read_header.c: a resync this node received ended; the records of the
+ * allocations its partner owns are read from the owner until confirmed. */
+void vmm_headers_resynced(struct vmm *v);
 /* vmm/flash.c: reads the block flash holds of a's page into buf
  * (block_size bytes) at once, and checks it against the page's CRC-32C: 0,
  * or -errno / -EBADMSG (logged). For a page that is not resident

@@ -309,6 +309,9 @@ void vmm_op_release_pointer(struct vmm *v, struct client_call *call,
 			    const Ftvm__Client__ReleasePointerRequest *req);
 /* header, list, sense: answered from this node's own table. */
 void vmm_op_local(struct vmm *v, struct client_call *call, const Ftvm__Client__ClientRequest *req);
+/* vmm/read_header.c: a client's header, from this node's record or its
+ * owner's (vmm/VMM.md, "Read header: whose record answers"). */
+void vmm_op_read_header(struct vmm *v, struct client_call *call, const char *guid);
 /* Fills info from this node's table (capacity, queues, and digests when
  * page_table); free with vmm_sense_release. */
 int vmm_sense_fill(struct vmm *v, bool page_table, Ftvm__Partner__SenseInformation *info);

@@ -79,6 +79,9 @@ struct vmm_alloc {
 	uint32_t uid;	       /* the client uid it belongs to */
 	char *client;	       /* the name its client gave, "" for none */
 	char *session;	       /* its client's session id, "" unless a session allocation */
+	/* This record came through a resync and the owner has not confirmed
+	 * it since: read header asks the owner (vmm/read_header.c). */
+	bool unconfirmed;
 	/* Numbers its insertion into the table: a resync replaces an
 	 * allocation by another of the same guid, which a request in flight
 	 * since before must tell from its own. */

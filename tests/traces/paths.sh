@@ -18,7 +18,7 @@ LIB_PATHS=(
 	locked_locally locked_by_partner space_short
 	release_modified release_unmodified release_memory
 	read_header sense race destaged failover space_refused
-	partner_page_in
+	partner_page_in read_header_after_resync
 )
 
 # expect_refused ID PATTERN ARGS...: ftvmctl on ID exits 1 saying PATTERN.
@@ -250,4 +250,25 @@ path_partner_page_in() {
 	[ "$rc" -eq 1 ] && grep -q "partner: .*no frame free on b" <<<"$out" ||
 		fail "a's write pointer with b's frames held: exit $rc, '$out'"
 	let_go r
+}
+
+# Fig. 10 steps 1050-1055 (node/vmm/VMM.md, "Read header: whose record
+# answers"), in a's trace: a's allocation, with a header; b killed with
+# kill -9, a takes over, b comes back and a resyncs it; b's record of a's
+# allocation is then unconfirmed, so b's first header of it asks a
+# (ReadHeader, answered with a's Header), and its second is answered by b
+# alone, as is a's own on a. b's trace is not kept: it restarted.
+path_read_header_after_resync() {
+	local g
+	printf 'journal v1' >"$WORK/hdr"
+	g=$(ctl a alloc --size 2K --header-file "$WORK/hdr")
+	kill_node b
+	WAIT_TRIES=1500 wait_until grep -q -- '-> solo: took over from b' "$WORK/a.log"
+	start_node b
+	WAIT_TRIES=1500 wait_until grep -q -- '-> active: b resynced' "$WORK/a.log"
+	ctl b header "$g" >/dev/null
+	ctl b header "$g" >/dev/null
+	ctl a header "$g" >/dev/null
+	[ "$(ctl b --json status | jq .read_header.asked_owner)" = 1 ] ||
+		fail "b asked a $(ctl b --json status | jq .read_header.asked_owner) times, wanted 1"
 }

@@ -219,6 +219,14 @@ struct fake_call *harness_read_call(struct harness *h, const char *guid, uint64_
 	return send_request(h, NULL, FTVM__CLIENT__CLIENT_REQUEST__REQUEST_READ_PAGE, &m);
 }
 
+struct fake_call *harness_header_call(struct harness *h, const char *guid)
+{
+	Ftvm__Client__HeaderRequest m = FTVM__CLIENT__HEADER_REQUEST__INIT;
+
+	m.guid = (char *)guid;
+	return send_request(h, NULL, FTVM__CLIENT__CLIENT_REQUEST__REQUEST_HEADER, &m);
+}
+
 struct fake_call *harness_pointer(struct harness *h, struct fake_client *c, const char *guid,
 				  uint64_t page, bool write)
 {

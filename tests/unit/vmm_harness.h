@@ -81,6 +81,7 @@ struct fake_call *harness_release_call(struct harness *h, struct fake_client *c,
 struct fake_call *harness_write_call(struct harness *h, const char *guid, uint64_t page,
 				     const void *data, size_t len, bool wait);
 struct fake_call *harness_read_call(struct harness *h, const char *guid, uint64_t page, bool wait);
+struct fake_call *harness_header_call(struct harness *h, const char *guid);
 /* A pointer granted: asked, the partner's answers OK, the reply awaited.
  * Exits 99 when it is not granted. */
 struct fake_call *harness_pointer(struct harness *h, struct fake_client *c, const char *guid,
