@@ -92,6 +92,8 @@ enum key_index {
 	KEY_SESSION_GRACE_MS,
 	KEY_FLASH_PATH,
 	KEY_FLASH_SIZE,
+	KEY_MEMORY_CACHE,
+	KEY_FLASH_CACHE,
 	KEY_BLOCK_SIZE, /* one per policy: its lines live with the policy */
 	KEY_PERFORMANCE,
 	N_KEYS,
@@ -533,6 +535,38 @@ static int set_flash_size(struct parser *p, const char *v)
 	return parse_bounded_size(p, v, CONFIG_STORE_MAX, &p->c->flash_size);
 }
 
+/* A share of a device for the storage cache (node/vmm/MEDIA.md, "The
+ * memory partition table"): "N%", 0 to CONFIG_CACHE_PERCENT_MAX. */
+static int parse_cache_percent(struct parser *p, const char *v, uint32_t *ret)
+{
+	size_t len = strlen(v);
+	char digits[16];
+	uint64_t n;
+
+	if (len < 2 || len >= sizeof(digits) || v[len - 1] != '%')
+		return fail_key(p, "'%s' is not a share (want N%%, 0%% to %u%%)", v,
+				CONFIG_CACHE_PERCENT_MAX);
+	memcpy(digits, v, len - 1);
+	digits[len - 1] = '\0';
+	if (parse_decimal(digits, CONFIG_CACHE_PERCENT_MAX, &n) < 0)
+		return fail_key(p,
+				"'%s' is not a share from 0%% to %u%%: the rest is server "
+				"memory, which needs some",
+				v, CONFIG_CACHE_PERCENT_MAX);
+	*ret = (uint32_t)n;
+	return 0;
+}
+
+static int set_memory_cache(struct parser *p, const char *v)
+{
+	return parse_cache_percent(p, v, &p->c->memory_cache_percent);
+}
+
+static int set_flash_cache(struct parser *p, const char *v)
+{
+	return parse_cache_percent(p, v, &p->c->flash_cache_percent);
+}
+
 static int parse_ms(struct parser *p, const char *v, uint32_t max, uint32_t *ret)
 {
 	uint64_t n;
@@ -704,6 +738,7 @@ static const struct key keys[N_KEYS] = {
 	[KEY_SIZE] = { SECTION_MEMORY, "size", set_size },
 	[KEY_PAGE_SIZE] = { SECTION_MEMORY, "page_size", set_page_size },
 	[KEY_POOL_BLOCK_SIZE] = { SECTION_MEMORY, "pool_block_size", set_pool_block_size },
+	[KEY_MEMORY_CACHE] = { SECTION_MEMORY, "cache", set_memory_cache },
 	[KEY_STORE_PATH] = { SECTION_STORE, "path", set_store_path },
 	[KEY_STORE_SIZE] = { SECTION_STORE, "size", set_store_size },
 	[KEY_HEARTBEAT_MS] = { SECTION_FAILOVER, "heartbeat_ms", set_heartbeat_ms },
@@ -723,6 +758,7 @@ static const struct key keys[N_KEYS] = {
 	[KEY_SESSION_GRACE_MS] = { SECTION_CLIENT, "session_grace_ms", set_session_grace_ms },
 	[KEY_FLASH_PATH] = { SECTION_FLASH, "path", set_flash_path },
 	[KEY_FLASH_SIZE] = { SECTION_FLASH, "size", set_flash_size },
+	[KEY_FLASH_CACHE] = { SECTION_FLASH, "cache", set_flash_cache },
 	[KEY_BLOCK_SIZE] = { SECTION_POLICY, "block_size", set_block_size },
 	[KEY_PERFORMANCE] = { SECTION_POLICY, "performance", set_performance },
 };
@@ -996,6 +1032,9 @@ static int check_flash(struct parser *p)
 
 	if (!c->flash_path && p->line_of[KEY_FLASH_SIZE])
 		return fail(p, p->line_of[KEY_FLASH_SIZE], "flash", "size",
+			    "set without [flash] path (the device or file to use)");
+	if (!c->flash_path && p->line_of[KEY_FLASH_CACHE])
+		return fail(p, p->line_of[KEY_FLASH_CACHE], "flash", "cache",
 			    "set without [flash] path (the device or file to use)");
 	if (!c->flash_path)
 		return 0;

@@ -20,6 +20,9 @@
 /* The largest [memory] size (and pool_block_size) and [store] size. */
 #define CONFIG_MEMORY_MAX (UINT64_C(1) << 40)
 #define CONFIG_STORE_MAX (UINT64_C(1) << 50)
+/* The largest share of a device for the storage cache: the rest is server
+ * memory ([memory] cache, [flash] cache). */
+#define CONFIG_CACHE_PERCENT_MAX 90
 /* [failover] journal_limit: rows kept for a partner that is away. */
 #define JOURNAL_LIMIT_MIN 100u
 #define JOURNAL_LIMIT_MAX (UINT64_C(1) << 32)
@@ -93,6 +96,9 @@ struct ftvm_config {
 	/* The registration block the pool grows and shrinks by; key
 	 * pool_block_size, default 64M (node/vmm/VMM.md, "Replacement"). */
 	uint64_t pool_block_size;
+	/* key cache: the share of the pool for the storage cache, in percent
+	 * (node/vmm/MEDIA.md, "The memory partition table"); default 0 */
+	uint32_t memory_cache_percent;
 
 	/* [store] */
 	char *store_path;    /* absolute */
@@ -102,6 +108,8 @@ struct ftvm_config {
 	 * path NULL: none. */
 	char *flash_path;    /* absolute */
 	uint64_t flash_size; /* key size; default 4 x [memory] size + the header */
+	/* key cache: as [memory] cache, of the flash partition */
+	uint32_t flash_cache_percent;
 
 	/* [failover] */
 	uint32_t heartbeat_ms;

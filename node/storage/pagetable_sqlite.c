@@ -126,6 +126,10 @@ static const struct migration {
 	{ "record where each allocation's pages rest here, and its extent on flash",
 	  "ALTER TABLE allocations ADD COLUMN media TEXT NOT NULL DEFAULT 'store';"
 	  "ALTER TABLE allocations ADD COLUMN flash_offset INTEGER NOT NULL DEFAULT 0;" },
+	/* A table with no rows: the node records its split at its next start. */
+	{ "record the memory partition table (seed 003 Fig. 12)",
+	  "CREATE TABLE partitions(media TEXT NOT NULL, type TEXT NOT NULL,"
+	  " start INTEGER NOT NULL, length INTEGER NOT NULL, PRIMARY KEY (media, type));" },
 };
 
 #define SCHEMA_VERSION ((int64_t)ARRAY_SIZE(migrations))
@@ -159,6 +163,8 @@ enum stmt {
 	ST_RECOVERED_SELECT,
 	ST_RECOVERED_NEWEST,
 	ST_RECOVERED_COUNT,
+	ST_PARTITION_PUT,
+	ST_PARTITION_SELECT,
 	ST__MAX
 };
 
@@ -218,6 +224,10 @@ static const char *const stmt_sql[ST__MAX] = {
 	[ST_RECOVERED_NEWEST] = "SELECT id, at_ms, guid, page, from_version, to_version, why"
 				" FROM recovered ORDER BY id DESC LIMIT ?2",
 	[ST_RECOVERED_COUNT] = "SELECT count(*) FROM recovered",
+	[ST_PARTITION_PUT] = "INSERT OR REPLACE INTO partitions(media, type, start, length)"
+			     " VALUES (?1, ?2, ?3, ?4)",
+	[ST_PARTITION_SELECT] = "SELECT media, type, start, length FROM partitions"
+				" ORDER BY media, start",
 };
 
 /* Numbers below durable may have been handed out, and meta says so on disk;
@@ -1219,6 +1229,45 @@ int pagetable_recovered_list(struct pagetable *pt, uint64_t after, unsigned limi
 	}
 	if (r >= 0 && rc != SQLITE_DONE && rc != SQLITE_ROW)
 		r = sql_fail(pt, rc, "recovered pages");
+	done(st);
+	return r < 0 ? r : 0;
+}
+
+int pagetable_partition_put(struct pagetable *pt, const struct pt_partition *part)
+{
+	sqlite3_stmt *st = pt->stmt[ST_PARTITION_PUT];
+	int rc, r;
+
+	if (!part || empty(part->media) || empty(part->type))
+		return fail(pt, -EINVAL, "partition: no media or no type");
+	r = begin(pt);
+	if (r < 0)
+		return r;
+	rc = bind_text(st, 1, part->media);
+	rc = rc ?: bind_text(st, 2, part->type);
+	rc = rc ?: bind_u64(st, 3, part->start);
+	rc = rc ?: bind_u64(st, 4, part->length);
+	return run_change(pt, st, rc, "record the partition of", part->media);
+}
+
+int pagetable_partition_list(struct pagetable *pt,
+			     int (*cb)(const struct pt_partition *part, void *arg), void *arg)
+{
+	sqlite3_stmt *st = pt->stmt[ST_PARTITION_SELECT];
+	int rc, r = 0;
+
+	while (r >= 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct pt_partition part = {
+			.media = (const char *)sqlite3_column_text(st, 0),
+			.type = (const char *)sqlite3_column_text(st, 1),
+			.start = (uint64_t)sqlite3_column_int64(st, 2),
+			.length = (uint64_t)sqlite3_column_int64(st, 3),
+		};
+
+		r = cb(&part, arg);
+	}
+	if (r >= 0 && rc != SQLITE_DONE && rc != SQLITE_ROW)
+		r = sql_fail(pt, rc, "partitions");
 	done(st);
 	return r < 0 ? r : 0;
 }

@@ -266,3 +266,19 @@ int pagetable_recovered_add(struct pagetable *pt, const struct pt_recovered *rec
 int pagetable_recovered_list(struct pagetable *pt, uint64_t after, unsigned limit, bool newest,
 			     int (*cb)(const struct pt_recovered *rec, void *arg), void *arg);
 uint64_t pagetable_recovered_count(struct pagetable *pt);
+
+/* One partition of this node's DRAM or flash (node/vmm/MEDIA.md, "The memory
+ * partition table"): a node's own, never mirrored, so never journalled. */
+struct pt_partition {
+	const char *media;	/* "dram", "flash" */
+	const char *type;	/* "server-memory", "storage-cache" */
+	uint64_t start, length; /* bytes: from the pool's first frame, or the flash
+				 * device's first byte */
+};
+
+/* Records part (replacing its media and type's row), in the open transaction. */
+int pagetable_partition_put(struct pagetable *pt, const struct pt_partition *part);
+/* cb for each recorded partition, by media and start; a negative cb return
+ * stops and is returned. */
+int pagetable_partition_list(struct pagetable *pt,
+			     int (*cb)(const struct pt_partition *part, void *arg), void *arg);

@@ -25,7 +25,11 @@ struct frame_pool {
 	uint64_t size;
 	uint32_t page_size;
 	uint64_t total;
-	uint64_t n_free; /* in every block, in use or not */
+	/* Frames below it are server memory, the only ones taken; those from it
+	 * on are the storage cache's (vmm/MEDIA.md, "The memory partition
+	 * table"), which nothing takes yet. */
+	uint64_t limit;
+	uint64_t n_free; /* server memory's, in every block, in use or not */
 	uint64_t *used;	 /* one bit per frame */
 	uint64_t block_frames;
 	uint32_t n_blocks;
@@ -50,11 +54,14 @@ static void mark(struct frame_pool *p, uint64_t first, uint32_t n, bool used)
 	}
 }
 
+/* Block b's frames of server memory. */
 static uint64_t block_len(const struct frame_pool *p, uint32_t b)
 {
 	uint64_t first = (uint64_t)b * p->block_frames;
 
-	return p->total - first < p->block_frames ? p->total - first : p->block_frames;
+	if (first >= p->limit)
+		return 0;
+	return p->limit - first < p->block_frames ? p->limit - first : p->block_frames;
 }
 
 int frame_pool_new(uint64_t size, uint32_t page_size, uint64_t block_frames,
@@ -69,6 +76,7 @@ int frame_pool_new(uint64_t size, uint32_t page_size, uint64_t block_frames,
 	p->size = size;
 	p->page_size = page_size;
 	p->total = size / page_size;
+	p->limit = p->total;
 	p->n_free = p->total;
 	p->block_frames = block_frames && block_frames < p->total ? block_frames : p->total;
 	if (p->total == 0 || (p->total - 1) / p->block_frames >= UINT32_MAX) {
@@ -123,6 +131,19 @@ void frame_pool_free(struct frame_pool *p)
 	free(p->used);
 	free(p->block);
 	free(p);
+}
+
+int frame_pool_set_cache(struct frame_pool *p, uint64_t cache_frames)
+{
+	if (cache_frames >= p->total)
+		return -EINVAL;
+	if (p->n_free != p->limit)
+		return -EBUSY;
+	p->limit = p->total - cache_frames;
+	p->n_free = p->limit;
+	for (uint32_t b = 0; b < p->n_blocks; b++)
+		p->block[b].n_free = block_len(p, b);
+	return 0;
 }
 
 void frame_pool_set_block_fn(struct frame_pool *p, frame_pool_block_fn fn, void *arg)
@@ -224,6 +245,11 @@ void *frame_pool_addr(const struct frame_pool *p, uint64_t frame)
 uint64_t frame_pool_total(const struct frame_pool *p)
 {
 	return p->total;
+}
+
+uint64_t frame_pool_server_frames(const struct frame_pool *p)
+{
+	return p->limit;
 }
 
 uint64_t frame_pool_free_count(const struct frame_pool *p)

@@ -36,10 +36,15 @@ void frame_pool_free(struct frame_pool *p);
 
 void frame_pool_set_block_fn(struct frame_pool *p, frame_pool_block_fn fn, void *arg);
 
-/* The first frame of a free run of n frames inside one block: first fit in
- * the blocks in use, else in the lowest block not in use, which comes into
- * use. -ENOSPC when no block has such a run, -EINVAL when n is 0 or longer
- * than a block. */
+/* The last cache_frames frames are the storage cache's partition, never
+ * taken by frame_pool_take; the rest is server memory. Before any take:
+ * -EBUSY after one, -EINVAL when it would leave no server memory. */
+int frame_pool_set_cache(struct frame_pool *p, uint64_t cache_frames);
+
+/* The first frame of a free run of n frames of server memory inside one
+ * block: first fit in the blocks in use, else in the lowest block not in
+ * use, which comes into use. -ENOSPC when no block has such a run, -EINVAL
+ * when n is 0 or longer than a block. */
 int frame_pool_take(struct frame_pool *p, uint32_t n, uint64_t *ret_first);
 void frame_pool_give(struct frame_pool *p, uint64_t first, uint32_t n);
 
@@ -52,9 +57,11 @@ void frame_pool_give(struct frame_pool *p, uint64_t first, uint32_t n);
 int frame_pool_shrink(struct frame_pool *p, uint32_t *ret_block);
 
 void *frame_pool_addr(const struct frame_pool *p, uint64_t frame);
-/* Frames up to the ceiling, and those not taken (blocks not in use count:
- * they are memory the node may still take). */
+/* Frames up to the ceiling (what clients map), those of server memory
+ * (frame_pool_set_cache), and those of server memory not taken (blocks not
+ * in use count: they are memory the node may still take). */
 uint64_t frame_pool_total(const struct frame_pool *p);
+uint64_t frame_pool_server_frames(const struct frame_pool *p);
 uint64_t frame_pool_free_count(const struct frame_pool *p);
 uint32_t frame_pool_page_size(const struct frame_pool *p);
 uint64_t frame_pool_block_frames(const struct frame_pool *p);

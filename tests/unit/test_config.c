@@ -99,12 +99,14 @@ static void test_full(void)
 				   "size = 64M\n"
 				   "page_size = 8K\n"
 				   "pool_block_size = 2M\n"
+				   "cache = 25%\n"
 				   "\n"
 				   "[store]\n"
 				   "path = data/store.img\n"
 				   "\n"
 				   "[flash]\n"
 				   "path = data/flash.img\n"
+				   "cache = 90%\n"
 				   "size = 512M\n"
 				   "\n"
 				   "[failover]\n"
@@ -161,6 +163,8 @@ static void test_full(void)
 	CHECK_STR("store_path (relative)", under_dir("data/store.img"), c->store_path);
 	CHECK_STR("flash_path (relative)", under_dir("data/flash.img"), c->flash_path);
 	CHECK_INT("flash_size", 512ull << 20, c->flash_size);
+	CHECK_INT("memory cache", 25, c->memory_cache_percent);
+	CHECK_INT("flash cache", 90, c->flash_cache_percent);
 	CHECK_INT("heartbeat_ms", 50, c->heartbeat_ms);
 	CHECK_INT("dead_after_ms", 250, c->dead_after_ms);
 	CHECK_INT("request_timeout_ms", 1500, c->request_timeout_ms);
@@ -239,6 +243,8 @@ static void test_defaults(void)
 		  c->store_size);
 	CHECK(c->flash_path == NULL, "no flash by default");
 	CHECK_INT("flash_size without flash", 0, c->flash_size);
+	CHECK_INT("no memory cache by default", 0, c->memory_cache_percent);
+	CHECK_INT("no flash cache by default", 0, c->flash_cache_percent);
 	CHECK_INT("heartbeat_ms", 100, c->heartbeat_ms);
 	CHECK_INT("dead_after_ms", 500, c->dead_after_ms);
 	CHECK_INT("request_timeout_ms", 5000, c->request_timeout_ms);
@@ -556,7 +562,14 @@ static const struct bad bad_cases[] = {
 	{ NODE "[flash]\npath = f\nsize = 1M\n", 5, "[flash] size",
 	  "1048576 bytes cannot hold this node's memory (want at least [memory] size + 65536" },
 	{ NODE "[flash]\npath = f\nsize = lots\n", 5, "[flash] size", "not a size" },
-	{ NODE "[flash]\npath = f\ncache = 10%\n", 5, "[flash] cache", "unknown key" },
+	{ NODE "[flash]\ncache = 10%\n", 4, "[flash] cache",
+	  "set without [flash] path (the device or file to use)" },
+	{ NODE "[flash]\npath = f\ncache = 91%\n", 5, "[flash] cache",
+	  "'91%' is not a share from 0% to 90%" },
+	{ NODE "[memory]\ncache = 10\n", 4, "[memory] cache", "'10' is not a share (want N%" },
+	{ NODE "[memory]\ncache = %\n", 4, "[memory] cache", "is not a share" },
+	{ NODE "[memory]\ncache = -5%\n", 4, "[memory] cache", "is not a share from 0%" },
+	{ NODE "[memory]\ncache = 1e1%\n", 4, "[memory] cache", "is not a share from 0%" },
 	/* [policy NAME] */
 	{ NODE "[policy a]\nblock_size = 4K\nperformance = fast\n", 5, "[policy a] performance",
 	  "'fast': want high, standard or capacity" },

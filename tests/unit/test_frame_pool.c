@@ -4,7 +4,8 @@
  * free block leaves only when the others keep a block's worth free), its
  * memory given back to the OS and zeroes when it comes back (with the memfd
  * sealed against any change of size, which clients that map it cannot
- * undo). */
+ * undo); the storage cache's frames at the pool's end, which no take gets
+ * (node/vmm/MEDIA.md, "The memory partition table"). */
 #define _GNU_SOURCE /* F_GET_SEALS */
 #include <errno.h>
 #include <fcntl.h>
@@ -211,6 +212,37 @@ static void test_sealed(void)
 	frame_pool_free(p);
 }
 
+/* 10 frames in blocks of 4, the last 4 the cache's: server memory is
+ * [0,6), block 1 straddles the split and block 2 is the cache's alone. */
+static void test_cache(void)
+{
+	struct frame_pool *p = pool(10, 4);
+	uint64_t f = 99;
+
+	CHECK_INT("a cache of the whole pool", -EINVAL, frame_pool_set_cache(p, 10));
+	CHECK_INT("a cache of 4 frames", 0, frame_pool_set_cache(p, 4));
+	CHECK_INT("server frames", 6, frame_pool_server_frames(p));
+	CHECK_INT("free", 6, frame_pool_free_count(p));
+	CHECK_INT("total, as clients map it", 10, frame_pool_total(p));
+	CHECK_INT("a run of 4: block 0", 0, frame_pool_take(p, 4, &f));
+	CHECK_INT("... at frame", 0, f);
+	CHECK_INT("a run of 3: block 1 has 2 frames of server memory", -ENOSPC,
+		  frame_pool_take(p, 3, &f));
+	frame_pool_free(p);
+
+	p = pool(10, 4);
+	CHECK_INT("a cache of 4 frames", 0, frame_pool_set_cache(p, 4));
+	for (int i = 0; i < 6; i++) {
+		CHECK_INT("take one", 0, frame_pool_take(p, 1, &f));
+		CHECK(f < 6, "frame %llu is the cache's", (unsigned long long)f);
+	}
+	CHECK_INT("a seventh frame", -ENOSPC, frame_pool_take(p, 1, &f));
+	CHECK_INT("free", 0, frame_pool_free_count(p));
+	CHECK(!frame_pool_block_in_use(p, 2), "the cache's block came into use");
+	CHECK_INT("the split after a take", -EBUSY, frame_pool_set_cache(p, 2));
+	frame_pool_free(p);
+}
+
 int main(void)
 {
 	test_take();
@@ -218,6 +250,7 @@ int main(void)
 	test_shrink();
 	test_short_last_block();
 	test_sealed();
+	test_cache();
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
 		return 1;

@@ -688,7 +688,7 @@ static void test_wal_and_cascade(void)
 	raw_query(db, "SELECT count(*) FROM pages WHERE guid = 'c'", buf, sizeof(buf));
 	CHECK_STR("page rows of c", "4", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version", "9", buf);
+	CHECK_STR("schema_version", "10", buf);
 	sqlite3_close(db);
 
 	pt = open_or_die(path);
@@ -1056,7 +1056,7 @@ static void test_migration_from_v1(void)
 	pagetable_close(pt);
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version after the migration", "9", buf);
+	CHECK_STR("schema_version after the migration", "10", buf);
 	sqlite3_close(db);
 }
 
@@ -1123,7 +1123,7 @@ static void test_migration_from_v2(void)
 
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version after the migration", "9", buf);
+	CHECK_STR("schema_version after the migration", "10", buf);
 	raw_query(db, "SELECT count(*) FROM journal WHERE seq IS NULL", buf, sizeof(buf));
 	CHECK_STR("old rows without a seq", "5", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'folded_seq'", buf, sizeof(buf));
@@ -1152,18 +1152,18 @@ static void test_refused_files(void)
 	pt = open_or_die(path);
 	pagetable_close(pt);
 	db = raw_open(path);
-	raw_exec(db, "UPDATE meta SET value = 10 WHERE key = 'schema_version'");
+	raw_exec(db, "UPDATE meta SET value = 11 WHERE key = 'schema_version'");
 	sqlite3_close(db);
 	pt = (struct pagetable *)&pt; /* must come back NULL */
 	r = pagetable_open(path, false, &pt);
 	CHECK_INT("open a newer schema", -EPROTONOSUPPORT, r);
 	CHECK(pt == NULL, "no table comes back with an error");
-	CHECK(strstr(pagetable_last_error(NULL), "schema version is 10") &&
-		      strstr(pagetable_last_error(NULL), "up to 9"),
+	CHECK(strstr(pagetable_last_error(NULL), "schema version is 11") &&
+		      strstr(pagetable_last_error(NULL), "up to 10"),
 	      "the reason names both versions: \"%s\"", pagetable_last_error(NULL));
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version left as it was", "10", buf);
+	CHECK_STR("schema_version left as it was", "11", buf);
 	sqlite3_close(db);
 
 	/* Not SQLite at all. */
@@ -1817,6 +1817,53 @@ static int note_recovered(const struct pt_recovered *rec, void *arg)
 /* The pages that went back (node/ha/HA.md, "Recovery") are kept across a
  * reopen and after their allocation is freed, listed in order from an id
  * or newest first. */
+static int partition_line(const struct pt_partition *part, void *arg)
+{
+	char *out = arg;
+	size_t at = strlen(out);
+
+	snprintf(out + at, 512 - at, "%s %s %llu+%llu;", part->media, part->type,
+		 (unsigned long long)part->start, (unsigned long long)part->length);
+	return 0;
+}
+
+/* The memory partition table: rows put (one replaced), listed by media and
+ * start, kept across a close, and never journalled. */
+static void test_partitions(void)
+{
+	char path[300], out[512] = "";
+	struct pagetable *pt;
+	uint64_t journal;
+
+	path_in_dir(path, sizeof(path), "partitions.db");
+	pt = open_or_die(path);
+	journal = pagetable_journal_count(pt);
+	CHECK_OK("dram server",
+		 pagetable_partition_put(
+			 pt, &(struct pt_partition){ "dram", "server-memory", 0, 4096 }));
+	CHECK_OK("dram cache",
+		 pagetable_partition_put(
+			 pt, &(struct pt_partition){ "dram", "storage-cache", 4096, 0 }));
+	CHECK_OK("flash server",
+		 pagetable_partition_put(
+			 pt, &(struct pt_partition){ "flash", "server-memory", 65536, 1024 }));
+	CHECK_OK("dram server again",
+		 pagetable_partition_put(
+			 pt, &(struct pt_partition){ "dram", "server-memory", 0, 2048 }));
+	CHECK_INT("no media", -EINVAL,
+		  pagetable_partition_put(pt, &(struct pt_partition){ "", "server-memory", 0, 1 }));
+	CHECK_OK("commit", pagetable_commit(pt));
+	CHECK_INT("journal rows", journal, pagetable_journal_count(pt));
+	pagetable_close(pt);
+	pt = open_or_die(path);
+	CHECK_OK("list", pagetable_partition_list(pt, partition_line, out));
+	CHECK_STR("partitions",
+		  "dram server-memory 0+2048;dram storage-cache 4096+0;"
+		  "flash server-memory 65536+1024;",
+		  out);
+	pagetable_close(pt);
+}
+
 static void test_recovered(void)
 {
 	struct pt_recovered rec = { .at_ms = 1700000000000ull, .why = "forced takeover" };
@@ -1900,6 +1947,7 @@ int main(void)
 	test_page_put_unknown();
 	test_fold_when_asked();
 	test_recovered();
+	test_partitions();
 	bench(false);
 	bench(true);
 
