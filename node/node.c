@@ -414,6 +414,9 @@ static void on_client_request(struct client_call *call, const ClientRequest *req
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_DISCOVER:
 		reply_discover(n, call);
 		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_PARTITIONS:
+		vmm_op_partitions(n->vmm, call); /* in any state, as status */
+		break;
 	default:
 		vmm_client_request(n->vmm, call, req);
 		break;

@@ -1336,6 +1336,81 @@ static int cmd_clients(struct ctl *ctl, int argc, char **argv)
 	return r;
 }
 
+/* The memory partition table's rows as a JSON array: a partition's row has
+ * "free", an allocation's range "guid", "uid" and "client" (INTERFACES.md:
+ * "client" on every row, "" where the range is no one client's); NULL when
+ * out of memory. */
+static json_object *partitions_json(const struct ftvm_partition *rows, size_t n)
+{
+	json_object *list = json_object_new_array(), *o;
+
+	for (size_t i = 0; list && i < n; i++) {
+		o = json_object_new_object();
+		if (!o || json_object_array_add(list, o) < 0) {
+			json_object_put(o);
+			json_object_put(list);
+			return NULL;
+		}
+		json_object_object_add(o, "media", json_object_new_string(rows[i].media));
+		add_uint64(o, "start", rows[i].start);
+		add_uint64(o, "length", rows[i].length);
+		json_object_object_add(o, "type", json_object_new_string(rows[i].type));
+		json_object_object_add(o, "client", json_object_new_string(rows[i].client));
+		if (rows[i].guid[0]) {
+			json_object_object_add(o, "guid", json_object_new_string(rows[i].guid));
+			add_uint64(o, "uid", rows[i].uid);
+		} else {
+			add_uint64(o, "free", rows[i].free);
+		}
+	}
+	return list;
+}
+
+static void partitions_print_text(const struct ftvm_partition *rows, size_t n, const char *indent)
+{
+	printf("%s%-6s  %-14s  %16s  %16s  %s\n", indent, "MEDIA", "TYPE", "START", "LENGTH",
+	       "FREE, OR WHO HOLDS IT");
+	for (size_t i = 0; i < n; i++) {
+		const struct ftvm_partition *p = &rows[i];
+
+		printf("%s%-6s  %-14s  %16" PRIu64 "  %16" PRIu64 "  ", indent, p->media, p->type,
+		       p->start, p->length);
+		if (p->guid[0])
+			printf("  %s: uid %" PRIu32 " %s\n", p->guid, p->uid,
+			       p->client[0] ? p->client : "-");
+		else
+			printf("%" PRIu64 " free\n", p->free);
+	}
+}
+
+static int cmd_partitions(struct ctl *ctl, int argc, char **argv)
+{
+	struct ftvm_partition *rows = NULL;
+	struct ftvm_client *c;
+	const char *path = NULL;
+	size_t n = 0;
+	int r;
+
+	if (argc > 0)
+		return command_usage_error("partitions", "partitions takes no arguments (got '%s')",
+					   argv[0]);
+	r = ctl_connect(ctl, &c, &path);
+	if (r != EXIT_DONE)
+		return r;
+	r = ftvm_partitions(c, &rows, &n);
+	if (r < 0) {
+		r = call_failed(c, path, "partitions", r);
+	} else if (ctl->json) {
+		r = print_json_put(partitions_json(rows, n));
+	} else {
+		partitions_print_text(rows, n, "");
+		r = EXIT_DONE;
+	}
+	free(rows);
+	ftvm_disconnect(c);
+	return r;
+}
+
 /* [{"type","capacity","free"}] of n media; NULL when out of memory. */
 static json_object *media_json(const struct ftvm_media *media, size_t n)
 {
@@ -1483,8 +1558,7 @@ out:
  * Each table comes from its own call, one after the other: the device
  * discovery table (ftvm_discover, Fig. 10), the address mapping table
  * (ftvm_mapping, Fig. 11), the server memory allocate table (ftvm_clients,
- * Fig. 13). The memory partition table (Fig. 12) is not kept by the node
- * yet; see TABLES_PARTITIONS below. */
+ * Fig. 13), and the memory partition table (ftvm_partitions, Fig. 12). */
 
 struct tables {
 	struct ftvm_device nodes[FTVM_PAIR_NODES];
@@ -1494,14 +1568,9 @@ struct tables {
 	size_t n_maps;
 	struct ftvm_client_usage *usage;
 	size_t n_usage;
+	struct ftvm_partition *parts;
+	size_t n_parts;
 };
-
-/* TABLES_PARTITIONS: the memory partition table (seed 003 Fig. 12) has its
- * place between the mapping and the allocate table, in the text and as the
- * JSON key "partitions" (INTERFACES.md's `tables`), once the node keeps one
- * ([memory] cache, [flash] cache, `ftvmctl partitions`; node/vmm/MEDIA.md,
- * "The memory partition table"). Until then tables prints nothing for it:
- * an empty list would say the node has no partitions. */
 
 static json_object *discovery_json(const struct tables *t)
 {
@@ -1558,18 +1627,20 @@ static json_object *mapping_json(const struct tables *t)
 static int tables_print_json(const struct tables *t)
 {
 	json_object *o = json_object_new_object(), *discovery = discovery_json(t),
-		    *mapping = mapping_json(t), *clients = clients_json(t->usage, t->n_usage);
+		    *mapping = mapping_json(t), *clients = clients_json(t->usage, t->n_usage),
+		    *parts = partitions_json(t->parts, t->n_parts);
 
-	if (!o || !discovery || !mapping || !clients) {
+	if (!o || !discovery || !mapping || !clients || !parts) {
 		json_object_put(o);
 		json_object_put(discovery);
 		json_object_put(mapping);
 		json_object_put(clients);
+		json_object_put(parts);
 		return out_of_memory();
 	}
 	json_object_object_add(o, "discovery", discovery);
 	json_object_object_add(o, "mapping", mapping);
-	/* TABLES_PARTITIONS: "partitions" goes here. */
+	json_object_object_add(o, "partitions", parts);
 	json_object_object_add(o, "clients", clients);
 	return print_json_put(o);
 }
@@ -1639,7 +1710,9 @@ static void tables_print_text(const struct tables *t)
 	printf("\n");
 	mapping_print_text(t);
 	printf("\n");
-	/* TABLES_PARTITIONS: the memory partition table's section goes here. */
+	printf("memory partition (seed 003 Fig. 12), node %s:\n", t->node);
+	partitions_print_text(t->parts, t->n_parts, "  ");
+	printf("\n");
 	printf("server memory allocate (seed 003 Fig. 13):\n");
 	if (t->n_usage == 0)
 		printf("  no allocations\n");
@@ -1666,6 +1739,10 @@ static int cmd_tables(struct ctl *ctl, int argc, char **argv)
 		r = ftvm_mapping(c, &t.maps, &t.n_maps);
 	}
 	if (r == 0) {
+		what = "tables: memory partition";
+		r = ftvm_partitions(c, &t.parts, &t.n_parts);
+	}
+	if (r == 0) {
 		what = "tables: server memory allocate";
 		r = ftvm_clients(c, &t.usage, &t.n_usage);
 	}
@@ -1684,6 +1761,7 @@ static int cmd_tables(struct ctl *ctl, int argc, char **argv)
 	}
 out:
 	free(t.usage);
+	free(t.parts);
 	free(t.maps);
 	ftvm_disconnect(c);
 	return r;
@@ -2384,6 +2462,22 @@ static const struct command commands[] = {
 		.run = cmd_clients,
 	},
 	{
+		.name = "partitions",
+		.args = "",
+		.summary = "how DRAM and flash split (the memory partition table)",
+		.help = "Seed 003's memory partition table (Fig. 12): this node's DRAM (its frame\n"
+			"pool) and flash, each split between server memory, which clients'\n"
+			"allocations use, and the storage cache, as [memory] cache and [flash]\n"
+			"cache say. One row per partition: its media, type, start and length in\n"
+			"bytes (from the pool's first frame; from the flash device's first byte)\n"
+			"and its free bytes. Under flash server memory, one row per allocation\n"
+			"resting there: the range it holds and the client it belongs to.\n"
+			"\n"
+			"With --json prints [{\"media\",\"start\",\"length\",\"type\",\"client\",\n"
+			"\"free\"}], and an allocation's rows \"guid\" and \"uid\" instead of \"free\".\n",
+		.run = cmd_partitions,
+	},
+	{
 		.name = "tables",
 		.args = "",
 		.summary = "seed 003's tables in one view",
@@ -2398,16 +2492,15 @@ static const struct command commands[] = {
 			"  address mapping (Fig. 11): every allocation this node knows, its home\n"
 			"    and owner, where this node's copy rests and its range: pages, block\n"
 			"    size and bytes.\n"
+			"  memory partition (Fig. 12): as `ftvmctl partitions`.\n"
 			"  server memory allocate (Fig. 13): as `ftvmctl clients`.\n"
-			"\n"
-			"The memory partition table (Fig. 12) comes with [memory] cache and\n"
-			"`ftvmctl partitions`; until then it is not shown.\n"
 			"\n"
 			"With --json prints one object:\n"
 			"  {\"discovery\":[{\"node\",\"endpoint\",\"self\",\"reachable\",\"serving\",\n"
 			"                  \"state\",\"reason\",\"media\":[{\"type\",\"capacity\",\"free\"}]}],\n"
 			"   \"mapping\":[{\"guid\",\"node\",\"home\",\"owner\",\"media\",\"pages\",\n"
 			"                \"block_size\",\"bytes\"}],\n"
+			"   \"partitions\":[as partitions --json],\n"
 			"   \"clients\":[{\"uid\",\"name\",\"media\",\"allocations\",\"bytes\"}]}\n"
 			"where mapping's node is the node asked, whose copies' media it gives.\n",
 		.run = cmd_tables,

@@ -1833,6 +1833,48 @@ int ftvm_clients(struct ftvm_client *c, struct ftvm_client_usage **ret, size_t *
 	return 0;
 }
 
+int ftvm_partitions(struct ftvm_client *c, struct ftvm_partition **ret, size_t *ret_n)
+{
+	Ftvm__Client__PartitionsRequest pr = FTVM__CLIENT__PARTITIONS_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	const Ftvm__Client__PartitionsReply *rep;
+	struct ftvm_partition *rows;
+	Reply *reply = NULL;
+	int r;
+
+	if (!c)
+		return -EINVAL;
+	if (!ret || !ret_n)
+		return fail(c, -EINVAL, "no place for the result");
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_PARTITIONS;
+	req.partitions = &pr;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_PARTITIONS, &reply);
+	if (r < 0)
+		return r;
+	rep = reply->partitions;
+	rows = calloc(rep->n_partitions ? rep->n_partitions : 1, sizeof(*rows));
+	if (!rows) {
+		ftvm__client__client_reply__free_unpacked(reply, NULL);
+		return fail(c, -ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < rep->n_partitions; i++) {
+		const Ftvm__Client__Partition *p = rep->partitions[i];
+
+		copy_str(rows[i].media, sizeof(rows[i].media), p->media);
+		copy_str(rows[i].type, sizeof(rows[i].type), p->type);
+		rows[i].start = p->start;
+		rows[i].length = p->length;
+		rows[i].free = p->free;
+		copy_str(rows[i].guid, sizeof(rows[i].guid), p->guid);
+		rows[i].uid = p->uid;
+		copy_str(rows[i].client, sizeof(rows[i].client), p->client);
+	}
+	*ret = rows;
+	*ret_n = rep->n_partitions;
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return 0;
+}
+
 /* The node's media into room rows of ret, cut to fit; how many. */
 static size_t media_from_reply(struct ftvm_media *ret, size_t room,
 			       Ftvm__Partner__MediaCapacity *const *media, size_t n)

@@ -600,6 +600,35 @@ FTVM_EXPORT int ftvm_mapping(struct ftvm_client *c, struct ftvm_mapping **ret, s
  */
 FTVM_EXPORT int ftvm_mapping_of(struct ftvm_client *c, const char *guid, struct ftvm_mapping *ret);
 
+/** One row of the memory partition table (seed 003 Fig. 12): a partition
+ *  of the node's DRAM or flash, or, inside flash server memory, the range
+ *  one allocation holds and the client it belongs to. */
+struct ftvm_partition {
+	char media[16];	 /**< "dram", "flash" */
+	char type[16];	 /**< "server-memory", "storage-cache" */
+	uint64_t start;	 /**< bytes: from the pool's first frame, or the flash device's */
+	uint64_t length; /**< bytes */
+	uint64_t free;	 /**< bytes not taken, on a partition's row; 0 on an allocation's */
+	char guid[FTVM_GUID_MAX];	       /**< the allocation's row: its guid; "" */
+	uint32_t uid;			       /**< ... its client's uid */
+	char client[FTVM_CLIENT_NAME_MAX + 1]; /**< ... and name */
+};
+
+/**
+ * @brief The memory partition table: the node's DRAM and flash, each split
+ *        between server memory (clients' allocations) and the storage cache
+ *        ([memory] cache, [flash] cache), each partition's row followed, on
+ *        flash, by the range each allocation there holds (node/vmm/MEDIA.md,
+ *        "The memory partition table"). Answered in any state.
+ * @param c a connected client.
+ * @param[out] ret an array of *ret_n rows, to be freed with free().
+ *        Untouched on failure.
+ * @param[out] ret_n how many.
+ * @return 0 or -errno (see the conventions above); -EOPNOTSUPP from a node
+ *         older than this call.
+ */
+FTVM_EXPORT int ftvm_partitions(struct ftvm_client *c, struct ftvm_partition **ret, size_t *ret_n);
+
 /** One storage medium of a node. */
 struct ftvm_media {
 	char type[16];	   /**< "dram", "flash", ... */

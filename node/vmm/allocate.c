@@ -311,7 +311,7 @@ static bool alloc_request_valid(struct vmm *v, struct client_call *call,
 				const Ftvm__Client__AllocRequest *req, const char *policy,
 				uint32_t block_size)
 {
-	uint64_t pool = frame_pool_total(v->pool) * frame_pool_page_size(v->pool);
+	uint64_t pool = frame_pool_server_frames(v->pool) * frame_pool_page_size(v->pool);
 	uint64_t free_bytes, partition;
 
 	vmm_store_space(v, &free_bytes, &partition);

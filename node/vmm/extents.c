@@ -76,11 +76,15 @@ static struct extent *used_extents(struct vmm *v, enum vmm_device device, size_t
 	return used;
 }
 
+/* Where extents go: this node's partition of the store, or its flash's
+ * server memory (vmm/partitions.c). */
 static void device_range(const struct vmm *v, enum vmm_device device, uint64_t *ret_start,
 			 uint64_t *ret_length)
 {
 	store_partition_range(device == VMM_DEVICE_STORE ? v->store : v->flash, false, ret_start,
 			      ret_length);
+	if (device == VMM_DEVICE_FLASH && v->flash_server_length < *ret_length)
+		*ret_length = v->flash_server_length;
 }
 
 int vmm_extent_find(struct vmm *v, enum vmm_device device, const struct vmm_alloc *a,

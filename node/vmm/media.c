@@ -65,7 +65,7 @@ static int take_frames(struct vmm *v, struct vmm_alloc *a, char *reason, size_t 
 static int place_dram(struct vmm *v, struct vmm_alloc *a, enum vmm_place how, char *reason,
 		      size_t reason_len)
 {
-	uint64_t total = frame_pool_total(v->pool), promised = dram_promised(v, a);
+	uint64_t total = frame_pool_server_frames(v->pool), promised = dram_promised(v, a);
 	uint64_t need = frames_of(v, a);
 	char why[200];
 
@@ -169,7 +169,7 @@ int vmm_media_room(struct vmm *v, const char *policy, uint64_t pages, uint32_t b
 				   .pages = pages,
 				   .block_size = block_size };
 	uint64_t page_size = frame_pool_page_size(v->pool);
-	uint64_t total = frame_pool_total(v->pool), promised;
+	uint64_t total = frame_pool_server_frames(v->pool), promised;
 	int r = vmm_media_place(v, &shape, VMM_PLACE_CHECK, reason, reason_len);
 
 	if (r < 0)

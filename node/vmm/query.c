@@ -80,7 +80,7 @@ int vmm_sense_fill(struct vmm *v, bool page_table, Ftvm__Partner__SenseInformati
 	ftvm__partner__sense_information__init(info);
 	/* The frame pool: what is not free holds resident pages. */
 	dram.type = "dram";
-	dram.capacity = frame_pool_total(v->pool) * page_size;
+	dram.capacity = frame_pool_server_frames(v->pool) * page_size;
 	dram.free = frame_pool_free_count(v->pool) * page_size;
 	/* This node's store partition: room for the extents of new allocations. */
 	store.type = "store";

@@ -706,6 +706,8 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 	r = vmm_store_open(v);
 	if (r == 0)
 		r = vmm_flash_open(v);
+	if (r == 0)
+		r = vmm_partitions_open(v);
 	if (r < 0)
 		goto fail;
 	vmm_store_page_in(v);
@@ -788,7 +790,7 @@ void vmm_get_counts(struct vmm *v, struct status_counts *ret)
 	struct pt_stats pt;
 
 	*ret = v->counted;
-	ret->frames_total = frame_pool_total(v->pool);
+	ret->frames_total = frame_pool_server_frames(v->pool);
 	ret->frames_free = frame_pool_free_count(v->pool);
 	ret->allocations_own = vmm_table_count(v->table, vmm_node_id(v), true);
 	ret->allocations_partner = vmm_table_count(v->table, vmm_node_id(v), false);

@@ -65,6 +65,9 @@ struct vmm_discover {
 	bool partner_serving;
 };
 void vmm_op_discover(struct vmm *v, struct client_call *call, const struct vmm_discover *d);
+/* Seed 003's memory partition table to a client (vmm/partitions.c), in any
+ * mode. */
+void vmm_op_partitions(struct vmm *v, struct client_call *call);
 
 /* A local client disconnected: its pointers are released, its waiting
  * requests dropped. */

@@ -77,6 +77,9 @@ struct vmm {
 	 * flash-resting allocations (vmm/flash.c), written there in rounds
 	 * as the store's destage is. */
 	struct store *flash;
+	/* Its server memory's bytes from the partition's start; the storage
+	 * cache has the rest (vmm/partitions.c). */
+	uint64_t flash_server_length;
 	struct store_queue *flash_queue;
 	struct flash_write *flash_waiting, **flash_tail;
 	struct flash_round *flash_round; /* being written, at most one */
@@ -182,6 +185,10 @@ void vmm_extent_space(struct vmm *v, enum vmm_device device, uint64_t *ret_free,
  * store when [flash] path is set; at start each flash-resting page takes
  * what flash's records hold of it (after vmm_store_page_in). */
 int vmm_flash_open(struct vmm *v);
+/* vmm/partitions.c: this node's split of DRAM and flash taken from the
+ * config, checked against the one recorded, recorded; logged on failure.
+ * After vmm_flash_open, before any frame is taken. */
+int vmm_partitions_open(struct vmm *v);
 void vmm_flash_close(struct vmm *v);
 void vmm_flash_page_in(struct vmm *v);
 /* vmm/media.c: whether this node has room for its copy of an allocation of

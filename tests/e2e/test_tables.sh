@@ -9,8 +9,8 @@
 #    each giving where its own copy rests (flash on a, the store on b), and
 #    in the server memory allocate table under its client's name;
 #  - the text has a headed section per table, the JSON one key per table and
-#    parses whole; there is no memory partition table yet, and nothing is
-#    printed for it;
+#    parses whole, the memory partition table as `ftvmctl partitions` gives
+#    it (its own test: e2e-partitions);
 #  - after kill -9 of b, tables on a still succeeds, b's row says it is not
 #    reachable and why, before a's takeover and after it (a solo, serving).
 . "$(dirname "$0")/lib.sh"
@@ -65,19 +65,20 @@ done
 ok "$g in the address mapping and the allocate table of both nodes: on flash on a, in the store on b"
 
 t=$(tables a)
-python3 -c 'import json, sys; d = json.load(sys.stdin); assert sorted(d) == ["clients", "discovery", "mapping"], sorted(d)' <<<"$t" ||
-	fail "tables --json is not one object of the three tables: $t"
+python3 -c 'import json, sys; d = json.load(sys.stdin); assert sorted(d) == ["clients", "discovery", "mapping", "partitions"], sorted(d)' <<<"$t" ||
+	fail "tables --json is not one object of the four tables: $t"
+[ "$(jq -c .partitions <<<"$t")" = "$(ctl a --json partitions | jq -c .)" ] ||
+	fail "tables' partitions: $(jq -c .partitions <<<"$t"), partitions: $(ctl a --json partitions)"
 text=$(ctl a tables)
 for head in "device discovery (seed 003 Fig. 10):" "address mapping (seed 003 Fig. 11), the copies on node a:" \
-	"server memory allocate (seed 003 Fig. 13):"; do
+	"memory partition (seed 003 Fig. 12), node a:" "server memory allocate (seed 003 Fig. 13):"; do
 	grep -qF "$head" <<<"$text" || fail "no section '$head' in: $text"
 done
 grep -q "^  $g  *a  *a  *flash  *16  *4096  *65536$" <<<"$text" || fail "no mapping row of $g in: $text"
 grep -q "^  b  *partner  *active  *yes " <<<"$text" || fail "no row of b in: $text"
-! grep -qi "partition" <<<"$text" || fail "a memory partition table printed before the node keeps one: $text"
-ctl a tables --help | grep -q "memory partition table" || fail "tables --help"
+ctl a tables --help | grep -q "memory partition (Fig. 12)" || fail "tables --help"
 "$FTVMCTL" --help | grep -q "^  tables " || fail "tables missing from ftvmctl --help"
-ok "text in headed sections, JSON one object with a key per table, no partition table yet"
+ok "text in headed sections, JSON one object with a key per table"
 
 # b dies: a's link drops at once, its takeover comes dead_after_ms later.
 kill -9 "${PIDS[b]}"

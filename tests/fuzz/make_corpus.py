@@ -249,7 +249,8 @@ def client():
         request(10, 16), request(12, 17), request(14, 18), request(16, 19),
         request(18, 20, guid + field(2, 1) + field(3, 1)),
         request(20, 21, guid + field(2, 1) + field(3, 1)), request(22, 22, field(1, 100)),
-        request(24, 23), request(26, 24, field(1, 1)), request(28, 28)))
+        request(24, 23), request(26, 24, field(1, 1)), request(28, 28),
+        request(30, 29)))
     write(t, "held-replies", payloads(*(request(2 * i + 1, 10) for i in range(8))))
     write(t, "pause-at-64", payloads(*(request(2 * i + 1, 16) for i in range(70))))
     write(t, "unknown-request", payloads(request(7, 99, b"future")))
@@ -330,6 +331,9 @@ def node():
     write(t, "discover", payloads(
         req(28), alloc(8192, b"big"), write_page(2, 1, page), req(28), req(28),
         req(15, g[2]), req(28)))
+    # The memory partition table (request 29), around an allocation and a free.
+    write(t, "partitions", payloads(
+        req(29), alloc(8192, b"big"), req(29), req(15, g[2]), req(29)))
 
 
 # ---- the partner port (replica/session.c), after a control byte ----
