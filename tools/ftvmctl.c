@@ -1082,14 +1082,30 @@ out:
 	return r;
 }
 
-/* Where the node's copy of guid rests, from its mapping table (ftvm_mapping);
- * "?" when it lists no such allocation (freed meanwhile). */
-static const char *media_in(const struct ftvm_mapping *maps, size_t n, const char *guid)
+/* Where the node's copy of guid rests and the partition it takes, from its
+ * mapping table (ftvm_mapping); "?" when it lists no such allocation (freed
+ * meanwhile). */
+static const struct ftvm_mapping *mapping_in(const struct ftvm_mapping *maps, size_t n,
+					     const char *guid)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(maps[i].guid, guid) == 0)
-			return maps[i].media;
-	return "?";
+			return &maps[i];
+	return NULL;
+}
+
+static const char *media_in(const struct ftvm_mapping *maps, size_t n, const char *guid)
+{
+	const struct ftvm_mapping *m = mapping_in(maps, n, guid);
+
+	return m ? m->media : "?";
+}
+
+static const char *partition_in(const struct ftvm_mapping *maps, size_t n, const char *guid)
+{
+	const struct ftvm_mapping *m = mapping_in(maps, n, guid);
+
+	return m ? m->partition : "?";
 }
 
 static int cmd_header(struct ctl *ctl, int argc, char **argv)
@@ -1118,8 +1134,10 @@ static int cmd_header(struct ctl *ctl, int argc, char **argv)
 	r = ftvm_header(c, guid, h);
 	if (r == 0) {
 		r = ftvm_mapping_of(c, guid, &map);
-		if (r == -ENOENT) /* freed since */
+		if (r == -ENOENT) { /* freed since */
 			snprintf(map.media, sizeof(map.media), "?");
+			snprintf(map.partition, sizeof(map.partition), "?");
+		}
 		r = r == -ENOENT ? 0 : r;
 	}
 	if (r < 0) {
@@ -1144,6 +1162,8 @@ static int cmd_header(struct ctl *ctl, int argc, char **argv)
 			json_object_object_add(o, "owner", json_object_new_string(h->owner));
 			add_uint64(o, "uid", h->uid);
 			json_object_object_add(o, "media", json_object_new_string(media));
+			json_object_object_add(o, "partition",
+					       json_object_new_string(map.partition));
 			json_object_object_add(o, "header_hex", json_object_new_string(hex));
 		}
 		r = print_json_put(o);
@@ -1157,6 +1177,7 @@ static int cmd_header(struct ctl *ctl, int argc, char **argv)
 		printf("owner: %s\n", h->owner);
 		printf("uid: %" PRIu32 "\n", h->uid);
 		printf("media: %s\n", media);
+		printf("partition: %s\n", map.partition);
 		printf("header: %zu bytes%s%s\n", h->header_len, h->header_len ? " " : "", hex);
 		r = EXIT_DONE;
 	}
@@ -1218,6 +1239,9 @@ static int list_print_json(const struct ftvm_header *hs, size_t n, const struct 
 		add_uint64(o, "uid", hs[i].uid);
 		json_object_object_add(o, "media",
 				       json_object_new_string(media_in(maps, n_maps, hs[i].guid)));
+		json_object_object_add(
+			o, "partition",
+			json_object_new_string(partition_in(maps, n_maps, hs[i].guid)));
 	}
 	return print_json_put(a);
 }
@@ -1234,13 +1258,14 @@ static void list_print_text(const struct ftvm_header *hs, size_t n, const struct
 	for (size_t i = 0; i < n; i++)
 		if ((int)strlen(hs[i].guid) > w)
 			w = (int)strlen(hs[i].guid);
-	printf("%-*s %14s %10s %10s %-12s %-10s %-10s %10s %s\n", w, "GUID", "SIZE", "BLOCK",
-	       "PAGES", "POLICY", "HOME", "OWNER", "UID", "MEDIA");
+	printf("%-*s %14s %10s %10s %-12s %-10s %-10s %10s %-6s %s\n", w, "GUID", "SIZE", "BLOCK",
+	       "PAGES", "POLICY", "HOME", "OWNER", "UID", "MEDIA", "PARTITION");
 	for (size_t i = 0; i < n; i++)
 		printf("%-*s %14" PRIu64 " %10" PRIu32 " %10" PRIu64 " %-12s %-10s %-10s %10" PRIu32
-		       " %s\n",
+		       " %-6s %s\n",
 		       w, hs[i].guid, hs[i].size, hs[i].block_size, hs[i].pages, hs[i].policy,
-		       hs[i].home, hs[i].owner, hs[i].uid, media_in(maps, n_maps, hs[i].guid));
+		       hs[i].home, hs[i].owner, hs[i].uid, media_in(maps, n_maps, hs[i].guid),
+		       partition_in(maps, n_maps, hs[i].guid));
 }
 
 static int cmd_list(struct ctl *ctl, int argc, char **argv)
@@ -1617,6 +1642,7 @@ static json_object *mapping_json(const struct tables *t)
 		json_object_object_add(o, "home", json_object_new_string(m->home));
 		json_object_object_add(o, "owner", json_object_new_string(m->owner));
 		json_object_object_add(o, "media", json_object_new_string(m->media));
+		json_object_object_add(o, "partition", json_object_new_string(m->partition));
 		add_uint64(o, "pages", m->pages);
 		add_uint64(o, "block_size", m->block_size);
 		add_uint64(o, "bytes", m->pages * m->block_size);
@@ -2255,10 +2281,14 @@ static const struct command commands[] = {
 		.args = "GUID",
 		.summary = "an allocation's header",
 		.help = "Shows allocation GUID's header (the read-header message): its size, block\n"
-			"size, pages, policy, home node, owner node and user header.\n"
+			"size, pages, policy, home node, owner node, uid, where this node's copy\n"
+			"rests (media: dram, flash or store) and the partition it takes\n"
+			"(server-memory, or in the store its home's store partition), and the\n"
+			"user header.\n"
 			"\n"
 			"With --json prints {\"guid\",\"size\",\"block_size\",\"pages\",\"policy\",\"home\",\n"
-			"\"owner\",\"header_hex\"}; header_hex is the user header in lowercase hex.\n",
+			"\"owner\",\"uid\",\"media\",\"partition\",\"header_hex\"}; header_hex is the\n"
+			"user header in lowercase hex.\n",
 		.run = cmd_header,
 	},
 	{
@@ -2276,7 +2306,8 @@ static const struct command commands[] = {
 		.help = "Lists the allocations this node knows: its own and its partner's.\n"
 			"\n"
 			"With --json prints an array of\n"
-			"  {\"guid\",\"size\",\"block_size\",\"pages\",\"policy\",\"home\",\"owner\"}\n",
+			"  {\"guid\",\"size\",\"block_size\",\"pages\",\"policy\",\"home\",\"owner\",\"uid\",\n"
+			"   \"media\",\"partition\"}\n",
 		.run = cmd_list,
 	},
 	{
@@ -2498,8 +2529,8 @@ static const struct command commands[] = {
 			"With --json prints one object:\n"
 			"  {\"discovery\":[{\"node\",\"endpoint\",\"self\",\"reachable\",\"serving\",\n"
 			"                  \"state\",\"reason\",\"media\":[{\"type\",\"capacity\",\"free\"}]}],\n"
-			"   \"mapping\":[{\"guid\",\"node\",\"home\",\"owner\",\"media\",\"pages\",\n"
-			"                \"block_size\",\"bytes\"}],\n"
+			"   \"mapping\":[{\"guid\",\"node\",\"home\",\"owner\",\"media\",\"partition\",\n"
+			"                \"pages\",\"block_size\",\"bytes\"}],\n"
 			"   \"partitions\":[as partitions --json],\n"
 			"   \"clients\":[{\"uid\",\"name\",\"media\",\"allocations\",\"bytes\"}]}\n"
 			"where mapping's node is the node asked, whose copies' media it gives.\n",

@@ -1732,50 +1732,72 @@ static const char *media_of(const Ftvm__Partner__Header *h)
 	return h->media && h->media[0] ? h->media : "store";
 }
 
-static void mapping_from_header(const Ftvm__Partner__Header *h, struct ftvm_mapping *ret)
+/* What programs built before ftvm_mapping's partition have of each row. */
+#define MAPPING_V1_SIZE offsetof(struct ftvm_mapping, partition)
+
+/* The row of h, its first row_size bytes into dst (ftvm.h, "Compatibility"). */
+static void mapping_from_header(const Ftvm__Partner__Header *h, void *dst, size_t row_size)
 {
+	struct ftvm_mapping m, *ret = &m;
+
+	memset(&m, 0, sizeof(m));
 	copy_str(ret->guid, sizeof(ret->guid), h->guid);
 	copy_str(ret->home, sizeof(ret->home), h->home);
 	copy_str(ret->owner, sizeof(ret->owner), h->owner);
 	copy_str(ret->media, sizeof(ret->media), media_of(h));
 	ret->pages = h->pages;
 	ret->block_size = h->block_size;
+	copy_str(ret->partition, sizeof(ret->partition), h->partition);
+	copy_sized(dst, row_size, &m, sizeof(m));
 }
 
-int ftvm_mapping(struct ftvm_client *c, struct ftvm_mapping **ret, size_t *ret_n)
+int ftvm_mapping_sized(struct ftvm_client *c, struct ftvm_mapping **ret, size_t *ret_n,
+		       size_t row_size)
 {
-	struct ftvm_mapping *rows = NULL;
 	const Ftvm__Client__ListReply *lr;
 	Reply *reply = NULL;
+	char *rows = NULL;
 	int r;
 
 	if (!c)
 		return -EINVAL;
-	if (!ret || !ret_n)
+	if (!ret || !ret_n || !row_size)
 		return fail(c, -EINVAL, "no place for the result");
-	r = list_rows(c, sizeof(*rows), &reply, (void **)&rows);
+	r = list_rows(c, row_size, &reply, (void **)&rows);
 	if (r < 0)
 		return r;
 	lr = reply->list;
 	for (size_t i = 0; i < lr->n_allocations; i++)
-		mapping_from_header(lr->allocations[i], &rows[i]);
-	*ret = rows;
+		mapping_from_header(lr->allocations[i], rows + i * row_size, row_size);
+	*ret = (struct ftvm_mapping *)rows;
 	*ret_n = lr->n_allocations;
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	return 0;
 }
 
-int ftvm_mapping_of(struct ftvm_client *c, const char *guid, struct ftvm_mapping *ret)
+int ftvm_mapping_of_sized(struct ftvm_client *c, const char *guid, struct ftvm_mapping *ret,
+			  size_t ret_size)
 {
 	Reply *reply = NULL;
-	int r = header_call(c, guid, ret != NULL, &reply);
+	int r = header_call(c, guid, ret != NULL && ret_size != 0, &reply);
 
 	if (r < 0)
 		return r;
-	memset(ret, 0, sizeof(*ret));
-	mapping_from_header(reply->header, ret);
+	mapping_from_header(reply->header, ret, ret_size);
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	return 0;
+}
+
+/* The names of before the row grew, for programs built then (ftvm.h): the
+ * parentheses keep the macros of the same names out. */
+int(ftvm_mapping)(struct ftvm_client *c, struct ftvm_mapping **ret, size_t *ret_n)
+{
+	return ftvm_mapping_sized(c, ret, ret_n, MAPPING_V1_SIZE);
+}
+
+int(ftvm_mapping_of)(struct ftvm_client *c, const char *guid, struct ftvm_mapping *ret)
+{
+	return ftvm_mapping_of_sized(c, guid, ret, MAPPING_V1_SIZE);
 }
 
 static int by_usage(const void *x, const void *y)

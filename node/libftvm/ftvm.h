@@ -42,7 +42,9 @@
  *    older library does not know set to zero.
  *  - The rows of the device discovery table (struct ftvm_device) grow the
  *    same way; as they come in an array, ftvm_discover_sized() is passed the
- *    size of one row, and ftvm_discover() is the inline wrapper.
+ *    size of one row, and ftvm_discover() is the inline wrapper. So do the
+ *    address mapping's (struct ftvm_mapping, ftvm_mapping_sized()), whose
+ *    unsized calls of before stay exported under macros of their names.
  *
  * Threads:
  *  - One client may be shared by any number of threads. Its calls are
@@ -568,14 +570,19 @@ struct ftvm_client_usage {
 FTVM_EXPORT int ftvm_clients(struct ftvm_client *c, struct ftvm_client_usage **ret, size_t *ret_n);
 
 /** Where one allocation lives on the node asked (seed 003's address
- *  mapping table, node/vmm/MEDIA.md). */
+ *  mapping table, node/vmm/MEDIA.md). Rows grow at their end, as the status
+ *  struct does: see ftvm_mapping_sized(). */
 struct ftvm_mapping {
 	char guid[FTVM_GUID_MAX]; /**< the allocation */
 	char home[40];		  /**< the node it was made on */
 	char owner[40];		  /**< the node serving it now */
-	char media[16];		  /**< where this node's copy rests: "store" or "flash" */
+	char media[16];		  /**< where this node's copy rests: "dram", "flash" or "store" */
 	uint64_t pages;		  /**< blocks in it */
 	uint32_t block_size;	  /**< bytes per block */
+	/** the partition this node's copy takes: "server-memory" (dram, flash:
+	 *  the memory partition table), or, in the store, its home's store
+	 *  partition (the node id); "" from a node older than it */
+	char partition[40];
 };
 
 /**
@@ -583,22 +590,38 @@ struct ftvm_mapping {
  *        and its partner's), in the node's order, with where its copy on
  *        that node rests. Each node places its own copy.
  * @param c a connected client.
- * @param[out] ret an array of *ret_n rows, to be freed with free(); NULL when
- *        there are none. Untouched on failure.
+ * @param[out] ret an array of *ret_n rows of @p row_size bytes each (row i
+ *        at (char *)*ret + i * @p row_size), to be freed with free(); NULL
+ *        when there are none. Of each row, the first @p row_size bytes are
+ *        written, and bytes past what this library knows are zero. Untouched
+ *        on failure.
  * @param[out] ret_n how many.
- * @return 0 or -errno (see the conventions above).
+ * @param row_size sizeof(struct ftvm_mapping) as the caller was compiled.
+ * @return 0 or -errno (see the conventions above); -EINVAL when @p row_size
+ *         is 0.
  */
-FTVM_EXPORT int ftvm_mapping(struct ftvm_client *c, struct ftvm_mapping **ret, size_t *ret_n);
+FTVM_EXPORT int ftvm_mapping_sized(struct ftvm_client *c, struct ftvm_mapping **ret, size_t *ret_n,
+				   size_t row_size);
 
 /**
- * @brief One allocation's row of the address mapping table (ftvm_mapping()),
- *        in one small request.
- * @param c a connected client.
- * @param guid the allocation.
- * @param[out] ret filled in on success.
- * @return 0, or -errno: -ENOENT (no such allocation), and the conventions above.
+ * @brief One allocation's row of the address mapping table, in one small
+ *        request: its first @p ret_size bytes, as ftvm_mapping_sized()'s.
+ * @return 0, or -errno: -ENOENT (no such allocation), -EINVAL when @p
+ *         ret_size is 0, and the conventions above.
  */
+FTVM_EXPORT int ftvm_mapping_of_sized(struct ftvm_client *c, const char *guid,
+				      struct ftvm_mapping *ret, size_t ret_size);
+
+/* ftvm_mapping() and ftvm_mapping_of() with this program's sizeof(struct
+ * ftvm_mapping). They are macros: the functions of those names stay
+ * exported for programs built before the row grew (rows end before
+ * partition). */
+FTVM_EXPORT int ftvm_mapping(struct ftvm_client *c, struct ftvm_mapping **ret, size_t *ret_n);
 FTVM_EXPORT int ftvm_mapping_of(struct ftvm_client *c, const char *guid, struct ftvm_mapping *ret);
+#define ftvm_mapping(c, ret, ret_n) \
+	ftvm_mapping_sized((c), (ret), (ret_n), sizeof(struct ftvm_mapping))
+#define ftvm_mapping_of(c, guid, ret) \
+	ftvm_mapping_of_sized((c), (guid), (ret), sizeof(struct ftvm_mapping))
 
 /** One row of the memory partition table (seed 003 Fig. 12): a partition
  *  of the node's DRAM or flash, or, inside flash server memory, the range

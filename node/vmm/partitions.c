@@ -31,9 +31,6 @@
 #define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
 #define IN_THE_WAY_NAMED 3 /* allocations a refusal names; the rest are counted */
 
-static const char *const vmm_partition_server = "server-memory";
-static const char *const vmm_partition_cache = "storage-cache";
-
 struct recorded {
 	uint64_t dram_server, flash_server; /* bytes; 0: none recorded */
 };
@@ -42,7 +39,7 @@ static int take_recorded(const struct pt_partition *part, void *arg)
 {
 	struct recorded *rec = arg;
 
-	if (strcmp(part->type, vmm_partition_server) != 0)
+	if (strcmp(part->type, VMM_PARTITION_SERVER) != 0)
 		return 0;
 	if (strcmp(part->media, "dram") == 0)
 		rec->dram_server = part->length;
@@ -150,8 +147,8 @@ static int may_change(struct vmm *v, enum vmm_media media, const char *section, 
 
 static int record(struct vmm *v, const char *media, uint64_t start, uint64_t server, uint64_t cache)
 {
-	struct pt_partition s = { media, vmm_partition_server, start, server };
-	struct pt_partition c = { media, vmm_partition_cache, start + server, cache };
+	struct pt_partition s = { media, VMM_PARTITION_SERVER, start, server };
+	struct pt_partition c = { media, VMM_PARTITION_CACHE, start + server, cache };
 	int r = pagetable_partition_put(v->pt, &s);
 
 	return r < 0 ? r : pagetable_partition_put(v->pt, &c);
@@ -247,14 +244,14 @@ void vmm_op_partitions(struct vmm *v, struct client_call *call)
 		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
 		goto out;
 	}
-	p = row(&t, "dram", vmm_partition_server, 0, server);
+	p = row(&t, "dram", VMM_PARTITION_SERVER, 0, server);
 	p->free = frame_pool_free_count(v->pool) * page;
-	p = row(&t, "dram", vmm_partition_cache, server, cache);
+	p = row(&t, "dram", VMM_PARTITION_CACHE, server, cache);
 	p->free = cache; /* nothing takes it yet (issue 23's cache will) */
 	if (v->flash) {
 		store_partition_range(v->flash, false, &start, &length);
 		vmm_extent_space(v, VMM_DEVICE_FLASH, &free_bytes, &total);
-		p = row(&t, "flash", vmm_partition_server, start, v->flash_server_length);
+		p = row(&t, "flash", VMM_PARTITION_SERVER, start, v->flash_server_length);
 		p->free = free_bytes;
 		/* Fig. 12's remote device: who holds each range of it. */
 		for (size_t i = 0; i < n; i++) {
@@ -262,13 +259,13 @@ void vmm_op_partitions(struct vmm *v, struct client_call *call)
 
 			if (a->media != VMM_MEDIA_FLASH)
 				continue;
-			p = row(&t, "flash", vmm_partition_server, a->flash_offset,
+			p = row(&t, "flash", VMM_PARTITION_SERVER, a->flash_offset,
 				store_extent_size(page, a->pages, a->block_size));
 			p->guid = a->guid;
 			p->uid = a->uid;
 			p->client = a->client;
 		}
-		p = row(&t, "flash", vmm_partition_cache, start + v->flash_server_length,
+		p = row(&t, "flash", VMM_PARTITION_CACHE, start + v->flash_server_length,
 			length - v->flash_server_length);
 		p->free = length - v->flash_server_length;
 	}

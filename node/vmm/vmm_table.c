@@ -341,6 +341,7 @@ void vmm_alloc_header(const struct vmm_alloc *a, Ftvm__Partner__Header *h)
 	h->client = a->client;
 	h->session = a->session[0] != '\0';
 	h->media = (char *)vmm_media_name(a->media);
+	h->partition = a->media == VMM_MEDIA_STORE ? a->home : VMM_PARTITION_SERVER;
 	h->header.data = a->header;
 	h->header.len = a->header_len;
 }

@@ -24,6 +24,9 @@ enum vmm_media {
 	VMM_MEDIA_DRAM,	 /* frames of its own, never evicted, then the store */
 };
 const char *vmm_media_name(enum vmm_media m); /* "store", "flash", "dram" */
+/* The two partitions of DRAM and of flash (vmm/partitions.c). */
+#define VMM_PARTITION_SERVER "server-memory"
+#define VMM_PARTITION_CACHE "storage-cache"
 /* -EINVAL for a name that is none of them. */
 int vmm_media_parse(const char *s);
 

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <ftvm.h>
@@ -160,6 +161,48 @@ static void check_discover(struct ftvm_client *c)
 	      "discover with rows of size 0: -EINVAL");
 }
 
+/* The mapping's rows, sized by the row too: an older program's ended
+ * before partition, and the exported ftvm_mapping and ftvm_mapping_of
+ * (the names ftvm.h now makes macros) still give it those. */
+static void check_mapping(struct ftvm_client *c)
+{
+	enum {
+		OLD = offsetof(struct ftvm_mapping, partition),
+		NEW = sizeof(struct ftvm_mapping) + SPARE
+	};
+	static unsigned char one[NEW + SPARE];
+	struct ftvm_mapping m, *rows = NULL;
+	size_t n = 0;
+	int r;
+
+	r = (ftvm_mapping)(c, &rows, &n);
+	check(r == 0 && n >= 2, "mapping by the old name: a row per allocation");
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		memset(&m, 0, sizeof(m));
+		memcpy(&m, (unsigned char *)rows + i * OLD, OLD);
+		check(m.guid[0] && m.media[0] && m.pages, "  each row at the old stride");
+	}
+	free(rows);
+	r = ftvm_mapping(c, &rows, &n);
+	check(r == 0 && n >= 2 && rows[0].partition[0] && rows[n - 1].partition[0],
+	      "mapping with this program's rows: each has its partition");
+	if (r < 0 || n == 0)
+		return;
+	memset(one, CANARY, sizeof(one));
+	r = (ftvm_mapping_of)(c, rows[0].guid, (struct ftvm_mapping *)one);
+	check(r == 0 && all_bytes(one + OLD, sizeof(one) - OLD, CANARY),
+	      "mapping_of by the old name: not a byte written past the old row");
+	memset(one, CANARY, sizeof(one));
+	r = ftvm_mapping_of_sized(c, rows[0].guid, (struct ftvm_mapping *)one, NEW);
+	memcpy(&m, one, sizeof(m));
+	check(r == 0 && strcmp(m.partition, rows[0].partition) == 0 &&
+		      all_bytes(one + sizeof(m), SPARE, 0),
+	      "mapping_of into a newer, larger row: partition, then zeroes");
+	check(ftvm_mapping_sized(c, &rows, &n, 0) == -EINVAL,
+	      "mapping with rows of size 0: -EINVAL");
+	free(rows);
+}
+
 int main(int argc, char **argv)
 {
 	struct ftvm_client *c;
@@ -177,6 +220,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(sized_calls) / sizeof(sized_calls[0]); i++)
 		check_sized(c, &sized_calls[i]);
 	check_discover(c);
+	check_mapping(c);
 	ftvm_disconnect(c);
 	return failed;
 }

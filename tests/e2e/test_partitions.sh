@@ -8,7 +8,9 @@
 #    on b: all server memory, caches of 0; status and sense count a's
 #    server memory only;
 #  - a capacity allocation lands in a's flash server memory, and its row
-#    names its range and client; one that fits the flash but not its server
+#    names its range and client; list and header say which partition each
+#    node's copy takes: server-memory on a, a's store partition on b (no
+#    flash there); one that fits the flash but not its server
 #    memory is denied naming a's flash; a high one that fits the pool but
 #    not its server memory is denied naming DRAM;
 #  - the split is kept in the page table: a restart with [flash] cache =
@@ -52,6 +54,15 @@ ext=$(parts a | jq -r ".[] | select(.guid == \"$g\") | \"\(.media) \(.type) \(.s
 read -r media type start length uid client <<<"$ext"
 [ "$media $type $client $uid" = "flash server-memory part-app $(id -u)" ] || fail "$g's row on a: '$ext'"
 [ "$start" -ge 65536 ] && [ $((start + length)) -le $((65536 + 16 * M)) ] || fail "$g lies at $start+$length, not in a's flash server memory"
+for pair in "a server-memory" "b a"; do
+	read -r n want <<<"$pair"
+	[ "$(ctl "$n" --json header "$g" | jq -r .partition)" = "$want" ] ||
+		fail "header $g on $n: partition $(ctl "$n" --json header "$g" | jq -r .partition), wanted $want"
+	[ "$(ctl "$n" --json list | jq -r ".[] | select(.guid == \"$g\") | .partition")" = "$want" ] ||
+		fail "list on $n: $(ctl "$n" --json list)"
+	ctl "$n" header "$g" | grep -qx "partition: $want" || fail "header text on $n: $(ctl "$n" header "$g")"
+done
+ctl a list | grep -q " PARTITION$" || fail "list text: $(ctl a list)"
 expect_fail a "denied.*do not fit on a's flash" alloc --size 14M --immediate
 expect_fail a "denied.*a's DRAM has 3072 of its 3072 frames" alloc --size 14M --policy fast --immediate
 ok "$g (4M, part-app) rests in a's flash server memory at $start; 14M denied on flash (16M of 32M serves clients) and in DRAM (12M of 16M)"

@@ -290,6 +290,7 @@ static void sent_init(struct sent *s)
 	s->header.client = "app.client_1";
 	s->header.session = true;
 	s->header.media = "flash";
+	s->header.partition = "server-memory";
 	s->header.header = (ProtobufCBinaryData){ sizeof(blob), (uint8_t *)blob };
 
 	for (int i = 0; i < 2; i++) {
@@ -528,6 +529,8 @@ static void cmp_command_complete(const char *ctx, const CommandComplete *e,
 		EQ_U(header->uid);
 		EQ_S(header->client);
 		EQ_U(header->session);
+		EQ_S(header->media);
+		EQ_S(header->partition);
 		EQ_B(header->header);
 		break;
 	case FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SENSE:

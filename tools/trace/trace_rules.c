@@ -63,6 +63,7 @@ static const struct {
 	{ "Heartbeat", "sent_us", RULE_IGNORE },
 	/* Where a node's copy rests follows its own devices and policies. */
 	{ "Header", "media", RULE_IGNORE },
+	{ "Header", "partition", RULE_IGNORE },
 	{ "SpaceStatus", "media", RULE_IGNORE },
 	/* What a SpaceRequest names since the partner's media are asked. */
 	{ "SpaceRequest", "policy", RULE_SINCE },
