@@ -270,6 +270,20 @@ static void add_uint64(json_object *o, const char *key, uint64_t v)
 	json_object_object_add(o, key, json_object_new_uint64(v));
 }
 
+/* A new object at the end of array a; NULL when out of memory, a then
+ * released with all it holds (the rows' builders give up on it). */
+static json_object *append_object(json_object *a)
+{
+	json_object *o = json_object_new_object();
+
+	if (!o || json_object_array_add(a, o) < 0) {
+		json_object_put(o);
+		json_object_put(a);
+		return NULL;
+	}
+	return o;
+}
+
 static void print_json(json_object *o)
 {
 	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
@@ -1223,12 +1237,9 @@ static int list_print_json(const struct ftvm_header *hs, size_t n, const struct 
 	if (!a)
 		return out_of_memory();
 	for (size_t i = 0; i < n; i++) {
-		o = json_object_new_object();
-		if (!o || json_object_array_add(a, o) < 0) {
-			json_object_put(o);
-			json_object_put(a);
+		o = append_object(a);
+		if (!o)
 			return out_of_memory();
-		}
 		json_object_object_add(o, "guid", json_object_new_string(hs[i].guid));
 		add_uint64(o, "size", hs[i].size);
 		add_uint64(o, "block_size", hs[i].block_size);
@@ -1268,6 +1279,16 @@ static void list_print_text(const struct ftvm_header *hs, size_t n, const struct
 		       partition_in(maps, n_maps, hs[i].guid));
 }
 
+/* A command that takes no arguments, connected to the node: EXIT_DONE, or
+ * the exit code of what failed. */
+static int connect_no_args(struct ctl *ctl, const char *cmd, int argc, char **argv,
+			   struct ftvm_client **ret, const char **ret_path)
+{
+	if (argc > 0)
+		return command_usage_error(cmd, "%s takes no arguments (got '%s')", cmd, argv[0]);
+	return ctl_connect(ctl, ret, ret_path);
+}
+
 static int cmd_list(struct ctl *ctl, int argc, char **argv)
 {
 	struct ftvm_header *hs = NULL;
@@ -1277,9 +1298,7 @@ static int cmd_list(struct ctl *ctl, int argc, char **argv)
 	size_t n = 0, n_maps = 0;
 	int r;
 
-	if (argc > 0)
-		return command_usage_error("list", "list takes no arguments (got '%s')", argv[0]);
-	r = ctl_connect(ctl, &c, &path);
+	r = connect_no_args(ctl, "list", argc, argv, &c, &path);
 	if (r != EXIT_DONE)
 		return r;
 	r = ftvm_list(c, &hs, &n);
@@ -1308,12 +1327,9 @@ static json_object *clients_json(const struct ftvm_client_usage *rows, size_t n)
 	json_object *list = json_object_new_array(), *o;
 
 	for (size_t i = 0; list && i < n; i++) {
-		o = json_object_new_object();
-		if (!o || json_object_array_add(list, o) < 0) {
-			json_object_put(o);
-			json_object_put(list);
+		o = append_object(list);
+		if (!o)
 			return NULL;
-		}
 		add_uint64(o, "uid", rows[i].uid);
 		json_object_object_add(o, "name", json_object_new_string(rows[i].name));
 		json_object_object_add(o, "media", json_object_new_string(rows[i].media));
@@ -1341,10 +1357,7 @@ static int cmd_clients(struct ctl *ctl, int argc, char **argv)
 	size_t n = 0;
 	int r;
 
-	if (argc > 0)
-		return command_usage_error("clients", "clients takes no arguments (got '%s')",
-					   argv[0]);
-	r = ctl_connect(ctl, &c, &path);
+	r = connect_no_args(ctl, "clients", argc, argv, &c, &path);
 	if (r != EXIT_DONE)
 		return r;
 	r = ftvm_clients(c, &rows, &n);
@@ -1370,12 +1383,9 @@ static json_object *partitions_json(const struct ftvm_partition *rows, size_t n)
 	json_object *list = json_object_new_array(), *o;
 
 	for (size_t i = 0; list && i < n; i++) {
-		o = json_object_new_object();
-		if (!o || json_object_array_add(list, o) < 0) {
-			json_object_put(o);
-			json_object_put(list);
+		o = append_object(list);
+		if (!o)
 			return NULL;
-		}
 		json_object_object_add(o, "media", json_object_new_string(rows[i].media));
 		add_uint64(o, "start", rows[i].start);
 		add_uint64(o, "length", rows[i].length);
@@ -1416,10 +1426,7 @@ static int cmd_partitions(struct ctl *ctl, int argc, char **argv)
 	size_t n = 0;
 	int r;
 
-	if (argc > 0)
-		return command_usage_error("partitions", "partitions takes no arguments (got '%s')",
-					   argv[0]);
-	r = ctl_connect(ctl, &c, &path);
+	r = connect_no_args(ctl, "partitions", argc, argv, &c, &path);
 	if (r != EXIT_DONE)
 		return r;
 	r = ftvm_partitions(c, &rows, &n);
@@ -1442,12 +1449,9 @@ static json_object *media_json(const struct ftvm_media *media, size_t n)
 	json_object *a = json_object_new_array(), *m;
 
 	for (size_t i = 0; a && i < n; i++) {
-		m = json_object_new_object();
-		if (!m || json_object_array_add(a, m) < 0) {
-			json_object_put(m);
-			json_object_put(a);
+		m = append_object(a);
+		if (!m)
 			return NULL;
-		}
 		json_object_object_add(m, "type", json_object_new_string(media[i].type));
 		add_uint64(m, "capacity", media[i].capacity);
 		add_uint64(m, "free", media[i].free);
@@ -1481,9 +1485,7 @@ static int cmd_sense(struct ctl *ctl, int argc, char **argv)
 	const char *path = NULL;
 	int r;
 
-	if (argc > 0)
-		return command_usage_error("sense", "sense takes no arguments (got '%s')", argv[0]);
-	r = ctl_connect(ctl, &c, &path);
+	r = connect_no_args(ctl, "sense", argc, argv, &c, &path);
 	if (r != EXIT_DONE)
 		return r;
 	r = ftvm_sense(c, &s);
@@ -1539,10 +1541,7 @@ static int cmd_verify(struct ctl *ctl, int argc, char **argv)
 	const char *path = NULL;
 	int r;
 
-	if (argc > 0)
-		return command_usage_error("verify", "verify takes no arguments (got '%s')",
-					   argv[0]);
-	r = ctl_connect(ctl, &c, &path);
+	r = connect_no_args(ctl, "verify", argc, argv, &c, &path);
 	if (r != EXIT_DONE)
 		return r;
 	r = ftvm_verify(c, &v);
@@ -1604,12 +1603,12 @@ static json_object *discovery_json(const struct tables *t)
 	for (size_t i = 0; a && i < t->n_nodes; i++) {
 		const struct ftvm_device *d = &t->nodes[i];
 
-		o = json_object_new_object();
+		o = append_object(a);
+		if (!o)
+			return NULL;
 		media = media_json(d->media, d->n_media);
-		if (!o || !media || json_object_array_add(a, o) < 0) {
-			json_object_put(o);
-			json_object_put(media);
-			json_object_put(a);
+		if (!media) {
+			json_object_put(a); /* and o with it */
 			return NULL;
 		}
 		json_object_object_add(o, "node", json_object_new_string(d->node));
@@ -1631,12 +1630,9 @@ static json_object *mapping_json(const struct tables *t)
 	for (size_t i = 0; a && i < t->n_maps; i++) {
 		const struct ftvm_mapping *m = &t->maps[i];
 
-		o = json_object_new_object();
-		if (!o || json_object_array_add(a, o) < 0) {
-			json_object_put(o);
-			json_object_put(a);
+		o = append_object(a);
+		if (!o)
 			return NULL;
-		}
 		json_object_object_add(o, "guid", json_object_new_string(m->guid));
 		json_object_object_add(o, "node", json_object_new_string(t->node));
 		json_object_object_add(o, "home", json_object_new_string(m->home));
@@ -1753,10 +1749,7 @@ static int cmd_tables(struct ctl *ctl, int argc, char **argv)
 	const char *path = NULL, *what = "tables: device discovery";
 	int r;
 
-	if (argc > 0)
-		return command_usage_error("tables", "tables takes no arguments (got '%s')",
-					   argv[0]);
-	r = ctl_connect(ctl, &c, &path);
+	r = connect_no_args(ctl, "tables", argc, argv, &c, &path);
 	if (r != EXIT_DONE)
 		return r;
 	r = ftvm_discover(c, t.nodes, &t.n_nodes);
