@@ -25,13 +25,15 @@ load_writer() {
 
 # load_racer: ftvm-race's write pointers from both nodes, run after run,
 # until $WORK/stop (each run leaves its allocation, which verify compares
-# too); counts its runs and failed runs in $WORK/w.race.
+# too); counts its runs and failed runs in $WORK/w.race, and its runs so far
+# in $WORK/race.runs.
 load_racer() {
 	local runs=0 failed=0
 	while [ ! -e "$WORK/stop" ]; do
 		if "$FTVM_RACE" "$WORK/a.sock" "$WORK/b.sock" --clients 2 --pages 4 --seconds 2 \
 			--writes 70 >>"$WORK/race.out" 2>&1; then
 			runs=$((runs + 1))
+			echo "$runs" >"$WORK/race.runs"
 		else
 			failed=$((failed + 1))
 		fi
@@ -43,7 +45,7 @@ load_racer() {
 # background; returns once every writer has written since the start.
 load_start() {
 	local id g n=0
-	rm -f "$WORK/stop" "$WORK"/going.*
+	rm -f "$WORK/stop" "$WORK"/going.* "$WORK/race.runs"
 	for id in a b; do
 		for g in "$@"; do
 			load_writer "$id" "$g" &
@@ -58,6 +60,9 @@ load_start() {
 }
 
 load_going() { [ "$(find "$WORK" -name 'going.*' | wc -l)" -eq "$LOAD_WRITERS" ]; }
+
+# load_race_runs: the racer's successful runs so far.
+load_race_runs() { cat "$WORK/race.runs" 2>/dev/null || echo 0; }
 
 # load_stop: stops the writers and the racer; LOAD_WRITES, LOAD_FAILED (the
 # writers' totals), RACE_RUNS and RACE_FAILED say what they did.

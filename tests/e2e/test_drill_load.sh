@@ -50,9 +50,15 @@ drill kill b
 drill cut "$CUT_S"
 ok "$drills drills under load, $equal equal"
 
+# Back-to-back drills may fence a node inside every 2 s ftvm-race run, so
+# its runs during them may all fail; once the pair is whole, one that starts
+# after the last drill must succeed.
+race_before=$(load_race_runs)
+race_after_drills() { [ "$(load_race_runs)" -ge $((race_before + 2)) ]; }
+wait_for 30000 "an ftvm-race run after the drills" race_after_drills
+
 load_stop
 ok "load stopped: $LOAD_WRITES whole-page writes ($LOAD_FAILED failed during the drills), $RACE_RUNS ftvm-race runs ($RACE_FAILED failed)"
-[ "$RACE_RUNS" -gt 0 ] || fail "no ftvm-race run succeeded: $(tail -n 5 "$WORK/race.out")"
 
 V=$(ctl a --json verify) || fail "verify at rest after the drills: $V"
 [ "$(jq -r .equal <<<"$V")" = true ] && [ "$(jq -r '.busy // 0' <<<"$V")" = 0 ] ||
