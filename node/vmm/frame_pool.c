@@ -16,7 +16,7 @@
  * memfd; it comes back as zeroes. */
 struct pool_block {
 	bool in_use;
-	uint64_t n_free;
+	uint64_t n_free[FRAME_PARTITIONS];
 };
 
 struct frame_pool {
@@ -25,12 +25,11 @@ struct frame_pool {
 	uint64_t size;
 	uint32_t page_size;
 	uint64_t total;
-	/* Frames below it are server memory, the only ones taken; those from it
-	 * on are the storage cache's (vmm/MEDIA.md, "The memory partition
-	 * table"), which nothing takes yet. */
+	/* Frames below it are server memory; those from it on are the storage
+	 * cache's (vmm/MEDIA.md, "The memory partition table"). */
 	uint64_t limit;
-	uint64_t n_free; /* server memory's, in every block, in use or not */
-	uint64_t *used;	 /* one bit per frame */
+	uint64_t n_free[FRAME_PARTITIONS]; /* in every block, in use or not */
+	uint64_t *used;			   /* one bit per frame */
 	uint64_t block_frames;
 	uint32_t n_blocks;
 	struct pool_block *block;
@@ -54,14 +53,50 @@ static void mark(struct frame_pool *p, uint64_t first, uint32_t n, bool used)
 	}
 }
 
-/* Block b's frames of server memory. */
-static uint64_t block_len(const struct frame_pool *p, uint32_t b)
+/* The frames of partition part: [first, end) of the pool. */
+static void partition_range(const struct frame_pool *p, enum frame_partition part, uint64_t *first,
+			    uint64_t *end)
 {
-	uint64_t first = (uint64_t)b * p->block_frames;
+	*first = part == FRAME_SERVER ? 0 : p->limit;
+	*end = part == FRAME_SERVER ? p->limit : p->total;
+}
 
-	if (first >= p->limit)
-		return 0;
-	return p->limit - first < p->block_frames ? p->limit - first : p->block_frames;
+/* Block b's frames of partition part: [*first, *end), empty when it has none. */
+static void block_range(const struct frame_pool *p, uint32_t b, enum frame_partition part,
+			uint64_t *first, uint64_t *end)
+{
+	uint64_t lo, hi, b_lo = (uint64_t)b * p->block_frames, b_hi = b_lo + p->block_frames;
+
+	partition_range(p, part, &lo, &hi);
+	*first = b_lo > lo ? b_lo : lo;
+	*end = b_hi < hi ? b_hi : hi;
+	if (*end < *first)
+		*end = *first;
+}
+
+static uint64_t block_len(const struct frame_pool *p, uint32_t b, enum frame_partition part)
+{
+	uint64_t first, end;
+
+	block_range(p, b, part, &first, &end);
+	return end - first;
+}
+
+static enum frame_partition partition_of(const struct frame_pool *p, uint64_t frame)
+{
+	return frame < p->limit ? FRAME_SERVER : FRAME_CACHE;
+}
+
+/* Counts every frame free, by partition. */
+static void count_free(struct frame_pool *p)
+{
+	for (int part = 0; part < FRAME_PARTITIONS; part++) {
+		p->n_free[part] = 0;
+		for (uint32_t b = 0; b < p->n_blocks; b++) {
+			p->block[b].n_free[part] = block_len(p, b, part);
+			p->n_free[part] += p->block[b].n_free[part];
+		}
+	}
 }
 
 int frame_pool_new(uint64_t size, uint32_t page_size, uint64_t block_frames,
@@ -77,7 +112,6 @@ int frame_pool_new(uint64_t size, uint32_t page_size, uint64_t block_frames,
 	p->page_size = page_size;
 	p->total = size / page_size;
 	p->limit = p->total;
-	p->n_free = p->total;
 	p->block_frames = block_frames && block_frames < p->total ? block_frames : p->total;
 	if (p->total == 0 || (p->total - 1) / p->block_frames >= UINT32_MAX) {
 		r = -EINVAL;
@@ -90,8 +124,7 @@ int frame_pool_new(uint64_t size, uint32_t page_size, uint64_t block_frames,
 		r = -ENOMEM;
 		goto fail;
 	}
-	for (uint32_t b = 0; b < p->n_blocks; b++)
-		p->block[b].n_free = block_len(p, b);
+	count_free(p);
 	p->block[0].in_use = true;
 	p->fd = memfd_create("ftvm-frames", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (p->fd < 0) {
@@ -137,12 +170,10 @@ int frame_pool_set_cache(struct frame_pool *p, uint64_t cache_frames)
 {
 	if (cache_frames >= p->total)
 		return -EINVAL;
-	if (p->n_free != p->limit)
+	if (p->n_free[FRAME_SERVER] + p->n_free[FRAME_CACHE] != p->total)
 		return -EBUSY;
 	p->limit = p->total - cache_frames;
-	p->n_free = p->limit;
-	for (uint32_t b = 0; b < p->n_blocks; b++)
-		p->block[b].n_free = block_len(p, b);
+	count_free(p);
 	return 0;
 }
 
@@ -152,13 +183,14 @@ void frame_pool_set_block_fn(struct frame_pool *p, frame_pool_block_fn fn, void 
 	p->block_arg = arg;
 }
 
-/* First fit of n frames in block b. */
-static int take_in(struct frame_pool *p, uint32_t b, uint32_t n, uint64_t *ret_first)
+/* First fit of n frames of partition part in block b. */
+static int take_in(struct frame_pool *p, uint32_t b, enum frame_partition part, uint32_t n,
+		   uint64_t *ret_first)
 {
-	uint64_t first = (uint64_t)b * p->block_frames, end = first + block_len(p, b);
-	uint64_t run = 0, start = 0;
+	uint64_t first, end, run = 0, start = 0;
 
-	if (p->block[b].n_free < n)
+	block_range(p, b, part, &first, &end);
+	if (p->block[b].n_free[part] < n)
 		return -ENOSPC;
 	for (uint64_t f = first; f < end; f++) {
 		if (f % 64 == 0 && f + 64 <= end && p->used[f / 64] == UINT64_MAX) {
@@ -174,8 +206,8 @@ static int take_in(struct frame_pool *p, uint32_t b, uint32_t n, uint64_t *ret_f
 			start = f;
 		if (run == n) {
 			mark(p, start, n, true);
-			p->block[b].n_free -= n;
-			p->n_free -= n;
+			p->block[b].n_free[part] -= n;
+			p->n_free[part] -= n;
 			*ret_first = start;
 			return 0;
 		}
@@ -183,31 +215,39 @@ static int take_in(struct frame_pool *p, uint32_t b, uint32_t n, uint64_t *ret_f
 	return -ENOSPC;
 }
 
-int frame_pool_take(struct frame_pool *p, uint32_t n, uint64_t *ret_first)
+int frame_pool_take_from(struct frame_pool *p, enum frame_partition part, uint32_t n,
+			 uint64_t *ret_first)
 {
 	if (n == 0 || n > p->block_frames)
 		return -EINVAL;
 	for (uint32_t b = 0; b < p->n_blocks; b++)
-		if (p->block[b].in_use && take_in(p, b, n, ret_first) == 0)
+		if (p->block[b].in_use && take_in(p, b, part, n, ret_first) == 0)
 			return 0;
 	/* Grow before anyone evicts: the lowest block not in use that holds n. */
 	for (uint32_t b = 0; b < p->n_blocks; b++) {
-		if (p->block[b].in_use || block_len(p, b) < n)
+		if (p->block[b].in_use || block_len(p, b, part) < n)
 			continue;
 		p->block[b].in_use = true;
 		p->grown++;
 		if (p->block_fn)
 			p->block_fn(b, true, p->block_arg);
-		return take_in(p, b, n, ret_first);
+		return take_in(p, b, part, n, ret_first);
 	}
 	return -ENOSPC;
 }
 
+int frame_pool_take(struct frame_pool *p, uint32_t n, uint64_t *ret_first)
+{
+	return frame_pool_take_from(p, FRAME_SERVER, n, ret_first);
+}
+
 void frame_pool_give(struct frame_pool *p, uint64_t first, uint32_t n)
 {
+	enum frame_partition part = partition_of(p, first);
+
 	mark(p, first, n, false);
-	p->block[first / p->block_frames].n_free += n;
-	p->n_free += n;
+	p->block[first / p->block_frames].n_free[part] += n;
+	p->n_free[part] += n;
 }
 
 int frame_pool_shrink(struct frame_pool *p, uint32_t *ret_block)
@@ -216,11 +256,13 @@ int frame_pool_shrink(struct frame_pool *p, uint32_t *ret_block)
 
 	for (uint32_t b = 0; b < p->n_blocks; b++)
 		if (p->block[b].in_use)
-			in_use_free += p->block[b].n_free;
+			in_use_free +=
+				p->block[b].n_free[FRAME_SERVER] + p->block[b].n_free[FRAME_CACHE];
 	for (uint32_t b = p->n_blocks - 1; b > 0; b--) {
-		uint64_t len = block_len(p, b);
+		uint64_t len = block_len(p, b, FRAME_SERVER) + block_len(p, b, FRAME_CACHE);
 
-		if (!p->block[b].in_use || p->block[b].n_free != len ||
+		if (!p->block[b].in_use ||
+		    p->block[b].n_free[FRAME_SERVER] + p->block[b].n_free[FRAME_CACHE] != len ||
 		    in_use_free - len < p->block_frames)
 			continue;
 		p->block[b].in_use = false;
@@ -254,7 +296,17 @@ uint64_t frame_pool_server_frames(const struct frame_pool *p)
 
 uint64_t frame_pool_free_count(const struct frame_pool *p)
 {
-	return p->n_free;
+	return p->n_free[FRAME_SERVER];
+}
+
+uint64_t frame_pool_cache_frames(const struct frame_pool *p)
+{
+	return p->total - p->limit;
+}
+
+uint64_t frame_pool_cache_free_count(const struct frame_pool *p)
+{
+	return p->n_free[FRAME_CACHE];
 }
 
 uint32_t frame_pool_page_size(const struct frame_pool *p)

@@ -16,6 +16,14 @@
 
 struct frame_pool;
 
+/* The two partitions of the pool (vmm/MEDIA.md, "The memory partition
+ * table"): a take from one never takes the other's frames. */
+enum frame_partition {
+	FRAME_SERVER, /* clients' allocations */
+	FRAME_CACHE,  /* the storage cache: volumes' pages */
+	FRAME_PARTITIONS
+};
+
 /* Told of every block that comes into use (in) or leaves it, as it happens
  * (inside frame_pool_take or frame_pool_shrink). */
 typedef void (*frame_pool_block_fn)(uint32_t block, bool in, void *arg);
@@ -36,9 +44,10 @@ void frame_pool_free(struct frame_pool *p);
 
 void frame_pool_set_block_fn(struct frame_pool *p, frame_pool_block_fn fn, void *arg);
 
-/* The last cache_frames frames are the storage cache's partition, never
- * taken by frame_pool_take; the rest is server memory. Before any take:
- * -EBUSY after one, -EINVAL when it would leave no server memory. */
+/* The last cache_frames frames are the storage cache's partition, taken
+ * only by frame_pool_take_from(FRAME_CACHE); the rest is server memory.
+ * Before any take: -EBUSY after one, -EINVAL when it would leave no server
+ * memory. */
 int frame_pool_set_cache(struct frame_pool *p, uint64_t cache_frames);
 
 /* The first frame of a free run of n frames of server memory inside one
@@ -46,6 +55,10 @@ int frame_pool_set_cache(struct frame_pool *p, uint64_t cache_frames);
  * use, which comes into use. -ENOSPC when no block has such a run, -EINVAL
  * when n is 0 or longer than a block. */
 int frame_pool_take(struct frame_pool *p, uint32_t n, uint64_t *ret_first);
+/* As frame_pool_take, from partition part (-ENOSPC always for an empty one). */
+int frame_pool_take_from(struct frame_pool *p, enum frame_partition part, uint32_t n,
+			 uint64_t *ret_first);
+/* Back to the partition the run lies in. */
 void frame_pool_give(struct frame_pool *p, uint64_t first, uint32_t n);
 
 /* Lets one block go, if one should: the highest block in use but block 0
@@ -63,6 +76,9 @@ void *frame_pool_addr(const struct frame_pool *p, uint64_t frame);
 uint64_t frame_pool_total(const struct frame_pool *p);
 uint64_t frame_pool_server_frames(const struct frame_pool *p);
 uint64_t frame_pool_free_count(const struct frame_pool *p);
+/* The storage cache's frames, and those of them not taken. */
+uint64_t frame_pool_cache_frames(const struct frame_pool *p);
+uint64_t frame_pool_cache_free_count(const struct frame_pool *p);
 uint32_t frame_pool_page_size(const struct frame_pool *p);
 uint64_t frame_pool_block_frames(const struct frame_pool *p);
 bool frame_pool_block_in_use(const struct frame_pool *p, uint32_t block);

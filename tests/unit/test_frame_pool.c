@@ -243,6 +243,46 @@ static void test_cache(void)
 	frame_pool_free(p);
 }
 
+/* The cache's frames are taken from the cache alone, and given back to it. */
+static void test_cache_takes(void)
+{
+	struct frame_pool *p = pool(10, 4);
+	uint64_t f = 99, g = 99, h = 99;
+	uint32_t b;
+
+	CHECK_INT("a cache of 4 frames", 0, frame_pool_set_cache(p, 4));
+	CHECK_INT("cache frames", 4, frame_pool_cache_frames(p));
+	CHECK_INT("cache free", 4, frame_pool_cache_free_count(p));
+	CHECK_INT("a cache run of 2: block 1's two cache frames", 0,
+		  frame_pool_take_from(p, FRAME_CACHE, 2, &f));
+	CHECK_INT("... at frame", 6, f);
+	CHECK(frame_pool_block_in_use(p, 1), "block 1 came into use");
+	CHECK_INT("another cache run of 2: block 2", 0,
+		  frame_pool_take_from(p, FRAME_CACHE, 2, &g));
+	CHECK_INT("... at frame", 8, g);
+	CHECK_INT("the cache is full", -ENOSPC, frame_pool_take_from(p, FRAME_CACHE, 1, &h));
+	CHECK_INT("cache free", 0, frame_pool_cache_free_count(p));
+	CHECK_INT("server memory untouched", 6, frame_pool_free_count(p));
+	frame_pool_give(p, f, 2);
+	CHECK_INT("given back to the cache", 2, frame_pool_cache_free_count(p));
+	CHECK_INT("... not to server memory", 6, frame_pool_free_count(p));
+	for (int i = 0; i < 6; i++)
+		CHECK_INT("server takes", 0, frame_pool_take(p, 1, &h));
+	CHECK_INT("server memory full though the cache has two", -ENOSPC,
+		  frame_pool_take(p, 1, &h));
+	for (int i = 0; i < 6; i++)
+		frame_pool_give(p, (uint64_t)i, 1);
+	frame_pool_give(p, g, 2);
+	CHECK_INT("block 2, wholly free with the cache's frames back, leaves", 1,
+		  frame_pool_shrink(p, &b));
+	CHECK_INT("... block", 2, b);
+	frame_pool_free(p);
+
+	p = pool(10, 4);
+	CHECK_INT("no cache: a cache take", -ENOSPC, frame_pool_take_from(p, FRAME_CACHE, 1, &f));
+	frame_pool_free(p);
+}
+
 int main(void)
 {
 	test_take();
@@ -251,6 +291,7 @@ int main(void)
 	test_short_last_block();
 	test_sealed();
 	test_cache();
+	test_cache_takes();
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
 		return 1;
