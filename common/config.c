@@ -381,6 +381,11 @@ bool config_client_name_valid(const char *s)
 	return n <= CONFIG_CLIENT_NAME_MAX;
 }
 
+bool config_volume_name_valid(const char *s)
+{
+	return s[0] && s[0] != '-' && s[0] != '.' && config_client_name_valid(s);
+}
+
 /* ---- keys ---- */
 
 static int set_id(struct parser *p, const char *v)

@@ -173,6 +173,10 @@ bool config_id_valid(const char *s);
  * at most CONFIG_CLIENT_NAME_MAX characters; "" (no name) is valid. */
 #define CONFIG_CLIENT_NAME_MAX 64
 bool config_client_name_valid(const char *s);
+/* A block volume's name (node/vmm/VMM.md, "Volumes"), its NBD export's:
+ * 1 to CONFIG_CLIENT_NAME_MAX characters of [A-Za-z0-9._-], not starting
+ * with '-' or '.'. */
+bool config_volume_name_valid(const char *s);
 /* Whether s is a client's session id: CONFIG_SESSION_ID_LEN lowercase hex
  * digits, or "" (none). */
 #define CONFIG_SESSION_ID_LEN 32

@@ -61,6 +61,7 @@ enum {
 	OPT_ACCESS,
 	OPT_NAME,
 	OPT_SESSION,
+	OPT_HOME,
 };
 
 /* The most --partition and --access a command takes. */
@@ -89,6 +90,7 @@ struct ctl {
 	const char *page_size;
 	const char *name; /* alloc --name: the client name the allocation is made for */
 	bool session;	  /* alloc --session */
+	const char *home; /* volume create --home */
 	const char *partitions[SETTINGS_MAX];
 	size_t n_partitions;
 	const char *access[SETTINGS_MAX];
@@ -366,6 +368,9 @@ static int parse_command_options(struct ctl *ctl, const struct command *cmd, int
 			break;
 		case OPT_SESSION:
 			ctl->session = true;
+			break;
+		case OPT_HOME:
+			ctl->home = optarg;
 			break;
 		case OPT_PARTITION:
 			if (ctl->n_partitions == SETTINGS_MAX)
@@ -1416,6 +1421,143 @@ static void partitions_print_text(const struct ftvm_partition *rows, size_t n, c
 		else
 			printf("%" PRIu64 " free\n", p->free);
 	}
+}
+
+/* {"name","size","home","owner","guid","block_size"}; NULL when out of memory. */
+static json_object *volume_json(const struct ftvm_volume *vol)
+{
+	json_object *o = json_object_new_object();
+
+	if (!o)
+		return NULL;
+	json_object_object_add(o, "name", json_object_new_string(vol->name));
+	add_uint64(o, "size", vol->size);
+	json_object_object_add(o, "home", json_object_new_string(vol->home));
+	json_object_object_add(o, "owner", json_object_new_string(vol->owner));
+	json_object_object_add(o, "guid", json_object_new_string(vol->guid));
+	add_uint64(o, "block_size", vol->block_size);
+	return o;
+}
+
+static int volume_list(struct ctl *ctl, struct ftvm_client *c, const char *path)
+{
+	struct ftvm_volume *vols = NULL;
+	json_object *a;
+	size_t n = 0;
+	int r = ftvm_volume_list(c, &vols, &n);
+
+	if (r < 0)
+		return call_failed(c, path, "volume list", r);
+	if (ctl->json) {
+		a = json_object_new_array();
+		for (size_t i = 0; a && i < n; i++)
+			if (json_object_array_add(a, volume_json(&vols[i])) < 0)
+				break;
+		r = print_json_put(a);
+	} else if (n == 0) {
+		printf("no volumes\n");
+		r = EXIT_DONE;
+	} else {
+		printf("%-24s %14s %-10s %-10s %s\n", "NAME", "SIZE", "HOME", "OWNER", "GUID");
+		for (size_t i = 0; i < n; i++)
+			printf("%-24s %14" PRIu64 " %-10s %-10s %s\n", vols[i].name, vols[i].size,
+			       vols[i].home, vols[i].owner, vols[i].guid);
+		r = EXIT_DONE;
+	}
+	free(vols);
+	return r;
+}
+
+/* The volume is made on the node asked: --home may only name it. */
+static int volume_home_check(struct ftvm_client *c, const char *path, const char *home)
+{
+	struct ftvm_node_status st;
+	int r;
+
+	if (!home)
+		return EXIT_DONE;
+	r = ftvm_status(c, &st);
+	if (r < 0)
+		return call_failed(c, path, "status", r);
+	if (strcmp(st.node, home) != 0)
+		return refused("volume",
+			       "--home %s: this node is %s, and a volume is made on the "
+			       "node asked; ask %s (ftvmctl --config with its configuration)",
+			       home, st.node, home);
+	return EXIT_DONE;
+}
+
+static int volume_create(struct ctl *ctl, struct ftvm_client *c, const char *path, const char *name,
+			 uint64_t size)
+{
+	struct ftvm_alloc_info info;
+	struct ftvm_volume vol = { 0 };
+	struct ftvm_mapping m;
+	char what[FTVM_CLIENT_NAME_MAX + 32];
+	int r = volume_home_check(c, path, ctl->home);
+
+	if (r != EXIT_DONE)
+		return r;
+	snprintf(what, sizeof(what), "volume create %s", name);
+	r = ftvm_volume_create(c, name, size, &info);
+	if (r == 0)
+		r = ftvm_mapping_of(c, info.guid, &m);
+	if (r < 0)
+		return call_failed(c, path, what, r);
+	snprintf(vol.name, sizeof(vol.name), "%s", name);
+	snprintf(vol.guid, sizeof(vol.guid), "%s", info.guid);
+	vol.size = size;
+	vol.block_size = info.block_size;
+	snprintf(vol.home, sizeof(vol.home), "%s", m.home);
+	snprintf(vol.owner, sizeof(vol.owner), "%s", m.owner);
+	if (ctl->json)
+		return print_json_put(volume_json(&vol));
+	printf("%s\n", vol.name);
+	return EXIT_DONE;
+}
+
+static int cmd_volume(struct ctl *ctl, int argc, char **argv)
+{
+	const char *verb = argc > 0 ? argv[0] : "", *path = NULL;
+	struct ftvm_client *c = NULL;
+	char what[FTVM_CLIENT_NAME_MAX + 32];
+	uint64_t size = 0;
+	int r;
+
+	if (strcmp(verb, "list") == 0 && argc != 1)
+		return command_usage_error("volume", "volume list takes no arguments");
+	if ((strcmp(verb, "create") == 0 || strcmp(verb, "delete") == 0) && argc != 2)
+		return command_usage_error("volume", "volume %s takes one NAME", verb);
+	if (strcmp(verb, "list") != 0 && strcmp(verb, "create") != 0 && strcmp(verb, "delete") != 0)
+		return command_usage_error("volume", "want create NAME, list or delete NAME");
+	if (strcmp(verb, "create") != 0 && (ctl->size || ctl->home))
+		return command_usage_error("volume", "--size and --home are for create");
+	if (strcmp(verb, "create") == 0) {
+		if (!ctl->size)
+			return command_usage_error("volume", "volume create needs --size N");
+		if (config_parse_size(ctl->size, &size) < 0 || size == 0)
+			return command_usage_error("volume",
+						   "--size '%s' is not a size of at least 1 byte "
+						   "(a number with optional K, M or G)",
+						   ctl->size);
+	}
+	r = ctl_connect(ctl, &c, &path);
+	if (r != EXIT_DONE)
+		return r;
+	if (strcmp(verb, "list") == 0) {
+		r = volume_list(ctl, c, path);
+	} else if (strcmp(verb, "create") == 0) {
+		r = volume_create(ctl, c, path, argv[1], size);
+	} else {
+		snprintf(what, sizeof(what), "volume delete %s", argv[1]);
+		r = ftvm_volume_delete(c, argv[1]);
+		if (r < 0)
+			r = call_failed(c, path, what, r);
+		else
+			r = ctl->json ? print_json_put(json_object_new_object()) : EXIT_DONE;
+	}
+	ftvm_disconnect(c);
+	return r;
 }
 
 static int cmd_partitions(struct ctl *ctl, int argc, char **argv)
@@ -2500,6 +2642,33 @@ static const struct command commands[] = {
 			"With --json prints [{\"media\",\"start\",\"length\",\"type\",\"client\",\n"
 			"\"free\"}], and an allocation's rows \"guid\" and \"uid\" instead of \"free\".\n",
 		.run = cmd_partitions,
+	},
+	{
+		.name = "volume",
+		.args = "create NAME --size N [--home NODE] | list | delete NAME",
+		.summary = "block volumes, served over NBD",
+		.help = "Block volumes (node/vmm/VMM.md, \"Volumes\"): each is mirrored as an\n"
+			"allocation is, its blocks cached in the storage cache partition of both\n"
+			"nodes ([memory] cache) and resting in its home node's partition of the\n"
+			"store, and both nodes serve it over NBD ([nbd]) as the export NAME.\n"
+			"\n"
+			"  create NAME --size N   makes a volume of N bytes (suffixes K, M, G), in\n"
+			"                         pages of the node's page size, on the node asked;\n"
+			"                         NAME is 1 to 64 of [A-Za-z0-9._-], unique in the\n"
+			"                         pair. --home NODE, if given, must name that node.\n"
+			"                         Prints NAME.\n"
+			"  list                   the pair's volumes: name, size, home, owner, guid\n"
+			"  delete NAME            frees the volume on both nodes, its data with it\n"
+			"\n"
+			"With --json, create prints {\"name\",\"size\",\"home\",\"owner\",\"guid\",\n"
+			"\"block_size\"}, list an array of those, delete {}.\n",
+		.options =
+			(const struct option[]){
+				{ "size", required_argument, NULL, OPT_SIZE },
+				{ "home", required_argument, NULL, OPT_HOME },
+				{},
+			},
+		.run = cmd_volume,
 	},
 	{
 		.name = "tables",

@@ -575,11 +575,13 @@ static int on_allocation(struct vmm *v, const Ftvm__Partner__ResyncAllocation *m
 	}
 	a->store_offset = am->store_offset;
 	a->uid = am->uid;
-	if (vmm_alloc_set_client(a, am->client) < 0 || vmm_alloc_set_session(a, am->session) < 0) {
+	if (vmm_alloc_set_client(a, am->client) < 0 || vmm_alloc_set_session(a, am->session) < 0 ||
+	    vmm_alloc_set_volume(a, am->volume) < 0) {
 		vmm_alloc_free(a);
 		return refuse(v, reason, len,
-			      "%s: client name '%.80s' or session '%.80s' is not one", am->guid,
-			      am->client, am->session);
+			      "%s: client name '%.80s', session '%.80s' or volume '%.80s' is not "
+			      "one",
+			      am->guid, am->client, am->session, am->volume);
 	}
 	/* A resync is not refused for room: a copy that finds none rests in
 	 * the store here. */

@@ -1788,6 +1788,117 @@ int ftvm_mapping_of_sized(struct ftvm_client *c, const char *guid, struct ftvm_m
 	return 0;
 }
 
+/* ---- volumes ---- */
+
+int ftvm_volume_create(struct ftvm_client *c, const char *name, uint64_t size,
+		       struct ftvm_alloc_info *ret)
+{
+	Ftvm__Client__AllocRequest alloc = FTVM__CLIENT__ALLOC_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	Reply *reply = NULL;
+	struct ftvm_alloc_info info = { 0 };
+	int r;
+
+	if (!c)
+		return -EINVAL;
+	if (!name || !name[0])
+		return fail(c, -EINVAL, "a volume needs a name");
+	if (size == 0)
+		return fail(c, -EINVAL, "a volume of 0 bytes");
+	alloc.size = size;
+	alloc.volume = (char *)name;
+	alloc.client = c->name;
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_ALLOC;
+	req.alloc = &alloc;
+	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_ALLOC, &reply);
+	if (r < 0)
+		return r;
+	r = copy_guid(c, info.guid, reply->alloc->guid);
+	info.pages = reply->alloc->pages;
+	info.block_size = reply->alloc->block_size;
+	if (r == 0 && ret)
+		*ret = info;
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return r;
+}
+
+int ftvm_volume_delete(struct ftvm_client *c, const char *name)
+{
+	Ftvm__Client__FreeRequest free_req = FTVM__CLIENT__FREE_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+
+	if (!c)
+		return -EINVAL;
+	if (!name || !name[0])
+		return fail(c, -EINVAL, "which volume?");
+	free_req.guid = (char *)"";
+	free_req.volume = (char *)name;
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FREE;
+	req.free = &free_req;
+	return call_status(c, &req);
+}
+
+static int by_volume_name(const void *x, const void *y)
+{
+	const Ftvm__Partner__Header *const *a = x, *const *b = y;
+
+	return strcmp((*a)->volume, (*b)->volume);
+}
+
+int ftvm_volume_list_sized(struct ftvm_client *c, struct ftvm_volume **ret, size_t *ret_n,
+			   size_t row_size)
+{
+	const Ftvm__Client__ListReply *lr;
+	Ftvm__Partner__Header **volumes = NULL;
+	Reply *reply = NULL;
+	char *rows = NULL;
+	size_t n = 0;
+	int r;
+
+	if (!c)
+		return -EINVAL;
+	if (!ret || !ret_n || !row_size)
+		return fail(c, -EINVAL, "no place for the result");
+	/* The list has every allocation: rows for all, filled for volumes. */
+	r = list_rows(c, row_size, &reply, (void **)&rows);
+	if (r < 0)
+		return r;
+	lr = reply->list;
+	volumes = lr->n_allocations ? calloc(lr->n_allocations, sizeof(*volumes)) : NULL;
+	if (lr->n_allocations && !volumes) {
+		r = fail(c, -ENOMEM, "out of memory for %zu allocations", lr->n_allocations);
+		goto out;
+	}
+	for (size_t i = 0; i < lr->n_allocations; i++)
+		if (lr->allocations[i]->volume && lr->allocations[i]->volume[0])
+			volumes[n++] = lr->allocations[i];
+	qsort(volumes, n, sizeof(*volumes), by_volume_name);
+	for (size_t i = 0; i < n; i++) {
+		struct ftvm_volume vol;
+
+		memset(&vol, 0, sizeof(vol));
+		copy_str(vol.name, sizeof(vol.name), volumes[i]->volume);
+		copy_str(vol.guid, sizeof(vol.guid), volumes[i]->guid);
+		vol.size = volumes[i]->size;
+		vol.block_size = volumes[i]->block_size;
+		copy_str(vol.home, sizeof(vol.home), volumes[i]->home);
+		copy_str(vol.owner, sizeof(vol.owner), volumes[i]->owner);
+		copy_sized(rows + i * row_size, row_size, &vol, sizeof(vol));
+	}
+	if (n == 0) {
+		free(rows);
+		rows = NULL;
+	}
+	*ret = (struct ftvm_volume *)rows;
+	*ret_n = n;
+	rows = NULL;
+out:
+	free(rows);
+	free(volumes);
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+	return r;
+}
+
 /* The names of before the row grew, for programs built then (ftvm.h): the
  * parentheses keep the macros of the same names out. */
 int(ftvm_mapping)(struct ftvm_client *c, struct ftvm_mapping **ret, size_t *ret_n)

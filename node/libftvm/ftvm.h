@@ -623,6 +623,51 @@ FTVM_EXPORT int ftvm_mapping_of(struct ftvm_client *c, const char *guid, struct 
 #define ftvm_mapping_of(c, guid, ret) \
 	ftvm_mapping_of_sized((c), (guid), (ret), sizeof(struct ftvm_mapping))
 
+/** A block volume (node/vmm/VMM.md, "Volumes"): an allocation of the pair
+ *  whose pages are its blocks, cached in the storage cache partition and
+ *  served over NBD as the export of its name. Rows grow at their end, as
+ *  the status struct does: see ftvm_volume_list_sized(). */
+struct ftvm_volume {
+	char name[FTVM_CLIENT_NAME_MAX + 1]; /**< the NBD export's name */
+	char guid[FTVM_GUID_MAX];	     /**< its allocation */
+	uint64_t size;			     /**< bytes, as made */
+	uint32_t block_size;		     /**< bytes per page: the node's page size */
+	char home[40];			     /**< the node it was made on, whose partition of
+						  the store holds its blocks */
+	char owner[40];			     /**< the node serving it now */
+};
+
+/**
+ * @brief Makes a block volume of @p size bytes named @p name
+ *        ([A-Za-z0-9._-], 1 to FTVM_CLIENT_NAME_MAX characters, not starting
+ *        with '-' or '.'; unique in the pair), homed on the node asked. It
+ *        is refused (-EPERM: DENIED) when the name is taken or either node
+ *        has no storage cache ([memory] cache), and never waits for space.
+ * @param[out] ret the new volume's allocation (may be NULL).
+ * @return 0 or -errno (see the conventions above).
+ */
+FTVM_EXPORT int ftvm_volume_create(struct ftvm_client *c, const char *name, uint64_t size,
+				   struct ftvm_alloc_info *ret);
+
+/**
+ * @brief Frees the volume named @p name, as ftvm_free() its allocation.
+ * @return 0 or -errno: -ENOENT when there is no such volume.
+ */
+FTVM_EXPORT int ftvm_volume_delete(struct ftvm_client *c, const char *name);
+
+/**
+ * @brief Every volume of the pair, by name.
+ * @param[out] ret an array of *ret_n rows of @p row_size bytes each, as
+ *        ftvm_mapping_sized()'s, to be freed with free(); NULL when there are
+ *        none. Untouched on failure.
+ * @param row_size sizeof(struct ftvm_volume) as the caller was compiled.
+ * @return 0 or -errno; -EINVAL when @p row_size is 0.
+ */
+FTVM_EXPORT int ftvm_volume_list_sized(struct ftvm_client *c, struct ftvm_volume **ret,
+				       size_t *ret_n, size_t row_size);
+#define ftvm_volume_list(c, ret, ret_n) \
+	ftvm_volume_list_sized((c), (ret), (ret_n), sizeof(struct ftvm_volume))
+
 /** One row of the memory partition table (seed 003 Fig. 12): a partition
  *  of the node's DRAM or flash, or, inside flash server memory, the range
  *  one allocation holds and the client it belongs to. */

@@ -130,6 +130,9 @@ static const struct migration {
 	{ "record the memory partition table (seed 003 Fig. 12)",
 	  "CREATE TABLE partitions(media TEXT NOT NULL, type TEXT NOT NULL,"
 	  " start INTEGER NOT NULL, length INTEGER NOT NULL, PRIMARY KEY (media, type));" },
+	/* Allocations made before volumes are none. */
+	{ "record the name of each block volume (node/vmm/VMM.md, \"Volumes\")",
+	  "ALTER TABLE allocations ADD COLUMN volume TEXT NOT NULL DEFAULT '';" },
 };
 
 #define SCHEMA_VERSION ((int64_t)ARRAY_SIZE(migrations))
@@ -180,8 +183,9 @@ static const char *const stmt_sql[ST__MAX] = {
 			" ON CONFLICT(key) DO UPDATE SET value = excluded.value",
 	[ST_ALLOC_INSERT] = "INSERT INTO allocations(guid, home, owner, size, block_size, pages,"
 			    " policy, header, store_offset, uid, client, session, media,"
-			    " flash_offset)"
-			    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+			    " flash_offset, volume)"
+			    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
+			    " ?15)",
 	[ST_PAGE_INSERT] = "INSERT INTO pages(guid, page, version, crc32c, dirty)"
 			   " VALUES (?1, ?2, 0, ?3, 0)",
 	[ST_ALLOC_DELETE] = "DELETE FROM allocations WHERE guid = ?1",
@@ -213,7 +217,7 @@ static const char *const stmt_sql[ST__MAX] = {
 			    " WHERE (origin = ?1 AND lsn <= ?2) OR origin != ?1"
 			    " ORDER BY lsn LIMIT ?3)",
 	[ST_ALLOC_SELECT] = "SELECT guid, home, owner, size, block_size, pages, policy, header,"
-			    " store_offset, uid, client, session, media, flash_offset"
+			    " store_offset, uid, client, session, media, flash_offset, volume"
 			    " FROM allocations ORDER BY guid",
 	[ST_PAGE_SELECT] = "SELECT page, version, crc32c, dirty FROM pages WHERE guid = ?1"
 			   " ORDER BY page",
@@ -935,6 +939,7 @@ int pagetable_alloc_put(struct pagetable *pt, const struct pt_alloc *a, uint32_t
 	rc = rc ?: bind_text(st, 12, a->session ? a->session : "");
 	rc = rc ?: bind_text(st, 13, a->media ? a->media : "store");
 	rc = rc ?: bind_u64(st, 14, a->flash_offset);
+	rc = rc ?: bind_text(st, 15, a->volume ? a->volume : "");
 	r = run_change(pt, st, rc, "insert allocation", a->guid);
 
 	st = pt->stmt[ST_PAGE_INSERT];
@@ -1354,12 +1359,13 @@ int pagetable_load(struct pagetable *pt, int (*alloc_cb)(const struct pt_alloc *
 			.session = (const char *)sqlite3_column_text(st, 11),
 			.media = (const char *)sqlite3_column_text(st, 12),
 			.flash_offset = (uint64_t)sqlite3_column_int64(st, 13),
+			.volume = (const char *)sqlite3_column_text(st, 14),
 		};
 		int64_t block_size = sqlite3_column_int64(st, 4);
 		int64_t uid = sqlite3_column_int64(st, 9);
 
 		if (!a.guid || !a.home || !a.owner || !a.policy || !a.client || !a.session ||
-		    !a.media) {
+		    !a.media || !a.volume) {
 			r = fail(pt, -EBADMSG, "allocation %s: a text column is NULL",
 				 a.guid ? a.guid : "(NULL)");
 			break;

@@ -43,6 +43,7 @@ struct pt_alloc {
 	 * when there. Neither is mirrored: each node places its own copy. */
 	const char *media;
 	uint64_t flash_offset;
+	const char *volume; /* a block volume's name; NULL is "" (an allocation) */
 };
 
 struct pt_page {

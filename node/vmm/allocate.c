@@ -176,6 +176,7 @@ static void alloc_send(struct alloc_op *op)
 	space.policy = a->policy;
 	space.pages = a->pages;
 	space.block_size = a->block_size;
+	space.volume = vmm_alloc_is_volume(a);
 	space_env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
 	space_env.space_request = &space;
 	vmm_msg_allocation(&am, a);
@@ -379,12 +380,17 @@ static void alloc_denied(struct vmm *v, struct alloc_op *op)
 
 void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__AllocRequest *req)
 {
-	const char *policy = req->policy[0] ? req->policy : "default";
-	uint32_t block_size = policy_block_size(v, policy);
+	bool volume = req->volume[0] != '\0';
+	/* A volume has no policy: its blocks are pages, cached in the storage
+	 * cache (vmm/VMM.md, "Volumes"). */
+	const char *policy = volume ? "" : req->policy[0] ? req->policy : "default";
+	uint32_t block_size = volume ? frame_pool_page_size(v->pool) : policy_block_size(v, policy);
 	char guid[64];
 	struct alloc_op *op;
 	int r;
 
+	if (volume && !vmm_volume_request_valid(v, call, req))
+		return;
 	if (!alloc_request_valid(v, call, req, policy, block_size))
 		return;
 	snprintf(guid, sizeof(guid), "%s-%llu", vmm_node_id(v),
@@ -394,7 +400,8 @@ void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__A
 		op->a = vmm_alloc_new(guid, vmm_node_id(v), vmm_node_id(v), policy, req->size,
 				      block_size, req->header.data, req->header.len);
 	if (!op || !op->a || vmm_alloc_set_client(op->a, req->client) < 0 ||
-	    vmm_alloc_set_session(op->a, req->session) < 0) {
+	    vmm_alloc_set_session(op->a, req->session) < 0 ||
+	    vmm_alloc_set_volume(op->a, req->volume) < 0) {
 		if (op)
 			vmm_alloc_free(op->a);
 		free(op);
@@ -407,7 +414,9 @@ void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__A
 	op->op.vmm = v;
 	op->op.call = call;
 	op->deadline_ms = clock_now_ms() + v->config->request_timeout_ms;
-	op->immediate = req->immediate;
+	/* A volume never waits for space: a name waiting would be taken by
+	 * nobody the partner could see. */
+	op->immediate = req->immediate || volume;
 	/* Fig. 5 step 510: local space first. */
 	r = take_space(v, op);
 	if (r == -ENOSPC && req->immediate) {

@@ -382,7 +382,7 @@ int vmm_page_make_resident(struct vmm *v, struct vmm_alloc *a, uint64_t page, ch
 		return 1;
 	if (p->pagein || p->filling)
 		return 0;
-	if (vmm_frames_take(v, a->block_size, &frame, reason, len) < 0)
+	if (vmm_frames_take(v, a, &frame, reason, len) < 0)
 		return -ENOSPC;
 	if (p->version == 0) {
 		memset(frame_pool_addr(v->pool, frame), 0, a->block_size);

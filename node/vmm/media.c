@@ -51,7 +51,7 @@ static int take_frames(struct vmm *v, struct vmm_alloc *a, char *reason, size_t 
 	uint64_t frame;
 
 	for (uint64_t i = 0; i < a->pages; i++) {
-		if (vmm_frames_take(v, a->block_size, &frame, reason, reason_len) < 0) {
+		if (vmm_frames_take(v, a, &frame, reason, reason_len) < 0) {
 			for (uint64_t k = 0; k < i; k++)
 				vmm_page_detach(v, &a->page[k]);
 			return -ENOSPC;
@@ -126,6 +126,16 @@ static int place(struct vmm *v, struct vmm_alloc *a, enum vmm_place how, char *r
 	if (config_policy_find(v->config, a->policy, &pol))
 		perf = pol.performance;
 	a->media = VMM_MEDIA_STORE;
+	/* A volume's pages rest in the store and take the storage cache's
+	 * frames on demand (vmm/VMM.md, "Volumes"). */
+	if (vmm_alloc_is_volume(a)) {
+		if (frame_pool_cache_frames(v->pool))
+			return 0;
+		snprintf(reason, reason_len,
+			 "%s has no storage cache for a volume's pages: set [memory] cache = N%%",
+			 vmm_node_id(v));
+		return -ENOSPC;
+	}
 	/* A copy a resync replaces keeps its place on flash, and what is
 	 * there. */
 	if (how == VMM_PLACE_RESYNC && perf != CONFIG_PERFORMANCE_HIGH && vmm_flash_recall(v, a))
@@ -159,13 +169,14 @@ int vmm_media_place(struct vmm *v, struct vmm_alloc *a, enum vmm_place how, char
 	return r;
 }
 
-int vmm_media_room(struct vmm *v, const char *policy, uint64_t pages, uint32_t block_size,
-		   enum vmm_media *ret_media, uint64_t *ret_free, uint64_t *ret_total, char *reason,
-		   size_t reason_len)
+int vmm_media_room(struct vmm *v, const char *policy, bool volume, uint64_t pages,
+		   uint32_t block_size, enum vmm_media *ret_media, uint64_t *ret_free,
+		   uint64_t *ret_total, char *reason, size_t reason_len)
 {
 	/* The shape of the copy, as place() reads it: nothing is taken. */
 	struct vmm_alloc shape = { .guid = (char *)"it",
 				   .policy = (char *)policy,
+				   .volume = (char *)(volume ? "it" : ""),
 				   .pages = pages,
 				   .block_size = block_size };
 	uint64_t page_size = frame_pool_page_size(v->pool);

@@ -7,7 +7,8 @@
  *   start (vmm_partitions_open, after the table is loaded, before any frame
  *   is taken):
  *     configured split == recorded  -> taken
- *     server memory grows            -> taken (the cache holds nothing yet)
+ *     server memory grows            -> taken (no frame is taken at a start;
+ *                                       flash's cache holds nothing yet)
  *     server memory shrinks          -> taken when what it holds fits:
  *                                       DRAM: the frames promised to copies
  *                                       resting in DRAM; flash: every extent
@@ -15,8 +16,9 @@
  *                                    -> else the node does not start, and
  *                                       says which allocations are in the way
  *
- * Server memory is [0, S) of each: the pool takes frames there only
- * (frame_pool_set_cache), flash extents are placed there only
+ * Server memory is [0, S) of each: the pool takes allocations' frames there
+ * only and volumes' frames from [S, end) only (frame_pool_set_cache,
+ * vmm_alloc_partition), flash extents are placed there only
  * (v->flash_server_length). */
 #include "vmm_state.h"
 
@@ -247,7 +249,7 @@ void vmm_op_partitions(struct vmm *v, struct client_call *call)
 	p = row(&t, "dram", VMM_PARTITION_SERVER, 0, server);
 	p->free = frame_pool_free_count(v->pool) * page;
 	p = row(&t, "dram", VMM_PARTITION_CACHE, server, cache);
-	p->free = cache; /* nothing takes it yet (issue 23's cache will) */
+	p->free = frame_pool_cache_free_count(v->pool) * page;
 	if (v->flash) {
 		store_partition_range(v->flash, false, &start, &length);
 		vmm_extent_space(v, VMM_DEVICE_FLASH, &free_bytes, &total);

@@ -83,7 +83,7 @@ static void on_space_request(struct vmm *v, const Ftvm__Partner__SpaceRequest *m
 	enum vmm_media media;
 	char why[256];
 
-	if (!m->policy[0]) {
+	if (!m->policy[0] && !m->volume) {
 		vmm_store_space(v, &ans->space.free_bytes, &ans->space.total_bytes);
 	} else if (!m->pages || !m->block_size || m->block_size % page_size ||
 		   m->pages > UINT64_MAX / 2 / m->block_size) {
@@ -91,7 +91,7 @@ static void on_space_request(struct vmm *v, const Ftvm__Partner__SpaceRequest *m
 		       "space for %llu pages of %u bytes (page size %u) cannot be",
 		       (unsigned long long)m->pages, m->block_size, page_size);
 		return;
-	} else if (vmm_media_room(v, m->policy, m->pages, m->block_size, &media,
+	} else if (vmm_media_room(v, m->policy, m->volume, m->pages, m->block_size, &media,
 				  &ans->space.free_bytes, &ans->space.total_bytes, why,
 				  sizeof(why)) < 0) {
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_NO_SPACE, "%s", why);
@@ -151,6 +151,22 @@ static void on_allocate_memory(struct vmm *v, const Ftvm__Partner__AllocateMemor
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
 		       "%s: session '%.80s' is not one (%d hex digits)", m->guid, m->session,
 		       CONFIG_SESSION_ID_LEN);
+		return;
+	}
+	if (vmm_alloc_set_volume(a, m->volume) < 0 ||
+	    (m->volume[0] && m->block_size != page_size)) {
+		vmm_alloc_free(a);
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+		       "%s: volume '%.80s' is not one (a name of [A-Za-z0-9._-], blocks of the "
+		       "page size)",
+		       m->guid, m->volume);
+		return;
+	}
+	/* Both nodes making one name at once: each refuses the other's. */
+	if (m->volume[0] && vmm_volume_name_taken(v, m->volume)) {
+		vmm_alloc_free(a);
+		refuse(ans, FTVM__PARTNER__STATUS__STATUS_DENIED, "volume %s exists on %s",
+		       m->volume, vmm_node_id(v));
 		return;
 	}
 	/* Its copy here rests where this node's policy and devices say: the

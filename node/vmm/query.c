@@ -97,7 +97,7 @@ int vmm_sense_fill(struct vmm *v, bool page_table, Ftvm__Partner__SenseInformati
 	 * space; the replacement queue: resident pages that may be evicted. */
 	info->paging_queue = vmm_space_waiting(v) + vmm_page_waiting(v);
 	info->destage_queue = vmm_destage_depth(v);
-	info->replacement_queue = v->lru_length;
+	info->replacement_queue = v->lru[FRAME_SERVER].length;
 	if (!page_table)
 		return 0;
 
@@ -437,6 +437,11 @@ static void compare_allocation(struct verify *vf, bool resync,
 			  (unsigned long long)hx->pages, hx->policy, hx->home, me,
 			  (unsigned long long)hy->size, hy->block_size,
 			  (unsigned long long)hy->pages, hy->policy, hy->home, them);
+		return;
+	}
+	if (str_diff(hx->volume, hy->volume)) {
+		open_item(vf, &it, "%s: volume '%s' on %s, '%s' on %s", hx->guid, hx->volume, me,
+			  hy->volume, them);
 		return;
 	}
 	if (x->n_page_crc32c != hx->pages || y->n_page_crc32c != hx->pages ||

@@ -21,23 +21,32 @@ static bool evictable(const struct vmm_page *p)
 	       p->n_owners == 0 && p->pins == 0;
 }
 
+static struct vmm_lru *lru_of(struct vmm *v, const struct vmm_page *p)
+{
+	return &v->lru[vmm_alloc_partition(p->alloc)];
+}
+
 static void lru_unlink(struct vmm *v, struct vmm_page *p)
 {
-	*(p->lru_prev ? &p->lru_prev->lru_next : &v->lru_head) = p->lru_next;
-	*(p->lru_next ? &p->lru_next->lru_prev : &v->lru_tail) = p->lru_prev;
+	struct vmm_lru *q = lru_of(v, p);
+
+	*(p->lru_prev ? &p->lru_prev->lru_next : &q->head) = p->lru_next;
+	*(p->lru_next ? &p->lru_next->lru_prev : &q->tail) = p->lru_prev;
 	p->lru_prev = p->lru_next = NULL;
 	p->in_lru = false;
-	v->lru_length--;
+	q->length--;
 }
 
 static void lru_append(struct vmm *v, struct vmm_page *p)
 {
-	p->lru_prev = v->lru_tail;
+	struct vmm_lru *q = lru_of(v, p);
+
+	p->lru_prev = q->tail;
 	p->lru_next = NULL;
-	*(v->lru_tail ? &v->lru_tail->lru_next : &v->lru_head) = p;
-	v->lru_tail = p;
+	*(q->tail ? &q->tail->lru_next : &q->head) = p;
+	q->tail = p;
 	p->in_lru = true;
-	v->lru_length++;
+	q->length++;
 }
 
 void vmm_replace_update(struct vmm *v, struct vmm_page *p)
@@ -52,7 +61,7 @@ void vmm_replace_update(struct vmm *v, struct vmm_page *p)
 
 void vmm_replace_touch(struct vmm *v, struct vmm_page *p)
 {
-	if (!p->in_lru || p == v->lru_tail)
+	if (!p->in_lru || p == lru_of(v, p)->tail)
 		return;
 	lru_unlink(v, p);
 	lru_append(v, p);
@@ -122,33 +131,43 @@ static uint64_t evict(struct vmm *v, struct vmm_page *p)
 	return p->frame;
 }
 
-static int short_of_frames(struct vmm *v, uint32_t n, char *reason, size_t reason_len)
+static int short_of_frames(struct vmm *v, enum frame_partition part, uint32_t n, char *reason,
+			   size_t reason_len)
 {
-	if (n == 1)
+	const char *where = part == FRAME_CACHE ? " in its storage cache" : "";
+	uint64_t free_frames = part == FRAME_CACHE ? frame_pool_cache_free_count(v->pool)
+						   : frame_pool_free_count(v->pool);
+
+	if (!frame_pool_cache_frames(v->pool) && part == FRAME_CACHE)
+		snprintf(reason, reason_len, "%s has no storage cache ([memory] cache = 0%%)",
+			 vmm_node_id(v));
+	else if (n == 1)
 		snprintf(reason, reason_len,
-			 "no frame free on %s: %llu resident pages, all dirty or locked",
-			 vmm_node_id(v), (unsigned long long)v->resident_pages);
+			 "no frame free on %s%s: %llu resident pages, all dirty or locked",
+			 vmm_node_id(v), where, (unsigned long long)v->resident_pages);
 	else
 		snprintf(reason, reason_len,
-			 "no run of %u frames free on %s (%llu frames free): %llu resident "
+			 "no run of %u frames free on %s%s (%llu frames free): %llu resident "
 			 "pages, all dirty or locked",
-			 n, vmm_node_id(v), (unsigned long long)frame_pool_free_count(v->pool),
+			 n, vmm_node_id(v), where, (unsigned long long)free_frames,
 			 (unsigned long long)v->resident_pages);
 	return -ENOSPC;
 }
 
-int vmm_frames_take(struct vmm *v, uint32_t block_size, uint64_t *ret_frame, char *reason,
+int vmm_frames_take(struct vmm *v, const struct vmm_alloc *a, uint64_t *ret_frame, char *reason,
 		    size_t reason_len)
 {
-	uint32_t n = block_size / frame_pool_page_size(v->pool);
+	uint32_t block_size = a->block_size, n = block_size / frame_pool_page_size(v->pool);
+	enum frame_partition part = vmm_alloc_partition(a);
 
-	while (frame_pool_take(v->pool, n, ret_frame) < 0) {
-		struct vmm_page *victim = v->lru_head;
+	while (frame_pool_take_from(v->pool, part, n, ret_frame) < 0) {
+		struct vmm_page *victim = v->lru[part].head;
 		uint64_t frame;
 
 		if (!victim) {
-			pagedata_grants_revoke(v->pagedata); /* the partner's grants come back */
-			return short_of_frames(v, n, reason, reason_len);
+			if (part == FRAME_SERVER) /* the partner's grants come back */
+				pagedata_grants_revoke(v->pagedata);
+			return short_of_frames(v, part, n, reason, reason_len);
 		}
 		frame = evict(v, victim);
 		if (victim->alloc->block_size == block_size) {
@@ -169,7 +188,7 @@ int vmm_page_fill(struct vmm *v, struct vmm_alloc *a, uint64_t page, const void 
 
 	if (!p->resident) {
 		p->pagein = NULL; /* a read of the store in flight gives its own frames back */
-		r = vmm_frames_take(v, a->block_size, &frame, reason, reason_len);
+		r = vmm_frames_take(v, a, &frame, reason, reason_len);
 		if (r < 0)
 			return r;
 		vmm_page_attach(v, p, frame);

@@ -133,6 +133,7 @@ int vmm_persist_alloc(struct vmm *v, const struct vmm_alloc *a, const struct pt_
 		.session = a->session,
 		.media = vmm_media_name(a->media),
 		.flash_offset = a->flash_offset,
+		.volume = a->volume,
 	};
 	int r = pagetable_alloc_put(v->pt, &pa, vmm_zero_crc(a->block_size), o);
 
@@ -615,13 +616,13 @@ static int load_alloc(const struct pt_alloc *pa, void *arg)
 	a->media = media < 0 ? VMM_MEDIA_STORE : (enum vmm_media)media;
 	a->flash_offset = pa->flash_offset;
 	if (vmm_alloc_set_client(a, pa->client) < 0 || vmm_alloc_set_session(a, pa->session) < 0 ||
-	    media < 0) {
+	    vmm_alloc_set_volume(a, pa->volume ? pa->volume : "") < 0 || media < 0) {
 		vmm_alloc_free(a);
 		return log_error_errno(
 			-EBADMSG,
-			"page table: allocation %s: client name '%s', session '%s' or media "
-			"'%s' is not one",
-			pa->guid, pa->client, pa->session, pa->media);
+			"page table: allocation %s: client name '%s', session '%s', volume '%s' or "
+			"media '%s' is not one",
+			pa->guid, pa->client, pa->session, pa->volume, pa->media);
 	}
 	vmm_table_insert(v->table, a);
 	return 0;
@@ -914,7 +915,10 @@ void vmm_client_request(struct vmm *v, struct client_call *call,
 		vmm_op_read_page(v, call, req->read_page);
 		break;
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FREE:
-		vmm_op_free(v, call, req->free->guid);
+		if (req->free->volume[0])
+			vmm_op_free_volume(v, call, req->free->volume);
+		else
+			vmm_op_free(v, call, req->free->guid);
 		break;
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_VERIFY:
 		vmm_op_verify(v, call);

@@ -105,4 +105,5 @@ void vmm_msg_allocation(Ftvm__Partner__AllocateMemory *am, const struct vmm_allo
 	am->uid = a->uid;
 	am->client = a->client;
 	am->session = a->session;
+	am->volume = a->volume;
 }

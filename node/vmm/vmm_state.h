@@ -54,10 +54,15 @@ struct vmm {
 	struct event *kick_event;
 	struct event *trim_event; /* the journal, every JOURNAL_TRIM_EVERY_S */
 
-	/* The replacement queue (vmm/vmm.c, vmm/VMM.md "Replacement"): resident pages
-	 * that may give their frames back, least recently used first. */
-	struct vmm_page *lru_head, *lru_tail;
-	uint64_t lru_length;
+	/* The replacement queues (vmm/replacement.c, vmm/VMM.md "Replacement"),
+	 * one per partition of the pool: resident pages that may give their
+	 * frames back, least recently used first. A page takes frames from its
+	 * partition alone (a volume's from the storage cache), evicting from its
+	 * queue alone. */
+	struct vmm_lru {
+		struct vmm_page *head, *tail;
+		uint64_t length;
+	} lru[FRAME_PARTITIONS];
 	uint64_t resident_pages;
 
 	/* The backing store (vmm/destage.c): where this node's next extent
@@ -141,11 +146,17 @@ struct vmm_page_request {
 
 /* ---- frames and the replacement queue (vmm/vmm.c, vmm/VMM.md "Replacement") ---- */
 
-/* A run of frames for a block of block_size bytes: from the free pool, else
- * by evicting pages from the head of the replacement queue. -ENOSPC when
- * nothing is left to evict; reason then says so, naming the node. */
-int vmm_frames_take(struct vmm *v, uint32_t block_size, uint64_t *ret_frame, char *reason,
+/* A run of frames for a block of a: from the free frames of a's partition
+ * of the pool, else by evicting pages from the head of its replacement
+ * queue. -ENOSPC when nothing is left to evict; reason then says so, naming
+ * the node. */
+int vmm_frames_take(struct vmm *v, const struct vmm_alloc *a, uint64_t *ret_frame, char *reason,
 		    size_t reason_len);
+/* The partition of the pool a's pages take their frames from. */
+static inline enum frame_partition vmm_alloc_partition(const struct vmm_alloc *a)
+{
+	return vmm_alloc_is_volume(a) ? FRAME_CACHE : FRAME_SERVER;
+}
 /* The lock mode of a read or a write pointer. */
 static inline int vmm_lock_mode(bool write)
 {
@@ -191,14 +202,14 @@ int vmm_flash_open(struct vmm *v);
 int vmm_partitions_open(struct vmm *v);
 void vmm_flash_close(struct vmm *v);
 void vmm_flash_page_in(struct vmm *v);
-/* vmm/media.c: whether this node has room for its copy of an allocation of
- * pages blocks of block_size under policy (the partner's SpaceRequest,
+/* vmm/media.c: whether this node has room for its copy of an allocation (or
+ * a volume) of pages blocks of block_size under policy (the partner's SpaceRequest,
  * Fig. 5 step 520): 0, where it would rest, and that media's free and
  * total bytes (DRAM: frames not promised); -ENOSPC, saying why in reason.
  * Nothing is taken: its AllocateMemory, in the same turn, takes it. */
-int vmm_media_room(struct vmm *v, const char *policy, uint64_t pages, uint32_t block_size,
-		   enum vmm_media *ret_media, uint64_t *ret_free, uint64_t *ret_total, char *reason,
-		   size_t reason_len);
+int vmm_media_room(struct vmm *v, const char *policy, bool volume, uint64_t pages,
+		   uint32_t block_size, enum vmm_media *ret_media, uint64_t *ret_free,
+		   uint64_t *ret_total, char *reason, size_t reason_len);
 /* An extent on flash for a (its records zeroed): a's copy rests there;
  * -ENOSPC when no gap is large enough, -ENODEV without flash. */
 int vmm_flash_place(struct vmm *v, struct vmm_alloc *a);
@@ -316,6 +327,14 @@ void vmm_op_release_pointer(struct vmm *v, struct client_call *call,
 			    const Ftvm__Client__ReleasePointerRequest *req);
 /* header, list, sense: answered from this node's own table. */
 void vmm_op_local(struct vmm *v, struct client_call *call, const Ftvm__Client__ClientRequest *req);
+/* vmm/volume.c: the request's faults as a volume's are answered here;
+ * true when it may go on as an allocation does (vmm/VMM.md, "Volumes"). */
+bool vmm_volume_request_valid(struct vmm *v, struct client_call *call,
+			      const Ftvm__Client__AllocRequest *req);
+/* Frees the volume of that name, as vmm_op_free its allocation. */
+void vmm_op_free_volume(struct vmm *v, struct client_call *call, const char *name);
+/* Whether a volume of that name is in the table or being made here. */
+bool vmm_volume_name_taken(struct vmm *v, const char *name);
 /* vmm/read_header.c: a client's header, from this node's record or its
  * owner's (vmm/VMM.md, "Read header: whose record answers"). */
 void vmm_op_read_header(struct vmm *v, struct client_call *call, const char *guid);

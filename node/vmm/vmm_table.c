@@ -52,6 +52,17 @@ struct vmm_alloc *vmm_table_find(const struct vmm_table *t, const char *guid)
 	return a;
 }
 
+/* A scan: a pair has few volumes, and this is asked at a volume's making and
+ * an NBD client's choice of export, not per request. */
+struct vmm_alloc *vmm_table_find_volume(const struct vmm_table *t, const char *name)
+{
+	for (size_t b = 0; b < BUCKETS; b++)
+		for (struct vmm_alloc *a = t->bucket[b]; a; a = a->next)
+			if (a->volume[0] && strcmp(a->volume, name) == 0)
+				return a;
+	return NULL;
+}
+
 const char *vmm_media_name(enum vmm_media m)
 {
 	return m == VMM_MEDIA_FLASH ? "flash" : m == VMM_MEDIA_DRAM ? "dram" : "store";
@@ -94,6 +105,7 @@ struct vmm_alloc *vmm_alloc_new(const char *guid, const char *home, const char *
 	a->policy = strdup(policy);
 	a->client = strdup("");
 	a->session = strdup("");
+	a->volume = strdup("");
 	a->size = size;
 	a->block_size = block_size;
 	a->pages = (size + block_size - 1) / block_size;
@@ -101,7 +113,7 @@ struct vmm_alloc *vmm_alloc_new(const char *guid, const char *home, const char *
 	a->header_len = header_len;
 	a->page = calloc(a->pages, sizeof(*a->page));
 	if (!a->guid || !a->home || !a->owner || !a->policy || !a->client || !a->session ||
-	    !a->header || !a->page) {
+	    !a->volume || !a->header || !a->page) {
 		vmm_alloc_free(a);
 		return NULL;
 	}
@@ -131,6 +143,7 @@ void vmm_alloc_free(struct vmm_alloc *a)
 	free(a->policy);
 	free(a->client);
 	free(a->session);
+	free(a->volume);
 	free(a->header);
 	free(a);
 }
@@ -157,6 +170,16 @@ int vmm_alloc_set_client(struct vmm_alloc *a, const char *client)
 int vmm_alloc_set_session(struct vmm_alloc *a, const char *session)
 {
 	return set_text(&a->session, session, config_session_id_valid);
+}
+
+static bool volume_or_none(const char *s)
+{
+	return !s[0] || config_volume_name_valid(s);
+}
+
+int vmm_alloc_set_volume(struct vmm_alloc *a, const char *volume)
+{
+	return set_text(&a->volume, volume, volume_or_none);
 }
 
 void vmm_table_insert(struct vmm_table *t, struct vmm_alloc *a)
@@ -341,7 +364,10 @@ void vmm_alloc_header(const struct vmm_alloc *a, Ftvm__Partner__Header *h)
 	h->client = a->client;
 	h->session = a->session[0] != '\0';
 	h->media = (char *)vmm_media_name(a->media);
-	h->partition = a->media == VMM_MEDIA_STORE ? a->home : VMM_PARTITION_SERVER;
+	h->partition = vmm_alloc_is_volume(a)	     ? VMM_PARTITION_CACHE
+		       : a->media == VMM_MEDIA_STORE ? a->home
+						     : VMM_PARTITION_SERVER;
+	h->volume = a->volume;
 	h->header.data = a->header;
 	h->header.len = a->header_len;
 }

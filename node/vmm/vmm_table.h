@@ -82,6 +82,9 @@ struct vmm_alloc {
 	uint32_t uid;	       /* the client uid it belongs to */
 	char *client;	       /* the name its client gave, "" for none */
 	char *session;	       /* its client's session id, "" unless a session allocation */
+	/* A block volume's name, "" for a client's allocation: its pages take
+	 * the storage cache's frames (vmm/VMM.md, "Volumes"). */
+	char *volume;
 	/* This record came through a resync and the owner has not confirmed
 	 * it since: read header asks the owner (vmm/read_header.c). */
 	bool unconfirmed;
@@ -99,6 +102,8 @@ int vmm_table_new(struct vmm_table **ret);
 void vmm_table_free(struct vmm_table *t);
 
 struct vmm_alloc *vmm_table_find(const struct vmm_table *t, const char *guid);
+/* The volume of that name, NULL for none. */
+struct vmm_alloc *vmm_table_find_volume(const struct vmm_table *t, const char *name);
 /* guid's allocation if it is still the one of that incarnation, else NULL. */
 struct vmm_alloc *vmm_table_find_incarnation(const struct vmm_table *t, const char *guid,
 					     uint64_t incarnation);
@@ -116,6 +121,13 @@ void vmm_alloc_free(struct vmm_alloc *a);
 int vmm_alloc_set_client(struct vmm_alloc *a, const char *client);
 /* a's session id (config_session_id_valid): -EINVAL, -ENOMEM. */
 int vmm_alloc_set_session(struct vmm_alloc *a, const char *session);
+/* a's volume name ("" or config_volume_name_valid): -EINVAL, -ENOMEM. */
+int vmm_alloc_set_volume(struct vmm_alloc *a, const char *volume);
+/* Whether a is a volume, whose pages take the storage cache's frames. */
+static inline bool vmm_alloc_is_volume(const struct vmm_alloc *a)
+{
+	return a->volume[0] != '\0';
+}
 void vmm_table_insert(struct vmm_table *t, struct vmm_alloc *a);
 /* Unlinks a from t (the caller frees it). */
 void vmm_table_remove(struct vmm_table *t, struct vmm_alloc *a);

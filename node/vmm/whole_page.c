@@ -318,7 +318,7 @@ static int prepare_owned(struct vmm *v, const struct vmm_page_request *req, stru
 	if (p->resident) {
 		op->old_block = op->old_room;
 		memcpy(op->old_block, vmm_block_addr(v, a, req->page), a->block_size);
-	} else if (vmm_frames_take(v, a->block_size, &frame, reason, sizeof(reason)) < 0) {
+	} else if (vmm_frames_take(v, a, &frame, reason, sizeof(reason)) < 0) {
 		vmm_frames_short(v, req, reason);
 		return -ENOSPC;
 	} else {
@@ -343,7 +343,7 @@ static int prepare_mirror(struct vmm *v, const struct vmm_page_request *req, str
 	char reason[256];
 
 	if (!p->resident) {
-		if (vmm_frames_take(v, a->block_size, &op->frame, reason, sizeof(reason)) < 0) {
+		if (vmm_frames_take(v, a, &op->frame, reason, sizeof(reason)) < 0) {
 			vmm_frames_short(v, req, reason);
 			return -ENOSPC;
 		}

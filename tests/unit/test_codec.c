@@ -291,6 +291,7 @@ static void sent_init(struct sent *s)
 	s->header.session = true;
 	s->header.media = "flash";
 	s->header.partition = "server-memory";
+	s->header.volume = "vol.db-1";
 	s->header.header = (ProtobufCBinaryData){ sizeof(blob), (uint8_t *)blob };
 
 	for (int i = 0; i < 2; i++) {
@@ -337,6 +338,7 @@ static void sent_init(struct sent *s)
 	s->space_request.policy = "stripe";
 	s->space_request.pages = 0x0000000100000007ull;
 	s->space_request.block_size = 0x00010000u;
+	s->space_request.volume = true;
 
 	s->allocate_memory = (Ftvm__Partner__AllocateMemory)FTVM__PARTNER__ALLOCATE_MEMORY__INIT;
 	s->allocate_memory.guid = "a1";
@@ -349,6 +351,7 @@ static void sent_init(struct sent *s)
 	s->allocate_memory.uid = 65534;
 	s->allocate_memory.client = "db-main.2";
 	s->allocate_memory.session = "ffeeddccbbaa99887766554433221100";
+	s->allocate_memory.volume = "vol-7";
 
 	s->release_memory = (Ftvm__Partner__ReleaseMemory)FTVM__PARTNER__RELEASE_MEMORY__INIT;
 	s->release_memory.guid = "a2";

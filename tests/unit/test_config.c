@@ -951,6 +951,26 @@ static void test_free_null(void)
 	config_free(NULL);
 }
 
+/* A volume's name is its NBD export's: one of the names a shell and an NBD
+ * URI take as they are. */
+static void test_volume_names(void)
+{
+	const char *good[] = { "v", "vol1", "db.main_2", "A-b_c.d",
+			       "x123456789012345678901234567890"
+			       "1234567890123456789012345678901" };
+	const char *bad[] = {
+		"",    "-v",
+		".v",  "a b",
+		"a/b", "a?b",
+		"v\n", "x1234567890123456789012345678901234567890123456789012345678901234"
+	};
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		CHECK(config_volume_name_valid(good[i]), "'%s' refused", good[i]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK(!config_volume_name_valid(bad[i]), "'%s' taken", bad[i]);
+}
+
 int main(void)
 {
 	const char *base = getenv("TMPDIR");
@@ -961,6 +981,7 @@ int main(void)
 	if (!realpath(tmpdir, realdir))
 		die("realpath");
 
+	test_volume_names();
 	test_full();
 	test_defaults();
 	test_documented_example();

@@ -77,6 +77,7 @@ static struct pt_origin mirrored(uint64_t partner_lsn)
 
 struct model_alloc {
 	char guid[64], home[32], owner[32], policy[32], client[72], session[40], media[8];
+	char volume[72];
 	uint64_t size, pages, store_offset, flash_offset;
 	uint32_t block_size, uid;
 	uint8_t header[64];
@@ -116,6 +117,7 @@ static int load_alloc(const struct pt_alloc *a, void *arg)
 	snprintf(x->session, sizeof(x->session), "%s", a->session ? a->session : "(NULL)");
 	snprintf(x->media, sizeof(x->media), "%s", a->media ? a->media : "(NULL)");
 	x->flash_offset = a->flash_offset;
+	snprintf(x->volume, sizeof(x->volume), "%s", a->volume ? a->volume : "(NULL)");
 	if (a->header_len > sizeof(x->header) || (a->header_len && !a->header)) {
 		FAIL("load %s: header of %zu bytes at %p", a->guid, a->header_len,
 		     (const void *)a->header);
@@ -176,6 +178,7 @@ static void compare(const char *ctx, const struct model *e, const struct model *
 		CHECK_STR("session", x->session, y->session);
 		CHECK_STR("media", x->media, y->media);
 		CHECK_INT("flash_offset", x->flash_offset, y->flash_offset);
+		CHECK_STR("volume", x->volume, y->volume);
 		CHECK_INT("block_size", x->block_size, y->block_size);
 		CHECK_INT("pages", x->pages, y->pages);
 		CHECK_INT("pages loaded", x->pages, y->pages_seen);
@@ -215,6 +218,7 @@ static int model_put(struct pagetable *pt, struct model *m, const char *guid, ui
 		.session = header_len ? NULL : "00112233445566778899aabbccddeeff",
 		.media = header_len ? "flash" : NULL, /* NULL: the default, "store" */
 		.flash_offset = header_len ? 65536 + size * 5 : 0,
+		.volume = header_len ? NULL : "vol-1", /* NULL: the default, "" */
 	};
 	struct model_alloc *x;
 	size_t at = 0;
@@ -238,6 +242,7 @@ static int model_put(struct pagetable *pt, struct model *m, const char *guid, ui
 	snprintf(x->session, sizeof(x->session), "%s", a.session ? a.session : "");
 	snprintf(x->media, sizeof(x->media), "%s", a.media ? a.media : "store");
 	x->flash_offset = a.flash_offset;
+	snprintf(x->volume, sizeof(x->volume), "%s", a.volume ? a.volume : "");
 	x->store_offset = a.store_offset;
 	x->uid = a.uid;
 	x->block_size = block_size;
@@ -688,7 +693,7 @@ static void test_wal_and_cascade(void)
 	raw_query(db, "SELECT count(*) FROM pages WHERE guid = 'c'", buf, sizeof(buf));
 	CHECK_STR("page rows of c", "4", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version", "10", buf);
+	CHECK_STR("schema_version", "11", buf);
 	sqlite3_close(db);
 
 	pt = open_or_die(path);
@@ -1051,12 +1056,13 @@ static void test_migration_from_v1(void)
 		CHECK_INT("store_offset of an old allocation", 0, got.a[0].store_offset);
 		CHECK_INT("uid of an old allocation (root's)", 0, got.a[0].uid);
 		CHECK_STR("media of an old allocation (the store)", "store", got.a[0].media);
+		CHECK_STR("an old allocation is no volume", "", got.a[0].volume);
 		CHECK_INT("page version kept", 3, got.a[0].version[0]);
 	}
 	pagetable_close(pt);
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version after the migration", "10", buf);
+	CHECK_STR("schema_version after the migration", "11", buf);
 	sqlite3_close(db);
 }
 
@@ -1123,7 +1129,7 @@ static void test_migration_from_v2(void)
 
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version after the migration", "10", buf);
+	CHECK_STR("schema_version after the migration", "11", buf);
 	raw_query(db, "SELECT count(*) FROM journal WHERE seq IS NULL", buf, sizeof(buf));
 	CHECK_STR("old rows without a seq", "5", buf);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'folded_seq'", buf, sizeof(buf));
@@ -1152,18 +1158,18 @@ static void test_refused_files(void)
 	pt = open_or_die(path);
 	pagetable_close(pt);
 	db = raw_open(path);
-	raw_exec(db, "UPDATE meta SET value = 11 WHERE key = 'schema_version'");
+	raw_exec(db, "UPDATE meta SET value = 12 WHERE key = 'schema_version'");
 	sqlite3_close(db);
 	pt = (struct pagetable *)&pt; /* must come back NULL */
 	r = pagetable_open(path, false, &pt);
 	CHECK_INT("open a newer schema", -EPROTONOSUPPORT, r);
 	CHECK(pt == NULL, "no table comes back with an error");
-	CHECK(strstr(pagetable_last_error(NULL), "schema version is 11") &&
-		      strstr(pagetable_last_error(NULL), "up to 10"),
+	CHECK(strstr(pagetable_last_error(NULL), "schema version is 12") &&
+		      strstr(pagetable_last_error(NULL), "up to 11"),
 	      "the reason names both versions: \"%s\"", pagetable_last_error(NULL));
 	db = raw_open(path);
 	raw_query(db, "SELECT value FROM meta WHERE key = 'schema_version'", buf, sizeof(buf));
-	CHECK_STR("schema_version left as it was", "11", buf);
+	CHECK_STR("schema_version left as it was", "12", buf);
 	sqlite3_close(db);
 
 	/* Not SQLite at all. */

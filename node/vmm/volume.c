@@ -1,0 +1,63 @@
+/* Block volumes (vmm/VMM.md, "Volumes"): allocations of the pair whose
+ * pages are a volume's blocks, cached in the storage cache partition and
+ * resting in their home's partition of the store; served over NBD. */
+#include "vmm_state.h"
+
+#include <string.h>
+
+#include "config.h"
+
+#define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
+
+bool vmm_volume_name_taken(struct vmm *v, const char *name)
+{
+	if (vmm_table_find_volume(v->table, name))
+		return true;
+	for (size_t i = 0; i < v->n_extents_reserved; i++)
+		if (strcmp(v->extents_reserved[i]->volume, name) == 0)
+			return true;
+	return false;
+}
+
+bool vmm_volume_request_valid(struct vmm *v, struct client_call *call,
+			      const Ftvm__Client__AllocRequest *req)
+{
+	if (!config_volume_name_valid(req->volume)) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+				"volume name '%.80s%s': want 1 to %d of [A-Za-z0-9._-], not "
+				"starting with '-' or '.'",
+				req->volume, strlen(req->volume) > 80 ? "..." : "",
+				CONFIG_CLIENT_NAME_MAX);
+		return false;
+	}
+	if (req->policy[0] || req->session[0]) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+				"volume %s: a volume has no policy and no session", req->volume);
+		return false;
+	}
+	if (vmm_volume_name_taken(v, req->volume)) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_DENIED, "volume %s exists",
+				req->volume);
+		return false;
+	}
+	if (!frame_pool_cache_frames(v->pool)) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_DENIED,
+				"%s has no storage cache to serve volume %s from: set [memory] "
+				"cache = N%% (node/vmm/MEDIA.md)",
+				vmm_node_id(v), req->volume);
+		return false;
+	}
+	return true;
+}
+
+void vmm_op_free_volume(struct vmm *v, struct client_call *call, const char *name)
+{
+	struct vmm_alloc *a = vmm_table_find_volume(v->table, name);
+
+	if (!a) {
+		vmm_reply_error(call, FTVM__PARTNER__STATUS__STATUS_NOT_FOUND, "no volume %.80s",
+				name);
+		return;
+	}
+	vmm_op_free(v, call, a->guid);
+}
