@@ -7,7 +7,8 @@ files are committed; run this again only to change them:
 
 Each seed is named for what it is. The layouts follow the code they feed
 (node/storage/store.c, node/storage/sbd.c, common/frame.h, proto/client.proto,
-proto/partner.proto, replica/rdma_credits.c); where a target takes a control byte first, its
+proto/partner.proto, replica/rdma_credits.c, common/nbd_wire.c); where a target takes a control
+byte first, its
 comment at the top says what the bits mean."""
 import os
 import struct
@@ -415,9 +416,55 @@ def rdma():
     write(t, "length-past-end", b"\xff" + p)
 
 
+# ---- an NBD client (common/nbd_wire.c), after a control byte ----
+
+def nbd_option(opt, data=b""):
+    return b"IHAVEOPT" + struct.pack(">II", opt, len(data)) + data
+
+
+def nbd_go(name, infos=(), opt=7):
+    return nbd_option(opt, struct.pack(">I", len(name)) + name +
+                      struct.pack(">H", len(infos)) + b"".join(struct.pack(">H", i) for i in infos))
+
+
+def nbd_request(cmd, offset=0, length=0, flags=0, cookie=1, payload=b""):
+    return struct.pack(">IHHQQI", 0x25609513, flags, cmd, cookie, offset, length) + payload
+
+
+def nbd_wire():
+    t = "nbd_wire"
+    # control: where the rest splits into two feeds, at (len - 1) * byte / 255
+    fixed, no_zeroes = struct.pack(">I", 1), struct.pack(">I", 3)
+    io = (nbd_request(1, 0, 4096, payload=b"\xab" * 4096) + nbd_request(0, 0, 4096, cookie=2) +
+          nbd_request(1, 512, 512, flags=1, cookie=3, payload=b"\x11" * 512) +
+          nbd_request(3, cookie=4) + nbd_request(6, 8192, 8192, flags=3, cookie=5) +
+          nbd_request(4, 16384, 4096, cookie=6) + nbd_request(2, cookie=7))
+    write(t, "go-disk-io", b"\x80" + no_zeroes + nbd_option(8) + nbd_go(b"disk", (3, 1, 2)) + io)
+    write(t, "export-name-io", b"\x10" + fixed + nbd_option(1, b"disk") + io)
+    write(t, "list-info-abort", b"\xff" + fixed + nbd_option(3) + nbd_go(b"ro", (1, 2), opt=6) +
+          nbd_go(b"nope") + nbd_option(2))
+    write(t, "go-ro-refusals", b"\x40" + fixed + nbd_go(b"ro", (3,)) +
+          nbd_request(1, 0, 512, payload=bytes(512)) + nbd_request(4, 0, 512, cookie=2) +
+          nbd_request(0, 1, 512, cookie=3) + nbd_request(0, 0, 1 << 21, cookie=4) +
+          nbd_request(0, 0, 512, flags=2, cookie=5) + nbd_request(9, cookie=6) +
+          nbd_request(3, 1, 0, cookie=7) + nbd_request(0, (1 << 20) - 512, 1024, cookie=8))
+    write(t, "go-empty-past-end", b"\x00" + fixed + nbd_go(b"") +
+          nbd_request(1, 0, 1, payload=b"x") + nbd_request(6, 0, 1, cookie=2) +
+          nbd_request(0, 0xffffffffffffff00, 0x1000, cookie=3) + b"\xde\xad\xbe\xef" + bytes(24))
+    write(t, "plain-newstyle", b"\x00" + struct.pack(">I", 0) + nbd_option(1, b"disk"))
+    write(t, "unknown-client-flags", b"\x00" + struct.pack(">I", 5))
+    write(t, "bad-option-magic", b"\x20" + fixed + b"IHAVEOPX" + bytes(8))
+    write(t, "oversized-option", b"\x20" + fixed + b"IHAVEOPT" + struct.pack(">II", 99, 8193))
+    write(t, "too-many-options", b"\x55" + fixed + nbd_option(8) * 65 + nbd_go(b"disk"))
+    write(t, "malformed-go", b"\x99" + fixed + nbd_option(7, b"\0\0\0\x09disk\0\0") +
+          nbd_option(7, b"\0\0\0\x04disk\0\x05") + nbd_option(7, b"\0\0\0\x02d\0\0\0") +
+          nbd_option(3, b"x") + nbd_go(b"disk"))
+    write(t, "name-too-long", b"\x30" + fixed + nbd_go(b"n" * 4097) + nbd_option(1, b"n" * 4097))
+
+
 TARGETS = {"config": config, "trace_text": trace_text, "store_header": store,
            "sbd": sbd, "client_request": client, "node_request": node, "rdma_params": rdma,
-           "session": session}
+           "session": session, "nbd_wire": nbd_wire}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or TARGETS:
