@@ -94,7 +94,8 @@ static void put16(struct buf *b, uint16_t v)
 
 static void put_bytes(struct buf *b, const void *p, size_t n)
 {
-	memcpy(b->data + b->len, p, n);
+	if (n)
+		memcpy(b->data + b->len, p, n);
 	b->len += n;
 }
 
