@@ -163,8 +163,9 @@ static int conn_skip(struct conn *c, uint64_t n)
 	return 0;
 }
 
-/* The handshake; the export chosen, or NULL when the connection is over. */
-static struct mem_export *conn_handshake(struct conn *c)
+/* The handshake; the export chosen (and *ret as the handshake told it), or
+ * NULL when the connection is over. */
+static struct mem_export *conn_handshake(struct conn *c, struct nbd_export *ret)
 {
 	struct nbd_handshake *h = NULL;
 	struct mem_export *m = NULL;
@@ -198,6 +199,7 @@ static struct mem_export *conn_handshake(struct conn *c)
 		goto out;
 	}
 	m = export_find(nbd_handshake_export(h));
+	*ret = *nbd_handshake_export_info(h);
 	fprintf(stderr, "conn %u: export \"%s\"\n", c->id, m->name);
 out:
 	nbd_handshake_free(h);
@@ -264,14 +266,13 @@ static int conn_request(struct conn *c, struct mem_export *m, const struct nbd_e
 static void *conn_run(void *arg)
 {
 	struct conn *c = arg;
-	struct mem_export *m = conn_handshake(c);
 	struct nbd_export e;
+	struct mem_export *m = conn_handshake(c, &e);
 	unsigned long requests = 0;
 	int r = 0;
 
 	if (!m)
 		goto out;
-	lookup(NULL, m->name, &e);
 	for (;;) {
 		struct nbd_request rq;
 
