@@ -1553,6 +1553,22 @@ int ftvm_free(struct ftvm_client *c, const char *guid)
 	return call_status(c, &req);
 }
 
+int ftvm_flush(struct ftvm_client *c, const char *guid, uint64_t first_page, uint64_t pages)
+{
+	Ftvm__Client__FlushRequest flush = FTVM__CLIENT__FLUSH_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	int r = check_guid(c, guid);
+
+	if (r < 0)
+		return r;
+	flush.guid = (char *)guid;
+	flush.first_page = first_page;
+	flush.pages = pages;
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FLUSH;
+	req.flush = &flush;
+	return call_status(c, &req);
+}
+
 int ftvm_drill_cut_link(struct ftvm_client *c, uint32_t ms)
 {
 	Ftvm__Client__CutLinkRequest cut = FTVM__CLIENT__CUT_LINK_REQUEST__INIT;

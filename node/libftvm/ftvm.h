@@ -444,6 +444,20 @@ FTVM_EXPORT int ftvm_header(struct ftvm_client *c, const char *guid, struct ftvm
 FTVM_EXPORT int ftvm_free(struct ftvm_client *c, const char *guid);
 
 /**
+ * @brief Waits until every page of @p pages from @p first_page of @p guid
+ *        (@p pages 0: every page from @p first_page on) that was changed
+ *        before the call is durable in the store: destaged by its owner,
+ *        behind a barrier, whichever node it was written on
+ *        (node/vmm/VMM.md, "Flush"). A page changed after the call is not
+ *        waited for.
+ * @return 0, or -errno: -ETIMEDOUT when that takes longer than the node's
+ *         request_timeout_ms, -ENOENT for no such allocation, and the
+ *         conventions above.
+ */
+FTVM_EXPORT int ftvm_flush(struct ftvm_client *c, const char *guid, uint64_t first_page,
+			   uint64_t pages);
+
+/**
  * @brief Fault injection for failover drills (`ftvmctl drill cut`): the
  *        node's partner link goes silent both ways for @p ms, as with a
  *        pulled cable, then comes back by itself.

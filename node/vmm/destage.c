@@ -196,6 +196,7 @@ static void take_record(struct vmm_alloc *a, uint64_t i, const struct store_page
 	uint64_t version = le64toh(rec->version);
 	uint32_t crc = le32toh(rec->crc32c);
 
+	p->durable_version = version;
 	if (version > p->version) {
 		p->version = version;
 		p->crc32c = crc;
@@ -484,6 +485,8 @@ static void round_done(struct destage_round *rd)
 			continue;
 		p->destaging = false;
 		vmm_replace_update(v, p);
+		if (d->result == 0 && d->version > p->durable_version)
+			p->durable_version = d->version;
 		if (d->result < 0) {
 			log_warning("destage of %s page %llu failed: %s", d->guid,
 				    (unsigned long long)d->page, strerror(-d->result));
@@ -508,6 +511,7 @@ static void round_done(struct destage_round *rd)
 	v->destage_round = NULL;
 	free(rd);
 	arm(v);
+	vmm_flush_check(v);
 }
 
 static void on_store_done(int result, void *arg)
@@ -655,6 +659,10 @@ void vmm_destaged(struct vmm *v, const char *guid, uint64_t page, uint64_t versi
 
 	struct vmm_page *p = vmm_alloc_page(a, page);
 
+	if (p && version > p->durable_version) {
+		p->durable_version = version; /* the store has it, whatever our copy */
+		vmm_flush_check(v);
+	}
 	if (!p || p->version != version || !p->dirty)
 		return; /* gone, or changed since: nothing to mark */
 	/* Only a copy equal to what the store has is clean: a node that came back

@@ -502,6 +502,7 @@ void vmm_client_gone(struct vmm *v, uint64_t client_id)
 	vmm_window_client_gone(v, client_id);
 	vmm_sessions_client_gone(v, client_id);
 	vmm_space_waiters_client_gone(v, client_id);
+	vmm_flushes_client_gone(v, client_id);
 	vmm_page_waiters_client_gone(v, client_id);
 	/* A release tried again later comes back into the list waiting
 	 * (h->retry): taken no more. */

@@ -745,6 +745,7 @@ void vmm_free(struct vmm *v)
 			 (unsigned long long)v->counted.evictions,
 			 (unsigned long long)v->resident_pages);
 	vmm_space_waiters_fail(v);
+	vmm_flushes_fail(v);
 	if (v->failover)
 		vmm_window_fail_all(v, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN,
 				    "node stopping");
@@ -922,6 +923,9 @@ void vmm_client_request(struct vmm *v, struct client_call *call,
 		break;
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_VERIFY:
 		vmm_op_verify(v, call);
+		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FLUSH:
+		vmm_op_flush(v, call, req->flush);
 		break;
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FAILBACK:
 		vmm_op_failback(v, call);

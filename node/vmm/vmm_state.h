@@ -41,6 +41,8 @@ struct vmm {
 	struct event *idle_event;
 	struct vmm_after_commit *after, **after_tail;
 
+	/* Flushes waiting for pages to be durable in the store (vmm/flush.c). */
+	struct vmm_flush *flushes;
 	/* Allocations waiting for room in the store (Fig. 5 without
 	 * `immediate`), in order. */
 	struct vmm_space_waiter *space_waiters;
@@ -327,6 +329,13 @@ void vmm_op_release_pointer(struct vmm *v, struct client_call *call,
 			    const Ftvm__Client__ReleasePointerRequest *req);
 /* header, list, sense: answered from this node's own table. */
 void vmm_op_local(struct vmm *v, struct client_call *call, const Ftvm__Client__ClientRequest *req);
+/* vmm/flush.c: a flush waits for the pages of a range changed before it to
+ * be durable in the store (vmm/VMM.md, "Flush"); checked again after each
+ * destage round here and each Destaged from the partner. */
+void vmm_op_flush(struct vmm *v, struct client_call *call, const Ftvm__Client__FlushRequest *req);
+void vmm_flush_check(struct vmm *v);
+void vmm_flushes_fail(struct vmm *v);
+void vmm_flushes_client_gone(struct vmm *v, uint64_t client_id);
 /* vmm/volume.c: the request's faults as a volume's are answered here;
  * true when it may go on as an allocation does (vmm/VMM.md, "Volumes"). */
 bool vmm_volume_request_valid(struct vmm *v, struct client_call *call,

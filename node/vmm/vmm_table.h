@@ -57,6 +57,10 @@ struct vmm_page {
 	 * dirty (vmm_page_on_flash). */
 	uint64_t flash_version;
 	uint32_t flash_crc;
+	/* The newest version known to be in the store behind a barrier (its
+	 * owner's destage, here or told by Destaged; or the store's record at
+	 * start): what a flush waits for (vmm/flush.c). */
+	uint64_t durable_version;
 	bool flashing; /* in the flash queue or being written there */
 	/* The replacement queue (least recently used first). */
 	struct vmm_page *lru_prev, *lru_next;

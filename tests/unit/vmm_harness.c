@@ -173,6 +173,17 @@ struct fake_call *harness_free_call(struct harness *h, const char *guid)
 	return send_request(h, NULL, FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FREE, &m);
 }
 
+struct fake_call *harness_flush_call(struct harness *h, const char *guid, uint64_t first_page,
+				     uint64_t pages)
+{
+	Ftvm__Client__FlushRequest m = FTVM__CLIENT__FLUSH_REQUEST__INIT;
+
+	m.guid = (char *)guid;
+	m.first_page = first_page;
+	m.pages = pages;
+	return send_request(h, NULL, FTVM__CLIENT__CLIENT_REQUEST__REQUEST_FLUSH, &m);
+}
+
 struct fake_call *harness_pointer_call(struct harness *h, struct fake_client *c, const char *guid,
 				       uint64_t page, bool write, bool wait)
 {

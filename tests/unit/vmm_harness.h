@@ -74,6 +74,8 @@ struct fake_call *harness_session_alloc_call(struct harness *h, uint64_t size, c
 /* A SessionRequest: binds h->client's connection to session. */
 struct fake_call *harness_session_call(struct harness *h, const char *session);
 struct fake_call *harness_free_call(struct harness *h, const char *guid);
+struct fake_call *harness_flush_call(struct harness *h, const char *guid, uint64_t first_page,
+				     uint64_t pages);
 struct fake_call *harness_pointer_call(struct harness *h, struct fake_client *c, const char *guid,
 				       uint64_t page, bool write, bool wait);
 struct fake_call *harness_release_call(struct harness *h, struct fake_client *c, const char *guid,
