@@ -65,6 +65,7 @@
 #include "ftvm_build.h"
 #include "log.h"
 #include "pb_arena.h"
+#include "unix_listen.h"
 
 #define CLIENT_CALLS_MAX 64u
 #define CLIENT_BACKLOG 64
@@ -90,18 +91,52 @@ struct client_conn {
 };
 
 struct client_call {
-	struct client_conn *conn; /* holds a reference */
+	struct client_conn *conn; /* holds a reference; NULL for a call made inside the node */
 	uint64_t id;
 	pid_t pid;
 	/* Kept until answered: the owner may point into it (client_request_fn). */
 	const Ftvm__Client__ClientRequest *request;
+	/* A call made inside the node (client_call_new_internal): its client
+	 * id, and where its reply goes. */
+	uint64_t internal_id;
+	client_call_reply_fn reply_fn;
+	void *reply_arg;
 };
 
-/* The call is answered: it goes, and its request with it. */
+/* Ids of clients inside the node: above any a connection gets. */
+#define INTERNAL_ID_BASE (UINT64_C(1) << 62)
+
+/* The call is answered: it goes, and its request with it (an internal
+ * call's request is its maker's). */
 static void call_free(struct client_call *call)
 {
-	pb_arena_free(&call->request->base);
+	if (call->conn)
+		pb_arena_free(&call->request->base);
 	free(call);
+}
+
+uint64_t client_internal_id_new(void)
+{
+	static uint64_t next = INTERNAL_ID_BASE;
+
+	return next++;
+}
+
+struct client_call *client_call_new_internal(uint64_t client_id,
+					     const Ftvm__Client__ClientRequest *req,
+					     client_call_reply_fn fn, void *arg)
+{
+	struct client_call *call = calloc(1, sizeof(*call));
+
+	if (!call)
+		return NULL;
+	call->id = req->id;
+	call->pid = getpid();
+	call->request = req;
+	call->internal_id = client_id;
+	call->reply_fn = fn;
+	call->reply_arg = arg;
+	return call;
 }
 
 struct client_server {
@@ -109,8 +144,7 @@ struct client_server {
 	struct evconnlistener *listener;
 	struct event *accept_retry;
 	char *path;
-	dev_t dev; /* the socket file we made, so free unlinks only that */
-	ino_t ino;
+	struct unix_listen_id file; /* the socket file we made, so free unlinks only that */
 	struct client_server_config config;
 	unsigned n_conns; /* open connections */
 	bool full_logged; /* a refusal at max_clients was logged since the last close */
@@ -249,6 +283,11 @@ void client_call_reply(struct client_call *call, Ftvm__Client__ClientReply *repl
 	struct client_conn *conn = call->conn;
 
 	reply->id = call->id;
+	if (!conn) {
+		call->reply_fn(reply, call->reply_arg);
+		call_free(call);
+		return;
+	}
 	if (conn->bev)
 		send_reply(conn, reply);
 	else
@@ -279,24 +318,25 @@ pid_t client_call_peer_pid(const struct client_call *call)
 	return call->pid;
 }
 
+/* A call made inside the node is the daemon's own: its uid, every right. */
 uid_t client_call_peer_uid(const struct client_call *call)
 {
-	return call->conn->uid;
+	return call->conn ? call->conn->uid : geteuid();
 }
 
 bool client_call_may(const struct client_call *call, unsigned right)
 {
-	return (call->conn->rights & right) == right;
+	return !call->conn || (call->conn->rights & right) == right;
 }
 
 uint64_t client_call_client_id(const struct client_call *call)
 {
-	return call->conn->id;
+	return call->conn ? call->conn->id : call->internal_id;
 }
 
 bool client_call_client_gone(const struct client_call *call)
 {
-	return call->conn->bev == NULL;
+	return call->conn && call->conn->bev == NULL;
 }
 
 /* The descriptor rides on the reply's first bytes (SCM_RIGHTS), so the reply
@@ -315,7 +355,7 @@ void client_call_reply_fd(struct client_call *call, Ftvm__Client__ClientReply *r
 
 	reply->id = call->id;
 	len = ftvm__client__client_reply__get_packed_size(reply);
-	if (!conn->bev || evbuffer_get_length(bufferevent_get_output(conn->bev)) > 0 ||
+	if (!conn || !conn->bev || evbuffer_get_length(bufferevent_get_output(conn->bev)) > 0 ||
 	    len > conn->server->config.max_payload || !(frame = malloc(FRAME_HEADER_SIZE + len))) {
 		Ftvm__Client__ClientReply busy = FTVM__CLIENT__CLIENT_REPLY__INIT;
 
@@ -685,50 +725,17 @@ static void accept_error_cb(struct evconnlistener *listener, void *ctx)
 	evtimer_add(s->accept_retry, &tv);
 }
 
-/* Makes path free for bind(): nothing there, or a socket file nobody answers
- * on (left by a process that died), which is removed. */
-static int claim_path(const struct sockaddr_un *sa)
-{
-	struct stat st;
-	int fd, r;
-
-	if (lstat(sa->sun_path, &st) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISSOCK(st.st_mode))
-		return -EEXIST;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	r = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0 ? -errno : 0;
-	close(fd);
-	if (r == 0 || r == -EAGAIN)
-		return -EADDRINUSE; /* someone answers, or their backlog is full */
-	if (r != -ECONNREFUSED)
-		return r;
-	if (unlink(sa->sun_path) < 0 && errno != ENOENT)
-		return -errno;
-	log_debug("removed stale socket %s", sa->sun_path);
-	return 0;
-}
-
 int client_server_new(struct event_base *base, const struct client_server_config *config,
 		      client_request_fn fn, client_gone_fn gone, void *arg,
 		      struct client_server **ret)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	const char *path = config ? config->path : NULL;
 	struct client_server *s;
-	struct stat st;
-	bool bound = false;
 	int fd = -1, r;
 
 	if (!base || !path || !fn || !ret || config->max_payload == 0 || config->max_clients == 0 ||
 	    config->output_limit == 0)
 		return -EINVAL;
-	if (path[0] == '\0' || strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
-
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
@@ -743,31 +750,9 @@ int client_server_new(struct event_base *base, const struct client_server_config
 		goto fail;
 	}
 	s->config.path = s->path;
-
-	r = claim_path(&sa);
-	if (r < 0)
-		goto fail;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = unix_listen(path, config->mode, config->group, CLIENT_BACKLOG, &s->file);
 	if (fd < 0) {
-		r = -errno;
-		goto fail;
-	}
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	bound = true;
-	/* Before listen(): nobody can connect yet, so nobody slips in under the
-	 * umask's mode. */
-	if ((config->group != (gid_t)-1 && chown(path, (uid_t)-1, config->group) < 0) ||
-	    chmod(path, config->mode) < 0 || lstat(path, &st) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	s->dev = st.st_dev;
-	s->ino = st.st_ino;
-	if (listen(fd, CLIENT_BACKLOG) < 0) {
-		r = -errno;
+		r = fd;
 		goto fail;
 	}
 	s->accept_retry = evtimer_new(base, accept_retry_cb, s);
@@ -790,10 +775,10 @@ int client_server_new(struct event_base *base, const struct client_server_config
 fail:
 	if (s->accept_retry)
 		event_free(s->accept_retry);
-	if (bound)
-		unlink(path);
-	if (fd >= 0)
+	if (fd >= 0) {
+		unix_listen_unlink(path, &s->file);
 		close(fd);
+	}
 	free(s->path);
 	free(s);
 	return r;
@@ -801,8 +786,6 @@ fail:
 
 void client_server_free(struct client_server *s)
 {
-	struct stat st;
-
 	if (!s)
 		return;
 	s->closing = true;
@@ -813,8 +796,7 @@ void client_server_free(struct client_server *s)
 	if (s->accept_retry)
 		event_free(s->accept_retry);
 	/* Only our own file: a successor may already have replaced it. */
-	if (lstat(s->path, &st) == 0 && st.st_dev == s->dev && st.st_ino == s->ino)
-		unlink(s->path);
+	unix_listen_unlink(s->path, &s->file);
 	free(s->path);
 	free(s);
 }
