@@ -611,12 +611,21 @@ static void on_destage_timer(evutil_socket_t fd, short what, void *arg)
 		on_round_barrier(-EIO, rd);
 }
 
+/* A round DESTAGE_DELAY_MS from now; at once while a flush waits (vmm/flush.c). */
 static void arm(struct vmm *v)
 {
-	struct timeval tv = { .tv_sec = 0, .tv_usec = DESTAGE_DELAY_MS * 1000 };
+	struct timeval tv = { .tv_sec = 0, .tv_usec = v->flushes ? 0 : DESTAGE_DELAY_MS * 1000 };
 
 	if (v->destage_waiting && !v->destage_round && !evtimer_pending(v->destage_timer, NULL))
 		evtimer_add(v->destage_timer, &tv);
+}
+
+void vmm_destage_hurry(struct vmm *v)
+{
+	if (v->destage_waiting && !v->destage_round && evtimer_pending(v->destage_timer, NULL)) {
+		evtimer_del(v->destage_timer);
+		arm(v);
+	}
 }
 
 void vmm_destage_page(struct vmm *v, struct vmm_alloc *a, uint64_t page)

@@ -5,7 +5,8 @@
  * p->durable_version. A flush notes each page that is dirty as it comes
  * (its version then), and is answered once each of them is clean or
  * durable at that version or later; a page changed after the flush is not
- * waited for.
+ * waited for. While a flush waits, this node's destage rounds go at once
+ * instead of DESTAGE_DELAY_MS after a change; the partner keeps its pace.
  *
  *   request --no page dirty--> OK
  *      |
@@ -143,6 +144,7 @@ void vmm_op_flush(struct vmm *v, struct client_call *call, const Ftvm__Client__F
 	evtimer_add(f->deadline, &tv);
 	f->next = v->flushes;
 	v->flushes = f;
+	vmm_destage_hurry(v); /* this node's own pages; the partner's keep its pace */
 }
 
 void vmm_flushes_fail(struct vmm *v)

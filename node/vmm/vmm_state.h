@@ -251,6 +251,8 @@ int vmm_store_extent(struct vmm *v, struct vmm_alloc *a);
 /* a is in the table now, or was refused: its reservation ends. */
 void vmm_store_extent_done(struct vmm *v, struct vmm_alloc *a);
 uint64_t vmm_destage_depth(const struct vmm *v);
+/* A flush waits: the next destage round goes now, not DESTAGE_DELAY_MS on. */
+void vmm_destage_hurry(struct vmm *v);
 /* The partner destaged guid page at version: clean here too. */
 void vmm_destaged(struct vmm *v, const char *guid, uint64_t page, uint64_t version, uint32_t crc);
 
