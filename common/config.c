@@ -58,6 +58,7 @@ enum section {
 	SECTION_TRACE,
 	SECTION_CLIENT,
 	SECTION_POLICY,
+	SECTION_NBD,
 };
 
 enum key_index {
@@ -96,6 +97,8 @@ enum key_index {
 	KEY_FLASH_CACHE,
 	KEY_BLOCK_SIZE, /* one per policy: its lines live with the policy */
 	KEY_PERFORMANCE,
+	KEY_NBD_LISTEN,
+	KEY_NBD_SOCKET,
 	N_KEYS,
 };
 
@@ -434,6 +437,16 @@ static int set_socket(struct parser *p, const char *v)
 	return replace_string(p, &p->c->socket_path, path_join(p->c->dir, v));
 }
 
+static int set_nbd_listen(struct parser *p, const char *v)
+{
+	return set_endpoint(p, &p->c->nbd_listen, v);
+}
+
+static int set_nbd_socket(struct parser *p, const char *v)
+{
+	return replace_string(p, &p->c->nbd_socket_path, path_join(p->c->dir, v));
+}
+
 static int set_state_dir(struct parser *p, const char *v)
 {
 	return replace_string(p, &p->c->state_dir, path_join(p->c->dir, v));
@@ -766,6 +779,8 @@ static const struct key keys[N_KEYS] = {
 	[KEY_FLASH_CACHE] = { SECTION_FLASH, "cache", set_flash_cache },
 	[KEY_BLOCK_SIZE] = { SECTION_POLICY, "block_size", set_block_size },
 	[KEY_PERFORMANCE] = { SECTION_POLICY, "performance", set_performance },
+	[KEY_NBD_LISTEN] = { SECTION_NBD, "listen", set_nbd_listen },
+	[KEY_NBD_SOCKET] = { SECTION_NBD, "socket", set_nbd_socket },
 };
 
 /* Where the line a key was set on is kept. */
@@ -843,7 +858,7 @@ static int begin_section(struct parser *p, const char *name)
 		{ "node", SECTION_NODE },	  { "memory", SECTION_MEMORY },
 		{ "store", SECTION_STORE },	  { "flash", SECTION_FLASH },
 		{ "failover", SECTION_FAILOVER }, { "trace", SECTION_TRACE },
-		{ "client", SECTION_CLIENT },
+		{ "client", SECTION_CLIENT },	  { "nbd", SECTION_NBD },
 	};
 
 	snprintf(p->section_name, sizeof(p->section_name), "%s", name);
@@ -1310,6 +1325,8 @@ void config_free(struct ftvm_config *c)
 	free(c->listen);
 	free(c->partner);
 	free(c->socket_path);
+	free(c->nbd_listen);
+	free(c->nbd_socket_path);
 	free(c->state_dir);
 	free(c->store_path);
 	free(c->flash_path);

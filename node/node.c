@@ -20,12 +20,14 @@
 #include "frame.h"
 #include "ha.h"
 #include "log.h"
+#include "nbd_server.h"
 #include "notify.h"
 #include "pagedata.h"
 #include "session.h"
 #include "status_counts.h"
 #include "trace_tap.h"
 #include "vmm.h"
+#include "volume_io.h"
 
 #define LOG_SUBSYSTEM "node"
 #define CUT_LINK_MS_MAX 600000u
@@ -43,6 +45,10 @@ struct node {
 	struct ha *ha;
 	struct repl_session *session;
 	struct client_server *clients;
+	/* The block interface ([nbd]; node/NBD.md): volumes over NBD, their
+	 * requests as page requests of the memory manager. */
+	struct nbd_server *nbd;
+	struct volume_io *volume_io;
 	struct trace_tap *trace; /* while recording (common/TRACE.md) */
 	struct notify_watchdog *watchdog;
 	struct event *sigterm;
@@ -217,6 +223,31 @@ out:
 	if (started)
 		trace_install(n, started, channels);
 	free(path);
+}
+
+/* [nbd] listen and/or socket: volumes served over NBD (node/NBD.md). The
+ * socket file is made as the client socket is ([client] socket_mode and
+ * socket_group). */
+static int nbd_from_config(struct node *n)
+{
+	const struct ftvm_config *c = n->config;
+	struct nbd_server_config nc = {
+		.listen = c->nbd_listen,
+		.socket_path = c->nbd_socket_path,
+		.socket_mode = c->socket_mode,
+		.socket_group = c->socket_group.name ? c->socket_group.gid : (gid_t)-1,
+	};
+	int r = volume_io_new(n->base, n->vmm, &n->volume_io);
+
+	if (r < 0)
+		return log_error_errno(r, "NBD: volume I/O");
+	r = nbd_server_new(n->base, &nc, &volume_io_nbd_ops, n->volume_io, &n->nbd);
+	if (r < 0)
+		return log_error_errno(r, "NBD: cannot listen on %s%s%s",
+				       c->nbd_listen ? c->nbd_listen : "",
+				       c->nbd_listen && c->nbd_socket_path ? " and " : "",
+				       c->nbd_socket_path ? c->nbd_socket_path : "");
+	return 0;
 }
 
 /* [trace] path: recorded from the start; a trace left by the last run is
@@ -566,6 +597,11 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 		log_error_errno(r, "client socket %s", config->socket_path);
 		goto fail;
 	}
+	if (config->nbd_listen || config->nbd_socket_path) {
+		r = nbd_from_config(n);
+		if (r < 0)
+			goto fail;
+	}
 	if (config->trace_path) {
 		r = trace_from_config(n);
 		if (r < 0)
@@ -628,6 +664,7 @@ void node_free(struct node *n)
 	if (n->trace)
 		trace_stop(n);
 	client_server_free(n->clients);
+	nbd_server_free(n->nbd);
 	/* What waits for the partner's answer fails while the memory manager
 	 * that asked is whole: their callbacks reach into it. */
 	if (n->session)
@@ -637,6 +674,7 @@ void node_free(struct node *n)
 	 * what waits (the Destaged batch of the last destage, whose answer
 	 * nothing waits for). */
 	vmm_free(n->vmm);
+	volume_io_free(n->volume_io); /* the memory manager's last answers came */
 	ha_free(n->ha, true);
 	repl_session_free(n->session);
 	if (n->state_lock >= 0)

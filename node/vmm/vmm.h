@@ -69,6 +69,17 @@ void vmm_op_discover(struct vmm *v, struct client_call *call, const struct vmm_d
  * mode. */
 void vmm_op_partitions(struct vmm *v, struct client_call *call);
 
+/* A block volume as its NBD export shows it (vmm/volume.c): its guid (to
+ * ask page requests of), size and block size. -ENOENT for no volume name. */
+struct vmm_volume_info {
+	char guid[64];
+	uint64_t size;
+	uint32_t block_size;
+};
+int vmm_volume_info(struct vmm *v, const char *name, struct vmm_volume_info *ret);
+/* Calls fn with each volume's name. */
+void vmm_volume_names(struct vmm *v, void (*fn)(void *ctx, const char *name), void *ctx);
+
 /* A local client disconnected: its pointers are released, its waiting
  * requests dropped. */
 void vmm_client_gone(struct vmm *v, uint64_t client_id);

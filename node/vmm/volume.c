@@ -3,6 +3,9 @@
  * resting in their home's partition of the store; served over NBD. */
 #include "vmm_state.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
@@ -60,4 +63,27 @@ void vmm_op_free_volume(struct vmm *v, struct client_call *call, const char *nam
 		return;
 	}
 	vmm_op_free(v, call, a->guid);
+}
+
+int vmm_volume_info(struct vmm *v, const char *name, struct vmm_volume_info *ret)
+{
+	struct vmm_alloc *a = vmm_table_find_volume(v->table, name);
+
+	if (!a)
+		return -ENOENT;
+	snprintf(ret->guid, sizeof(ret->guid), "%s", a->guid);
+	ret->size = a->size;
+	ret->block_size = a->block_size;
+	return 0;
+}
+
+void vmm_volume_names(struct vmm *v, void (*fn)(void *ctx, const char *name), void *ctx)
+{
+	size_t n = 0;
+	struct vmm_alloc **all = vmm_table_sorted(v->table, &n);
+
+	for (size_t i = 0; all && i < n; i++)
+		if (vmm_alloc_is_volume(all[i]))
+			fn(ctx, all[i]->volume);
+	free(all);
 }
