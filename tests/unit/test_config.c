@@ -129,6 +129,10 @@ static void test_full(void)
 				   "output_limit = 1M\n"
 				   "session_grace_ms = 0\n"
 				   "\n"
+				   "[nbd]\n"
+				   "listen = 10.0.0.1:10809\n"
+				   "socket = run/n7.nbd\n"
+				   "\n"
 				   "[policy stripe]\n"
 				   "block_size = 64K\n"
 				   "performance = standard\n"
@@ -182,6 +186,8 @@ static void test_full(void)
 	CHECK_INT("max_clients", 2, c->max_clients);
 	CHECK_INT("output_limit", 1 << 20, c->output_limit);
 	CHECK_INT("session_grace_ms", 0, c->session_grace_ms);
+	CHECK_STR("nbd listen", "10.0.0.1:10809", c->nbd_listen);
+	CHECK_STR("nbd socket (relative)", under_dir("run/n7.nbd"), c->nbd_socket_path);
 	CHECK_INT("n_policies", 2, c->n_policies);
 	if (c->n_policies == 2) {
 		CHECK_STR("policy 0 name", "stripe", c->policies[0].name);
@@ -231,6 +237,7 @@ static void test_defaults(void)
 	CHECK_STR("partner", "127.0.0.1:7102", c->partner);
 	CHECK_INT("transport", CONFIG_TRANSPORT_AUTO, c->transport);
 	CHECK_STR("socket", under_dir("a.sock"), c->socket_path);
+	CHECK(!c->nbd_listen && !c->nbd_socket_path, "NBD is served without [nbd]");
 	CHECK_STR("state_dir", under_dir("a"), c->state_dir);
 	CHECK_INT("log_level", LOG_LEVEL_INFO, c->log_level);
 	CHECK_INT("synchronous", false, c->synchronous_full);
@@ -434,6 +441,9 @@ static const struct bad bad_cases[] = {
 	{ NODE "listen = a b:7101\n", 3, "[node] listen", "bad character" },
 	{ NODE "listen =\n", 3, "[node] listen", "empty value" },
 	{ NODE "partner = h:99999\n", 3, "[node] partner", "'h:99999' is not an endpoint" },
+	{ NODE "[nbd]\nlisten = 10809\n", 4, "[nbd] listen", "is not an endpoint" },
+	{ NODE "[nbd]\nsocket =\n", 4, "[nbd] socket", "empty value" },
+	{ NODE "[nbd]\nport = 1\n", 4, "[nbd] port", "unknown key" },
 	{ NODE "partner = peer\n", 3, "[node] partner", "missing port" },
 	/* transport, log_level, paths */
 	{ NODE "transport = udp\n", 3, "[node] transport",
