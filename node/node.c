@@ -302,6 +302,18 @@ static void reply_status(struct node *n, struct client_call *call)
 	c.loop_pause_max_ms = rs.loop_pause_max_ms;
 	c.page_size = n->config->page_size;
 	c.pid = getpid();
+	if (n->nbd) {
+		struct nbd_server_stats ns;
+
+		nbd_server_get_stats(n->nbd, &ns);
+		c.nbd_connections = ns.connections;
+		c.nbd_accepted = ns.accepted;
+		c.nbd_requests = ns.requests;
+		c.nbd_errors = ns.errors;
+		c.nbd_protocol_errors = ns.protocol_errors;
+		c.nbd_read_bytes = ns.read_bytes;
+		c.nbd_written_bytes = ns.written_bytes;
+	}
 	status_counts_to_reply(&c, &st, &partner, &pagetable, counters);
 
 	partner.id = rs.partner_id;

@@ -271,7 +271,31 @@
 	X(U64, header_asked, LIST(9), JSON(35, read_header, 1, "asked_owner"),                \
 	  TEXT_IF(16, 1, NUM, "read header: ", " asked of the owner after a resync"))          \
 	X(U64, header_differed, LIST(10), JSON(35, read_header, 2, "differed"),               \
-	  TEXT(16, 2, NUM, ", ", " differed from this node's record"))
+	  TEXT(16, 2, NUM, ", ", " differed from this node's record"))                          \
+	/* the storage cache partition of the pool ([memory] cache; node/vmm/VMM.md,            \
+	 * "Volumes"): its frames, those free, and its pages that may be evicted */             \
+	X(U64, cache_frames_total, LIST(11), JSON(36, cache, 1, "frames_total"),                \
+	  TEXT_IF(17, 1, NUM, "storage cache: ", " frames"))                                     \
+	X(U64, cache_frames_free, LIST(12), JSON(36, cache, 2, "frames_free"),                  \
+	  TEXT(17, 2, NUM, ", ", " free"))                                                       \
+	X(U64, cache_replacement_queue, LIST(13), JSON(36, cache, 3, "replacement_queue"),      \
+	  TEXT(17, 3, NUM, ", ", " evictable"))                                                  \
+	/* the NBD server ([nbd]; node/NBD.md): connections since start, open now; requests,   \
+	 * those answered with an error, connections closed for breaking the protocol, and     \
+	 * bytes read and written, since start */                                               \
+	X(U64, nbd_accepted, LIST(14), JSON(37, nbd, 1, "accepted"),                            \
+	  TEXT_IF(18, 1, NUM, "nbd: ", " connections since start"))                              \
+	X(U64, nbd_connections, LIST(15), JSON(37, nbd, 2, "connections"),                      \
+	  TEXT(18, 2, NUM, " (", " open)"))                                                      \
+	X(U64, nbd_requests, LIST(16), JSON(37, nbd, 3, "requests"),                            \
+	  TEXT(18, 3, NUM, ", ", " requests"))                                                   \
+	X(U64, nbd_errors, LIST(17), JSON(37, nbd, 4, "errors"), TEXT(18, 4, NUM, ", ", " failed")) \
+	X(U64, nbd_protocol_errors, LIST(18), JSON(37, nbd, 5, "protocol_errors"),              \
+	  TEXT(18, 5, NUM, ", ", " protocol errors"))                                            \
+	X(U64, nbd_read_bytes, LIST(19), JSON(37, nbd, 6, "read_bytes"),                        \
+	  TEXT(18, 6, NUM, ", ", " bytes read"))                                                 \
+	X(U64, nbd_written_bytes, LIST(20), JSON(37, nbd, 7, "written_bytes"),                  \
+	  TEXT(18, 7, NUM, ", ", " bytes written"))
 /* clang-format on */
 
 /* The member a row makes in struct ftvm_node_status. */

@@ -794,6 +794,9 @@ void vmm_get_counts(struct vmm *v, struct status_counts *ret)
 	*ret = v->counted;
 	ret->frames_total = frame_pool_server_frames(v->pool);
 	ret->frames_free = frame_pool_free_count(v->pool);
+	ret->cache_frames_total = frame_pool_cache_frames(v->pool);
+	ret->cache_frames_free = frame_pool_cache_free_count(v->pool);
+	ret->cache_replacement_queue = v->lru[FRAME_CACHE].length;
 	ret->allocations_own = vmm_table_count(v->table, vmm_node_id(v), true);
 	ret->allocations_partner = vmm_table_count(v->table, vmm_node_id(v), false);
 	ret->journal_rows = pagetable_journal_count(v->pt);

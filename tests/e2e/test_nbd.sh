@@ -104,7 +104,13 @@ grep -q "nbd unix" "$WORK/a.log" || fail "no NBD log lines on a"
 
 nbdinfo --size "$(uri a small)" >/dev/null || fail "a stopped serving NBD after garbage"
 ctl_ok a || fail "a stopped serving its clients after garbage"
-ok "garbage on the NBD socket cost its own connections only"
+[ "$(status_field a nbd.protocol_errors)" -ge 3 ] || fail "a's status counts no protocol errors: $(ctl a --json status | jq -c .nbd)"
+[ "$(status_field a nbd.requests)" -gt 0 ] && [ "$(status_field b nbd.read_bytes)" -ge $((16 * M)) ] &&
+	[ "$(status_field a nbd.written_bytes)" -ge $((16 * M)) ] ||
+	fail "NBD counters: a $(ctl a --json status | jq -c .nbd), b $(ctl b --json status | jq -c .nbd)"
+[ "$(status_field a cache.frames_total)" = 1024 ] || fail "a's storage cache: $(ctl a --json status | jq -c .cache)"
+ctl a status | grep -q "^nbd: .* protocol errors" || fail "no nbd line in a's status: $(ctl a status)"
+ok "garbage on the NBD socket cost its own connections only; status counts it: $(ctl a --json status | jq -c .nbd)"
 
 # kill -9 of a, after writes through a acknowledged: b serves them.
 qemu-io -f raw -c 'write -P 0x77 3000000 100000' "$(uri a disk)" >/dev/null || fail "write before the kill"
