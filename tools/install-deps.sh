@@ -19,10 +19,11 @@ packages=(
 	# tests/e2e and the demo: raw sockets and page tables (python3: tests/poke.py),
 	# `ftvmctl --json` (jq), processes
 	python3 jq procps iproute2
-	# NBD clients against the NBD codec (tests/e2e/test_nbd_wire.sh: nbdinfo and
-	# nbdcopy from libnbd-bin, qemu-io from qemu-utils), and nbdkit and fio
-	# for the NBD server's tests and benchmarks to come
-	libnbd-bin nbdkit fio
+	# NBD clients against the NBD codec and server (tests/e2e/test_nbd*.sh:
+	# nbdinfo and nbdcopy from libnbd-bin, libnbd's python module for writes
+	# and flushes on connections of the test's choosing, qemu-io from
+	# qemu-utils), and nbdkit and fio for the benchmarks
+	libnbd-bin python3-libnbd nbdkit fio
 	# for the benchmark's Redis reference (ftvm-bench-vmm); its system service is not used
 	redis-server
 	# the qemu harness (tests/vm/, suite vm): a Debian guest image built with
