@@ -13,6 +13,12 @@
  * turn in order: a 4 MiB request is a thousand pages, and the memory
  * manager's paging queue is not meant for a hundred thousand waiters.
  *
+ * Read-ahead (node/NBD.md, "Read-ahead"), per connection: a READ that
+ * starts where the last one ended is sequential, and the pages past it are
+ * staged ahead, a window that starts at READ_AHEAD_FIRST pages and doubles
+ * with each sequential READ up to READ_AHEAD_MAX; any other READ closes the
+ * window (random access stages nothing).
+ *
  * A partial page is read, modified and written under a write pointer: the
  * bytes go into its frames, whose address is the pool's base plus the
  * pointer's offset, and the release mirrors the page. */
@@ -32,6 +38,8 @@
 #include "vmm.h"
 
 #define PIECES_ASKING 256
+#define READ_AHEAD_FIRST 4
+#define READ_AHEAD_MAX 64
 
 struct volume_io {
 	struct vmm *vmm; /* NULL once it is gone: nothing more is asked of it */
@@ -47,6 +55,11 @@ struct volume_export {
 	char name[65];
 	struct vmm_volume_info info;
 	uint64_t client_id; /* the connection's, inside the node */
+	/* Read-ahead: where a sequential READ would start, the window in
+	 * pages (0: closed), and the first page not staged ahead yet. */
+	uint64_t ra_expect;
+	uint32_t ra_window;
+	uint64_t ra_next;
 };
 
 enum piece_step {
@@ -339,6 +352,31 @@ static void work(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* A READ on ex: the window follows the pattern, and what lies in it ahead
+ * of the READ is staged. */
+static void read_ahead(struct volume_export *ex, const struct nbd_request *r)
+{
+	uint32_t page_size = ex->info.block_size;
+	uint64_t end = r->offset + r->length, after = (end + page_size - 1) / page_size, from;
+
+	if (r->offset != ex->ra_expect) {
+		ex->ra_window = 0;
+		ex->ra_next = 0;
+	} else {
+		ex->ra_window = ex->ra_window ? ex->ra_window * 2 : READ_AHEAD_FIRST;
+		if (ex->ra_window > READ_AHEAD_MAX)
+			ex->ra_window = READ_AHEAD_MAX;
+	}
+	ex->ra_expect = end;
+	if (!ex->ra_window || !ex->vio->vmm)
+		return;
+	from = ex->ra_next > after ? ex->ra_next : after;
+	if (from < after + ex->ra_window)
+		vmm_volume_read_ahead(ex->vio->vmm, ex->info.guid, from,
+				      after + ex->ra_window - from);
+	ex->ra_next = after + ex->ra_window;
+}
+
 static void submit(void *arg, void *export, struct nbd_io *io)
 {
 	struct block_op *op = calloc(1, sizeof(*op));
@@ -351,6 +389,8 @@ static void submit(void *arg, void *export, struct nbd_io *io)
 	op->io = io;
 	op->pending = 1; /* until every piece is asked */
 	cut(op);
+	if (io->req.type == NBD_CMD_READ)
+		read_ahead(op->ex, &io->req);
 	if (--op->pending == 0)
 		op_done(op);
 }

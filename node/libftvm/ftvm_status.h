@@ -295,7 +295,15 @@
 	X(U64, nbd_read_bytes, LIST(19), JSON(37, nbd, 6, "read_bytes"),                        \
 	  TEXT(18, 6, NUM, ", ", " bytes read"))                                                 \
 	X(U64, nbd_written_bytes, LIST(20), JSON(37, nbd, 7, "written_bytes"),                  \
-	  TEXT(18, 7, NUM, ", ", " bytes written"))
+	  TEXT(18, 7, NUM, ", ", " bytes written"))                                              \
+	/* read-ahead of volumes' pages (node/NBD.md, "Read-ahead"), since start: pages       \
+	 * staged, those a read then found (hits), those evicted unread (wasted) */             \
+	X(U64, readahead_pages, LIST(21), JSON(38, readahead, 1, "pages"),                      \
+	  TEXT_IF(19, 1, NUM, "read-ahead: ", " pages staged"))                                  \
+	X(U64, readahead_hits, LIST(22), JSON(38, readahead, 2, "hits"),                        \
+	  TEXT(19, 2, NUM, ", ", " hits"))                                                       \
+	X(U64, readahead_wasted, LIST(23), JSON(38, readahead, 3, "wasted"),                    \
+	  TEXT(19, 3, NUM, ", ", " wasted"))
 /* clang-format on */
 
 /* The member a row makes in struct ftvm_node_status. */

@@ -128,6 +128,10 @@ static uint64_t evict(struct vmm *v, struct vmm_page *p)
 		  (unsigned long long)vmm_page_index(p), (unsigned long long)p->version);
 	leave_frames(v, p);
 	v->counted.evictions++;
+	if (p->read_ahead) {
+		p->read_ahead = false;
+		v->counted.readahead_wasted++;
+	}
 	return p->frame;
 }
 

@@ -77,6 +77,12 @@ struct vmm_volume_info {
 	uint32_t block_size;
 };
 int vmm_volume_info(struct vmm *v, const char *name, struct vmm_volume_info *ret);
+/* Read-ahead (node/NBD.md, "Read-ahead"): stages pages first to first + n
+ * - 1 of volume guid into the storage cache that are not there, each a
+ * page-in from the store (or zeroes for a page never written), as a read
+ * would, but nobody waits for them; it stops at the first that finds no
+ * frames. Only while the node serves. Returns how many it staged. */
+uint64_t vmm_volume_read_ahead(struct vmm *v, const char *guid, uint64_t first, uint64_t n);
 /* Calls fn with each volume's name. */
 void vmm_volume_names(struct vmm *v, void (*fn)(void *ctx, const char *name), void *ctx);
 

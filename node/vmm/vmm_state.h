@@ -344,6 +344,14 @@ bool vmm_volume_request_valid(struct vmm *v, struct client_call *call,
 			      const Ftvm__Client__AllocRequest *req);
 /* Frees the volume of that name, as vmm_op_free its allocation. */
 void vmm_op_free_volume(struct vmm *v, struct client_call *call, const char *name);
+/* A client read p: staged by read-ahead, it was a hit. */
+static inline void vmm_read_ahead_used(struct vmm *v, struct vmm_page *p)
+{
+	if (p->read_ahead) {
+		p->read_ahead = false;
+		v->counted.readahead_hits++;
+	}
+}
 /* Whether a volume of that name is in the table or being made here. */
 bool vmm_volume_name_taken(struct vmm *v, const char *name);
 /* vmm/read_header.c: a client's header, from this node's record or its

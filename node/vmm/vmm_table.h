@@ -62,6 +62,9 @@ struct vmm_page {
 	 * start): what a flush waits for (vmm/flush.c). */
 	uint64_t durable_version;
 	bool flashing; /* in the flash queue or being written there */
+	/* Staged by read-ahead and not read since (vmm/volume.c): a read
+	 * counts it a hit, an eviction wasted. */
+	bool read_ahead;
 	/* The replacement queue (least recently used first). */
 	struct vmm_page *lru_prev, *lru_next;
 	bool in_lru;

@@ -87,3 +87,27 @@ void vmm_volume_names(struct vmm *v, void (*fn)(void *ctx, const char *name), vo
 			fn(ctx, all[i]->volume);
 	free(all);
 }
+
+uint64_t vmm_volume_read_ahead(struct vmm *v, const char *guid, uint64_t first, uint64_t n)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, guid);
+	enum vmm_mode mode = vmm_mode(v);
+	uint64_t staged = 0;
+	char why[200];
+
+	if (!a || !vmm_alloc_is_volume(a) ||
+	    (mode != VMM_MODE_MIRRORED && mode != VMM_MODE_SOLO && mode != VMM_MODE_SOLO_READ))
+		return 0;
+	for (uint64_t i = first; i < a->pages && i - first < n; i++) {
+		struct vmm_page *p = &a->page[i];
+
+		if (p->resident || p->pagein || p->filling || p->stale)
+			continue;
+		if (vmm_page_make_resident(v, a, i, why, sizeof(why)) < 0)
+			break; /* no frames, or the store refuses: a hint, dropped */
+		p->read_ahead = true;
+		staged++;
+	}
+	v->counted.readahead_pages += staged;
+	return staged;
+}

@@ -558,6 +558,7 @@ static void page_read(struct vmm *v, const struct vmm_page_request *req)
 		return;
 	if (!vmm_page_contents(v, req, a))
 		return;
+	vmm_read_ahead_used(v, &a->page[req->page]);
 	rr.data.data = vmm_block_addr(v, a, req->page);
 	rr.data.len = a->block_size;
 	rr.crc32c = crc32c(0, rr.data.data, rr.data.len);
