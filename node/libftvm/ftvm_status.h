@@ -303,7 +303,11 @@
 	X(U64, readahead_hits, LIST(22), JSON(38, readahead, 2, "hits"),                        \
 	  TEXT(19, 2, NUM, ", ", " hits"))                                                       \
 	X(U64, readahead_wasted, LIST(23), JSON(38, readahead, 3, "wasted"),                    \
-	  TEXT(19, 3, NUM, ", ", " wasted"))
+	  TEXT(19, 3, NUM, ", ", " wasted"))                                                     \
+	/* dirty pages evicted since start because this node's flash holds them (a volume's:   \
+	 * fast destage, node/vmm/VMM.md "Volumes"); also counted in evictions */              \
+	X(U64, dirty_evictions, LIST(24), JSON(32, replacement, 4, "dirty_evictions"),          \
+	  TEXT(13, 4, NUM, "; ", " of dirty pages flash holds"))
 /* clang-format on */
 
 /* The member a row makes in struct ftvm_node_status. */

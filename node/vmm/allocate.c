@@ -419,7 +419,7 @@ void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__A
 	op->immediate = req->immediate || volume;
 	/* Fig. 5 step 510: local space first. */
 	r = take_space(v, op);
-	if (r == -ENOSPC && req->immediate) {
+	if (r == -ENOSPC && op->immediate) {
 		alloc_denied(v, op);
 	} else if (r == -ENOSPC) {
 		wait_for_space(v, op);

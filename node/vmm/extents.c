@@ -1,8 +1,9 @@
 /* Room for allocations on this node's devices: an extent (records, then
  * blocks: storage/store.h) in its partition of the store for each
  * allocation homed here, and one on its flash for each allocation whose
- * copy here rests there (node/vmm/MEDIA.md). First fit, between the
- * extents of the table's allocations and of those still being made. */
+ * copy here rests there (node/vmm/MEDIA.md): in flash's server memory, or
+ * for a volume in its storage cache. First fit, between the extents of the
+ * table's allocations and of those still being made. */
 #include "vmm_state.h"
 
 #include <errno.h>
@@ -32,7 +33,7 @@ static bool extent_of(const struct vmm *v, const struct vmm_alloc *a, enum vmm_d
 
 	if (device == VMM_DEVICE_STORE && strcmp(a->home, vmm_node_id(v)) != 0)
 		return false;
-	if (device == VMM_DEVICE_FLASH && a->media != VMM_MEDIA_FLASH)
+	if (device != VMM_DEVICE_STORE && a->media != VMM_MEDIA_FLASH)
 		return false;
 	at = device == VMM_DEVICE_STORE ? a->store_offset : a->flash_offset;
 	*ret = (struct extent){ at, at + extent_size(v, a) };
@@ -51,7 +52,7 @@ static int by_start(const void *x, const void *y)
 static struct extent *used_extents(struct vmm *v, enum vmm_device device, size_t *ret_n)
 {
 	size_t n = 0, n_used = 0;
-	size_t n_kept = device == VMM_DEVICE_FLASH ? vmm_flash_kept_extents(v, NULL) : 0;
+	size_t n_kept = device != VMM_DEVICE_STORE ? vmm_flash_kept_extents(v, NULL) : 0;
 	struct vmm_alloc **all = vmm_table_sorted(v->table, &n);
 	struct extent *used = calloc(n + v->n_extents_reserved + n_kept + 1, sizeof(*used));
 	struct store_range *kept = calloc(n_kept + 1, sizeof(*kept));
@@ -77,14 +78,23 @@ static struct extent *used_extents(struct vmm *v, enum vmm_device device, size_t
 }
 
 /* Where extents go: this node's partition of the store, or its flash's
- * server memory (vmm/partitions.c). */
+ * server memory or storage cache (vmm/partitions.c). */
 static void device_range(const struct vmm *v, enum vmm_device device, uint64_t *ret_start,
 			 uint64_t *ret_length)
 {
+	uint64_t server;
+
 	store_partition_range(device == VMM_DEVICE_STORE ? v->store : v->flash, false, ret_start,
 			      ret_length);
-	if (device == VMM_DEVICE_FLASH && v->flash_server_length < *ret_length)
-		*ret_length = v->flash_server_length;
+	if (device == VMM_DEVICE_STORE)
+		return;
+	server = v->flash_server_length < *ret_length ? v->flash_server_length : *ret_length;
+	if (device == VMM_DEVICE_FLASH) {
+		*ret_length = server;
+	} else {
+		*ret_start += server;
+		*ret_length -= server;
+	}
 }
 
 int vmm_extent_find(struct vmm *v, enum vmm_device device, const struct vmm_alloc *a,
@@ -99,15 +109,18 @@ int vmm_extent_find(struct vmm *v, enum vmm_device device, const struct vmm_allo
 		return -ENOMEM;
 	device_range(v, device, &at, &length);
 	end = at + length;
+	/* Flash's two partitions share the list: extents past the range end it. */
 	for (size_t i = 0; i <= n_used; i++) {
-		uint64_t next = i < n_used ? used[i].start : end;
+		uint64_t next = i < n_used && used[i].start < end ? used[i].start : end;
 
 		if (next >= at && next - at >= size) {
 			*ret_offset = at;
 			r = 0;
 			break;
 		}
-		if (i < n_used && used[i].end > at)
+		if (next == end)
+			break;
+		if (used[i].end > at)
 			at = used[i].end;
 	}
 	free(used);
@@ -119,11 +132,16 @@ void vmm_extent_space(struct vmm *v, enum vmm_device device, uint64_t *ret_free,
 {
 	size_t n_used = 0;
 	struct extent *used = used_extents(v, device, &n_used);
-	uint64_t in_use = 0, start;
+	uint64_t in_use = 0, start, end;
 
-	for (size_t i = 0; used && i < n_used; i++)
-		in_use += used[i].end - used[i].start;
 	device_range(v, device, &start, ret_total);
+	end = start + *ret_total;
+	for (size_t i = 0; used && i < n_used; i++) {
+		uint64_t from = used[i].start > start ? used[i].start : start;
+		uint64_t to = used[i].end < end ? used[i].end : end;
+
+		in_use += to > from ? to - from : 0;
+	}
 	*ret_free = used && in_use < *ret_total ? *ret_total - in_use : 0;
 	free(used);
 }

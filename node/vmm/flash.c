@@ -182,7 +182,8 @@ int vmm_flash_place(struct vmm *v, struct vmm_alloc *a)
 
 	if (!v->flash)
 		return -ENODEV;
-	r = vmm_extent_find(v, VMM_DEVICE_FLASH, a, &a->flash_offset);
+	r = vmm_extent_find(v, vmm_alloc_is_volume(a) ? VMM_DEVICE_FLASH_CACHE : VMM_DEVICE_FLASH,
+			    a, &a->flash_offset);
 	if (r < 0)
 		return r;
 	a->media = VMM_MEDIA_FLASH;

@@ -126,15 +126,23 @@ static int place(struct vmm *v, struct vmm_alloc *a, enum vmm_place how, char *r
 	if (config_policy_find(v->config, a->policy, &pol))
 		perf = pol.performance;
 	a->media = VMM_MEDIA_STORE;
-	/* A volume's pages rest in the store and take the storage cache's
-	 * frames on demand (vmm/VMM.md, "Volumes"). */
+	/* A volume's pages take the storage cache's frames on demand and rest
+	 * in the store; on flash's storage cache too when the whole volume
+	 * fits there (fast destage, vmm/VMM.md "Volumes"), else in the store
+	 * alone. */
 	if (vmm_alloc_is_volume(a)) {
-		if (frame_pool_cache_frames(v->pool))
+		if (!frame_pool_cache_frames(v->pool)) {
+			snprintf(reason, reason_len,
+				 "%s has no storage cache for a volume's pages: set [memory] "
+				 "cache = N%%",
+				 vmm_node_id(v));
+			return -ENOSPC;
+		}
+		if (how == VMM_PLACE_RESYNC && vmm_flash_recall(v, a))
 			return 0;
-		snprintf(reason, reason_len,
-			 "%s has no storage cache for a volume's pages: set [memory] cache = N%%",
-			 vmm_node_id(v));
-		return -ENOSPC;
+		if (how != VMM_PLACE_CHECK && v->flash && vmm_flash_place(v, a) < 0)
+			a->media = VMM_MEDIA_STORE;
+		return 0;
 	}
 	/* A copy a resync replaces keeps its place on flash, and what is
 	 * there. */

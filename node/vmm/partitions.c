@@ -7,8 +7,10 @@
  *   start (vmm_partitions_open, after the table is loaded, before any frame
  *   is taken):
  *     configured split == recorded  -> taken
- *     server memory grows            -> taken (no frame is taken at a start;
- *                                       flash's cache holds nothing yet)
+ *     server memory grows            -> taken when no volume's extent on
+ *                                       flash's cache lies below the new
+ *                                       boundary (DRAM's cache holds
+ *                                       nothing at a start)
  *     server memory shrinks          -> taken when what it holds fits:
  *                                       DRAM: the frames promised to copies
  *                                       resting in DRAM; flash: every extent
@@ -80,10 +82,11 @@ static void and_more(char *names, size_t len, unsigned n)
 		snprintf(names + at, len - at, " and %u more", n - IN_THE_WAY_NAMED);
 }
 
-/* What keeps server memory from shrinking to server bytes on media; 0 when
- * nothing does. */
-static unsigned in_the_way(struct vmm *v, enum vmm_media media, uint64_t server, char *names,
-			   size_t len)
+/* What keeps server memory from shrinking to server bytes on media (or,
+ * grows, flash's storage cache from shrinking to what lies past server
+ * bytes); 0 when nothing does. */
+static unsigned in_the_way(struct vmm *v, enum vmm_media media, uint64_t server, bool grows,
+			   char *names, size_t len)
 {
 	uint32_t page = v->config->page_size;
 	uint64_t promised = 0, flash_start = 0, flash_length;
@@ -102,8 +105,11 @@ static unsigned in_the_way(struct vmm *v, enum vmm_media media, uint64_t server,
 			continue;
 		if (media == VMM_MEDIA_DRAM)
 			promised += a->pages * (a->block_size / page);
-		else if (a->flash_offset + store_extent_size(page, a->pages, a->block_size) >
-			 flash_start + server)
+		else if (grows ? vmm_alloc_is_volume(a) && a->flash_offset < flash_start + server
+			       : !vmm_alloc_is_volume(a) &&
+					 a->flash_offset + store_extent_size(page, a->pages,
+									     a->block_size) >
+						 flash_start + server)
 			name_in_the_way(names, len, &n, a);
 	}
 	if (media == VMM_MEDIA_DRAM && promised * page > server)
@@ -126,11 +132,22 @@ static int may_change(struct vmm *v, enum vmm_media media, const char *section, 
 	if (!was || was == now)
 		return 0;
 	if (now > was) {
+		/* DRAM's cache holds nothing at a start; flash's holds volumes. */
+		n = media == VMM_MEDIA_FLASH ? in_the_way(v, media, now, true, names, sizeof(names))
+					     : 0;
+		if (n) {
+			log_error(
+				"partitions: flash's storage cache cannot shrink below %llu bytes "
+				"from its start ([%s] cache): these volumes' extents lie before "
+				"it: %s",
+				(unsigned long long)now, section, names);
+			return -EBUSY;
+		}
 		log_info("partitions: %s server memory grows from %llu to %llu bytes",
 			 vmm_media_name(media), (unsigned long long)was, (unsigned long long)now);
 		return 0;
 	}
-	n = in_the_way(v, media, now, names, sizeof(names));
+	n = in_the_way(v, media, now, false, names, sizeof(names));
 	if (n) {
 		log_error("partitions: %s server memory cannot shrink from %llu to %llu bytes "
 			  "([%s] cache): %s %s",
@@ -259,7 +276,7 @@ void vmm_op_partitions(struct vmm *v, struct client_call *call)
 		for (size_t i = 0; i < n; i++) {
 			struct vmm_alloc *a = all[i];
 
-			if (a->media != VMM_MEDIA_FLASH)
+			if (a->media != VMM_MEDIA_FLASH || vmm_alloc_is_volume(a))
 				continue;
 			p = row(&t, "flash", VMM_PARTITION_SERVER, a->flash_offset,
 				store_extent_size(page, a->pages, a->block_size));
@@ -269,7 +286,19 @@ void vmm_op_partitions(struct vmm *v, struct client_call *call)
 		}
 		p = row(&t, "flash", VMM_PARTITION_CACHE, start + v->flash_server_length,
 			length - v->flash_server_length);
-		p->free = length - v->flash_server_length;
+		vmm_extent_space(v, VMM_DEVICE_FLASH_CACHE, &p->free, &total);
+		/* The volumes it holds, whose pages go there first (fast destage). */
+		for (size_t i = 0; i < n; i++) {
+			struct vmm_alloc *a = all[i];
+
+			if (a->media != VMM_MEDIA_FLASH || !vmm_alloc_is_volume(a))
+				continue;
+			p = row(&t, "flash", VMM_PARTITION_CACHE, a->flash_offset,
+				store_extent_size(page, a->pages, a->block_size));
+			p->guid = a->guid;
+			p->uid = a->uid;
+			p->client = a->client;
+		}
 	}
 	pr.partitions = t.ptrs;
 	pr.n_partitions = t.n;

@@ -128,6 +128,7 @@ static uint64_t evict(struct vmm *v, struct vmm_page *p)
 		  (unsigned long long)vmm_page_index(p), (unsigned long long)p->version);
 	leave_frames(v, p);
 	v->counted.evictions++;
+	v->counted.dirty_evictions += p->dirty;
 	if (p->read_ahead) {
 		p->read_ahead = false;
 		v->counted.readahead_wasted++;

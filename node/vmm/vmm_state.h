@@ -186,8 +186,9 @@ void vmm_page_set_modified(struct vmm *v, struct vmm_alloc *a, uint64_t page, ui
  * first fit between those in use (-ENOSPC when no gap is large enough);
  * the bytes free there and the partition's length. */
 enum vmm_device {
-	VMM_DEVICE_STORE, /* this node's partition of the store */
-	VMM_DEVICE_FLASH, /* this node's flash */
+	VMM_DEVICE_STORE,	/* this node's partition of the store */
+	VMM_DEVICE_FLASH,	/* this node's flash: its server memory */
+	VMM_DEVICE_FLASH_CACHE, /* ... and its storage cache, for volumes (fast destage) */
 };
 int vmm_extent_find(struct vmm *v, enum vmm_device device, const struct vmm_alloc *a,
 		    uint64_t *ret_offset);

@@ -50,6 +50,10 @@ usage volume create vol2 --size 0
 usage volume resize vol1
 usage volume list --size 4K
 expect_fail a "this node is a" volume create vol2 --size 4K --home b
+# A volume never waits for room: denied at once (request_timeout_ms is 5 s).
+t0=$(now_ms)
+expect_fail a "do not fit in a's partition of the store" volume create huge --size 32M
+[ $(($(now_ms) - t0)) -lt 3000 ] || fail "a volume with no room waited $(($(now_ms) - t0)) ms"
 [ "$(ctl b --json volume list | jq length)" = 1 ] || fail "a refusal changed the list: $(ctl b --json volume list)"
 
 # One name made on both nodes at once: at most one of them has it, and the
