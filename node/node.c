@@ -313,6 +313,7 @@ static void reply_status(struct node *n, struct client_call *call)
 		c.nbd_protocol_errors = ns.protocol_errors;
 		c.nbd_read_bytes = ns.read_bytes;
 		c.nbd_written_bytes = ns.written_bytes;
+		c.nbd_refused = ns.refused;
 	}
 	status_counts_to_reply(&c, &st, &partner, &pagetable, counters);
 

@@ -112,6 +112,65 @@ ctl_ok a || fail "a stopped serving its clients after garbage"
 ctl a status | grep -q "^nbd: .* protocol errors" || fail "no nbd line in a's status: $(ctl a status)"
 ok "garbage on the NBD socket cost its own connections only; status counts it: $(ctl a --json status | jq -c .nbd)"
 
+# Bounds. A client that sends READs and never reads the replies: the node
+# stops reading it once 128 are in flight or 64M of replies wait, so its
+# memory stays bounded, and others are served meanwhile. Then 64
+# connections are open: a 65th is closed at once, and counted.
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/${PIDS[a]}/status"; }
+rss0=$(rss_kb)
+python3 - "$WORK/a.nbd" >"$WORK/greedy.out" 2>&1 <<'PY' &
+import socket, struct, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.recv(18)
+s.sendall(struct.pack('>I', 3))  # fixed newstyle, no zeroes
+name = b'disk'
+s.sendall(b'IHAVEOPT' + struct.pack('>II', 7, 4 + len(name) + 2) + struct.pack('>I', len(name)) + name + b'\0\0')
+got = b''
+while True:  # option replies until NBD_REP_ACK
+    head = s.recv(20, socket.MSG_WAITALL)
+    length = struct.unpack('>I', head[16:20])[0]
+    if length:
+        s.recv(length, socket.MSG_WAITALL)
+    if struct.unpack('>I', head[12:16])[0] == 1:
+        break
+s.settimeout(0.2)
+sent = 0
+try:
+    for i in range(400):  # 400 READs of 4M, 1.6G of replies, none read
+        s.sendall(struct.pack('>IHHQQI', 0x25609513, 0, 0, i, (i % 4) << 22, 4 << 20))
+        sent += 1
+except socket.timeout:
+    pass
+print('sent', sent, flush=True)
+time.sleep(3)
+PY
+greedy=$!
+wait_for 10000 "the greedy client blocked" grep -q sent "$WORK/greedy.out"
+nbdinfo --size "$(uri a small)" >/dev/null || fail "a stopped serving others beside a greedy client"
+rss1=$(rss_kb)
+[ $((rss1 - rss0)) -lt $((300 * 1024)) ] || fail "a greedy client grew a by $(((rss1 - rss0) / 1024)) MiB"
+kill "$greedy" 2>/dev/null || true
+wait "$greedy" 2>/dev/null || true
+ok "a client that never reads its replies: $(cat "$WORK/greedy.out") READs of 4M went, a grew $(((rss1 - rss0) / 1024)) MiB, others still served"
+
+python3 - "$WORK/a.nbd" <<'PY' || fail "the 65th connection"
+import socket, sys
+socks = []
+for i in range(64):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    assert s.recv(18, socket.MSG_WAITALL)[:8] == b'NBDMAGIC', 'no greeting on connection %d' % i
+    socks.append(s)
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+s.connect(sys.argv[1])
+assert s.recv(18) == b'', 'the 65th connection was served'
+PY
+[ "$(status_field a nbd.refused)" -ge 1 ] || fail "a did not count the refused connection: $(ctl a --json status | jq -c .nbd)"
+nbdinfo --size "$(uri a small)" >/dev/null || fail "a serves no NBD after its connections were full"
+ok "64 connections open: a 65th closed at once and counted; served again once they closed"
+
 # kill -9 of a, after writes through a acknowledged: b serves them.
 qemu-io -f raw -c 'write -P 0x77 3000000 100000' "$(uri a disk)" >/dev/null || fail "write before the kill"
 kill -9 "${PIDS[a]}"
