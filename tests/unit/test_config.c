@@ -965,20 +965,19 @@ static void test_free_null(void)
  * URI take as they are. */
 static void test_volume_names(void)
 {
-	const char *good[] = { "v", "vol1", "db.main_2", "A-b_c.d",
-			       "x123456789012345678901234567890"
-			       "1234567890123456789012345678901" };
-	const char *bad[] = {
-		"",    "-v",
-		".v",  "a b",
-		"a/b", "a?b",
-		"v\n", "x1234567890123456789012345678901234567890123456789012345678901234"
-	};
+	char longest[CONFIG_CLIENT_NAME_MAX + 2];
+	const char *good[] = { "v", "vol1", "db.main_2", "A-b_c.d", longest };
+	const char *bad[] = { "", "-v", ".v", "a b", "a/b", "a?b", "v\n" };
 
+	memset(longest, 'x', CONFIG_CLIENT_NAME_MAX);
+	longest[CONFIG_CLIENT_NAME_MAX] = '\0';
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
 		CHECK(config_volume_name_valid(good[i]), "'%s' refused", good[i]);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		CHECK(!config_volume_name_valid(bad[i]), "'%s' taken", bad[i]);
+	strcat(longest, "x");
+	CHECK(!config_volume_name_valid(longest), "a name of %d characters taken",
+	      CONFIG_CLIENT_NAME_MAX + 1);
 }
 
 int main(void)
