@@ -12,7 +12,10 @@
 #include <stdio.h>
 
 #include "crc32c.h"
+#include "log.h"
 #include "session.h"
+
+#define LOG_SUBSYSTEM VMM_LOG_SUBSYSTEM
 
 size_t pagedata_landed_reason_start(char *reason, size_t len, const char *message, const char *guid,
 				    uint64_t page, const char *run,
@@ -71,6 +74,23 @@ int pagedata_landed_bytes_check(struct pagedata *pd, const struct repl_landing *
 void pagedata_landed_adopt(struct pagedata *pd, struct vmm_alloc *a, uint64_t page, uint64_t frame)
 {
 	struct vmm_page *p = &a->page[page];
+	char why[200];
+
+	/* A run granted ahead (or for a resync) lies in server memory: a
+	 * volume's page takes a copy in the storage cache's frames, which
+	 * server memory's never are (vmm/VMM.md, "Volumes"). Failing that it
+	 * keeps the run, as before partitions. */
+	if (frame_pool_partition_of(pd->pool, frame) != vmm_alloc_partition(a)) {
+		if (vmm_page_fill(pd->vmm, a, page, frame_pool_addr(pd->pool, frame), why,
+				  sizeof(why)) == 0) {
+			frame_pool_give(pd->pool, frame,
+					a->block_size / frame_pool_page_size(pd->pool));
+			pd->counted.landings_adopted++;
+			return;
+		}
+		log_debug("%s page %llu: its landed block stays in server memory: %s", a->guid,
+			  (unsigned long long)page, why);
+	}
 
 	if (p->resident) {
 		uint64_t old = p->frame;

@@ -99,7 +99,7 @@ bool pagedata_landing_open(struct pagedata *pd, struct vmm_alloc *a, uint64_t pa
 		give_back(pd, old);
 	/* Free frames only: a pointer write never waits nor evicts for a landing,
 	 * it goes inline without one. */
-	if (frame_pool_take(pd->pool, frames, &first) < 0)
+	if (frame_pool_take_from(pd->pool, vmm_alloc_partition(a), frames, &first) < 0)
 		return false;
 	l = calloc(1, sizeof(*l));
 	r = l ? repl_session_landing_open(pd->session, first, frames, &l->at) : -ENOMEM;

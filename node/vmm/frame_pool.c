@@ -82,7 +82,7 @@ static uint64_t block_len(const struct frame_pool *p, uint32_t b, enum frame_par
 	return end - first;
 }
 
-static enum frame_partition partition_of(const struct frame_pool *p, uint64_t frame)
+enum frame_partition frame_pool_partition_of(const struct frame_pool *p, uint64_t frame)
 {
 	return frame < p->limit ? FRAME_SERVER : FRAME_CACHE;
 }
@@ -243,7 +243,7 @@ int frame_pool_take(struct frame_pool *p, uint32_t n, uint64_t *ret_first)
 
 void frame_pool_give(struct frame_pool *p, uint64_t first, uint32_t n)
 {
-	enum frame_partition part = partition_of(p, first);
+	enum frame_partition part = frame_pool_partition_of(p, first);
 
 	mark(p, first, n, false);
 	p->block[first / p->block_frames].n_free[part] += n;

@@ -58,6 +58,8 @@ int frame_pool_take(struct frame_pool *p, uint32_t n, uint64_t *ret_first);
 /* As frame_pool_take, from partition part (-ENOSPC always for an empty one). */
 int frame_pool_take_from(struct frame_pool *p, enum frame_partition part, uint32_t n,
 			 uint64_t *ret_first);
+/* The partition frame lies in. */
+enum frame_partition frame_pool_partition_of(const struct frame_pool *p, uint64_t frame);
 /* Back to the partition the run lies in. */
 void frame_pool_give(struct frame_pool *p, uint64_t first, uint32_t n);
 

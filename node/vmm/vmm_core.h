@@ -92,6 +92,12 @@ void *vmm_block_addr(const struct vmm *v, const struct vmm_alloc *a, uint64_t pa
  * "Replacement") ---- */
 
 void vmm_frames_give(struct vmm *v, uint64_t frame, uint32_t block_size);
+/* The partition of the pool a's pages take their frames from: a volume's
+ * the storage cache (vmm/VMM.md, "Volumes"), the rest server memory. */
+static inline enum frame_partition vmm_alloc_partition(const struct vmm_alloc *a)
+{
+	return vmm_alloc_is_volume(a) ? FRAME_CACHE : FRAME_SERVER;
+}
 /* p's contents are in the frames at frame now: it is resident. */
 void vmm_page_attach(struct vmm *v, struct vmm_page *p, uint64_t frame);
 /* A resident page gives its frames back (nothing when it is not resident). */

@@ -154,11 +154,6 @@ struct vmm_page_request {
  * the node. */
 int vmm_frames_take(struct vmm *v, const struct vmm_alloc *a, uint64_t *ret_frame, char *reason,
 		    size_t reason_len);
-/* The partition of the pool a's pages take their frames from. */
-static inline enum frame_partition vmm_alloc_partition(const struct vmm_alloc *a)
-{
-	return vmm_alloc_is_volume(a) ? FRAME_CACHE : FRAME_SERVER;
-}
 /* The lock mode of a read or a write pointer. */
 static inline int vmm_lock_mode(bool write)
 {

@@ -6,13 +6,15 @@
  *   fake_open_error is set; the real calls are tested in test_session and,
  *   on a verbs device, test_rdma_session;
  * - the vmm's frame calls pagedata_landed_adopt makes: frames back to the real
- *   pool, a page attached, no replacement queue.
+ *   pool, a page attached or filled (frames of its allocation's partition of
+ *   the real pool, never evicting), no replacement queue.
  * Included once, by one test file. */
 #ifndef FTVM_TESTS_UNIT_FAKE_LANDED_H
 #define FTVM_TESTS_UNIT_FAKE_LANDED_H
 
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "pagedata_state.h"
 #include "session.h"
@@ -69,6 +71,25 @@ void vmm_page_attach(struct vmm *v, struct vmm_page *p, uint64_t frame)
 
 void vmm_replace_touch(struct vmm *v, struct vmm_page *p)
 {
+}
+
+int vmm_page_fill(struct vmm *v, struct vmm_alloc *a, uint64_t page, const void *data, char *reason,
+		  size_t reason_len)
+{
+	struct vmm_page *p = &a->page[page];
+	uint64_t frame;
+
+	if (!p->resident) {
+		if (frame_pool_take_from(pd.pool, vmm_alloc_partition(a),
+					 a->block_size / frame_pool_page_size(pd.pool),
+					 &frame) < 0) {
+			snprintf(reason, reason_len, "no frames");
+			return -ENOSPC;
+		}
+		vmm_page_attach(v, p, frame);
+	}
+	memcpy(frame_pool_addr(pd.pool, p->frame), data, a->block_size);
+	return 0;
 }
 
 #endif

@@ -52,16 +52,22 @@ static void setup(void)
 		die("vmm_alloc_new");
 }
 
-/* A WritePage naming l, its crc32c that of the run's bytes now. */
-static Ftvm__Partner__WritePage landed_write(uint64_t page, Ftvm__Partner__Landing *l)
+/* A WritePage of guid naming l, its crc32c that of the run's bytes now. */
+static Ftvm__Partner__WritePage landed_write_of(const char *guid, uint64_t page,
+						Ftvm__Partner__Landing *l)
 {
 	Ftvm__Partner__WritePage m = FTVM__PARTNER__WRITE_PAGE__INIT;
 
-	m.guid = (char *)"a-1";
+	m.guid = (char *)guid;
 	m.page = page;
 	m.landed = l;
 	m.crc32c = crc32c(0, frame_pool_addr(pd.pool, l->frame), BLOCK);
 	return m;
+}
+
+static Ftvm__Partner__WritePage landed_write(uint64_t page, Ftvm__Partner__Landing *l)
+{
+	return landed_write_of("a-1", page, l);
 }
 
 static void test_open(void)
@@ -256,6 +262,45 @@ static void test_block_frames(void)
 	CHECK_INT("a small pool is one block", 64, pagedata_landing_block_frames(&c));
 }
 
+/* A volume's page (node/vmm/VMM.md, "Volumes"), in a pool whose last 8
+ * frames are the storage cache: its landing is taken there, and a run in
+ * server memory (a grant's, handed out before anyone knew the page) is
+ * copied into cache frames when adopted, the run given back. */
+static void test_volume(void)
+{
+	struct vmm_alloc *vol = vmm_alloc_new("a-2", "a", "a", "", 2 * BLOCK, BLOCK, NULL, 0);
+	Ftvm__Partner__Landing l;
+	Ftvm__Partner__WritePage m;
+	uint64_t run, server0;
+	char reason[256];
+
+	frame_pool_free(pd.pool);
+	if (!vol || vmm_alloc_set_volume(vol, "vol") < 0 ||
+	    frame_pool_new((uint64_t)POOL_FRAMES * PAGE, PAGE, BLOCK_FRAMES, &pd.pool) < 0 ||
+	    frame_pool_set_cache(pd.pool, 8) < 0)
+		die("the volume's setup");
+	CHECK(pagedata_landing_open(&pd, vol, 0, "b/1/9", &l), "no landing for a volume's page");
+	CHECK_INT("its landing lies in the storage cache", FRAME_CACHE,
+		  frame_pool_partition_of(pd.pool, l.frame));
+	memset(frame_pool_addr(pd.pool, l.frame), 0x11, BLOCK);
+	m = landed_write_of("a-2", 0, &l);
+	CHECK_INT("adopt", 0, pagedata_landing_adopt(&pd, vol, 0, &m, reason, sizeof(reason)));
+	CHECK_INT("page 0's frames, the run's", l.frame, vol->page[0].frame);
+
+	server0 = frame_pool_free_count(pd.pool);
+	if (frame_pool_take(pd.pool, 2, &run) < 0)
+		die("a server run");
+	memset(frame_pool_addr(pd.pool, run), 0x22, BLOCK);
+	pagedata_landed_adopt(&pd, vol, 1, run);
+	CHECK(vol->page[1].resident &&
+		      frame_pool_partition_of(pd.pool, vol->page[1].frame) == FRAME_CACHE,
+	      "page 1 adopted a server run in place: frame %llu",
+	      (unsigned long long)vol->page[1].frame);
+	CHECK_INT("page 1's bytes", 0x22, *(uint8_t *)frame_pool_addr(pd.pool, vol->page[1].frame));
+	CHECK_INT("the server run back", server0, frame_pool_free_count(pd.pool));
+	vmm_alloc_free(vol);
+}
+
 int main(void)
 {
 	setup();
@@ -266,6 +311,7 @@ int main(void)
 	test_give_back();
 	test_no_room();
 	test_block_frames();
+	test_volume();
 	vmm_alloc_free(alloc);
 	frame_pool_free(pd.pool);
 	if (failures) {
