@@ -902,6 +902,41 @@ out:
 	return r;
 }
 
+/* --node SOCKET: only the whole-page 4 KiB write of bench_latency(), on the
+ * node serving at SOCKET (its pair started by someone else), of pages that
+ * node owns, with nothing else of the run. tools/bench_nbd.sh interleaves it
+ * with its NBD rounds on the same pair, so that the block path is held
+ * against this figure taken on the same nodes in the same minutes. */
+static int bench_node_write_page(struct bench *b, const char *sock)
+{
+	struct ftvm_client *c = NULL;
+	struct ftvm_alloc_info here;
+	uint8_t buf[4 * KIB];
+	struct op op = { .buf = buf, .len = sizeof(buf), .pages = PAGES_PER_ALLOC };
+	struct row *row;
+	int r = ftvm_connect(sock, &c);
+
+	if (r < 0) {
+		fprintf(stderr, "ftvm-bench-vmm: connect to %s: %s\n", sock, ftvm_strerror(r));
+		return r;
+	}
+	memset(buf, 0x5a, sizeof(buf));
+	r = alloc_pages(c, 4 * KIB, PAGES_PER_ALLOC, &here);
+	if (r < 0)
+		goto out;
+	op.c = c;
+	op.guid = here.guid;
+	row = row_add(b, "write_page 4 KiB, owned here");
+	r = measure(b, row, op_write, &op, 0);
+	ftvm_free(c, here.guid);
+	if (r == 0)
+		printf("%-38s %8llu %8llu %7.2f\n", row->name, (unsigned long long)row->p50,
+		       (unsigned long long)row->p99, row->sleeps);
+out:
+	ftvm_disconnect(c);
+	return r;
+}
+
 /* ---- ftvm throughput ---- */
 
 struct writer {
@@ -1641,7 +1676,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: ftvm-bench-vmm [--count N] [--seconds S] [--ftvmd PATH] [--trace]\n"
-		"                      [--transport T] [--addr ADDR]\n"
+		"                      [--transport T] [--addr ADDR] [--node SOCKET]\n"
 		"Starts a pair of ftvmd on loopback and measures libftvm's latency and page-write\n"
 		"throughput against a bare TCP ping-pong and Redis synchronous replication; then a\n"
 		"second pair, small pools and flash on one node, for 4 KiB reads paged in from\n"
@@ -1657,6 +1692,9 @@ static void usage(FILE *out)
 		"auto)\n"
 		"  --addr ADDR    where the pair's channel listens (default 127.0.0.1; for rdma an\n"
 		"                 address on an RDMA device)\n"
+		"  --node SOCKET  no pair of its own and no references: only --count whole-page\n"
+		"                 4 KiB writes of pages owned by the node serving at SOCKET, one\n"
+		"                 row printed (p50 us, p99 us, sleeps); tools/bench_nbd.sh uses it\n"
 		"  --help         this text\n");
 }
 
@@ -1685,6 +1723,7 @@ int main(int argc, char **argv)
 		{ "trace", no_argument, NULL, 'T' },
 		{ "transport", required_argument, NULL, 't' },
 		{ "addr", required_argument, NULL, 'a' },
+		{ "node", required_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -1697,10 +1736,10 @@ int main(int argc, char **argv)
 			  .nodes = { { .name = "ftvmd a", .pid = -1 },
 				     { .name = "ftvmd b", .pid = -1 } } },
 	};
-	const char *tmp = getenv("TMPDIR");
+	const char *tmp = getenv("TMPDIR"), *node = NULL;
 	int c, r, media_r = 0;
 
-	while ((c = getopt_long(argc, argv, "n:s:d:t:a:Th", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:s:d:t:a:N:Th", options, NULL)) != -1) {
 		switch (c) {
 		case 'T':
 			b.trace = true;
@@ -1733,6 +1772,9 @@ int main(int argc, char **argv)
 		case 'a':
 			b.addr = optarg;
 			break;
+		case 'N':
+			node = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -1746,6 +1788,13 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	b.warmup = b.count / 10 ? b.count / 10 : 1;
+	if (node) {
+		b.samples = calloc(b.count, sizeof(*b.samples));
+		r = b.samples ? bench_node_write_page(&b, node) : -ENOMEM;
+		free(b.samples);
+		return r == 0 ? 0 : 1;
+	}
 	if (!b.ftvmd[0])
 		default_ftvmd(argv[0], b.ftvmd, sizeof(b.ftvmd));
 	if (access(b.ftvmd, X_OK) < 0) {
@@ -1753,7 +1802,6 @@ int main(int argc, char **argv)
 			b.ftvmd, strerror(errno));
 		return 1;
 	}
-	b.warmup = b.count / 10 ? b.count / 10 : 1;
 	b.samples = calloc(b.count, sizeof(*b.samples));
 	if (!b.samples)
 		return 1;
