@@ -4,7 +4,8 @@
 #   tools/dev.sh test    build (gcc -Werror, clang ASan+UBSan), run every suite in both,
 #                        fuzz every parser briefly, then the qemu guest's suite (vm)
 #                        on the gcc build
-#   tools/dev.sh bench   the partner-channel and memory-manager benchmarks
+#   tools/dev.sh bench   the partner-channel and memory-manager benchmarks, then the
+#                        block path's (tools/bench_nbd.sh: NBD with fio, beside nbdkit)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -178,6 +179,7 @@ bench)
 	build build-gcc --werror
 	build-gcc/tools/ftvm-bench-channel
 	build-gcc/tools/ftvm-bench-vmm
+	bash tools/bench_nbd.sh --build build-gcc
 	;;
 *)
 	echo "usage: tools/dev.sh demo | test | bench" >&2

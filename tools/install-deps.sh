@@ -22,7 +22,8 @@ packages=(
 	# NBD clients against the NBD codec and server (tests/e2e/test_nbd*.sh:
 	# nbdinfo and nbdcopy from libnbd-bin, libnbd's python module for writes
 	# and flushes on connections of the test's choosing, qemu-io from
-	# qemu-utils), and nbdkit and fio for the benchmarks
+	# qemu-utils); fio (its nbd engine) and nbdkit (memory, the reference)
+	# for the block path's benchmark, tools/bench_nbd.sh
 	libnbd-bin python3-libnbd nbdkit fio
 	# for the benchmark's Redis reference (ftvm-bench-vmm); its system service is not used
 	redis-server
