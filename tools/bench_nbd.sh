@@ -257,7 +257,7 @@ printf '%-24s %8s %8s\n' "ftvm_write_page 4 KiB" "$(med write_page ftvm 4)" "$(m
 echo "(medians of $ROUNDS rounds, interleaved; fio's nbd engine, ${SECONDS_EACH} s per job after $RAMP s"
 echo " of ramp, over the volume's $VOLUME_SIZE; ftvm through node a's NBD socket, nbdkit memory 64M"
 echo " not mirrored; ftvm_write_page: $COUNT whole-page writes per round, owned by node a,"
-echo " through libftvm (ftvm-bench-vmm --node); IOPS at QD1 are 1/latency)"
+echo " through libftvm (ftvm-bench-vmm --node); IOPS at QD1 follow the mean latency, not p50)"
 evictions=$(for id in a b; do ctl "$id" --json status | jq -r .replacement.evictions; done | paste -sd/)
 echo "evictions on a/b during the run: $evictions"
 
