@@ -27,6 +27,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "drill_volume.h"
 #include "ftvm.h"
 #include "ftvmd_spawn.h"
 
@@ -97,8 +98,7 @@ static uint64_t elapsed(const struct drill *d)
 	return clock_now_ms() - d->t0;
 }
 
-/* The bytes of write seq: a xorshift stream seeded by it. */
-static void fill(uint8_t *buf, size_t len, uint64_t seq)
+void drill_fill(uint8_t *buf, size_t len, uint64_t seq)
 {
 	uint64_t x = seq * 0x9e3779b97f4a7c15ull + 1;
 
@@ -223,7 +223,7 @@ static int write_next(struct drill *d, struct drill_alloc *a)
 	uint64_t seq = ++d->seq;
 	int r;
 
-	fill(d->block, a->info.block_size, seq);
+	drill_fill(d->block, a->info.block_size, seq);
 	r = ftvm_write_page(d->survivor.c, a->info.guid, page, d->block, a->info.block_size, NULL);
 	if (r < 0) {
 		if (!d->failed_during++)
@@ -261,7 +261,7 @@ static int setup_workload(struct drill *d)
 			struct drill_alloc *a = &d->alloc[i];
 			uint64_t seq = ++d->seq;
 
-			fill(d->block, a->info.block_size, seq);
+			drill_fill(d->block, a->info.block_size, seq);
 			if (ftvm_write_page(home[i]->c, a->info.guid, p, d->block,
 					    a->info.block_size, NULL) < 0)
 				return failed("writing %s page %u before the fault: %s",
@@ -384,7 +384,7 @@ static void check_node(struct drill *d, struct drill_node *n)
 			int r;
 
 			d->checked++;
-			fill(d->block, a->info.block_size, a->acked[p]);
+			drill_fill(d->block, a->info.block_size, a->acked[p]);
 			r = ftvm_read_page(n->c, a->info.guid, p, got, a->info.block_size, NULL,
 					   &crc);
 			if (r < 0)

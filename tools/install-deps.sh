@@ -25,6 +25,8 @@ packages=(
 	# qemu-utils); fio (its nbd engine) and nbdkit (memory, the reference)
 	# for the block path's benchmark, tools/bench_nbd.sh
 	libnbd-bin python3-libnbd nbdkit fio
+	# ftvmctl drill --volume: its NBD client (libnbd)
+	libnbd-dev
 	# for the benchmark's Redis reference (ftvm-bench-vmm); its system service is not used
 	redis-server
 	# the qemu harness (tests/vm/, suite vm): a Debian guest image built with
