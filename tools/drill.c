@@ -6,7 +6,9 @@
  * before the fault, then writes through the survivor alone, round robin, for
  * as long as the fault lasts. The first one that the survivor acknowledges on
  * the victim's allocation marks the takeover. Each page's last acknowledged
- * write is remembered by its sequence number, from which its bytes follow. */
+ * write is remembered by its sequence number, from which its bytes follow.
+ * With --volume, block writes to a volume over NBD go beside it
+ * (drill_volume.c), numbered from the same sequence. */
 #define _GNU_SOURCE /* sigabbrev_np */
 #include "drill.h"
 
@@ -64,7 +66,8 @@ struct drill {
 	char first_failure[256];
 	uint64_t resync_pages, resync_ms, epoch_before, epoch_after;
 	bool equal;
-	uint64_t busy; /* pages verify left uncompared: other clients writing them */
+	uint64_t busy;		  /* pages verify left uncompared: other clients writing them */
+	struct drill_volume *vol; /* --volume: its workload; NULL without */
 };
 
 static const char *const kind_names[] = {
@@ -302,6 +305,8 @@ static int start_fault(struct drill *d, int64_t pid)
 		ftvm_disconnect(v->c);
 		v->c = NULL;
 	}
+	if (d->vol)
+		drill_volume_fault(d->vol);
 	return EXIT_DONE;
 }
 
@@ -329,6 +334,8 @@ static int ride_out(struct drill *d, int64_t pid, uint64_t takeovers_before)
 		}
 		if (write_next(d, &d->alloc[1]) == 0)
 			d->acked_during++;
+		if (d->vol)
+			drill_volume_step(d->vol, &d->seq);
 		if (!resumed && elapsed(d) >= fault_ms) {
 			signal_node(&d->victim, pid, SIGCONT);
 			resumed = true;
@@ -339,7 +346,8 @@ static int ride_out(struct drill *d, int64_t pid, uint64_t takeovers_before)
 			restarted = true;
 		}
 		if ((d->takeover_ms >= 0 || !expect_takeover) && resumed && restarted &&
-		    elapsed(d) >= fault_ms && d->acked_during >= 8)
+		    elapsed(d) >= fault_ms && d->acked_during >= 8 &&
+		    (!d->vol || drill_volume_acked_during(d->vol) >= 8))
 			return EXIT_DONE;
 	}
 	return failed("no takeover within %u s: %s still refuses the victim's pages",
@@ -455,6 +463,8 @@ static void report(const struct drill *d)
 		json_object_object_add(o, "epoch_after", json_object_new_uint64(d->epoch_after));
 		json_object_object_add(o, "equal", json_object_new_boolean(d->equal));
 		json_object_object_add(o, "verify_busy", json_object_new_uint64(d->busy));
+		if (d->vol)
+			json_object_object_add(o, "volume", drill_volume_json(d->vol));
 		printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 		json_object_put(o);
 		return;
@@ -474,7 +484,9 @@ static void report(const struct drill *d)
 	       d->first_failure);
 	printf("  resync: %" PRIu64 " pages in %" PRIu64 " ms\n", d->resync_pages, d->resync_ms);
 	printf("  checked %" PRIu64 " pages on both nodes: %" PRIu64 " lost\n", d->checked,
-	       d->lost);
+	       d->lost - (d->vol ? drill_volume_lost(d->vol) : 0));
+	if (d->vol)
+		drill_volume_print(d->vol);
 	printf("  verify: %s", d->equal ? "equal" : "NOT equal");
 	if (d->busy)
 		printf(", %" PRIu64 " pages busy (being written by other clients)", d->busy);
@@ -579,23 +591,38 @@ int drill_run(const struct drill_options *o)
 	if (r == EXIT_DONE)
 		r = status_of(&d.survivor, &st) < 0 ? EXIT_UNREACHABLE : EXIT_DONE;
 	takeovers = st.takeovers;
+	/* A volume that is not there, or a node without [nbd], is refused
+	 * before anything is written. */
+	if (r == EXIT_DONE && o->volume)
+		r = drill_volume_open(o->volume, d.survivor.c, d.victim.cfg, d.survivor.cfg,
+				      2 * o->pages, o->timeout_s * 1000, &d.vol);
 	if (r == EXIT_DONE)
 		r = setup_workload(&d);
+	if (r == EXIT_DONE && d.vol)
+		r = drill_volume_write_all(d.vol, &d.seq);
 	if (r == EXIT_DONE)
 		r = start_fault(&d, pid);
 	if (r == EXIT_DONE)
 		r = ride_out(&d, pid, takeovers);
+	if (r == EXIT_DONE && d.vol)
+		r = drill_volume_settle(d.vol, &d.seq, o->timeout_s * 1000);
 	if (r == EXIT_DONE)
 		r = wait_whole(&d);
 	if (r == EXIT_DONE) {
 		check(&d);
+		if (d.vol) {
+			drill_volume_check(d.vol);
+			d.lost += drill_volume_lost(d.vol);
+		}
 		report(&d);
-		r = d.lost == 0 && d.equal ? EXIT_DONE : EXIT_FAILED;
+		r = d.lost == 0 && d.equal && (!d.vol || drill_volume_flushed(d.vol)) ? EXIT_DONE
+										      : EXIT_FAILED;
 	}
 out:
 	for (int i = 0; i < 2; i++)
 		free(d.alloc[i].acked);
 	free(d.block);
+	drill_volume_free(d.vol);
 	ftvm_disconnect(d.victim.c);
 	ftvm_disconnect(d.survivor.c);
 	config_free(d.victim.cfg);

@@ -25,6 +25,7 @@ struct drill_options {
 	const char *ftvmd;	    /* to start a node by hand; default: beside ftvmctl */
 	uint32_t pages;		    /* of the workload's allocations */
 	uint32_t timeout_s;	    /* for the takeover and for the rejoin, each */
+	const char *volume;	    /* --volume: also block writes to it over NBD */
 	bool json;
 };
 

@@ -62,6 +62,7 @@ enum {
 	OPT_NAME,
 	OPT_SESSION,
 	OPT_HOME,
+	OPT_VOLUME,
 };
 
 /* The most --partition and --access a command takes. */
@@ -88,9 +89,10 @@ struct ctl {
 	bool force;
 	bool yes;
 	const char *page_size;
-	const char *name; /* alloc --name: the client name the allocation is made for */
-	bool session;	  /* alloc --session */
-	const char *home; /* volume create --home */
+	const char *name;   /* alloc --name: the client name the allocation is made for */
+	bool session;	    /* alloc --session */
+	const char *home;   /* volume create --home */
+	const char *volume; /* drill --volume */
 	const char *partitions[SETTINGS_MAX];
 	size_t n_partitions;
 	const char *access[SETTINGS_MAX];
@@ -371,6 +373,9 @@ static int parse_command_options(struct ctl *ctl, const struct command *cmd, int
 			break;
 		case OPT_HOME:
 			ctl->home = optarg;
+			break;
+		case OPT_VOLUME:
+			ctl->volume = optarg;
 			break;
 		case OPT_PARTITION:
 			if (ctl->n_partitions == SETTINGS_MAX)
@@ -1955,6 +1960,7 @@ static int cmd_drill(struct ctl *ctl, int argc, char **argv)
 				   .ftvmd = ctl->ftvmd,
 				   .pages = 16,
 				   .timeout_s = 30,
+				   .volume = ctl->volume,
 				   .json = ctl->json };
 	int want, k = -1;
 	long v;
@@ -2306,6 +2312,7 @@ static const struct option drill_options[] = {
 	{ "ftvmd", required_argument, NULL, OPT_FTVMD },
 	{ "pages", required_argument, NULL, OPT_PAGES },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "volume", required_argument, NULL, OPT_VOLUME },
 	{},
 };
 
@@ -2489,7 +2496,7 @@ static const struct command commands[] = {
 	{
 		.name = "drill",
 		.args = "kill NODE | hang NODE SECONDS | cut SECONDS | restart NODE "
-			"[--partner-config F] [--ftvmd PATH] [--pages N] [--timeout S]",
+			"[--partner-config F] [--ftvmd PATH] [--pages N] [--timeout S] [--volume NAME]",
 		.summary = "rehearse a failure on the running pair and check nothing was lost",
 		.help = "Rehearses one failure on the pair (node/ha/HA.md) and reports what happened:\n"
 			"  kill NODE           SIGKILL the node, then start it again\n"
@@ -2502,6 +2509,19 @@ static const struct command commands[] = {
 			"was hit resynced), then reads every acknowledged page back from both nodes\n"
 			"and runs verify. The workload's allocations are freed at the end.\n"
 			"\n"
+			"With --volume NAME the drill also writes the volume NAME over NBD, beside\n"
+			"the page workload (which still times the takeover): 2 x --pages writes of\n"
+			"4096 bytes spread over the volume, every third starting 1500 bytes into a\n"
+			"page, in two streams, one through each node's NBD server ([nbd] socket, else\n"
+			"[nbd] listen; a node with neither is refused). Each is written once before\n"
+			"the fault and again and again during it. A write that fails (error, the\n"
+			"connection gone, through the victim no answer within dead_after_ms) has an\n"
+			"unknown outcome: its stream reconnects to the survivor and writes it anew.\n"
+			"Only acknowledged writes count. Once the pair is whole the drill flushes\n"
+			"through the survivor, then reads every acknowledged write back through\n"
+			"both nodes. The volume must exist (ftvmctl volume create); the drill\n"
+			"overwrites what it holds at those offsets.\n"
+			"\n"
 			"Needs --config: the partner's config is <same folder>/<partner id>.conf\n"
 			"unless --partner-config says. A node under systemd (ftvmd@ID.service) is\n"
 			"signalled and started through systemctl; one started by hand is started\n"
@@ -2513,14 +2533,21 @@ static const struct command commands[] = {
 			"  --ftvmd PATH        the daemon to start a node with by hand\n"
 			"  --pages N           pages per workload allocation (default 16)\n"
 			"  --timeout S         for the takeover, and for the rejoin (default 30)\n"
+			"  --volume NAME       also write the volume NAME over NBD, through both nodes\n"
 			"\n"
 			"With --json prints one object: {\"drill\",\"node\",\"survivor\",\"detect_ms\",\n"
 			"\"takeover_ms\",\"checked\",\"lost\",\"acked_during\",\"failed_during\",\n"
 			"\"resync_pages\",\"resync_ms\",\"epoch_before\",\"epoch_after\",\"equal\",\n"
 			"\"verify_busy\"}; takeover_ms is -1 when the fault was too short for one;\n"
 			"failed_during counts the workload's writes through the survivor that failed\n"
-			"(they wait for the takeover instead: it should be 0). Exit status 0 only\n"
-			"when nothing was lost and the nodes are equal again.\n",
+			"(they wait for the takeover instead: it should be 0). With --volume it adds\n"
+			"\"volume\": {\"name\",\"endpoints\" (node id: unix:PATH or tcp:HOST:PORT),\n"
+			"\"slots\",\"unaligned\",\"write_size\",\"writes\" (acknowledged, in all),\n"
+			"\"acked_during\",\"failed\",\"retried\" (failed writes rewritten and\n"
+			"acknowledged),\"reconnects\",\"flushed\",\"bytes_checked\",\"mismatches\"}, and\n"
+			"lost counts its mismatches too (checked stays pages). Exit status 0 only\n"
+			"when nothing acknowledged was lost, the nodes are equal again and, with\n"
+			"--volume, the flush was answered.\n",
 		.options = drill_options,
 		.run = cmd_drill,
 	},
