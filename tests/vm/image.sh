@@ -25,13 +25,14 @@ SUITE=bookworm
 IMAGE_SIZE=4G
 # Soft-RoCE and the tools that check it (RDMA.md), the runtime libraries of
 # ftvmd and ftvmctl (ldd on them; librdmacm1 and libibverbs1 for the RDMA
-# transport), jq for the jobs' `ftvmctl --json`, python3 for the e2e tests the
-# RDMA jobs run inside (tests/e2e/).
+# transport, libnbd0 for ftvmctl drill --volume), jq for the jobs'
+# `ftvmctl --json`, python3 for the e2e tests the RDMA jobs run inside
+# (tests/e2e/).
 PACKAGES=(
 	linux-image-amd64 systemd-sysv systemd udev kmod iproute2 procps iputils-ping
 	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest libibverbs1 librdmacm1
 	libevent-2.1-7 libprotobuf-c1 libsqlite3-0 libsystemd0 libinih1 libjson-c5 libssl3
-	jq python3
+	libnbd0 jq python3
 )
 
 skip() {
