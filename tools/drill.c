@@ -596,10 +596,12 @@ int drill_run(const struct drill_options *o)
 	if (r == EXIT_DONE && o->volume)
 		r = drill_volume_open(o->volume, d.survivor.c, d.victim.cfg, d.survivor.cfg,
 				      2 * o->pages, o->timeout_s * 1000, &d.vol);
-	if (r == EXIT_DONE)
-		r = setup_workload(&d);
+	/* The volume's first round before the allocations are made: a write
+	 * that fails here leaves none behind. */
 	if (r == EXIT_DONE && d.vol)
 		r = drill_volume_write_all(d.vol, &d.seq);
+	if (r == EXIT_DONE)
+		r = setup_workload(&d);
 	if (r == EXIT_DONE)
 		r = start_fault(&d, pid);
 	if (r == EXIT_DONE)

@@ -503,6 +503,9 @@ static void flush_through_survivor(struct drill_volume *v)
 
 void drill_volume_check(struct drill_volume *v)
 {
+	/* The pair is whole: a request through the node that was hit may take
+	 * as long as one through the other (a page-in from the store). */
+	v->fault = false;
 	/* The streams' connections go first: the check reads through fresh
 	 * ones, as a host would after the pair is whole. */
 	for (int i = 0; i < 2; i++) {

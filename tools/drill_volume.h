@@ -31,8 +31,9 @@ int drill_volume_open(const char *name, struct ftvm_client *c, const struct ftvm
  * 0 or an exit code (said why). */
 int drill_volume_write_all(struct drill_volume *v, uint64_t *seq);
 
-/* The fault began: from now on a request through the victim waits at most
- * its dead_after_ms, and a stream whose request fails moves to the survivor. */
+/* The fault began: until the check a request through the victim waits at
+ * most the survivor's dead_after_ms, and a stream whose request fails moves
+ * to the survivor. */
 void drill_volume_fault(struct drill_volume *v);
 
 /* During the fault: one write on each stream (a failed write's slot is
