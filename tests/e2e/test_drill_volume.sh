@@ -3,10 +3,11 @@
 # over NBD through both nodes, kept going through the fault, read back
 # through both once the pair is whole. Both nodes have [memory] cache = 25%
 # and an [nbd] socket; the volume is 8M, twice the cache.
-#  - drill kill b, cut 2, hang a 1 and restart b (in text) with --volume:
-#    nothing lost, verify equal, volume writes acknowledged during the
-#    fault, every byte checked through both nodes, the streams' failed
-#    writes rewritten;
+#  - drill kill b, cut 2, hang a 1, cut 1 (b over TCP) and restart b (in
+#    text) with --volume: nothing lost, verify equal, volume writes
+#    acknowledged during the fault, every byte checked through both nodes,
+#    the streams' failed writes rewritten; [nbd] socket preferred to
+#    [nbd] listen;
 #  - what the drill wrote is there for an NBD client of its own (qemu-io)
 #    through either node: the drill's checks do not only agree with
 #    themselves;
@@ -23,6 +24,10 @@ done
 write_pair_configs
 sed -i '/^\[memory\]/a cache = 25%' "$WORK/a.conf" "$WORK/b.conf"
 for id in a b; do printf '[nbd]\nsocket = %s.nbd\n' "$id" >>"$WORK/$id.conf"; done
+# b also listens on TCP: the drill prefers the socket, and goes over TCP
+# with a config of b's that names only the port.
+NBD_PORT=$(free_port)
+printf 'listen = 127.0.0.1:%s\n' "$NBD_PORT" >>"$WORK/b.conf"
 start_node a
 start_node b
 wait_for 5000 "pair linked" pair_up
@@ -57,7 +62,7 @@ drill_volume() {
 	# A failed write is rewritten until acknowledged: none left unknown.
 	jq -e '.volume.retried == .volume.failed' <<<"$J" >/dev/null ||
 		fail "drill $* --volume: failed writes not all rewritten: $J"
-	jq -e --arg a "unix:$WORK/a.nbd" --arg b "unix:$WORK/b.nbd" \
+	jq -e --arg a "unix:$WORK/a.nbd" --arg b "${B_ENDPOINT:-unix:$WORK/b.nbd}" \
 		'.volume.endpoints == {a: $a, b: $b}' <<<"$J" >/dev/null ||
 		fail "drill $* --volume: endpoints: $J"
 	wait_for 5000 "pair whole after drill $*" pair_up
@@ -82,6 +87,11 @@ drill_volume hang a 1
 jq -e '.volume.failed >= 1 and .volume.reconnects >= 1' <<<"$J" >/dev/null ||
 	fail "drill hang a --volume: a's stream never failed over to b: $J"
 ok "drill hang a 1 --volume disk: $J"
+# b's NBD over TCP: its config without the socket, for the drill only.
+sed '/^socket = b.nbd$/d' "$WORK/b.conf" >"$WORK/b-tcp.conf"
+B_ENDPOINT="tcp:127.0.0.1:$NBD_PORT" drill_volume cut 1 --partner-config "$WORK/b-tcp.conf"
+ok "drill cut 1 --volume disk, b over TCP: $J"
+
 # The text report names the volume's figures.
 out=$(ctl a drill restart b --volume disk --timeout 20 2>&1) || fail "drill restart b --volume in text: $out"
 adopt_pids
