@@ -99,6 +99,7 @@ struct client_call {
 	/* A call made inside the node (client_call_new_internal): its client
 	 * id, and where its reply goes. */
 	uint64_t internal_id;
+	uid_t internal_uid;
 	client_call_reply_fn reply_fn;
 	void *reply_arg;
 };
@@ -122,7 +123,7 @@ uint64_t client_internal_id_new(void)
 	return next++;
 }
 
-struct client_call *client_call_new_internal(uint64_t client_id,
+struct client_call *client_call_new_internal(uint64_t client_id, uid_t uid,
 					     const Ftvm__Client__ClientRequest *req,
 					     client_call_reply_fn fn, void *arg)
 {
@@ -134,6 +135,7 @@ struct client_call *client_call_new_internal(uint64_t client_id,
 	call->pid = getpid();
 	call->request = req;
 	call->internal_id = client_id;
+	call->internal_uid = uid;
 	call->reply_fn = fn;
 	call->reply_arg = arg;
 	return call;
@@ -318,10 +320,10 @@ pid_t client_call_peer_pid(const struct client_call *call)
 	return call->pid;
 }
 
-/* A call made inside the node is the daemon's own: its uid, every right. */
+/* A call made inside the node has every right, for the uid its maker gave. */
 uid_t client_call_peer_uid(const struct client_call *call)
 {
-	return call->conn ? call->conn->uid : geteuid();
+	return call->conn ? call->conn->uid : call->internal_uid;
 }
 
 bool client_call_may(const struct client_call *call, unsigned right)

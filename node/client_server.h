@@ -88,12 +88,12 @@ void client_call_reply(struct client_call *call, Ftvm__Client__ClientReply *repl
 /* A call made inside the node (the NBD server's page I/O, node/NBD.md): no
  * socket and no tap. Its reply goes to fn, from inside client_call_reply(),
  * valid only until fn returns; req stays its maker's, unchanged until then.
- * It is the daemon's own: its uid and pid, every right. client_id is its
+ * It is the daemon's pid with every right, for uid. client_id is its
  * client's (client_internal_id_new(), one per client inside the node), so
  * that what it holds is let go by client id as a connection's is. NULL when
  * out of memory. */
 typedef void (*client_call_reply_fn)(const Ftvm__Client__ClientReply *reply, void *arg);
-struct client_call *client_call_new_internal(uint64_t client_id,
+struct client_call *client_call_new_internal(uint64_t client_id, uid_t uid,
 					     const Ftvm__Client__ClientRequest *req,
 					     client_call_reply_fn fn, void *arg);
 /* A client id for a client inside the node, never one a connection has. */

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -207,8 +208,9 @@ static void ask(struct piece *pc)
 		pc->req.flush = &pc->m.flush;
 		break;
 	}
-	call = ex->vio->vmm ? client_call_new_internal(ex->client_id, &pc->req, on_reply, pc)
-			    : NULL;
+	call = ex->vio->vmm
+		       ? client_call_new_internal(ex->client_id, geteuid(), &pc->req, on_reply, pc)
+		       : NULL;
 	if (!call) {
 		pc->status = FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN;
 		snprintf(pc->reason, sizeof(pc->reason), "%s",

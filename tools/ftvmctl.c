@@ -1473,25 +1473,6 @@ static int volume_list(struct ctl *ctl, struct ftvm_client *c, const char *path)
 	return r;
 }
 
-/* The volume is made on the node asked: --home may only name it. */
-static int volume_home_check(struct ftvm_client *c, const char *path, const char *home)
-{
-	struct ftvm_node_status st;
-	int r;
-
-	if (!home)
-		return EXIT_DONE;
-	r = ftvm_status(c, &st);
-	if (r < 0)
-		return call_failed(c, path, "status", r);
-	if (strcmp(st.node, home) != 0)
-		return refused("volume",
-			       "--home %s: this node is %s, and a volume is made on the "
-			       "node asked; ask %s (ftvmctl --config with its configuration)",
-			       home, st.node, home);
-	return EXIT_DONE;
-}
-
 static int volume_create(struct ctl *ctl, struct ftvm_client *c, const char *path, const char *name,
 			 uint64_t size)
 {
@@ -1499,12 +1480,10 @@ static int volume_create(struct ctl *ctl, struct ftvm_client *c, const char *pat
 	struct ftvm_volume vol = { 0 };
 	struct ftvm_mapping m;
 	char what[FTVM_CLIENT_NAME_MAX + 32];
-	int r = volume_home_check(c, path, ctl->home);
+	int r;
 
-	if (r != EXIT_DONE)
-		return r;
 	snprintf(what, sizeof(what), "volume create %s", name);
-	r = ftvm_volume_create(c, name, size, &info);
+	r = ftvm_volume_create(c, name, size, ctl->home, &info);
 	if (r == 0)
 		r = ftvm_mapping_of(c, info.guid, &m);
 	if (r < 0)
@@ -2680,10 +2659,11 @@ static const struct command commands[] = {
 			"store, and both nodes serve it over NBD ([nbd]) as the export NAME.\n"
 			"\n"
 			"  create NAME --size N   makes a volume of N bytes (suffixes K, M, G), in\n"
-			"                         pages of the node's page size, on the node asked;\n"
+			"                         pages of the node's page size, homed on the node\n"
+			"                         asked, or with --home NODE on NODE, its partner\n"
+			"                         (whose store partition then holds its blocks);\n"
 			"                         NAME is 1 to 64 of [A-Za-z0-9._-], unique in the\n"
-			"                         pair. --home NODE, if given, must name that node.\n"
-			"                         Prints NAME.\n"
+			"                         pair. Prints NAME.\n"
 			"  list                   the pair's volumes: name, size, home, owner, guid\n"
 			"  delete NAME            frees the volume on both nodes, its data with it\n"
 			"\n"

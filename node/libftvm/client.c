@@ -1806,7 +1806,7 @@ int ftvm_mapping_of_sized(struct ftvm_client *c, const char *guid, struct ftvm_m
 
 /* ---- volumes ---- */
 
-int ftvm_volume_create(struct ftvm_client *c, const char *name, uint64_t size,
+int ftvm_volume_create(struct ftvm_client *c, const char *name, uint64_t size, const char *home,
 		       struct ftvm_alloc_info *ret)
 {
 	Ftvm__Client__AllocRequest alloc = FTVM__CLIENT__ALLOC_REQUEST__INIT;
@@ -1823,6 +1823,7 @@ int ftvm_volume_create(struct ftvm_client *c, const char *name, uint64_t size,
 		return fail(c, -EINVAL, "a volume of 0 bytes");
 	alloc.size = size;
 	alloc.volume = (char *)name;
+	alloc.home = (char *)(home ? home : "");
 	alloc.client = c->name;
 	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_ALLOC;
 	req.alloc = &alloc;

@@ -654,14 +654,17 @@ struct ftvm_volume {
 /**
  * @brief Makes a block volume of @p size bytes named @p name
  *        ([A-Za-z0-9._-], 1 to FTVM_CLIENT_NAME_MAX characters, not starting
- *        with '-' or '.'; unique in the pair), homed on the node asked. It
- *        is refused (-EPERM: DENIED) when the name is taken or either node
- *        has no storage cache ([memory] cache), and never waits for space.
+ *        with '-' or '.'; unique in the pair), homed on @p home: NULL or the
+ *        node asked, or its partner's id (the partner makes it; its store
+ *        partition holds its blocks). It is refused (-EPERM: DENIED) when the
+ *        name is taken or either node has no storage cache ([memory] cache),
+ *        and never waits for space.
  * @param[out] ret the new volume's allocation (may be NULL).
- * @return 0 or -errno (see the conventions above).
+ * @return 0 or -errno (see the conventions above); -EINVAL for a home that
+ *         is neither node.
  */
 FTVM_EXPORT int ftvm_volume_create(struct ftvm_client *c, const char *name, uint64_t size,
-				   struct ftvm_alloc_info *ret);
+				   const char *home, struct ftvm_alloc_info *ret);
 
 /**
  * @brief Frees the volume named @p name, as ftvm_free() its allocation.

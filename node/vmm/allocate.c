@@ -391,6 +391,17 @@ void vmm_op_alloc(struct vmm *v, struct client_call *call, const Ftvm__Client__A
 
 	if (volume && !vmm_volume_request_valid(v, call, req))
 		return;
+	if (!volume && req->home[0] && strcmp(req->home, vmm_node_id(v)) != 0) {
+		vmm_reply_error(
+			call, FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST,
+			"an allocation is made on the node asked: home '%.40s' is for volumes",
+			req->home);
+		return;
+	}
+	if (volume && req->home[0] && strcmp(req->home, vmm_node_id(v)) != 0) {
+		vmm_volume_make_on_partner(v, call, req);
+		return;
+	}
 	if (!alloc_request_valid(v, call, req, policy, block_size))
 		return;
 	snprintf(guid, sizeof(guid), "%s-%llu", vmm_node_id(v),

@@ -493,6 +493,15 @@ static void apply(struct vmm *v, const Envelope *env, const Envelope *next, stru
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_GRANT:
 		on_landing_grant(v, env->landing_grant, ans);
 		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_MAKE_VOLUME:
+		if (vmm_volume_make_for_partner(v, env->make_volume, env->seq, ans->reason,
+						sizeof(ans->reason)) < 0) {
+			ans->cc.status = FTVM__PARTNER__STATUS__STATUS_BAD_REQUEST;
+			ans->cc.reason = ans->reason;
+		} else {
+			ans->held = true;
+		}
+		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_REVOKE:
 		ans->held = pagedata_granted_revoke(v->pagedata, env->landing_revoke, env->seq);
 		break;

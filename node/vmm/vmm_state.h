@@ -338,6 +338,15 @@ void vmm_flushes_client_gone(struct vmm *v, uint64_t client_id);
  * true when it may go on as an allocation does (vmm/VMM.md, "Volumes"). */
 bool vmm_volume_request_valid(struct vmm *v, struct client_call *call,
 			      const Ftvm__Client__AllocRequest *req);
+/* A volume homed on the partner (req->home its id): it makes it
+ * (MakeVolume), and its answer answers call. */
+void vmm_volume_make_on_partner(struct vmm *v, struct client_call *call,
+				const Ftvm__Client__AllocRequest *req);
+/* The partner's MakeVolume m (seq): made here a turn later as this node's
+ * own client's volume, and answered then (vmm_answer); -errno, with
+ * reason, for one refused now. */
+int vmm_volume_make_for_partner(struct vmm *v, const Ftvm__Partner__MakeVolume *m, uint64_t seq,
+				char *reason, size_t len);
 /* Frees the volume of that name, as vmm_op_free its allocation. */
 void vmm_op_free_volume(struct vmm *v, struct client_call *call, const char *name);
 /* A client read p: staged by read-ahead, it was a hit. */

@@ -3,8 +3,11 @@
 # [memory] cache = 25% (4M of 16M):
 #  - `volume create` makes one on the node asked, mirrored: both nodes list
 #    it with its home and owner; its header says storage-cache;
-#  - a name taken (on either node), a bad name, a size of 0, --home naming
-#    the other node, and --policy-like leftovers are refused, changing
+#  - --home b through a makes it on b (MakeVolume): homed and owned by b,
+#    its extent in b's store partition, listed on both nodes; --home naming
+#    no node of the pair is refused;
+#  - a name taken (on either node), a bad name, a size of 0 and a volume
+#    too large for its home's store partition are refused, changing
 #    nothing;
 #  - its pages take the storage cache's frames on both nodes, never server
 #    memory's, and server memory's allocations never the cache's;
@@ -49,7 +52,17 @@ usage() {
 usage volume create vol2 --size 0
 usage volume resize vol1
 usage volume list --size 4K
-expect_fail a "this node is a" volume create vol2 --size 4K --home b
+JB=$(ctl a --json volume create volb --size 64K --home b) || fail "volume create --home b through a: $JB"
+[ "$(jq -r '"\(.name) \(.home) \(.owner)"' <<<"$JB")" = "volb b b" ] || fail "volume create --home b said $JB"
+for id in a b; do
+	[ "$(ctl "$id" --json volume list | jq -r '.[] | select(.name == "volb") | "\(.home) \(.owner)"')" = "b b" ] ||
+		fail "volb on $id: $(ctl "$id" --json volume list)"
+done
+[ "$(status_field b allocations.own)" -ge 1 ] || fail "b does not own volb: $(ctl b --json status | jq -c .allocations)"
+expect_fail a "volume volb exists" volume create volb --size 4K --home b
+expect_fail a "no node 'c' in this pair" volume create volc --size 4K --home c
+ok "volume create --home b through a made volb on b: $JB"
+ctl a volume delete volb || fail "volume delete volb (homed on b) through a"
 # A volume never waits for room: denied at once (request_timeout_ms is 5 s).
 t0=$(now_ms)
 expect_fail a "do not fit in a's partition of the store" volume create huge --size 32M

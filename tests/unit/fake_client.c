@@ -19,10 +19,15 @@ struct fake_client {
 	size_t n_calls;
 };
 
-/* What the vmm holds until it replies: client_call_reply frees it. */
+/* What the vmm holds until it replies: client_call_reply frees it. A call
+ * made inside the node has no client and replies to its maker's fn. */
 struct client_call {
 	struct fake_client *client;
 	struct fake_call *slot;
+	uint64_t internal_id;
+	uid_t internal_uid;
+	client_call_reply_fn reply_fn;
+	void *reply_arg;
 };
 
 struct fake_client *fake_client_new(uint64_t id, uid_t uid, pid_t pid, unsigned rights)
@@ -102,12 +107,39 @@ unsigned fake_client_unanswered(const struct fake_client *c)
 
 /* ---- node/client_server.h, as far as the memory manager calls it ---- */
 
+struct client_call *client_call_new_internal(uint64_t client_id, uid_t uid,
+					     const Ftvm__Client__ClientRequest *req,
+					     client_call_reply_fn fn, void *arg)
+{
+	struct client_call *call = calloc(1, sizeof(*call));
+
+	if (!call)
+		exit(99);
+	call->internal_id = client_id;
+	call->internal_uid = uid;
+	call->reply_fn = fn;
+	call->reply_arg = arg;
+	return call;
+}
+
+uint64_t client_internal_id_new(void)
+{
+	static uint64_t next = UINT64_C(1) << 62;
+
+	return next++;
+}
+
 void client_call_reply(struct client_call *call, Ftvm__Client__ClientReply *reply)
 {
 	struct fake_call *slot = call->slot;
 	size_t len;
 	uint8_t *buf;
 
+	if (!call->client) {
+		call->reply_fn(reply, call->reply_arg);
+		free(call);
+		return;
+	}
 	reply->id = slot->id;
 	slot->answered = true;
 	if (!call->client->gone) {
@@ -128,31 +160,32 @@ void client_call_reply(struct client_call *call, Ftvm__Client__ClientReply *repl
 
 void client_call_reply_fd(struct client_call *call, Ftvm__Client__ClientReply *reply, int fd)
 {
-	call->slot->had_fd = fd >= 0;
+	if (call->slot)
+		call->slot->had_fd = fd >= 0;
 	client_call_reply(call, reply);
 }
 
 pid_t client_call_peer_pid(const struct client_call *call)
 {
-	return call->client->pid;
+	return call->client ? call->client->pid : 1;
 }
 
 uid_t client_call_peer_uid(const struct client_call *call)
 {
-	return call->client->uid;
+	return call->client ? call->client->uid : call->internal_uid;
 }
 
 bool client_call_may(const struct client_call *call, unsigned right)
 {
-	return (call->client->rights & right) == right;
+	return !call->client || (call->client->rights & right) == right;
 }
 
 uint64_t client_call_client_id(const struct client_call *call)
 {
-	return call->client->id;
+	return call->client ? call->client->id : call->internal_id;
 }
 
 bool client_call_client_gone(const struct client_call *call)
 {
-	return call->client->gone;
+	return call->client && call->client->gone;
 }

@@ -154,6 +154,7 @@ struct sent {
 	Ftvm__Partner__AuthChallenge auth_challenge;
 	Ftvm__Partner__AuthProof auth_proof;
 	Ftvm__Partner__SessionQuery session_query;
+	Ftvm__Partner__MakeVolume make_volume;
 	Ftvm__Partner__Hello hello;
 	Ftvm__Partner__PoolRegion region[2];
 	Ftvm__Partner__PoolRegion *region_ptrs[2];
@@ -214,6 +215,11 @@ static void sent_init(struct sent *s)
 	s->auth_proof.mac = (ProtobufCBinaryData){ .len = 32, .data = page_data + 96 };
 	s->session_query = (Ftvm__Partner__SessionQuery)FTVM__PARTNER__SESSION_QUERY__INIT;
 	s->session_query.session = "0f1e2d3c4b5a69788796a5b4c3d2e1f0";
+	s->make_volume = (Ftvm__Partner__MakeVolume)FTVM__PARTNER__MAKE_VOLUME__INIT;
+	s->make_volume.name = "vol.db-2";
+	s->make_volume.size = 0x0000000300000005ull;
+	s->make_volume.uid = 1000;
+	s->make_volume.client = "app.1";
 
 	s->hello = (Ftvm__Partner__Hello)FTVM__PARTNER__HELLO__INIT;
 	s->hello.node_id = "node-b";
@@ -650,6 +656,12 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_SESSION_QUERY:
 		EQ_S(session_query->session);
 		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_MAKE_VOLUME:
+		EQ_S(make_volume->name);
+		EQ_U(make_volume->size);
+		EQ_U(make_volume->uid);
+		EQ_S(make_volume->client);
+		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO:
 		EQ_S(hello->node_id);
 		EQ_U(hello->version);
@@ -858,6 +870,7 @@ static const struct round_trip_case round_trip_cases[] = {
 	{ "AuthChallenge", "AuthChallenge", FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_CHALLENGE, 0 },
 	{ "AuthProof", "AuthProof", FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_PROOF, 0 },
 	{ "SessionQuery", "SessionQuery", FTVM__PARTNER__ENVELOPE__MESSAGE_SESSION_QUERY, 0 },
+	{ "MakeVolume", "MakeVolume", FTVM__PARTNER__ENVELOPE__MESSAGE_MAKE_VOLUME, 0 },
 	{ "RegionUpdate", "RegionUpdate", FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE, 0 },
 	{ "LandingGrant", "LandingGrant", FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_GRANT, 0 },
 	{ "LandingRevoke", "LandingRevoke", FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_REVOKE, 0 },
@@ -892,6 +905,8 @@ static void *case_message(struct sent *s, const struct round_trip_case *c)
 		return &s->auth_proof;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_SESSION_QUERY:
 		return &s->session_query;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_MAKE_VOLUME:
+		return &s->make_volume;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO:
 		return &s->hello;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT:
