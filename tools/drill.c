@@ -77,7 +77,7 @@ static const char *const kind_names[] = {
 	[DRILL_RESTART] = "restart",
 };
 
-__attribute__((format(printf, 1, 2))) static int failed(const char *fmt, ...)
+int drill_failed(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -89,7 +89,7 @@ __attribute__((format(printf, 1, 2))) static int failed(const char *fmt, ...)
 	return EXIT_FAILED;
 }
 
-static void sleep_ms(unsigned ms)
+void drill_sleep_ms(unsigned ms)
 {
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
 
@@ -205,7 +205,7 @@ static int start_node(const struct drill *d, struct drill_node *n)
 		return run_systemctl("start", NULL, n->unit);
 	r = ftvmd_find(d->o->ftvmd, ftvmd, sizeof(ftvmd));
 	if (r < 0) {
-		failed("cannot find ftvmd to start %s again (give --ftvmd PATH)", n->cfg->id);
+		drill_failed("cannot find ftvmd to start %s again (give --ftvmd PATH)", n->cfg->id);
 		return r;
 	}
 	snprintf(dir, sizeof(dir), "%s", n->config_path);
@@ -249,15 +249,15 @@ static int setup_workload(struct drill *d)
 		int r = ftvm_alloc(home[i]->c, size, NULL, false, NULL, 0, &a->info);
 
 		if (r < 0)
-			return failed("allocating on %s: %s", home[i]->cfg->id,
-				      ftvm_last_error(home[i]->c));
+			return drill_failed("allocating on %s: %s", home[i]->cfg->id,
+					    ftvm_last_error(home[i]->c));
 		a->acked = calloc(a->info.pages, sizeof(*a->acked));
 		if (!a->acked)
-			return failed("out of memory");
+			return drill_failed("out of memory");
 	}
 	d->block = malloc(d->alloc[0].info.block_size);
 	if (!d->block)
-		return failed("out of memory");
+		return drill_failed("out of memory");
 	/* Before the fault: every page once, from the node it is homed on. */
 	for (int i = 0; i < 2; i++)
 		for (uint32_t p = 0; p < d->alloc[i].info.pages; p++) {
@@ -267,8 +267,8 @@ static int setup_workload(struct drill *d)
 			drill_fill(d->block, a->info.block_size, seq);
 			if (ftvm_write_page(home[i]->c, a->info.guid, p, d->block,
 					    a->info.block_size, NULL) < 0)
-				return failed("writing %s page %u before the fault: %s",
-					      a->info.guid, p, ftvm_last_error(home[i]->c));
+				return drill_failed("writing %s page %u before the fault: %s",
+						    a->info.guid, p, ftvm_last_error(home[i]->c));
 			a->acked[p] = seq;
 		}
 	return EXIT_DONE;
@@ -297,10 +297,11 @@ static int start_fault(struct drill *d, int64_t pid)
 		break;
 	}
 	if (r < 0 && d->o->kind == DRILL_CUT) /* the node said why (not an admin...) */
-		return failed("cannot cut %s: %s (%s)", v->cfg->id, strerror(-r),
-			      ftvm_last_error(d->survivor.c));
+		return drill_failed("cannot cut %s: %s (%s)", v->cfg->id, strerror(-r),
+				    ftvm_last_error(d->survivor.c));
 	if (r < 0)
-		return failed("cannot %s %s: %s", kind_names[d->o->kind], v->cfg->id, strerror(-r));
+		return drill_failed("cannot %s %s: %s", kind_names[d->o->kind], v->cfg->id,
+				    strerror(-r));
 	if (v->c && d->o->kind != DRILL_CUT) {
 		ftvm_disconnect(v->c);
 		v->c = NULL;
@@ -330,7 +331,7 @@ static int ride_out(struct drill *d, int64_t pid, uint64_t takeovers_before)
 			if (d->takeover_ms < 0 && st.takeovers > takeovers_before)
 				d->takeover_ms = (int64_t)elapsed(d);
 		} else {
-			sleep_ms(5);
+			drill_sleep_ms(5);
 		}
 		if (write_next(d, &d->alloc[1]) == 0)
 			d->acked_during++;
@@ -342,7 +343,7 @@ static int ride_out(struct drill *d, int64_t pid, uint64_t takeovers_before)
 		}
 		if (!restarted && gone(pid)) {
 			if (start_node(d, &d->victim) < 0)
-				return failed("cannot start %s again", d->victim.cfg->id);
+				return drill_failed("cannot start %s again", d->victim.cfg->id);
 			restarted = true;
 		}
 		if ((d->takeover_ms >= 0 || !expect_takeover) && resumed && restarted &&
@@ -350,8 +351,8 @@ static int ride_out(struct drill *d, int64_t pid, uint64_t takeovers_before)
 		    (!d->vol || drill_volume_acked_during(d->vol) >= 8))
 			return EXIT_DONE;
 	}
-	return failed("no takeover within %u s: %s still refuses the victim's pages",
-		      d->o->timeout_s, d->survivor.cfg->id);
+	return drill_failed("no takeover within %u s: %s still refuses the victim's pages",
+			    d->o->timeout_s, d->survivor.cfg->id);
 }
 
 /* Both active at one epoch again (the victim resynced). */
@@ -361,7 +362,7 @@ static int wait_whole(struct drill *d)
 	struct ftvm_node_status sv, ss;
 
 	if (d->o->kind == DRILL_KILL && start_node(d, &d->victim) < 0)
-		return failed("cannot start %s again", d->victim.cfg->id);
+		return drill_failed("cannot start %s again", d->victim.cfg->id);
 	while (clock_now_ms() < deadline) {
 		if (status_of(&d->victim, &sv) == 0 && status_of(&d->survivor, &ss) == 0 &&
 		    serving(&sv, "active") && serving(&ss, "active") && sv.epoch == ss.epoch) {
@@ -370,9 +371,9 @@ static int wait_whole(struct drill *d)
 			d->epoch_after = ss.epoch;
 			return EXIT_DONE;
 		}
-		sleep_ms(20);
+		drill_sleep_ms(20);
 	}
-	return failed("the pair is not whole again within %u s", d->o->timeout_s);
+	return drill_failed("the pair is not whole again within %u s", d->o->timeout_s);
 }
 
 /* ---- the checks ---- */
@@ -518,7 +519,7 @@ static bool whole_soon(struct drill_node *n1, struct ftvm_node_status *s1, struc
 			return true;
 		if (clock_now_ms() >= deadline)
 			return false;
-		sleep_ms(20);
+		drill_sleep_ms(20);
 		if (status_of(n1, s1) < 0 || status_of(n2, s2) < 0)
 			return false;
 	}
@@ -551,17 +552,18 @@ static int open_pair(struct drill *d)
 		r = EXIT_UNREACHABLE;
 	}
 	if (r == EXIT_DONE && !whole_soon(&first, &s1, &second, &s2))
-		r = failed("the pair is not whole: %s is %s at epoch %" PRIu64 " (%s), %s is %s at "
-			   "epoch %" PRIu64 " (%s)",
-			   first.cfg->id, s1.state, s1.epoch, s1.reason, second.cfg->id, s2.state,
-			   s2.epoch, s2.reason);
+		r = drill_failed("the pair is not whole: %s is %s at epoch %" PRIu64
+				 " (%s), %s is %s at "
+				 "epoch %" PRIu64 " (%s)",
+				 first.cfg->id, s1.state, s1.epoch, s1.reason, second.cfg->id,
+				 s2.state, s2.epoch, s2.reason);
 	if (r == EXIT_DONE) {
 		bool first_victim = o->kind == DRILL_CUT ? strcmp(first.cfg->id, second.cfg->id) > 0
 							 : strcmp(o->node, first.cfg->id) == 0;
 
 		if (o->kind != DRILL_CUT && !first_victim && strcmp(o->node, second.cfg->id) != 0)
-			r = failed("no node '%s' in this pair (%s, %s)", o->node, first.cfg->id,
-				   second.cfg->id);
+			r = drill_failed("no node '%s' in this pair (%s, %s)", o->node,
+					 first.cfg->id, second.cfg->id);
 		d->victim = first_victim ? first : second;
 		d->survivor = first_victim ? second : first;
 		d->epoch_before = s1.epoch;

@@ -86,25 +86,6 @@ struct drill_volume {
 	char first_failure[512];
 };
 
-__attribute__((format(printf, 1, 2))) static int failed(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("ftvmctl: drill: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	return EXIT_FAILED;
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
 /* libnbd's last error on this thread, for a message. */
 static const char *nbd_why(void)
 {
@@ -136,12 +117,13 @@ static int endpoint_find(struct endpoint *ep, const struct ftvm_config *cfg)
 		return 0;
 	}
 	if (!cfg->nbd_listen)
-		return failed("%s serves no NBD: its config %s sets neither [nbd] socket nor "
-			      "[nbd] listen, and drill --volume writes through both nodes "
-			      "(node/NBD.md)",
-			      cfg->id, cfg->path);
+		return drill_failed("%s serves no NBD: its config %s sets neither [nbd] socket nor "
+				    "[nbd] listen, and drill --volume writes through both nodes "
+				    "(node/NBD.md)",
+				    cfg->id, cfg->path);
 	if (config_parse_endpoint(cfg->nbd_listen, host, sizeof(host), &port) < 0)
-		return failed("%s: [nbd] listen '%s' is not host:port", cfg->id, cfg->nbd_listen);
+		return drill_failed("%s: [nbd] listen '%s' is not host:port", cfg->id,
+				    cfg->nbd_listen);
 	if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "*") == 0)
 		snprintf(host, sizeof(host), "127.0.0.1");
 	else if (strcmp(host, "::") == 0)
@@ -279,9 +261,10 @@ fail:
 			 "offset %" PRIu64 " through %s (%s): %s", slot->offset, ep->cfg->id,
 			 ep->desc, reason);
 	if (!v->fault)
-		failed("volume %s: writing offset %" PRIu64 " through %s (%s) before the fault: "
-		       "%s",
-		       v->name, slot->offset, ep->cfg->id, ep->desc, reason);
+		drill_failed("volume %s: writing offset %" PRIu64
+			     " through %s (%s) before the fault: "
+			     "%s",
+			     v->name, slot->offset, ep->cfg->id, ep->desc, reason);
 	conn_close(s->h, false);
 	s->h = NULL;
 	s->dropped = true;
@@ -302,7 +285,7 @@ static int find_volume(struct drill_volume *v, const char *name, struct ftvm_cli
 
 	r = ftvm_volume_list(c, &vols, &n);
 	if (r < 0)
-		return failed("listing the volumes: %s", ftvm_last_error(c));
+		return drill_failed("listing the volumes: %s", ftvm_last_error(c));
 	for (size_t i = 0; i < n; i++) {
 		if (strcmp(vols[i].name, name) == 0) {
 			snprintf(v->name, sizeof(v->name), "%s", name);
@@ -316,10 +299,11 @@ static int find_volume(struct drill_volume *v, const char *name, struct ftvm_cli
 	}
 	free(vols);
 	if (!n)
-		return failed("no volume '%s': the pair has none (make one with ftvmctl volume "
-			      "create %s --size SIZE)",
-			      name, name);
-	return failed("no volume '%s' in this pair (it has: %s)", name, names);
+		return drill_failed(
+			"no volume '%s': the pair has none (make one with ftvmctl volume "
+			"create %s --size SIZE)",
+			name, name);
+	return drill_failed("no volume '%s' in this pair (it has: %s)", name, names);
 }
 
 /* Slots spread over the whole volume, a page-aligned stride apart. */
@@ -328,9 +312,9 @@ static int lay_out(struct drill_volume *v, uint32_t want)
 	uint64_t stride;
 
 	if (v->size < 2 * SLOT_MIN)
-		return failed("volume %s is too small for the drill: %" PRIu64
-			      " bytes, it needs %u",
-			      v->name, v->size, 2 * SLOT_MIN);
+		return drill_failed("volume %s is too small for the drill: %" PRIu64
+				    " bytes, it needs %u",
+				    v->name, v->size, 2 * SLOT_MIN);
 	if (want < 2)
 		want = 2;
 	if (v->size / SLOT_MIN < want)
@@ -338,7 +322,7 @@ static int lay_out(struct drill_volume *v, uint32_t want)
 	stride = v->size / want / WRITE_SIZE * WRITE_SIZE;
 	v->slots = calloc(want, sizeof(*v->slots));
 	if (!v->slots)
-		return failed("out of memory");
+		return drill_failed("out of memory");
 	v->n_slots = want;
 	for (uint32_t i = 0; i < want; i++) {
 		v->slots[i].offset = i * stride + (i % 3 == 2 ? UNALIGNED_SHIFT : 0);
@@ -358,7 +342,7 @@ int drill_volume_open(const char *name, struct ftvm_client *c, const struct ftvm
 	int r;
 
 	if (!v)
-		return failed("out of memory");
+		return drill_failed("out of memory");
 	/* A write to a node that just died must fail, not kill ftvmctl. */
 	signal(SIGPIPE, SIG_IGN);
 	v->timeout_ms = timeout_ms;
@@ -376,13 +360,13 @@ int drill_volume_open(const char *name, struct ftvm_client *c, const struct ftvm
 		v->buf = malloc(WRITE_SIZE);
 		v->got = malloc(WRITE_SIZE);
 		if (!v->buf || !v->got)
-			r = failed("out of memory");
+			r = drill_failed("out of memory");
 	}
 	for (int i = 0; r == 0 && i < 2; i++) {
 		v->st[i].h = conn_open(v, i, reason, sizeof(reason));
 		if (!v->st[i].h)
-			r = failed("volume %s: cannot connect to %s's NBD server (%s): %s", name,
-				   v->ep[i].cfg->id, v->ep[i].desc, reason);
+			r = drill_failed("volume %s: cannot connect to %s's NBD server (%s): %s",
+					 name, v->ep[i].cfg->id, v->ep[i].desc, reason);
 	}
 	if (r != 0) {
 		drill_volume_free(v);
@@ -424,11 +408,11 @@ int drill_volume_settle(struct drill_volume *v, uint64_t *seq, uint32_t timeout_
 	for (int i = 0; i < 2; i++)
 		while (v->st[i].pending) {
 			if (clock_now_ms() >= deadline)
-				return failed("volume %s: a write of unknown outcome was not "
-					      "rewritten within %u ms; the last failure: %s",
-					      v->name, timeout_ms, v->first_failure);
+				return drill_failed("volume %s: a write of unknown outcome was not "
+						    "rewritten within %u ms; the last failure: %s",
+						    v->name, timeout_ms, v->first_failure);
 			if (stream_write(v, i, seq) < 0)
-				sleep_ms(20);
+				drill_sleep_ms(20);
 		}
 	return 0;
 }

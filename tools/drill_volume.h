@@ -12,6 +12,11 @@ struct ftvm_client;
 struct ftvm_config;
 struct drill_volume;
 
+/* drill.c's: "ftvmctl: drill: " and the message on stderr, and the exit
+ * code of a drill that failed; a pause of ms. */
+__attribute__((format(printf, 1, 2))) int drill_failed(const char *fmt, ...);
+void drill_sleep_ms(unsigned ms);
+
 /* The bytes of write seq: a xorshift stream seeded by it (drill.c). */
 void drill_fill(uint8_t *buf, size_t len, uint64_t seq);
 

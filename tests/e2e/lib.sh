@@ -92,6 +92,25 @@ write_pair_configs() {
 	done
 }
 
+# need_tools TOOL...: skips the test (77) naming the first TOOL not installed.
+need_tools() {
+	local tool
+	for tool in "$@"; do
+		command -v "$tool" >/dev/null || {
+			echo "SKIP: $tool is not installed (tools/install-deps.sh)"
+			exit 77
+		}
+	done
+}
+
+# write_nbd_pair_configs: write_pair_configs with a storage cache of 25% on
+# both nodes and each node's NBD socket at $WORK/ID.nbd (node/NBD.md).
+write_nbd_pair_configs() {
+	write_pair_configs
+	sed -i '/^\[memory\]/a cache = 25%' "$WORK/a.conf" "$WORK/b.conf"
+	for id in a b; do printf '[nbd]\nsocket = %s.nbd\n' "$id" >>"$WORK/$id.conf"; done
+}
+
 # start_pair: both nodes from write_pair_configs, linked and active.
 start_pair() {
 	write_pair_configs

@@ -13,17 +13,10 @@
 #    themselves;
 #  - refused, before anything is written: an unknown volume, and a node
 #    whose config has no [nbd].
-for tool in qemu-io python3; do
-	command -v "$tool" >/dev/null || {
-		echo "SKIP: $tool is not installed (tools/install-deps.sh)"
-		exit 77
-	}
-done
 . "$(dirname "$0")/lib.sh"
+need_tools qemu-io python3
 
-write_pair_configs
-sed -i '/^\[memory\]/a cache = 25%' "$WORK/a.conf" "$WORK/b.conf"
-for id in a b; do printf '[nbd]\nsocket = %s.nbd\n' "$id" >>"$WORK/$id.conf"; done
+write_nbd_pair_configs
 # b also listens on TCP: the drill prefers the socket, and goes over TCP
 # with a config of b's that names only the port.
 NBD_PORT=$(free_port)

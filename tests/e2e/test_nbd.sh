@@ -14,18 +14,11 @@
 #    only;
 #  - kill -9 of a: b takes over and serves every acknowledged byte to a new
 #    connection; after a restart of both, the store has them.
-for tool in nbdinfo qemu-io nbdcopy python3; do
-	command -v "$tool" >/dev/null || {
-		echo "SKIP: $tool is not installed (tools/install-deps.sh)"
-		exit 77
-	}
-done
 . "$(dirname "$0")/lib.sh"
+need_tools nbdinfo qemu-io nbdcopy python3
 
-write_pair_configs
+write_nbd_pair_configs
 NBD_PORT=$(free_port)
-sed -i '/^\[memory\]/a cache = 25%' "$WORK/a.conf" "$WORK/b.conf"
-for id in a b; do printf '[nbd]\nsocket = %s.nbd\n' "$id" >>"$WORK/$id.conf"; done
 printf 'listen = 127.0.0.1:%s\n' "$NBD_PORT" >>"$WORK/a.conf"
 start_node a
 start_node b

@@ -9,20 +9,13 @@
 #    are written, and read back unchanged through b, partly from flash;
 #  - after a restart of both nodes, and after a kill -9 of both following
 #    a flush, the volume reads back unchanged.
-for tool in nbdcopy qemu-io; do
-	command -v "$tool" >/dev/null || {
-		echo "SKIP: $tool is not installed (tools/install-deps.sh)"
-		exit 77
-	}
-done
 . "$(dirname "$0")/lib.sh"
+need_tools nbdcopy qemu-io
 
-write_pair_configs
-sed -i '/^\[memory\]/a cache = 25%' "$WORK/a.conf" "$WORK/b.conf"
+write_nbd_pair_configs
 sed -i '/^\[store\]/a size = 131136K' "$WORK/a.conf" "$WORK/b.conf"
 for id in a b; do
-	printf '[flash]\npath = %s/flash\nsize = 49216K\ncache = 50%%\n[nbd]\nsocket = %s.nbd\n' "$id" "$id" \
-		>>"$WORK/$id.conf"
+	printf '[flash]\npath = %s/flash\nsize = 49216K\ncache = 50%%\n' "$id" >>"$WORK/$id.conf"
 done
 start_node a
 start_node b

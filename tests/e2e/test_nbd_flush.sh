@@ -21,9 +21,7 @@ PY=/usr/bin/python3
 }
 . "$(dirname "$0")/lib.sh"
 
-write_pair_configs
-sed -i '/^\[memory\]/a cache = 25%' "$WORK/a.conf" "$WORK/b.conf"
-for id in a b; do printf '[nbd]\nsocket = %s.nbd\n' "$id" >>"$WORK/$id.conf"; done
+write_nbd_pair_configs
 start_node a
 start_node b
 wait_for 5000 "pair linked" pair_up

@@ -11,15 +11,10 @@ PY=/usr/bin/python3
 	echo "SKIP: libnbd's python module is not installed (python3-libnbd; tools/install-deps.sh)"
 	exit 77
 }
-command -v nbdcopy >/dev/null || {
-	echo "SKIP: nbdcopy is not installed (libnbd-bin; tools/install-deps.sh)"
-	exit 77
-}
 . "$(dirname "$0")/lib.sh"
+need_tools nbdcopy
 
-write_pair_configs
-sed -i '/^\[memory\]/a cache = 25%' "$WORK/a.conf" "$WORK/b.conf"
-for id in a b; do printf '[nbd]\nsocket = %s.nbd\n' "$id" >>"$WORK/$id.conf"; done
+write_nbd_pair_configs
 start_node a
 start_node b
 wait_for 5000 "pair linked" pair_up
