@@ -1588,15 +1588,17 @@ static json_object *media_json(const struct ftvm_media *media, size_t n)
 static int sense_print_json(const struct ftvm_sense *s)
 {
 	json_object *o = json_object_new_object(), *media = media_json(s->media, s->n_media),
-		    *queues = json_object_new_object();
+		    *cache = media_json(s->cache, s->n_cache), *queues = json_object_new_object();
 
-	if (!o || !media || !queues) {
+	if (!o || !media || !cache || !queues) {
 		json_object_put(o);
 		json_object_put(media);
+		json_object_put(cache);
 		json_object_put(queues);
 		return out_of_memory();
 	}
 	json_object_object_add(o, "media", media);
+	json_object_object_add(o, "cache", cache);
 	json_object_object_add(o, "queues", queues);
 	add_uint64(queues, "paging", s->paging_queue);
 	add_uint64(queues, "destage", s->destage_queue);
@@ -1628,6 +1630,9 @@ static int cmd_sense(struct ctl *ctl, int argc, char **argv)
 		       s.media[i].capacity, s.media[i].free);
 	if (s.n_media == 0)
 		printf("media: none reported\n");
+	for (size_t i = 0; i < s.n_cache; i++)
+		printf("storage cache %s: capacity %" PRIu64 ", free %" PRIu64 "\n",
+		       s.cache[i].type, s.cache[i].capacity, s.cache[i].free);
 	printf("queues: paging %" PRIu64 ", destage %" PRIu64 ", replacement %" PRIu64 "\n",
 	       s.paging_queue, s.destage_queue, s.replacement_queue);
 	r = EXIT_DONE;
@@ -2435,10 +2440,13 @@ static const struct command commands[] = {
 		.name = "sense",
 		.args = "",
 		.summary = "capacities and queues",
-		.help = "Shows the node's media capacities and queue depths (the sense request).\n"
+		.help = "Shows the node's media capacities and queue depths (the sense request):\n"
+			"media are server memory's (dram, flash) and the store's; the storage cache\n"
+			"partitions ([memory] cache, [flash] cache) follow, where the node has them.\n"
 			"\n"
 			"With --json prints\n"
 			"  {\"media\":[{\"type\",\"capacity\",\"free\"}],\n"
+			"   \"cache\":[{\"type\",\"capacity\",\"free\"}],\n"
 			"   \"queues\":{\"paging\",\"destage\",\"replacement\"}}\n",
 		.run = cmd_sense,
 	},

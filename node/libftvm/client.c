@@ -2066,6 +2066,9 @@ int ftvm_sense_sized(struct ftvm_client *c, struct ftvm_sense *ret, size_t ret_s
 	sense_info.paging_queue = si->paging_queue;
 	sense_info.destage_queue = si->destage_queue;
 	sense_info.replacement_queue = si->replacement_queue;
+	sense_info.n_cache = media_from_reply(
+		sense_info.cache, sizeof(sense_info.cache) / sizeof(sense_info.cache[0]), si->cache,
+		si->n_cache);
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	copy_sized(ret, ret_size, &sense_info, sizeof(sense_info));
 	return 0;

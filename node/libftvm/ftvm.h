@@ -728,6 +728,11 @@ struct ftvm_sense {
 	uint64_t paging_queue;	    /**< requests waiting for a lock or for space */
 	uint64_t destage_queue;	    /**< pages waiting to be written to the store */
 	uint64_t replacement_queue; /**< frames waiting to be reclaimed */
+	/** the storage cache partitions ("dram", "flash"; node/vmm/MEDIA.md), each
+	 *  only where the node has one: media above are server memory's and the
+	 *  store's; none from a node older than them */
+	struct ftvm_media cache[2];
+	size_t n_cache;
 };
 
 /**

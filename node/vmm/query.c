@@ -73,6 +73,9 @@ int vmm_sense_fill(struct vmm *v, bool page_table, Ftvm__Partner__SenseInformati
 	static Ftvm__Partner__MediaCapacity store = FTVM__PARTNER__MEDIA_CAPACITY__INIT;
 	static Ftvm__Partner__MediaCapacity flash = FTVM__PARTNER__MEDIA_CAPACITY__INIT;
 	static Ftvm__Partner__MediaCapacity *media[] = { &dram, &store, &flash };
+	static Ftvm__Partner__MediaCapacity dram_cache = FTVM__PARTNER__MEDIA_CAPACITY__INIT;
+	static Ftvm__Partner__MediaCapacity flash_cache = FTVM__PARTNER__MEDIA_CAPACITY__INIT;
+	static Ftvm__Partner__MediaCapacity *cache[2];
 	uint64_t page_size = frame_pool_page_size(v->pool);
 	struct vmm_alloc **all;
 	size_t n;
@@ -95,6 +98,22 @@ int vmm_sense_fill(struct vmm *v, bool page_table, Ftvm__Partner__SenseInformati
 	}
 	/* The paging queue: requests waiting for a lock, a page-in, frames or
 	 * space; the replacement queue: resident pages that may be evicted. */
+	/* The storage cache partitions, where the node has them. */
+	info->cache = cache;
+	info->n_cache = 0;
+	if (frame_pool_cache_frames(v->pool)) {
+		dram_cache.type = "dram";
+		dram_cache.capacity = frame_pool_cache_frames(v->pool) * page_size;
+		dram_cache.free = frame_pool_cache_free_count(v->pool) * page_size;
+		cache[info->n_cache++] = &dram_cache;
+	}
+	if (v->flash) {
+		vmm_extent_space(v, VMM_DEVICE_FLASH_CACHE, &flash_cache.free,
+				 &flash_cache.capacity);
+		flash_cache.type = "flash";
+		if (flash_cache.capacity)
+			cache[info->n_cache++] = &flash_cache;
+	}
 	info->paging_queue = vmm_space_waiting(v) + vmm_page_waiting(v);
 	info->destage_queue = vmm_destage_depth(v);
 	info->replacement_queue = v->lru[FRAME_SERVER].length;

@@ -34,7 +34,12 @@ for id in a b; do
 	[ "$(jq -r '"\(.media) \(.type)"' <<<"$row")" = "flash storage-cache" ] ||
 		fail "$id's partitions: no flash storage-cache row for fast: $(ctl "$id" --json partitions)"
 done
-ok "fast (16M) rests on flash's storage cache on both nodes, big (32M) in the store"
+S=$(ctl a --json sense)
+[ "$(jq -r '.cache | map(.type) | join(",")' <<<"$S")" = dram,flash ] &&
+	[ "$(jq -r '.cache[0].capacity' <<<"$S")" = $((4 * M)) ] &&
+	[ "$(jq -r '.cache[1].free' <<<"$S")" -lt "$(jq -r '.cache[1].capacity' <<<"$S")" ] ||
+	fail "a's sense: $S"
+ok "fast (16M) rests on flash's storage cache on both nodes, big (32M) in the store; sense: $(jq -c .cache <<<"$S")"
 
 head -c $((16 * M)) /dev/urandom >"$WORK/data"
 nbdcopy "$WORK/data" "$(uri a fast)" || fail "nbdcopy into fast through a"

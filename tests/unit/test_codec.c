@@ -328,6 +328,8 @@ static void sent_init(struct sent *s)
 	s->sense.n_allocations = 2;
 	s->sense.allocations = s->digest_ptrs;
 	s->sense.resync = true;
+	s->sense.n_cache = 2;
+	s->sense.cache = s->media_ptrs;
 
 	s->command_complete = (CommandComplete)FTVM__PARTNER__COMMAND_COMPLETE__INIT;
 	s->command_complete.status = FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN;
@@ -548,6 +550,11 @@ static void cmp_command_complete(const char *ctx, const CommandComplete *e,
 			EQ_S(sense->media[i]->type);
 			EQ_U(sense->media[i]->capacity);
 			EQ_U(sense->media[i]->free);
+		}
+		EQ_U(sense->n_cache);
+		for (size_t i = 0; i < e->sense->n_cache && i < g->sense->n_cache; i++) {
+			EQ_S(sense->cache[i]->type);
+			EQ_U(sense->cache[i]->free);
 		}
 		EQ_U(sense->paging_queue);
 		EQ_U(sense->destage_queue);
