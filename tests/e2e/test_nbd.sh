@@ -178,6 +178,10 @@ ok "a killed: b serves every acknowledged write to a new connection"
 start_node a
 wait_for 20000 "pair whole again" pair_up
 wait_for 20000 "a resynced" field_is a state active
+[ "$(status_field b last_resync_pages)" -gt 0 ] || fail "b sent a no pages in its resync: $(ctl b --json status | jq -c .)"
+qemu-io -f raw -c 'read -P 0x77 3000000 100000' "$(uri a disk)" >/dev/null || fail "the write made while a was down, read through a after its resync"
+V=$(ctl a --json verify) && [ "$(jq -r .equal <<<"$V")" = true ] || fail "verify after a's resync: $V"
+ok "a came back: b resynced $(status_field b last_resync_pages) pages of the volume, serves what b took while it was down, verify equal"
 kill "${PIDS[a]}" "${PIDS[b]}"
 wait "${PIDS[a]}" "${PIDS[b]}" 2>/dev/null || true
 start_node a
