@@ -1,7 +1,9 @@
 /* Block requests on volumes as page requests (volume_io.h; node/NBD.md).
  *
  * A request (struct block_op) is cut into pieces, one per page it touches
- * (struct piece), all asked at once; a FLUSH is one piece. A piece's
+ * (struct piece), OP_PIECES at a time: the next are cut as earlier ones
+ * end, so that a TRIM of a whole volume holds little memory. A FLUSH is one
+ * piece. A piece's
  * answer comes through its call's reply callback, which may run inside the
  * memory manager (even inside the call that asked): it only copies what the
  * reply says and queues the piece. The queue is worked from an event of its
@@ -39,6 +41,7 @@
 #include "vmm.h"
 
 #define PIECES_ASKING 256
+#define OP_PIECES 64 /* a request's pieces cut and not done */
 #define READ_AHEAD_FIRST 4
 #define READ_AHEAD_MAX 64
 
@@ -74,6 +77,7 @@ enum piece_step {
 struct block_op {
 	struct volume_export *ex;
 	struct nbd_io *io;
+	uint64_t cursor; /* the first byte not cut yet */
 	unsigned pending;
 	int err;
 	bool flushed; /* a FUA request's flush was asked */
@@ -259,19 +263,23 @@ static void add_piece(struct block_op *op, enum piece_step step, uint64_t page, 
 	pump(vio);
 }
 
-/* The pieces of op's request, asked; each counts in op->pending. */
+/* The next pieces of op's request, while fewer than OP_PIECES are not
+ * done; each counts in op->pending. */
 static void cut(struct block_op *op)
 {
 	const struct nbd_request *r = &op->io->req;
 	uint32_t page_size = op->ex->info.block_size;
 	bool whole, zero = r->type == NBD_CMD_WRITE_ZEROES || r->type == NBD_CMD_TRIM;
-	uint64_t at = r->offset, end = r->offset + r->length;
+	uint64_t at = op->cursor, end = r->offset + r->length;
 
 	if (r->type == NBD_CMD_FLUSH) {
-		add_piece(op, STEP_FLUSH, 0, 0, 0, NULL, NULL);
+		if (!op->flushed) {
+			op->flushed = true; /* its one piece, cut */
+			add_piece(op, STEP_FLUSH, 0, 0, 0, NULL, NULL);
+		}
 		return;
 	}
-	while (at < end) {
+	for (; at < end && op->pending < OP_PIECES + 1; op->cursor = at) {
 		uint64_t page = at / page_size;
 		uint32_t in = (uint32_t)(at % page_size);
 		uint32_t len = (uint32_t)(end - at < page_size - in ? end - at : page_size - in);
@@ -329,7 +337,10 @@ static void piece_done(struct piece *pc)
 	}
 	free(pc);
 	vio->asking--;
-	if (--op->pending == 0)
+	op->pending--;
+	if (!op->err)
+		cut(op);
+	if (op->pending == 0)
 		op_done(op);
 	pump(vio);
 }
@@ -389,7 +400,8 @@ static void submit(void *arg, void *export, struct nbd_io *io)
 	}
 	op->ex = export;
 	op->io = io;
-	op->pending = 1; /* until every piece is asked */
+	op->cursor = io->req.offset;
+	op->pending = 1; /* until the first pieces are cut */
 	cut(op);
 	if (io->req.type == NBD_CMD_READ)
 		read_ahead(op->ex, &io->req);

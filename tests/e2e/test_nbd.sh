@@ -190,3 +190,28 @@ wait_for 5000 "pair linked after a restart" pair_up
 qemu-io -f raw -c 'read -P 0x77 3000000 100000' -c 'read -P 0x33 12288 4096' "$(uri a disk)" >"$WORK/qio.out" ||
 	fail "the volume after a restart of both: $(cat "$WORK/qio.out")"
 ok "after a restart of both nodes the volume reads back from the store"
+
+# One WRITE_ZEROES of the whole volume, in one request (raw: clients split
+# theirs): the node cuts it as it goes, and every byte reads back zero.
+python3 - "$WORK/b.nbd" $((16 * M)) <<'PY' || fail "a WRITE_ZEROES of the whole volume"
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.recv(18, socket.MSG_WAITALL)
+s.sendall(struct.pack('>I', 3))
+name = b'disk'
+s.sendall(b'IHAVEOPT' + struct.pack('>II', 7, 4 + len(name) + 2) + struct.pack('>I', len(name)) + name + b'\0\0')
+while True:
+    head = s.recv(20, socket.MSG_WAITALL)
+    length = struct.unpack('>I', head[16:20])[0]
+    if length:
+        s.recv(length, socket.MSG_WAITALL)
+    if struct.unpack('>I', head[12:16])[0] == 1:
+        break
+s.sendall(struct.pack('>IHHQQI', 0x25609513, 0, 6, 42, 0, int(sys.argv[2])))
+magic, error, cookie = struct.unpack('>IIQ', s.recv(16, socket.MSG_WAITALL))
+sys.exit(0 if (magic, error, cookie) == (0x67446698, 0, 42) else 'reply: error %d' % error)
+PY
+nbdcopy "$(uri a disk)" "$WORK/zeroes" || fail "nbdcopy out after the zeroes"
+cmp "$WORK/zeroes" <(head -c $((16 * M)) /dev/zero) || fail "the volume is not all zeroes after WRITE_ZEROES"
+ok "one WRITE_ZEROES of the whole 16M volume through b: every byte reads back zero through a"
