@@ -307,7 +307,7 @@
 	/* dirty pages evicted since start because this node's flash holds them (a volume's:   \
 	 * fast destage, node/vmm/VMM.md "Volumes"); also counted in evictions */              \
 	X(U64, dirty_evictions, LIST(24), JSON(32, replacement, 4, "dirty_evictions"),          \
-	  TEXT(13, 4, NUM, "; ", " of dirty pages flash holds"))                                 \
+	  TEXT(13, 4, NUM, "; ", " evicted while dirty (flash held them)"))                                 \
 	/* NBD connections closed at once since start: NBD_CONNECTIONS_MAX were open */         \
 	X(U64, nbd_refused, LIST(25), JSON(37, nbd, 8, "refused"),                              \
 	  TEXT(18, 8, NUM, ", ", " refused (too many)"))
