@@ -27,12 +27,14 @@ IMAGE_SIZE=4G
 # ftvmd and ftvmctl (ldd on them; librdmacm1 and libibverbs1 for the RDMA
 # transport, libnbd0 for ftvmctl drill --volume), jq for the jobs'
 # `ftvmctl --json`, python3 for the e2e tests the RDMA jobs run inside
-# (tests/e2e/).
+# (tests/e2e/), nbd-client (the kernel's NBD client's configurator) and
+# e2fsprogs (minbase has it; named for mkfs.ext4 and e2fsck on a volume)
+# for jobs/nbd_kernel.sh.
 PACKAGES=(
 	linux-image-amd64 systemd-sysv systemd udev kmod iproute2 procps iputils-ping
 	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest libibverbs1 librdmacm1
 	libevent-2.1-7 libprotobuf-c1 libsqlite3-0 libsystemd0 libinih1 libjson-c5 libssl3
-	libnbd0 jq python3
+	libnbd0 jq python3 nbd-client e2fsprogs
 )
 
 skip() {
