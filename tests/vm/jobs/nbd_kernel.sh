@@ -214,17 +214,18 @@ ok "a killed with $before files fsynced; b solo after $(($(now_ms) - t)) ms: $(f
 # The kernel's client keeps the requests in flight on a dead connection:
 # configured through netlink with no -t timeout, it waits for a new socket
 # (which nbd-client -p would give it, from the same address only), logging
-# "Possible stuck request" every 30 s. The writer waits with them, in its
-# fsync, and the mount stays busy. nbd-client -d fails them (EIO): the
-# writer ends, and the mount can go.
+# "Possible stuck request" every 30 s; a request made after the death fails
+# at once. So the writer, in its fsync, either waits with them (the mount
+# busy) or has ended with EIO. nbd-client -d fails what waits: the writer
+# ends, and the mount can go.
 step "the dead device let go (nbd-client -d, umount); /dev/nbd0 to b's port"
 writer_done() {
 	! kill -0 "$writer" 2>/dev/null
 }
 if writer_done; then
-	waiting="the writer had ended"
+	waiting="the writer had ended by itself (EIO) before nbd-client -d"
 else
-	waiting="the writer still waiting $(($(now_ms) - t)) ms after the kill"
+	waiting="the writer still waiting $(($(now_ms) - t)) ms after the kill, until nbd-client -d"
 fi
 echo "  kernel: $(dmesg | grep -E 'nbd0' | tail -n 3 | tr '\n' ' ')"
 t=$(now_ms)
@@ -234,7 +235,7 @@ wrc=0
 wait "$writer" || wrc=$?
 writer=
 if [ "$wrc" -ne 0 ]; then
-	ok "$waiting; after nbd-client -d it stopped at $(cat "$scratch/writer.failed") ($(tail -n 1 "$scratch/writer.err")); $(manifest_lines) files fsynced in all"
+	ok "$waiting: it stopped at $(cat "$scratch/writer.failed") ($(tail -n 1 "$scratch/writer.err")); $(manifest_lines) files fsynced in all"
 else
 	ok "$waiting: all $FILES files fsynced before the device failed"
 fi
