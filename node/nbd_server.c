@@ -472,6 +472,20 @@ static void accept_error_cb(struct evconnlistener *l, void *arg)
 	log_warning("NBD accept: %s", strerror(EVUTIL_SOCKET_ERROR()));
 }
 
+/* Accepts on the listening socket fd (closed on failure) into *ret. */
+static int accept_on(struct nbd_server *s, int fd, const char *where, struct evconnlistener **ret)
+{
+	*ret = evconnlistener_new(s->base, accept_cb, s,
+				  LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+	if (!*ret) {
+		close(fd);
+		return -ENOMEM;
+	}
+	evconnlistener_set_error_cb(*ret, accept_error_cb);
+	log_info("NBD: listening on %s", where);
+	return 0;
+}
+
 static int listen_tcp(struct nbd_server *s, const char *endpoint)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC,
@@ -501,15 +515,7 @@ static int listen_tcp(struct nbd_server *s, const char *endpoint)
 		return r;
 	}
 	freeaddrinfo(ai);
-	s->tcp = evconnlistener_new(s->base, accept_cb, s,
-				    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
-	if (!s->tcp) {
-		close(fd);
-		return -ENOMEM;
-	}
-	evconnlistener_set_error_cb(s->tcp, accept_error_cb);
-	log_info("NBD: listening on %s", endpoint);
-	return 0;
+	return accept_on(s, fd, endpoint, &s->tcp);
 }
 
 static int listen_unix(struct nbd_server *s, const struct nbd_server_config *config)
@@ -526,15 +532,7 @@ static int listen_unix(struct nbd_server *s, const struct nbd_server_config *con
 		s->socket_path = NULL;
 		return fd;
 	}
-	s->unix_listener = evconnlistener_new(s->base, accept_cb, s,
-					      LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
-	if (!s->unix_listener) {
-		close(fd);
-		return -ENOMEM;
-	}
-	evconnlistener_set_error_cb(s->unix_listener, accept_error_cb);
-	log_info("NBD: listening on %s", s->socket_path);
-	return 0;
+	return accept_on(s, fd, s->socket_path, &s->unix_listener);
 }
 
 int nbd_server_new(struct event_base *base, const struct nbd_server_config *config,

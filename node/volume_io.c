@@ -47,6 +47,7 @@
 
 struct volume_io {
 	struct vmm *vmm; /* NULL once it is gone: nothing more is asked of it */
+	uid_t uid;	 /* the daemon's, which its page requests act for */
 	struct event *work;
 	struct piece *queue, **queue_tail;     /* answered, to work on */
 	struct piece *waiting, **waiting_tail; /* not asked yet, in order */
@@ -212,9 +213,9 @@ static void ask(struct piece *pc)
 		pc->req.flush = &pc->m.flush;
 		break;
 	}
-	call = ex->vio->vmm
-		       ? client_call_new_internal(ex->client_id, geteuid(), &pc->req, on_reply, pc)
-		       : NULL;
+	call = ex->vio->vmm ? client_call_new_internal(ex->client_id, ex->vio->uid, &pc->req,
+						       on_reply, pc)
+			    : NULL;
 	if (!call) {
 		pc->status = FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN;
 		snprintf(pc->reason, sizeof(pc->reason), "%s",
@@ -497,6 +498,7 @@ int volume_io_new(struct event_base *base, struct vmm *v, struct volume_io **ret
 	if (!vio)
 		return -ENOMEM;
 	vio->vmm = v;
+	vio->uid = geteuid();
 	vio->queue_tail = &vio->queue;
 	vio->waiting_tail = &vio->waiting;
 	vio->work = event_new(base, -1, 0, work, vio);
