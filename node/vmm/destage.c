@@ -670,7 +670,8 @@ void vmm_destaged(struct vmm *v, const char *guid, uint64_t page, uint64_t versi
 
 	if (p && version > p->durable_version) {
 		p->durable_version = version; /* the store has it, whatever our copy */
-		vmm_flush_check(v);
+		if (v->flushes)
+			v->flushes_recheck = true; /* once the batch is applied */
 	}
 	if (!p || p->version != version || !p->dirty)
 		return; /* gone, or changed since: nothing to mark */

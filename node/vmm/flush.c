@@ -10,8 +10,8 @@
  *
  *   request --no page dirty--> OK
  *      |
- *      +--> waiting --each destage round here, each Destaged from the
- *                     partner: pages durable drop out--> none left: OK
+ *      +--> waiting --each destage round here, each batch of Destaged
+ *                     from the partner: pages durable drop out--> none left: OK
  *                  --request_timeout_ms--> TIMEOUT, naming a page
  *                  --the allocation freed or resynced--> NOT_FOUND */
 #include "vmm_state.h"

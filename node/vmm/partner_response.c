@@ -589,6 +589,10 @@ void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n)
 		free(ans.runs);
 		free(ans.run_ptrs);
 	}
+	if (v->flushes_recheck) {
+		v->flushes_recheck = false;
+		vmm_flush_check(v);
+	}
 	/* The answers leave with the commit, at the end of this turn. */
 	vmm_changed(v);
 }

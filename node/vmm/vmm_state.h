@@ -41,8 +41,11 @@ struct vmm {
 	struct event *idle_event;
 	struct vmm_after_commit *after, **after_tail;
 
-	/* Flushes waiting for pages to be durable in the store (vmm/flush.c). */
+	/* Flushes waiting for pages to be durable in the store (vmm/flush.c),
+	 * and whether a Destaged of the partner's batch being applied may have
+	 * answered some: they are looked at once, after the batch. */
 	struct vmm_flush *flushes;
+	bool flushes_recheck;
 	/* Allocations waiting for room in the store (Fig. 5 without
 	 * `immediate`), in order. */
 	struct vmm_space_waiter *space_waiters;
@@ -329,7 +332,7 @@ void vmm_op_release_pointer(struct vmm *v, struct client_call *call,
 void vmm_op_local(struct vmm *v, struct client_call *call, const Ftvm__Client__ClientRequest *req);
 /* vmm/flush.c: a flush waits for the pages of a range changed before it to
  * be durable in the store (vmm/VMM.md, "Flush"); checked again after each
- * destage round here and each Destaged from the partner. */
+ * destage round here and each batch of the partner's with a Destaged. */
 void vmm_op_flush(struct vmm *v, struct client_call *call, const Ftvm__Client__FlushRequest *req);
 void vmm_flush_check(struct vmm *v);
 void vmm_flushes_fail(struct vmm *v);
