@@ -18,6 +18,7 @@
 need_tools nbdinfo qemu-io nbdcopy python3
 
 write_nbd_pair_configs
+export PYTHONPATH=$FTVM_SRCDIR/tests/e2e # nbd_raw.py
 NBD_PORT=$(free_port)
 printf 'listen = 127.0.0.1:%s\n' "$NBD_PORT" >>"$WORK/a.conf"
 start_node a
@@ -112,26 +113,14 @@ ok "garbage on the NBD socket cost its own connections only; status counts it: $
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/${PIDS[a]}/status"; }
 rss0=$(rss_kb)
 python3 - "$WORK/a.nbd" >"$WORK/greedy.out" 2>&1 <<'PY' &
-import socket, struct, sys, time
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-s.recv(18)
-s.sendall(struct.pack('>I', 3))  # fixed newstyle, no zeroes
-name = b'disk'
-s.sendall(b'IHAVEOPT' + struct.pack('>II', 7, 4 + len(name) + 2) + struct.pack('>I', len(name)) + name + b'\0\0')
-got = b''
-while True:  # option replies until NBD_REP_ACK
-    head = s.recv(20, socket.MSG_WAITALL)
-    length = struct.unpack('>I', head[16:20])[0]
-    if length:
-        s.recv(length, socket.MSG_WAITALL)
-    if struct.unpack('>I', head[12:16])[0] == 1:
-        break
+import socket, sys, time
+import nbd_raw
+s = nbd_raw.go(sys.argv[1], 'disk')
 s.settimeout(0.2)
 sent = 0
 try:
     for i in range(400):  # 400 READs of 4M, 1.6G of replies, none read
-        s.sendall(struct.pack('>IHHQQI', 0x25609513, 0, 0, i, (i % 4) << 22, 4 << 20))
+        nbd_raw.request(s, nbd_raw.CMD_READ, i, (i % 4) << 22, 4 << 20)
         sent += 1
 except socket.timeout:
     pass
@@ -194,23 +183,12 @@ ok "after a restart of both nodes the volume reads back from the store"
 # One WRITE_ZEROES of the whole volume, in one request (raw: clients split
 # theirs): the node cuts it as it goes, and every byte reads back zero.
 python3 - "$WORK/b.nbd" $((16 * M)) <<'PY' || fail "a WRITE_ZEROES of the whole volume"
-import socket, struct, sys
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-s.recv(18, socket.MSG_WAITALL)
-s.sendall(struct.pack('>I', 3))
-name = b'disk'
-s.sendall(b'IHAVEOPT' + struct.pack('>II', 7, 4 + len(name) + 2) + struct.pack('>I', len(name)) + name + b'\0\0')
-while True:
-    head = s.recv(20, socket.MSG_WAITALL)
-    length = struct.unpack('>I', head[16:20])[0]
-    if length:
-        s.recv(length, socket.MSG_WAITALL)
-    if struct.unpack('>I', head[12:16])[0] == 1:
-        break
-s.sendall(struct.pack('>IHHQQI', 0x25609513, 0, 6, 42, 0, int(sys.argv[2])))
-magic, error, cookie = struct.unpack('>IIQ', s.recv(16, socket.MSG_WAITALL))
-sys.exit(0 if (magic, error, cookie) == (0x67446698, 0, 42) else 'reply: error %d' % error)
+import sys
+import nbd_raw
+s = nbd_raw.go(sys.argv[1], 'disk')
+nbd_raw.request(s, nbd_raw.CMD_WRITE_ZEROES, 42, 0, int(sys.argv[2]))
+magic, error, cookie = nbd_raw.simple_reply(s)
+sys.exit(0 if (magic, error, cookie) == (nbd_raw.REPLY_MAGIC, 0, 42) else 'reply: error %d' % error)
 PY
 nbdcopy "$(uri a disk)" "$WORK/zeroes" || fail "nbdcopy out after the zeroes"
 cmp "$WORK/zeroes" <(head -c $((16 * M)) /dev/zero) || fail "the volume is not all zeroes after WRITE_ZEROES"
