@@ -70,6 +70,7 @@ enum key_index {
 	KEY_STATE_DIR,
 	KEY_LOG_LEVEL,
 	KEY_SYNCHRONOUS,
+	KEY_ACK,
 	KEY_WAL_CHECKPOINT_FRAMES,
 	KEY_KEY_FILE,
 	KEY_SIZE,
@@ -465,6 +466,17 @@ static int set_synchronous(struct parser *p, const char *v)
 	return 0;
 }
 
+static int set_ack(struct parser *p, const char *v)
+{
+	for (int a = CONFIG_ACK_COMMIT; a <= CONFIG_ACK_DURABLE; a++)
+		if (strcmp(v, config_ack_name((enum config_ack)a)) == 0) {
+			p->c->ack = (enum config_ack)a;
+			return 0;
+		}
+	return fail_key(p, "'%s' is not an acknowledgement level (want mirror, commit or durable)",
+			v);
+}
+
 static int set_wal_checkpoint_frames(struct parser *p, const char *v)
 {
 	uint64_t n;
@@ -750,6 +762,7 @@ static const struct key keys[N_KEYS] = {
 	[KEY_STATE_DIR] = { SECTION_NODE, "state_dir", set_state_dir },
 	[KEY_LOG_LEVEL] = { SECTION_NODE, "log_level", set_log_level },
 	[KEY_SYNCHRONOUS] = { SECTION_NODE, "synchronous", set_synchronous },
+	[KEY_ACK] = { SECTION_NODE, "ack", set_ack },
 	[KEY_WAL_CHECKPOINT_FRAMES] = { SECTION_NODE, "wal_checkpoint_frames",
 					set_wal_checkpoint_frames },
 	[KEY_KEY_FILE] = { SECTION_NODE, "key_file", set_key_file },
@@ -1068,6 +1081,23 @@ static int check_flash(struct parser *p)
 		    c->flash_size, STORE_HEADER_SPACE, c->memory_size + STORE_HEADER_SPACE);
 }
 
+/* Durable acknowledgements survive both machines losing power: so must the
+ * page table's commits. */
+static int check_ack(struct parser *p)
+{
+	struct ftvm_config *c = p->c;
+
+	if (c->ack != CONFIG_ACK_DURABLE)
+		return 0;
+	if (p->line_of[KEY_SYNCHRONOUS] && !c->synchronous_full)
+		return fail(p, p->line_of[KEY_SYNCHRONOUS], "node", "synchronous",
+			    "normal cannot go with ack = durable (line %u), whose page table "
+			    "commits must survive power loss: say full, or leave it out",
+			    p->line_of[KEY_ACK]);
+	c->synchronous_full = true;
+	return 0;
+}
+
 static int check_failover(struct parser *p)
 {
 	const struct ftvm_config *c = p->c;
@@ -1207,6 +1237,9 @@ static int validate(struct parser *p)
 	if (r < 0)
 		return r;
 	r = check_failover(p);
+	if (r < 0)
+		return r;
+	r = check_ack(p);
 	if (r < 0)
 		return r;
 	r = check_key(p);
@@ -1357,6 +1390,11 @@ const char *config_performance_name(enum config_performance p)
 	return p == CONFIG_PERFORMANCE_HIGH	  ? "high"
 	       : p == CONFIG_PERFORMANCE_STANDARD ? "standard"
 						  : "capacity";
+}
+
+const char *config_ack_name(enum config_ack a)
+{
+	return a == CONFIG_ACK_MIRROR ? "mirror" : a == CONFIG_ACK_DURABLE ? "durable" : "commit";
 }
 
 bool config_policy_find(const struct ftvm_config *c, const char *name, struct config_policy *ret)

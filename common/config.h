@@ -56,6 +56,14 @@ enum config_performance {
 	CONFIG_PERFORMANCE_HIGH,     /* DRAM only */
 };
 
+/* [node] ack: when a change is acknowledged (node/vmm/VMM.md,
+ * "Acknowledgement levels"). */
+enum config_ack {
+	CONFIG_ACK_COMMIT,  /* committed in both page tables: the default */
+	CONFIG_ACK_MIRROR,  /* applied in the partner's memory, its commit to follow */
+	CONFIG_ACK_DURABLE, /* commit, and the page's block in the store, synced */
+};
+
 struct config_policy {
 	char name[CONFIG_POLICY_NAME_MAX + 1];
 	uint32_t block_size;
@@ -80,6 +88,7 @@ struct ftvm_config {
 	/* The page table's SQLite synchronous mode: normal (default; the partner
 	 * covers a lost machine) or full (each commit also survives power loss). */
 	bool synchronous_full;
+	enum config_ack ack; /* key ack; durable makes synchronous_full */
 	/* A commit checkpoints the page table's WAL once it holds this many
 	 * frames (node/vmm/VMM.md, "WAL checkpoints"); 0 until set: the page
 	 * table's default, 4096. */
@@ -161,6 +170,8 @@ const char *config_transport_name(enum config_transport t);
  * anything else. */
 int config_parse_performance(const char *s);
 const char *config_performance_name(enum config_performance p);
+/* "commit", "mirror" or "durable". */
+const char *config_ack_name(enum config_ack a);
 /* name's policy: its block size and performance; the policy "default",
  * when the file has none of that name, has blocks of a page and capacity.
  * false for a policy the file does not name. */

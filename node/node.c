@@ -329,6 +329,7 @@ static void reply_status(struct node *n, struct client_call *call)
 	st.reason = hs.reason;
 	st.store_error = hs.store.error;
 	st.transport = (char *)n->transport->name;
+	st.ack = (char *)config_ack_name(n->config->ack);
 	st.transport_reason = n->transport_reason;
 	st.partner = &partner;
 	st.pagetable = &pagetable;

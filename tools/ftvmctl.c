@@ -622,9 +622,11 @@ static void status_print_text(const struct ftvm_node_status *st)
 	if (st->reason[0])
 		printf("  %s\n", st->reason);
 	if (st->transport_reason[0])
-		printf("transport: %s (%s)\n", or_unknown(st->transport), st->transport_reason);
+		printf("transport: %s (%s)", or_unknown(st->transport), st->transport_reason);
 	else
-		printf("transport: %s\n", or_unknown(st->transport));
+		printf("transport: %s", or_unknown(st->transport));
+	/* An older node does not say. */
+	printf(st->ack[0] ? "; acknowledges at %s\n" : "\n", st->ack);
 	printf("partner %s: link %s, state %s, endpoint %s",
 	       st->partner_id[0] ? st->partner_id : "(not yet seen)",
 	       st->partner_link[0] ? st->partner_link : "down", or_unknown(st->partner_state),

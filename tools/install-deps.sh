@@ -19,6 +19,8 @@ packages=(
 	# tests/e2e and the demo: raw sockets and page tables (python3: tests/poke.py),
 	# `ftvmctl --json` (jq), processes
 	python3 jq procps iproute2
+	# tests/e2e/test_ack_levels.sh: the order of a node's commit and its answer
+	strace
 	# NBD clients against the NBD codec and server (tests/e2e/test_nbd*.sh:
 	# nbdinfo and nbdcopy from libnbd-bin, libnbd's python module for writes
 	# and flushes on connections of the test's choosing, qemu-io from

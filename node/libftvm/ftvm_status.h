@@ -310,7 +310,13 @@
 	  TEXT(13, 4, NUM, "; ", " evicted while dirty (flash held them)"))                                 \
 	/* NBD connections closed at once since start: NBD_CONNECTIONS_MAX were open */         \
 	X(U64, nbd_refused, LIST(25), JSON(37, nbd, 8, "refused"),                              \
-	  TEXT(18, 8, NUM, ", ", " refused (too many)"))
+	  TEXT(18, 8, NUM, ", ", " refused (too many)"))                                         \
+	/* page-table transactions committed since start: the group commits, where the writes    \
+	 * of a loop turn share one (node/vmm/VMM.md, "Ordering and durability") */                \
+	X(U64, pagetable_commits, LIST(26), JSON(30, pagetable, 9, "commits"),                  \
+	  TEXT(9, 9, NUM, "; ", " commits"))                                                     \
+	/* when this node acknowledges a change ([node] ack): mirror, commit or durable */       \
+	X(STR(16), ack, PB(reply, ack), JSON(39, top, 0, "ack"), TEXT_HEAD)
 /* clang-format on */
 
 /* The member a row makes in struct ftvm_node_status. */

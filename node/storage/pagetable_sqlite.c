@@ -698,6 +698,7 @@ static int commit_leases(struct pagetable *pt, struct lease *force_lease)
 	if (r < 0)
 		return r;
 	pt->txn_committed = pt->txn;
+	pt->stats.commits++;
 	fold_committed(pt);
 	if (pt->partner_applied_changed)
 		pt->partner_applied_unwritten = false;

@@ -162,6 +162,7 @@ struct pt_stats {
 	uint64_t wal_frames_peak;      /* the most wal_frames was */
 	uint32_t checkpoint_frames;    /* the backstop's bound */
 	uint64_t wal_writebacks;       /* of the WAL started ahead of a checkpoint */
+	uint64_t commits;	       /* transactions committed */
 };
 void pagetable_get_stats(const struct pagetable *pt, struct pt_stats *ret);
 

@@ -611,10 +611,13 @@ static void on_destage_timer(evutil_socket_t fd, short what, void *arg)
 		on_round_barrier(-EIO, rd);
 }
 
-/* A round DESTAGE_DELAY_MS from now; at once while a flush waits (vmm/flush.c). */
+/* A round DESTAGE_DELAY_MS from now; at once while a flush waits (vmm/flush.c),
+ * and always at ack = durable, where each write's answer waits for its round:
+ * the writes of the time a round takes share its barrier. */
 static void arm(struct vmm *v)
 {
-	struct timeval tv = { .tv_sec = 0, .tv_usec = v->flushes ? 0 : DESTAGE_DELAY_MS * 1000 };
+	bool now = v->flushes || v->config->ack == CONFIG_ACK_DURABLE;
+	struct timeval tv = { .tv_sec = 0, .tv_usec = now ? 0 : DESTAGE_DELAY_MS * 1000 };
 
 	if (v->destage_waiting && !v->destage_round && !evtimer_pending(v->destage_timer, NULL))
 		evtimer_add(v->destage_timer, &tv);

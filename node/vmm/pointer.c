@@ -303,6 +303,23 @@ static void release_replied(void *arg)
 	free(op);
 }
 
+/* As write_acked (whole_page.c): the release happened, the pointer is let
+ * go; only the wait for the store failed. */
+static void release_acked(void *arg, int status, const char *reason)
+{
+	struct release_op *op = arg;
+
+	if (status == FTVM__PARTNER__STATUS__STATUS_OK) {
+		release_replied(op);
+		return;
+	}
+	if (op->op.call)
+		vmm_reply_error(op->op.call, status, "%s page %llu: released, but %s", op->h->guid,
+				(unsigned long long)op->h->page, reason);
+	free(op->h);
+	free(op);
+}
+
 static void on_release_retry(evutil_socket_t fd, short what, void *arg)
 {
 	struct vmm_holding *h = arg;
@@ -378,7 +395,9 @@ static void release_finish(struct vmm_op *base)
 	}
 	vmm_unlock(v, a, h->page, h->owner);
 	if (op->modified)
-		vmm_after_commit(v, release_replied, op);
+		vmm_page_write_acked(v, a, h->page, op->new_version, false,
+				     op->op.call ? client_call_client_id(op->op.call) : 0,
+				     release_acked, op);
 	else
 		release_replied(op);
 }

@@ -241,6 +241,13 @@ static void send_answers(struct vmm *v)
 	drop_answers(v);
 }
 
+/* At ack = mirror the partner is answered once its changes are applied here,
+ * ahead of their commit; otherwise only for what is committed. */
+static bool answers_before_commit(const struct vmm *v)
+{
+	return v->config->ack == CONFIG_ACK_MIRROR;
+}
+
 void vmm_flush(struct vmm *v)
 {
 	struct vmm_after_commit *list = v->after, *next;
@@ -248,13 +255,14 @@ void vmm_flush(struct vmm *v)
 	v->flush_pending = false;
 	v->after = NULL;
 	v->after_tail = &v->after;
+	if (answers_before_commit(v))
+		send_answers(v);
 	pagetable_commit(v->pt); /* or the node stops: stop_on_failed_commit */
 	if (idle_work_due(v)) {
 		struct timeval later = { 0, IDLE_MS * 1000 };
 
 		event_add(v->idle_event, &later);
 	}
-	/* Answers go out only for what is committed. */
 	send_answers(v);
 	for (; list; list = next) {
 		next = list->next;
@@ -292,10 +300,13 @@ int vmm_partner_send(struct vmm *v, Envelope *const *envs, size_t n,
 		     void *const *args)
 {
 	/* Answers held for the open transaction reach the partner before a
-	 * new request, so it is committed first. With none held, the request
-	 * goes now and our own changes commit at the end of the turn, one
-	 * commit for every client served in it. */
-	if (v->n_answers)
+	 * new request, so it is committed first (at ack = mirror they need
+	 * no commit). With none held, the request goes now and our own
+	 * changes commit at the end of the turn, one commit for every client
+	 * served in it. */
+	if (v->n_answers && answers_before_commit(v))
+		send_answers(v);
+	else if (v->n_answers)
 		vmm_flush(v);
 	return repl_session_request_batch_landed(v->session, envs, n, v->config->request_timeout_ms,
 						 done, args, writes, n_writes);
@@ -819,6 +830,7 @@ void vmm_get_counts(struct vmm *v, struct status_counts *ret)
 	ret->pagetable_wal_frames = pt.wal_frames;
 	ret->pagetable_wal_frames_peak = pt.wal_frames_peak;
 	ret->pagetable_wal_checkpoint_frames = pt.checkpoint_frames;
+	ret->pagetable_commits = pt.commits;
 }
 
 void *vmm_pool_base(const struct vmm *v)

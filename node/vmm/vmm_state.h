@@ -335,6 +335,16 @@ void vmm_op_local(struct vmm *v, struct client_call *call, const Ftvm__Client__C
  * destage round here and each batch of the partner's with a Destaged. */
 void vmm_op_flush(struct vmm *v, struct client_call *call, const Ftvm__Client__FlushRequest *req);
 void vmm_flush_check(struct vmm *v);
+/* How a wait for a change ends: status OK (reason NULL), or why not. */
+typedef void (*vmm_acked_fn)(void *arg, int status, const char *reason);
+/* A page write made here is done: its client is answered ([node] ack,
+ * vmm/VMM.md "Acknowledgement levels") once this node's change is
+ * committed (now when committed says it is), and at ack = durable once
+ * a's page is in the store at version too, by the same wait as a flush.
+ * done(arg, OK) then, or with the reason that wait failed; client_id names
+ * whose wait it is (a client that goes ends it). */
+void vmm_page_write_acked(struct vmm *v, const struct vmm_alloc *a, uint64_t page, uint64_t version,
+			  bool committed, uint64_t client_id, vmm_acked_fn done, void *arg);
 void vmm_flushes_fail(struct vmm *v);
 void vmm_flushes_client_gone(struct vmm *v, uint64_t client_id);
 /* vmm/volume.c: the request's faults as a volume's are answered here;

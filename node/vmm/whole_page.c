@@ -54,15 +54,17 @@ struct write_op {
 	bool early;
 	uint64_t early_version, early_txn;
 	unsigned early_rows;
+	/* Owned here: the transaction that holds its row, applied as the
+	 * request left. */
+	uint64_t owned_txn;
 	/* The block on its way to the partner (pagedata/), held until the
 	 * answer. */
 	struct pagedata_outgoing out;
 	uint8_t room[]; /* the padded block, if any; then the old block, if owned */
 };
 
-static void write_replied(void *arg)
+static void write_replied(struct write_op *op)
 {
-	struct write_op *op = arg;
 	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	Ftvm__Client__WritePageReply wr = FTVM__CLIENT__WRITE_PAGE_REPLY__INIT;
 
@@ -71,6 +73,22 @@ static void write_replied(void *arg)
 	reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_WRITE_PAGE;
 	reply.write_page = &wr;
 	client_call_reply(op->op.call, &reply);
+	free(op);
+}
+
+/* Both nodes have it, as [node] ack asks (vmm_page_write_acked()), or the
+ * wait for the store failed: the write happened, but not as durably as
+ * asked. */
+static void write_acked(void *arg, int status, const char *reason)
+{
+	struct write_op *op = arg;
+
+	if (status == FTVM__PARTNER__STATUS__STATUS_OK) {
+		write_replied(op);
+		return;
+	}
+	vmm_reply_error(op->op.call, status, "%s page %llu: written, but %s", op->guid,
+			(unsigned long long)op->page, reason);
 	free(op);
 }
 
@@ -211,7 +229,16 @@ static void owned_write_decided(struct vmm *v, void *arg, int status, const char
 
 	if (status == FTVM__PARTNER__STATUS__STATUS_OK &&
 	    (vmm_mode(v) == VMM_MODE_SOLO || vmm_mode(v) == VMM_MODE_SOLO_READ)) {
-		write_replied(op);
+		struct vmm_alloc *a =
+			vmm_table_find_incarnation(v->table, op->guid, op->incarnation);
+
+		if (!a)
+			write_replied(op);
+		else
+			vmm_page_write_acked(v, a, op->page, op->new_version,
+					     pagetable_committed(v->pt, op->owned_txn),
+					     op->op.call ? client_call_client_id(op->op.call) : 0,
+					     write_acked, op);
 		return;
 	}
 	if (status == FTVM__PARTNER__STATUS__STATUS_OK)
@@ -264,12 +291,14 @@ static void write_finish(struct vmm_op *base)
 	if (op->has_frames)
 		vmm_frames_give(v, op->frame, op->block_size);
 	pagedata_sent(v->pagedata, &op->out, !partner_refused(op));
-	if (ok && a && committed) {
-		write_replied(op); /* both nodes committed it */
-		return;
-	}
 	if (ok && a) {
-		vmm_after_commit(v, write_replied, op);
+		/* Owned here, its row went into a commit as the request left,
+		 * which has usually run by now. */
+		if (op->owned)
+			committed = pagetable_committed(v->pt, op->owned_txn);
+		vmm_page_write_acked(v, a, op->page, op->new_version, committed,
+				     op->op.call ? client_call_client_id(op->op.call) : 0,
+				     write_acked, op);
 		return;
 	}
 	if (op->op.failed_at > op->lock_index)
@@ -301,6 +330,7 @@ static void write_owned_page(struct vmm *v, struct vmm_alloc *a, struct write_op
 	struct pt_origin o = { .node = vmm_node_id(v), .lsn = op->op.lsn, .own = true };
 
 	vmm_page_modified(v, a, op->page, op->new_version, op->crc, &o);
+	op->owned_txn = pagetable_change_mark(v->pt);
 }
 
 /* Owned here: frames for the page (its old block kept), then the write lock. */

@@ -92,6 +92,7 @@ static void test_full(void)
 				   "state_dir = /var/lib/ftvm/n7\n"
 				   "log_level = debug\n"
 				   "synchronous = full\n"
+				   "ack = mirror\n"
 				   "wal_checkpoint_frames = 100000\n"
 				   "key_file = pair.key\n"
 				   "\n"
@@ -157,6 +158,7 @@ static void test_full(void)
 	CHECK_STR("state_dir (absolute)", "/var/lib/ftvm/n7", c->state_dir);
 	CHECK_INT("log_level", LOG_LEVEL_DEBUG, c->log_level);
 	CHECK_INT("synchronous", true, c->synchronous_full);
+	CHECK_INT("ack", CONFIG_ACK_MIRROR, c->ack);
 	CHECK_INT("wal_checkpoint_frames", 100000, c->wal_checkpoint_frames);
 	CHECK_STR("key_file (relative)", under_dir("pair.key"), c->key_file);
 	CHECK_INT("key_len", 40, c->key_len);
@@ -241,6 +243,8 @@ static void test_defaults(void)
 	CHECK_STR("state_dir", under_dir("a"), c->state_dir);
 	CHECK_INT("log_level", LOG_LEVEL_INFO, c->log_level);
 	CHECK_INT("synchronous", false, c->synchronous_full);
+	CHECK_INT("ack", CONFIG_ACK_COMMIT, c->ack);
+	CHECK_STR("ack's name", "commit", config_ack_name(c->ack));
 	CHECK_INT("wal_checkpoint_frames (the page table's default)", 0, c->wal_checkpoint_frames);
 	CHECK_INT("memory_size", 256ull << 20, c->memory_size);
 	CHECK_INT("page_size", 4096, c->page_size);
@@ -270,6 +274,27 @@ static void test_defaults(void)
 }
 
 /* The example in INTERFACES.md, '#' comments and all, loads as it reads. */
+/* Durable answers survive power loss: so must the page table's commits,
+ * whether the file says so or not. */
+static void test_ack_durable(void)
+{
+	struct ftvm_config *c =
+		load_ok("durable", "durable.conf", "[node]\nid = a\nack = durable\n");
+
+	if (!c)
+		return;
+	CHECK_INT("ack", CONFIG_ACK_DURABLE, c->ack);
+	CHECK_STR("ack's name", "durable", config_ack_name(c->ack));
+	CHECK_INT("durable makes synchronous full", true, c->synchronous_full);
+	config_free(c);
+	c = load_ok("durable, full", "durable.conf",
+		    "[node]\nid = a\nsynchronous = full\nack = durable\n");
+	if (!c)
+		return;
+	CHECK_INT("durable with full", true, c->synchronous_full);
+	config_free(c);
+}
+
 static void test_documented_example(void)
 {
 	static const char text[] =
@@ -453,6 +478,11 @@ static const struct bad bad_cases[] = {
 	{ NODE "log_level = 7\n", 3, "[node] log_level", "not a log level" },
 	{ NODE "synchronous = off\n", 3, "[node] synchronous",
 	  "'off' is not a synchronous mode (want normal or full)" },
+	{ NODE "ack = protocol-b\n", 3, "[node] ack",
+	  "'protocol-b' is not an acknowledgement level (want mirror, commit or durable)" },
+	{ NODE "ack = Mirror\n", 3, "[node] ack", "not an acknowledgement level" },
+	{ NODE "synchronous = normal\nack = durable\n", 3, "[node] synchronous",
+	  "normal cannot go with ack = durable (line 4)" },
 	{ NODE "wal_checkpoint_frames = 15\n", 3, "[node] wal_checkpoint_frames",
 	  "'15' is not a number of WAL frames from 16 to 1048576" },
 	{ NODE "wal_checkpoint_frames = 1048577\n", 3, "[node] wal_checkpoint_frames",
@@ -993,6 +1023,7 @@ int main(void)
 	test_volume_names();
 	test_full();
 	test_defaults();
+	test_ack_durable();
 	test_documented_example();
 	test_styles();
 	test_max_policies();
