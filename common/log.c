@@ -1,10 +1,23 @@
 #include "log.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 static int max_level = LOG_LEVEL_INFO;
+static log_sink_fn sink;
+static void *sink_arg;
+static pthread_t sink_thread;
+static bool in_sink;
+
+void log_set_sink(log_sink_fn fn, void *arg)
+{
+	sink = fn;
+	sink_arg = arg;
+	sink_thread = pthread_self();
+}
 
 void log_set_max_level(int level)
 {
@@ -41,6 +54,14 @@ log_vprintf(int level, const char *subsystem, const char *suffix, const char *fm
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	/* One fprintf per line so lines from concurrent writers do not interleave. */
 	fprintf(stderr, "<%d>%s: %s%s\n", level, subsystem, msg, suffix ? suffix : "");
+	if (sink && level <= LOG_LEVEL_WARNING && pthread_equal(pthread_self(), sink_thread) &&
+	    !in_sink) {
+		if (suffix)
+			strncat(msg, suffix, sizeof(msg) - strlen(msg) - 1);
+		in_sink = true;
+		sink(level, subsystem, msg, sink_arg);
+		in_sink = false;
+	}
 }
 
 void log_printf(int level, const char *subsystem, const char *fmt, ...)

@@ -13,6 +13,12 @@ enum log_level {
 };
 
 void log_set_max_level(int level);
+/* Every warning and error logged from now on by the calling thread also
+ * goes to fn (the node's event stream: node/EVENTS.md), with the line as
+ * logged; lines other threads log do not. fn NULL: none. fn's own logging
+ * does not reach it again. */
+typedef void (*log_sink_fn)(int level, const char *subsystem, const char *line, void *arg);
+void log_set_sink(log_sink_fn fn, void *arg);
 int log_get_max_level(void);
 /* Parses "error", "warning", "info", "debug"; -EINVAL otherwise. */
 int log_level_from_string(const char *s);

@@ -315,6 +315,13 @@ void client_call_reply(struct client_call *call, Ftvm__Client__ClientReply *repl
 	conn_unref(conn);
 }
 
+void client_call_send(struct client_call *call, Ftvm__Client__ClientReply *reply)
+{
+	reply->id = call->id;
+	if (call->conn && call->conn->bev)
+		send_reply(call->conn, reply);
+}
+
 pid_t client_call_peer_pid(const struct client_call *call)
 {
 	return call->pid;

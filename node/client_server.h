@@ -85,6 +85,13 @@ void client_server_set_tap(struct client_server *s, client_tap_fn fn, void *arg)
  * meanwhile the reply is dropped silently. */
 void client_call_reply(struct client_call *call, Ftvm__Client__ClientReply *reply);
 
+/* One reply of a call that goes on (a stream: node/EVENTS.md), with the
+ * call's id; the call stays the callee's until client_call_reply() ends it.
+ * Dropped when the client went away. Bounded as every reply is: a client
+ * that leaves output_limit bytes unread is closed, here, and its gone()
+ * runs before this returns. Not for calls made inside the node. */
+void client_call_send(struct client_call *call, Ftvm__Client__ClientReply *reply);
+
 /* A call made inside the node (the NBD server's page I/O, node/NBD.md): no
  * socket and no tap. Its reply goes to fn, from inside client_call_reply(),
  * valid only until fn returns; req stays its maker's, unchanged until then.

@@ -17,6 +17,7 @@
 #include "client.pb-c.h"
 #include "client_server.h"
 #include "clock.h"
+#include "events.h"
 #include "frame.h"
 #include "ha.h"
 #include "log.h"
@@ -31,6 +32,7 @@
 
 #define LOG_SUBSYSTEM "node"
 #define CUT_LINK_MS_MAX 600000u
+#define RESYNC_PROGRESS_MS 1000
 
 typedef Ftvm__Client__ClientRequest ClientRequest;
 typedef Ftvm__Client__ClientReply ClientReply;
@@ -50,6 +52,12 @@ struct node {
 	struct nbd_server *nbd;
 	struct volume_io *volume_io;
 	struct trace_tap *trace; /* while recording (common/TRACE.md) */
+	/* The event stream (node/EVENTS.md); a resync's progress is told
+	 * every RESYNC_PROGRESS_MS while this node is resyncing. */
+	struct events *events;
+	struct event *resync_progress;
+	uint64_t resync_started_ms, resync_sent_before;
+	uint64_t told_epoch; /* the epoch the last state event said */
 	struct notify_watchdog *watchdog;
 	struct event *sigterm;
 	struct event *sigint;
@@ -61,16 +69,98 @@ static const char *state_name(const struct node *n)
 	return codec_node_state_name(n->state);
 }
 
-static void on_state_changed(int state, const char *reason, void *arg)
+static void u64_text(char *buf, size_t size, uint64_t v)
+{
+	snprintf(buf, size, "%llu", (unsigned long long)v);
+}
+
+static void timer_add_ms(struct event *ev, uint64_t ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+
+	evtimer_add(ev, &tv);
+}
+
+static uint64_t resync_pages_sent(struct node *n)
+{
+	struct status_counts c = { 0 };
+
+	vmm_get_counts(n->vmm, &c);
+	return c.resync_pages_one_sided + c.resync_pages_inline;
+}
+
+static void on_resync_progress(evutil_socket_t fd, short what, void *arg)
 {
 	struct node *n = arg;
-	char status[320];
+	char ms[24], sent[24];
+
+	u64_text(ms, sizeof(ms), clock_now_ms() - n->resync_started_ms);
+	u64_text(sent, sizeof(sent), resync_pages_sent(n) - n->resync_sent_before);
+	events_emit(n->events, "resync", "progress", NULL, "elapsed_ms", ms, "pages_sent", sent,
+		    NULL);
+	timer_add_ms(n->resync_progress, RESYNC_PROGRESS_MS);
+}
+
+/* A resync's start, end or failure, from the step of the state table. */
+static void tell_resync(struct node *n, const char *step, const char *reason)
+{
+	static const struct {
+		const char *step, *what;
+	} steps[] = { { "send", "start" },	   { "receive", "start" },
+		      { "sent", "end" },	   { "received", "end" },
+		      { "send failed", "failed" }, { "receive failed", "failed" },
+		      { "unstarted", "failed" },   { "cut", "failed" } };
+	struct ha_status hs;
+	char pages[24], ms[24];
+
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		if (strcmp(step, steps[i].step) != 0)
+			continue;
+		if (strcmp(steps[i].what, "start") == 0) {
+			n->resync_started_ms = clock_now_ms();
+			n->resync_sent_before = resync_pages_sent(n);
+			timer_add_ms(n->resync_progress, RESYNC_PROGRESS_MS);
+			events_emit(n->events, "resync", "start", reason, "role",
+				    strcmp(step, "send") == 0 ? "sender" : "receiver", NULL);
+			return;
+		}
+		evtimer_del(n->resync_progress);
+		ha_get_status(n->ha, &hs);
+		u64_text(ms, sizeof(ms), clock_now_ms() - n->resync_started_ms);
+		u64_text(pages, sizeof(pages),
+			 strcmp(step, "sent") == 0 ? hs.last_resync_pages : 0);
+		if (strcmp(step, "sent") == 0)
+			events_emit(n->events, "resync", "end", reason, "elapsed_ms", ms,
+				    "pages_sent", pages, NULL);
+		else
+			events_emit(n->events, "resync", steps[i].what, reason, "elapsed_ms", ms,
+				    NULL);
+		return;
+	}
+}
+
+static void on_state_changed(int state, const char *step, const char *reason, void *arg)
+{
+	struct node *n = arg;
+	char status[320], epoch[24];
+	uint64_t e = vmm_epoch(n->vmm);
+	bool changed = state != n->state || e != n->told_epoch;
 
 	n->state = state;
 	repl_session_set_state(n->session, state);
-	snprintf(status, sizeof(status), "%s, epoch %llu: %s", state_name(n),
-		 (unsigned long long)vmm_epoch(n->vmm), reason);
+	snprintf(status, sizeof(status), "%s, epoch %llu: %s", state_name(n), (unsigned long long)e,
+		 reason);
 	notify_status(status);
+	u64_text(epoch, sizeof(epoch), e);
+	if (strcmp(step, "took over") == 0)
+		events_emit(n->events, "takeover", "done", reason, "epoch", epoch, NULL);
+	else if (strcmp(step, "fence") == 0)
+		events_emit(n->events, "fence", "done", reason, "epoch", epoch, NULL);
+	tell_resync(n, step, reason);
+	if (changed)
+		events_emit(n->events, "state", state_name(n), reason, "epoch", epoch, "step", step,
+			    NULL);
+	n->told_epoch = e;
 }
 
 static void on_link_changed(struct repl_session *s, bool up, const char *reason, void *arg)
@@ -84,6 +174,10 @@ static void on_link_changed(struct repl_session *s, bool up, const char *reason,
 			 (unsigned long long)st.partner_epoch, reason);
 	else
 		log_warning("partner %s down: %s", st.partner_id, reason);
+	if (up)
+		events_emit(n->events, "auth", "authenticated", NULL, "partner", st.partner_id,
+			    "method", n->config->key ? "hmac-sha256" : "none", NULL);
+	events_emit(n->events, "link", up ? "up" : "down", reason, "partner", st.partner_id, NULL);
 	if (!up) {
 		vmm_window_link_lost(n->vmm);
 		vmm_tickets_drop(n->vmm);
@@ -91,6 +185,68 @@ static void on_link_changed(struct repl_session *s, bool up, const char *reason,
 	pagedata_link_changed(vmm_pagedata(n->vmm), up);
 	if (n->ha)
 		ha_link_changed(n->ha, up, reason);
+}
+
+static void on_refused(struct repl_session *s, const char *peer, const char *reason, void *arg)
+{
+	struct node *n = arg;
+
+	events_emit(n->events, "auth", "refused", reason, "peer", peer, NULL);
+}
+
+/* Warnings and errors of the event-loop thread (log_set_sink()). */
+static void on_log_line(int level, const char *subsystem, const char *line, void *arg)
+{
+	struct node *n = arg;
+
+	events_emit(n->events, level <= LOG_LEVEL_ERROR ? "error" : "warning", subsystem, line,
+		    NULL);
+}
+
+/* The memory manager's events: volumes, failback (vmm_set_event_sink()). */
+static void on_vmm_event(const char *type, const char *what, const char *reason,
+			 const char *const *kv, void *arg)
+{
+	struct node *n = arg;
+
+	events_emit_fields(n->events, type, what, reason, kv);
+}
+
+struct now_volumes {
+	struct node *n;
+	struct events *e;
+};
+
+static void tell_volume_now(void *ctx, const char *name)
+{
+	struct now_volumes *nv = ctx;
+	struct vmm_volume_info info;
+	char size[24];
+
+	if (vmm_volume_info(nv->n->vmm, name, &info) < 0)
+		return;
+	u64_text(size, sizeof(size), info.size);
+	events_emit_current(nv->e, "volume", "present", NULL, "name", name, "size", size, "guid",
+			    info.guid, NULL);
+}
+
+/* The node as it is, for a follower that asked with now. */
+static void tell_now(struct events *e, void *arg)
+{
+	struct node *n = arg;
+	struct repl_session_stats st;
+	struct now_volumes nv = { n, e };
+	char epoch[24];
+
+	u64_text(epoch, sizeof(epoch), vmm_epoch(n->vmm));
+	events_emit_current(e, "state", state_name(n), NULL, "epoch", epoch, "ack",
+			    config_ack_name(n->config->ack), NULL);
+	repl_session_get_stats(n->session, &st);
+	events_emit_current(e, "link", st.link_up ? "up" : "down", NULL, "partner", st.partner_id,
+			    NULL);
+	if (n->state == FTVM__PARTNER__NODE_STATE__NODE_STATE_RESYNCING)
+		events_emit_current(e, "resync", "running", NULL, NULL);
+	vmm_volume_names(n->vmm, tell_volume_now, &nv);
 }
 
 static void on_partner_request(struct repl_session *s, Envelope *const *envs, size_t n, void *arg)
@@ -315,6 +471,7 @@ static void reply_status(struct node *n, struct client_call *call)
 		c.nbd_written_bytes = ns.written_bytes;
 		c.nbd_refused = ns.refused;
 	}
+	c.event_followers = events_followers(n->events);
 	status_counts_to_reply(&c, &st, &partner, &pagetable, counters);
 
 	partner.id = rs.partner_id;
@@ -462,6 +619,9 @@ static void on_client_request(struct client_call *call, const ClientRequest *req
 	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_PARTITIONS:
 		vmm_op_partitions(n->vmm, call); /* in any state, as status */
 		break;
+	case FTVM__CLIENT__CLIENT_REQUEST__REQUEST_EVENTS:
+		events_follow(n->events, call, req->events->now); /* in any state */
+		break;
 	default:
 		vmm_client_request(n->vmm, call, req);
 		break;
@@ -473,6 +633,7 @@ static void on_client_gone(uint64_t client_id, void *arg)
 	struct node *n = arg;
 
 	vmm_client_gone(n->vmm, client_id);
+	events_client_gone(n->events, client_id);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -551,6 +712,7 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 		.request = on_partner_request,
 		.protocol_error = on_protocol_error,
 		.hello = on_hello,
+		.refused = on_refused,
 	};
 	struct node *n;
 	int r;
@@ -573,6 +735,16 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 	}
 	sc.transport = n->transport;
 
+	/* Before any other thread starts: log_set_sink() is not for them. */
+	r = events_new(tell_now, n, &n->events);
+	if (r < 0)
+		goto fail;
+	n->resync_progress = evtimer_new(base, on_resync_progress, n);
+	if (!n->resync_progress) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	log_set_sink(on_log_line, n);
 	r = claim_state_dir(config->state_dir);
 	if (r < 0)
 		goto fail;
@@ -580,6 +752,7 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 	r = vmm_new(base, config, &n->vmm);
 	if (r < 0)
 		goto fail;
+	vmm_set_event_sink(n->vmm, on_vmm_event, n);
 	sc.epoch = vmm_epoch(n->vmm);
 	/* One-sided page data: the transport registers the pool in blocks of
 	 * this many frames (pagedata_landing_block_frames() says why that size). */
@@ -691,6 +864,11 @@ void node_free(struct node *n)
 	volume_io_free(n->volume_io); /* the memory manager's last answers came */
 	ha_free(n->ha, true);
 	repl_session_free(n->session);
+	/* Followers' calls end last: everything above may still tell them. */
+	log_set_sink(NULL, NULL);
+	events_free(n->events);
+	if (n->resync_progress)
+		event_free(n->resync_progress);
 	if (n->state_lock >= 0)
 		close(n->state_lock); /* the lock goes with it */
 	free(n);

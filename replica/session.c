@@ -334,6 +334,8 @@ static void warn_auth(struct repl_session *s, const char *peer, const char *reas
 	log_warning("partner channel: refused %s: %s%s", peer, reason, more);
 	s->auth_warned[i].warned_ms = now;
 	s->auth_warned[i].unwarned = 0;
+	if (s->cb.refused)
+		s->cb.refused(s, peer, reason, s->cb_arg);
 }
 
 /* sc did not prove the key: closed, counted, logged (rate-limited). */

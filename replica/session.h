@@ -61,6 +61,11 @@ struct repl_session_callbacks {
 	/* Fills in where this node's page table stands, for each Hello it
 	 * sends (applied_lsn, own_lsn). Optional. */
 	void (*hello)(struct repl_session *s, Ftvm__Partner__Hello *h, void *arg);
+	/* A peer was refused before it could say anything: it did not prove
+	 * the key, or it came from an address other than the partner's
+	 * (session.c, "Authentication"); as often as the log warns of it (once
+	 * a minute or so per address). Optional. */
+	void (*refused)(struct repl_session *s, const char *peer, const char *reason, void *arg);
 };
 
 /* Every payload (one packed Envelope) as it goes out or comes in, before any

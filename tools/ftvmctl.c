@@ -63,6 +63,8 @@ enum {
 	OPT_SESSION,
 	OPT_HOME,
 	OPT_VOLUME,
+	OPT_NOW,
+	OPT_COUNT,
 };
 
 /* The most --partition and --access a command takes. */
@@ -93,6 +95,8 @@ struct ctl {
 	bool session;	    /* alloc --session */
 	const char *home;   /* volume create --home */
 	const char *volume; /* drill --volume */
+	bool now;	    /* events --now */
+	const char *count;  /* events --count */
 	const char *partitions[SETTINGS_MAX];
 	size_t n_partitions;
 	const char *access[SETTINGS_MAX];
@@ -376,6 +380,12 @@ static int parse_command_options(struct ctl *ctl, const struct command *cmd, int
 			break;
 		case OPT_VOLUME:
 			ctl->volume = optarg;
+			break;
+		case OPT_NOW:
+			ctl->now = true;
+			break;
+		case OPT_COUNT:
+			ctl->count = optarg;
 			break;
 		case OPT_PARTITION:
 			if (ctl->n_partitions == SETTINGS_MAX)
@@ -2232,6 +2242,81 @@ out:
 	return r;
 }
 
+struct follow {
+	bool json;
+	long left; /* events to print before stopping; -1: no end */
+};
+
+/* A field's value as JSON: a whole number as a number, else a string. */
+static json_object *field_json(const char *v)
+{
+	size_t n = strspn(v, "0123456789");
+
+	if (n && n == strlen(v) && n < 20)
+		return json_object_new_uint64(strtoull(v, NULL, 10));
+	return json_object_new_string(v);
+}
+
+static int print_event(const struct ftvm_event *e, void *arg)
+{
+	struct follow *f = arg;
+	char at[64];
+
+	if (f->json) {
+		json_object *o = json_object_new_object();
+
+		if (!o) {
+			out_of_memory();
+			return 2; /* ends the stream; 1 is --count's */
+		}
+		add_uint64(o, "seq", e->seq);
+		add_uint64(o, "at_ms", e->at_ms);
+		json_object_object_add(o, "type", json_object_new_string(e->type));
+		json_object_object_add(o, "what", json_object_new_string(e->what));
+		json_object_object_add(o, "reason", json_object_new_string(e->reason));
+		json_object_object_add(o, "current", json_object_new_boolean(e->current));
+		for (size_t i = 0; i < e->n_fields; i++)
+			json_object_object_add(o, e->fields[i].key, field_json(e->fields[i].value));
+		print_json(o);
+		json_object_put(o);
+	} else {
+		format_wall_clock(at, sizeof(at), e->at_ms);
+		printf("%s %s%s %s", at, e->current ? "now " : "", e->type, e->what);
+		if (e->reason[0])
+			printf(": %s", e->reason);
+		for (size_t i = 0; i < e->n_fields; i++)
+			printf("%s%s=%s", i ? ", " : " (", e->fields[i].key, e->fields[i].value);
+		printf("%s\n", e->n_fields ? ")" : "");
+	}
+	fflush(stdout);
+	return f->left > 0 && --f->left == 0 ? 1 : 0;
+}
+
+static int cmd_events(struct ctl *ctl, int argc, char **argv)
+{
+	struct follow f = { .json = ctl->json, .left = -1 };
+	struct ftvm_client *c;
+	const char *path;
+	int r;
+
+	if (argc != 0)
+		return command_usage_error("events", "takes no arguments (got '%s')", argv[0]);
+	if (ctl->count && (f.left = parse_count("events", "--count", ctl->count, LONG_MAX)) < 0)
+		return EXIT_USAGE;
+	r = ctl_connect(ctl, &c, &path);
+	if (r != EXIT_DONE)
+		return r;
+	r = ftvm_events(c, ctl->now, print_event, &f);
+	if (r == 1)
+		r = EXIT_DONE; /* --count reached */
+	else if (r > 0)
+		r = EXIT_FAILED; /* out of memory, said */
+	else
+		r = call_failed(c, path, "events", r);
+	ftvm_disconnect(c);
+	return r;
+}
+
 static int cmd_takeover(struct ctl *ctl, int argc, char **argv)
 {
 	struct ftvm_node_status st;
@@ -2582,6 +2667,34 @@ static const struct command commands[] = {
 				{},
 			},
 		.run = cmd_trace,
+	},
+	{
+		.name = "events",
+		.args = "",
+		.summary = "follow the node's events as they happen",
+		.help = "Prints the node's events as they happen, one line each, until the node\n"
+			"stops or ftvmctl is stopped (node/EVENTS.md): the partner link up or down,\n"
+			"the partner authenticated or refused, state and epoch changes with the\n"
+			"reason and the failover step (took over, fence, linked, send, ...),\n"
+			"takeover, fence, failback, resync start, progress (every second) and end,\n"
+			"volumes created and deleted, and every warning and error the node logs.\n"
+			"  TIME TYPE WHAT: REASON (KEY=VALUE, ...)\n"
+			"\n"
+			"  --now        first the node's state as it is, as events marked \"now\"\n"
+			"               (state, link, a resync under way, each volume)\n"
+			"  --count N    stop after N events (those of --now included)\n"
+			"\n"
+			"With --json prints one object per line:\n"
+			"  {\"seq\",\"at_ms\",\"type\",\"what\",\"reason\",\"current\",KEY...}\n"
+			"seq counts from 1 at the node's start (0 for --now's); a gap means events\n"
+			"were dropped. Works in any state of the node; at most 16 follow a node.\n",
+		.options =
+			(const struct option[]){
+				{ "now", no_argument, NULL, OPT_NOW },
+				{ "count", required_argument, NULL, OPT_COUNT },
+				{},
+			},
+		.run = cmd_events,
 	},
 	{
 		.name = "recovery",

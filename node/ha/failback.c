@@ -53,6 +53,14 @@ static void failback_replied(void *arg)
 static void one_done(struct failback *fb)
 {
 	if (--fb->outstanding == 0) {
+		char handed[24], failed[24];
+
+		snprintf(handed, sizeof(handed), "%llu", (unsigned long long)fb->handed_back);
+		snprintf(failed, sizeof(failed), "%llu", (unsigned long long)fb->failed);
+		vmm_tell(fb->vmm, "failback", fb->failed ? "failed" : "done",
+			 fb->failed ? fb->reason : NULL,
+			 (const char *const[]){ "handed_back", handed, "not_handed_back", failed,
+						NULL });
 		vmm_store_access(fb->vmm); /* read-only again once all went home */
 		vmm_after_commit(fb->vmm, failback_replied, fb);
 	}

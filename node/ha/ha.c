@@ -284,7 +284,7 @@ static int change(struct ha *h, enum ha_event event, const char *fmt, ...)
 	h->state = to;
 	if (h->sbd)
 		sbd_set(h->sbd, (uint32_t)to, vmm_epoch(h->vmm));
-	h->state_changed(to, h->reason, h->arg);
+	h->state_changed(to, ha_event_name(event), h->reason, h->arg);
 	return 0;
 }
 

@@ -59,9 +59,10 @@ struct ha_status {
 	uint64_t last_resync_pages, last_resync_ms; /* the last one this node sent */
 };
 
-/* Called whenever the state changes (for sd_notify and the session's Hello
- * and heartbeats). */
-typedef void (*ha_state_fn)(int state, const char *reason, void *arg);
+/* Called at each step of the state table, the state changed or not (for
+ * sd_notify, the session's Hello and heartbeats, and the event stream);
+ * step is its name ("took over", "fence", "linked", ...). */
+typedef void (*ha_state_fn)(int state, const char *step, const char *reason, void *arg);
 
 int ha_new(struct event_base *base, const struct ftvm_config *config, struct vmm *vmm,
 	   struct repl_session *session, ha_state_fn state_changed, void *arg, struct ha **ret);

@@ -2357,3 +2357,100 @@ int ftvm_release_pointer(struct ftvm_client *c, const char *guid, uint64_t page,
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	return 0;
 }
+
+/* ---- events (node/EVENTS.md) ---- */
+
+static void event_from_reply(const Ftvm__Client__Event *e, struct ftvm_event *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->seq = e->seq;
+	ret->at_ms = e->at_ms;
+	copy_str(ret->type, sizeof(ret->type), e->type);
+	copy_str(ret->what, sizeof(ret->what), e->what);
+	copy_str(ret->reason, sizeof(ret->reason), e->reason);
+	ret->current = e->current;
+	for (size_t i = 0; i < e->n_fields && ret->n_fields < FTVM_EVENT_FIELDS_MAX; i++) {
+		struct ftvm_event_field *f = &ret->fields[ret->n_fields++];
+
+		copy_str(f->key, sizeof(f->key), e->fields[i]->key);
+		copy_str(f->value, sizeof(f->value), e->fields[i]->value);
+	}
+}
+
+/* The events of one reply to fn; fn's value, or 0 to go on. */
+static int events_to(struct ftvm_client *c, const Reply *reply, ftvm_event_fn fn, void *arg)
+{
+	struct ftvm_event ev;
+	int r;
+
+	if (reply->status != FTVM__PARTNER__STATUS__STATUS_OK)
+		return refused(c, status_to_errno(reply->status), reply->status, reply->reason);
+	if (reply->reply_case != FTVM__CLIENT__CLIENT_REPLY__REPLY_EVENTS)
+		return fail(c, -EBADMSG, "the node answered events with something else");
+	for (size_t i = 0; i < reply->events->n_events; i++) {
+		event_from_reply(reply->events->events[i], &ev);
+		r = fn(&ev, arg);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+/* A connection of its own, so the client's lock is not held while the
+ * stream lasts: the request goes with id 1, and every reply is its. */
+int ftvm_events(struct ftvm_client *c, bool now, ftvm_event_fn fn, void *arg)
+{
+	Ftvm__Client__EventsRequest er = FTVM__CLIENT__EVENTS_REQUEST__INIT;
+	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
+	const char *socket_path;
+	const uint8_t *payload;
+	uint8_t *frame = NULL;
+	size_t len, payload_len;
+	struct conn conn;
+	Reply *reply;
+	int r;
+
+	if (!c || !fn)
+		return -EINVAL;
+	error_reset(c);
+	conn_init(&conn);
+	socket_path = ftvm_connected_socket(c);
+	if (!socket_path)
+		return fail(c, -ENOTCONN, "the client talks to no node now");
+	r = conn_open(&conn, socket_path, CALL_TIMEOUT_MS);
+	if (r < 0)
+		return fail(c, r, "cannot connect to %s: %s", socket_path, strerror(-r));
+	er.now = now;
+	req.request_case = FTVM__CLIENT__CLIENT_REQUEST__REQUEST_EVENTS;
+	req.events = &er;
+	req.id = 1;
+	len = ftvm__client__client_request__get_packed_size(&req);
+	frame = malloc(FRAME_HEADER_SIZE + len);
+	if (!frame) {
+		r = fail(c, -ENOMEM, "out of memory");
+		goto out;
+	}
+	ftvm__client__client_request__pack(&req, frame + FRAME_HEADER_SIZE);
+	frame_seal(frame, len);
+	r = send_all(c, &conn, frame, FRAME_HEADER_SIZE + len, now_ms() + CALL_TIMEOUT_MS);
+	while (r >= 0) {
+		r = recv_frame(c, &conn, UINT64_MAX, &payload, &payload_len);
+		if (r < 0)
+			break;
+		reply = ftvm__client__client_reply__unpack(NULL, payload_len, payload);
+		consume(&conn, (size_t)r);
+		if (!reply) {
+			r = fail(c, -EBADMSG, "the node's reply does not parse (%zu bytes)",
+				 payload_len);
+			break;
+		}
+		r = events_to(c, reply, fn, arg);
+		ftvm__client__client_reply__free_unpacked(reply, NULL);
+		if (r)
+			break;
+	}
+out:
+	free(frame);
+	conn_close(&conn);
+	return r;
+}

@@ -457,6 +457,55 @@ FTVM_EXPORT int ftvm_free(struct ftvm_client *c, const char *guid);
 FTVM_EXPORT int ftvm_flush(struct ftvm_client *c, const char *guid, uint64_t first_page,
 			   uint64_t pages);
 
+/** The most key=value details an event carries (struct ftvm_event). */
+#define FTVM_EVENT_FIELDS_MAX 8
+
+/** One detail of an event: "epoch" "4", "partner" "b", ... */
+struct ftvm_event_field {
+	char key[32];
+	char value[256];
+};
+
+/**
+ * One event of a node (node/EVENTS.md). The struct may gain members at its
+ * end; the library fills all it knows.
+ */
+struct ftvm_event {
+	/** 1, 2, ... from the node's start (0 for current ones); a gap: events lost */
+	uint64_t seq;
+	/** wall clock, ms since the epoch */
+	uint64_t at_ms;
+	/** link, auth, state, takeover, fence, resync, failback, volume, warning, error */
+	char type[16];
+	/** up, down, refused, the new state, start, progress, end, created, ... */
+	char what[64];
+	/** the node's words, "" for none */
+	char reason[512];
+	/** the state as it is (ftvm_events() with now), not a change */
+	bool current;
+	size_t n_fields;
+	struct ftvm_event_field fields[FTVM_EVENT_FIELDS_MAX];
+};
+
+/** Called with each event; a value other than 0 ends ftvm_events(), which returns it. */
+typedef int (*ftvm_event_fn)(const struct ftvm_event *event, void *arg);
+
+/**
+ * @brief Follows the events of the node @p c talks to, as they happen.
+ *
+ * Opens a connection of its own to that node (the client's other calls go
+ * on, from other threads), asks for its events and calls @p fn with each,
+ * in order, until @p fn returns non-zero or the node goes. With @p now, the
+ * node's state as it is comes first, as events marked current (its state
+ * and epoch, the partner link, a resync under way, each volume). A node
+ * sends to at most 16 followers, and drops one that does not read.
+ * @return what @p fn returned, or -errno: -ECONNRESET when the node closed
+ *         the stream (it stopped, or dropped a follower that did not read),
+ *         -ENOSPC when 16 follow already, -ENOTCONN when a pair client
+ *         talks to no node, and the conventions above.
+ */
+FTVM_EXPORT int ftvm_events(struct ftvm_client *c, bool now, ftvm_event_fn fn, void *arg);
+
 /**
  * @brief Fault injection for failover drills (`ftvmctl drill cut`): the
  *        node's partner link goes silent both ways for @p ms, as with a

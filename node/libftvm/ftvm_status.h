@@ -316,7 +316,10 @@
 	X(U64, pagetable_commits, LIST(26), JSON(30, pagetable, 9, "commits"),                  \
 	  TEXT(9, 9, NUM, "; ", " commits"))                                                     \
 	/* when this node acknowledges a change ([node] ack): mirror, commit or durable */       \
-	X(STR(16), ack, PB(reply, ack), JSON(39, top, 0, "ack"), TEXT_HEAD)
+	X(STR(16), ack, PB(reply, ack), JSON(39, top, 0, "ack"), TEXT_HEAD)                      \
+	/* clients following this node's events now (`ftvmctl events`, node/EVENTS.md) */       \
+	X(U64, event_followers, LIST(27), JSON(40, events, 1, "followers"),                     \
+	  TEXT_IF(20, 1, NUM, "events: ", " followers"))
 /* clang-format on */
 
 /* The member a row makes in struct ftvm_node_status. */

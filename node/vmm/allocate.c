@@ -155,6 +155,7 @@ static void alloc_finish(struct vmm_op *base)
 	vmm_store_extent_done(v, op->a); /* the table holds its extent now */
 	vmm_store_extent_clear(v, op->a);
 	vmm_persist_alloc(v, op->a, &o);
+	vmm_tell_volume(v, op->a, "created");
 	vmm_after_commit(v, alloc_replied, op);
 }
 

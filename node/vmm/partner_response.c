@@ -180,6 +180,8 @@ static void on_allocate_memory(struct vmm *v, const Ftvm__Partner__AllocateMemor
 	vmm_table_insert(v->table, a);
 	if (vmm_persist_alloc(v, a, o) < 0)
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "page table write failed");
+	else
+		vmm_tell_volume(v, a, "created");
 }
 
 static void space_freed(void *arg)
@@ -209,6 +211,7 @@ static void on_release_memory(struct vmm *v, const Ftvm__Partner__ReleaseMemory 
 		       pagetable_last_error(v->pt));
 		return;
 	}
+	vmm_tell_volume(v, a, "deleted");
 	vmm_table_remove(v->table, a);
 	vmm_alloc_give_frames(v, a);
 	vmm_alloc_free(a);

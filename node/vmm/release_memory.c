@@ -47,6 +47,7 @@ static void free_finish(struct vmm_op *base)
 	}
 	if (a) {
 		pagetable_alloc_delete(v->pt, a->guid, &o);
+		vmm_tell_volume(v, a, "deleted");
 		vmm_table_remove(v->table, a);
 		vmm_alloc_give_frames(v, a);
 		vmm_alloc_free(a);

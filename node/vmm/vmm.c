@@ -739,6 +739,31 @@ fail:
 	return r;
 }
 
+void vmm_set_event_sink(struct vmm *v, vmm_event_fn fn, void *arg)
+{
+	v->event_fn = fn;
+	v->event_arg = arg;
+}
+
+void vmm_tell(struct vmm *v, const char *type, const char *what, const char *reason,
+	      const char *const *kv)
+{
+	if (v->event_fn)
+		v->event_fn(type, what, reason, kv, v->event_arg);
+}
+
+void vmm_tell_volume(struct vmm *v, const struct vmm_alloc *a, const char *what)
+{
+	char size[24];
+
+	if (!vmm_alloc_is_volume(a))
+		return;
+	snprintf(size, sizeof(size), "%llu", (unsigned long long)a->size);
+	vmm_tell(v, "volume", what, NULL,
+		 (const char *const[]){ "name", a->volume, "size", size, "home", a->home, "guid",
+					a->guid, NULL });
+}
+
 int vmm_set_session(struct vmm *v, struct repl_session *session)
 {
 	v->session = session;

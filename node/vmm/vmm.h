@@ -38,6 +38,12 @@ int vmm_new(struct event_base *base, const struct ftvm_config *config, struct vm
 /* The session the methods mirror through; set once it exists. From then on
  * the pool's blocks coming and going are told to it (-ENOMEM: no tick). */
 int vmm_set_session(struct vmm *v, struct repl_session *session);
+/* Where the memory manager tells what happens to it for the node's event
+ * stream (node/EVENTS.md): volumes made and deleted here, failbacks. kv:
+ * key, value pairs ending with NULL. fn NULL: nowhere. */
+typedef void (*vmm_event_fn)(const char *type, const char *what, const char *reason,
+			     const char *const *kv, void *arg);
+void vmm_set_event_sink(struct vmm *v, vmm_event_fn fn, void *arg);
 /* Commits what is open; NULL is fine. */
 void vmm_free(struct vmm *v);
 

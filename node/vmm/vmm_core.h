@@ -124,6 +124,12 @@ bool vmm_extent_fits(struct vmm *v, const Ftvm__Partner__AllocateMemory *m);
 void vmm_space_waiters_fail(struct vmm *v);
 /* The change in SQLite, with its journal row. */
 int vmm_persist_alloc(struct vmm *v, const struct vmm_alloc *a, const struct pt_origin *o);
+/* Tells the event stream (vmm_set_event_sink()); kv ends with NULL. */
+void vmm_tell(struct vmm *v, const char *type, const char *what, const char *reason,
+	      const char *const *kv);
+/* A volume was made ("created") or freed ("deleted") on this node; an
+ * allocation that is not a volume is not told. */
+void vmm_tell_volume(struct vmm *v, const struct vmm_alloc *a, const char *what);
 int vmm_persist_page(struct vmm *v, struct vmm_alloc *a, uint64_t page, const struct pt_origin *o);
 /* A row of a's page pp->page in the state pp says, which need not be the
  * page's in memory (a whole-page write's expected state, vmm/whole_page.c); every

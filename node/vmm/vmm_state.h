@@ -14,6 +14,8 @@ struct vmm_after_commit {
 };
 
 struct vmm {
+	vmm_event_fn event_fn; /* vmm_set_event_sink() */
+	void *event_arg;
 	unsigned solo_in_flight; /* operations completed alone, a turn from done */
 	/* The journal passed [failover] journal_limit while the partner was
 	 * away: its rows were let go, and it gets a full resync. */

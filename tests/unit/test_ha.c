@@ -271,7 +271,7 @@ static char state_reason[256];
 static bool exercised[HA_EVENT_COUNT];
 
 /* Every state change: the mode already goes with it. */
-static void on_state(int state, const char *reason, void *arg)
+static void on_state(int state, const char *step, const char *reason, void *arg)
 {
 	node_state = state;
 	state_changes++;
