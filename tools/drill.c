@@ -68,6 +68,11 @@ struct drill {
 	bool equal;
 	uint64_t busy;		  /* pages verify left uncompared: other clients writing them */
 	struct drill_volume *vol; /* --volume: its workload; NULL without */
+	/* A line of progress on a terminal (not with --json): what the drill
+	 * does now, and when the line was last written. */
+	bool live;
+	const char *phase;
+	uint64_t start_ms, progress_ms, acked_before;
 };
 
 static const char *const kind_names[] = {
@@ -77,10 +82,24 @@ static const char *const kind_names[] = {
 	[DRILL_RESTART] = "restart",
 };
 
+/* A progress line is on the terminal now (progress()): a message goes on a
+ * line of its own. */
+static bool progress_shown;
+
+static void progress_clear(void)
+{
+	if (progress_shown) {
+		printf("\r\033[K");
+		fflush(stdout);
+		progress_shown = false;
+	}
+}
+
 int drill_failed(const char *fmt, ...)
 {
 	va_list ap;
 
+	progress_clear();
 	fputs("ftvmctl: drill: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
@@ -111,6 +130,26 @@ void drill_fill(uint8_t *buf, size_t len, uint64_t seq)
 		x ^= x << 17;
 		buf[i] = (uint8_t)x;
 	}
+}
+
+/* The progress line, rewritten at most every PROGRESS_MS unless the phase
+ * changed: the phase, the writes acknowledged so far, the time since the
+ * drill began. */
+#define PROGRESS_MS 100
+
+static void progress(struct drill *d, const char *phase)
+{
+	uint64_t now = clock_now_ms();
+
+	if (!d->live || (phase == d->phase && now - d->progress_ms < PROGRESS_MS))
+		return;
+	d->phase = phase;
+	d->progress_ms = now;
+	printf("\r\033[Kdrill %s %s: %s; %" PRIu64 " writes acknowledged; %.1f s",
+	       kind_names[d->o->kind], d->victim.cfg->id, phase, d->acked_before + d->acked_during,
+	       (double)(now - d->start_ms) / 1000);
+	fflush(stdout);
+	progress_shown = true;
 }
 
 /* ---- the nodes ---- */
@@ -270,6 +309,8 @@ static int setup_workload(struct drill *d)
 				return drill_failed("writing %s page %u before the fault: %s",
 						    a->info.guid, p, ftvm_last_error(home[i]->c));
 			a->acked[p] = seq;
+			d->acked_before++;
+			progress(d, "writing before the fault");
 		}
 	return EXIT_DONE;
 }
@@ -323,6 +364,9 @@ static int ride_out(struct drill *d, int64_t pid, uint64_t takeovers_before)
 	struct ftvm_node_status st = { 0 };
 
 	while (elapsed(d) < limit) {
+		progress(d, d->takeover_ms >= 0 ? "taken over, writing through the survivor"
+			    : d->detect_ms >= 0 ? "fault seen, waiting for the takeover"
+						: "fault, writing through the survivor");
 		if (status_of(&d->survivor, &st) == 0 && d->detect_ms < 0 &&
 		    strcmp(st.partner_link, "down") == 0)
 			d->detect_ms = (int64_t)elapsed(d);
@@ -364,6 +408,7 @@ static int wait_whole(struct drill *d)
 	if (d->o->kind == DRILL_KILL && start_node(d, &d->victim) < 0)
 		return drill_failed("cannot start %s again", d->victim.cfg->id);
 	while (clock_now_ms() < deadline) {
+		progress(d, "waiting for the pair to be whole");
 		if (status_of(&d->victim, &sv) == 0 && status_of(&d->survivor, &ss) == 0 &&
 		    serving(&sv, "active") && serving(&ss, "active") && sv.epoch == ss.epoch) {
 			d->resync_pages = ss.last_resync_pages;
@@ -579,7 +624,11 @@ static int open_pair(struct drill *d)
 
 int drill_run(const struct drill_options *o)
 {
-	struct drill d = { .o = o, .detect_ms = -1, .takeover_ms = -1 };
+	struct drill d = { .o = o,
+			   .detect_ms = -1,
+			   .takeover_ms = -1,
+			   .live = !o->json && isatty(STDOUT_FILENO),
+			   .start_ms = clock_now_ms() };
 	struct ftvm_node_status st;
 	uint64_t takeovers;
 	int64_t pid;
@@ -613,7 +662,9 @@ int drill_run(const struct drill_options *o)
 	if (r == EXIT_DONE)
 		r = wait_whole(&d);
 	if (r == EXIT_DONE) {
+		progress(&d, "checking every acknowledged write");
 		check(&d);
+		progress_clear(); /* the report takes its place */
 		if (d.vol) {
 			drill_volume_check(d.vol);
 			d.lost += drill_volume_lost(d.vol);
@@ -623,6 +674,7 @@ int drill_run(const struct drill_options *o)
 										      : EXIT_FAILED;
 	}
 out:
+	progress_clear();
 	for (int i = 0; i < 2; i++)
 		free(d.alloc[i].acked);
 	free(d.block);

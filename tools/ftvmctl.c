@@ -423,6 +423,37 @@ static const char *or_unknown(const char *s)
 	return s[0] ? s : "unknown";
 }
 
+/* Colours for a terminal only: never into a pipe or a file, nor when
+ * NO_COLOR is set (no-color.org). */
+static bool use_colour(void)
+{
+	const char *no = getenv("NO_COLOR");
+
+	return isatty(STDOUT_FILENO) && !(no && no[0]);
+}
+
+/* A state or link word in its colour: green where all is well, yellow
+ * where the pair is not whole, cyan on the way, red where the node or link
+ * is out. buf holds the result. */
+static const char *coloured(const char *word, char *buf, size_t len)
+{
+	static const struct {
+		const char *word, *sgr;
+	} colours[] = {
+		{ "active", "32" },    { "up", "32" },	   { "solo", "33" }, { "starting", "36" },
+		{ "resyncing", "36" }, { "fenced", "31" }, { "down", "31" },
+	};
+
+	if (!use_colour())
+		return word;
+	for (size_t i = 0; i < sizeof(colours) / sizeof(colours[0]); i++)
+		if (strcmp(word, colours[i].word) == 0) {
+			snprintf(buf, len, "\033[1;%sm%s\033[0m", colours[i].sgr, word);
+			return buf;
+		}
+	return word;
+}
+
 /* The newest pages gone back to the store's copy that status shows. */
 #define RECOVERY_IN_STATUS 16
 /* Pages asked for per call by `ftvmctl recovery` (the node sends 4096). */
@@ -626,9 +657,10 @@ static void status_print_text(const struct ftvm_node_status *st)
 	unsigned line = 0;
 	bool shown = false;
 	bool up = strcmp(st->partner_link, "up") == 0;
-	char ago[64];
+	char ago[64], state[64], link[64], partner_state[64];
 
-	printf("node %s: %s, epoch %" PRIu64 "\n", st->node, or_unknown(st->state), st->epoch);
+	printf("node %s: %s, epoch %" PRIu64 "\n", st->node,
+	       coloured(or_unknown(st->state), state, sizeof(state)), st->epoch);
 	if (st->reason[0])
 		printf("  %s\n", st->reason);
 	if (st->transport_reason[0])
@@ -639,7 +671,8 @@ static void status_print_text(const struct ftvm_node_status *st)
 	printf(st->ack[0] ? "; acknowledges at %s\n" : "\n", st->ack);
 	printf("partner %s: link %s, state %s, endpoint %s",
 	       st->partner_id[0] ? st->partner_id : "(not yet seen)",
-	       st->partner_link[0] ? st->partner_link : "down", or_unknown(st->partner_state),
+	       coloured(st->partner_link[0] ? st->partner_link : "down", link, sizeof(link)),
+	       coloured(or_unknown(st->partner_state), partner_state, sizeof(partner_state)),
 	       st->partner_endpoint[0] ? st->partner_endpoint : "-");
 	if (!up) {
 		if (st->partner_id[0]) {

@@ -59,6 +59,20 @@ grep -q "0 lost" <<<"$out" && grep -q "verify: equal" <<<"$out" || fail "text re
 ok "drill kill a, text report: $(tr '\n' ' ' <<<"$out")"
 wait_for 5000 "pair whole" pair_up
 
+# On a terminal (script(1) gives it one) a line of progress, rewritten in
+# place, comes before the report; piped (above) or with --json, none.
+if command -v script >/dev/null; then
+	script -qec "$FTVMCTL --config $WORK/a.conf drill restart b --timeout 20" /dev/null \
+		>"$WORK/tty.out" 2>&1 || fail "drill on a terminal: $(cat -v "$WORK/tty.out")"
+	adopt_pids
+	grep -q $'\r\033\[Kdrill restart b: .*; [0-9]* writes acknowledged; [0-9.]* s' "$WORK/tty.out" ||
+		fail "no progress line on a terminal: $(cat -v "$WORK/tty.out" | head -c 600)"
+	grep -q "0 lost" "$WORK/tty.out" || fail "no report on a terminal: $(cat -v "$WORK/tty.out" | tail -c 600)"
+	! grep -q $'\033\\[K' <<<"$out" || fail "a progress line in a pipe: $(cat -v <<<"$out")"
+	wait_for 5000 "pair whole" pair_up
+	ok "drill on a terminal: $(tr '\r' '\n' <"$WORK/tty.out" | grep -c "writes acknowledged") progress lines, then the report"
+fi
+
 epoch=$(status_field a epoch)
 
 # Bad drills: usage errors (2) or refusals (1), nothing changes.
