@@ -9,8 +9,8 @@
 
 #include <event2/event.h>
 
+#include "build_info.h"
 #include "config.h"
-#include "ftvm_build.h"
 #include "log.h"
 #include "node.h"
 
@@ -23,7 +23,7 @@ static void usage(FILE *out)
 		     "  -c, --config FILE  the node's configuration (INI, see INTERFACES.md)\n"
 		     "      --check        validate the configuration and exit\n"
 		     "  -h, --help         show this help\n"
-		     "      --version      show the version\n");
+		     "      --version      show the version and the features built in\n");
 }
 
 /* Precise timers: libevent's default coarse clock can fire a deadline or a
@@ -106,7 +106,7 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		case OPT_VERSION:
-			printf("ftvmd %s\n", FTVM_VERSION);
+			build_info_print(stdout, "ftvmd");
 			return 0;
 		default:
 			usage(stderr);

@@ -21,10 +21,10 @@
 
 #include <json-c/json.h>
 
+#include "build_info.h"
 #include "config.h"
 #include "drill.h"
 #include "ftvm.h"
-#include "ftvm_build.h"
 #include "keyfile.h"
 #include "store_admin.h"
 #include "trace_dump.h"
@@ -126,7 +126,7 @@ static void usage(FILE *f)
 		   "  -s, --socket PATH   the node's client socket (default: $FTVM_SOCKET)\n"
 		   "  -j, --json          print the result as JSON\n"
 		   "  -h, --help          show this help; COMMAND --help shows a command's\n"
-		   "  -V, --version       show the version\n"
+		   "  -V, --version       show the version and the features built in\n"
 		   "\n");
 	print_commands(f);
 	fprintf(f, "\n"
@@ -2984,7 +2984,7 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return EXIT_DONE;
 		case 'V':
-			printf("ftvmctl %s\n", FTVM_VERSION);
+			build_info_print(stdout, "ftvmctl");
 			return EXIT_DONE;
 		default:
 			return bad_option(c, argv, NULL);
