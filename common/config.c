@@ -103,6 +103,13 @@ enum key_index {
 	N_KEYS,
 };
 
+/* What each section is called in a file; a [policy NAME] is "policy". */
+static const char *const section_names[] = {
+	[SECTION_NODE] = "node",     [SECTION_MEMORY] = "memory",     [SECTION_STORE] = "store",
+	[SECTION_FLASH] = "flash",   [SECTION_FAILOVER] = "failover", [SECTION_TRACE] = "trace",
+	[SECTION_CLIENT] = "client", [SECTION_POLICY] = "policy",     [SECTION_NBD] = "nbd",
+};
+
 struct parser {
 	const char *path; /* as given, for messages */
 	FILE *f;
@@ -796,6 +803,15 @@ static const struct key keys[N_KEYS] = {
 	[KEY_NBD_SOCKET] = { SECTION_NBD, "socket", set_nbd_socket },
 };
 
+bool config_key_at(size_t i, const char **ret_section, const char **ret_name)
+{
+	if (i >= N_KEYS)
+		return false;
+	*ret_section = section_names[keys[i].section];
+	*ret_name = keys[i].name;
+	return true;
+}
+
 /* Where the line a key was set on is kept. */
 static unsigned *key_line(struct parser *p, enum key_index k)
 {
@@ -864,20 +880,11 @@ static int begin_policy(struct parser *p, const char *name)
 
 static int begin_section(struct parser *p, const char *name)
 {
-	static const struct {
-		const char *name;
-		enum section section;
-	} fixed[] = {
-		{ "node", SECTION_NODE },	  { "memory", SECTION_MEMORY },
-		{ "store", SECTION_STORE },	  { "flash", SECTION_FLASH },
-		{ "failover", SECTION_FAILOVER }, { "trace", SECTION_TRACE },
-		{ "client", SECTION_CLIENT },	  { "nbd", SECTION_NBD },
-	};
-
 	snprintf(p->section_name, sizeof(p->section_name), "%s", name);
-	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
-		if (strcmp(name, fixed[i].name) == 0) {
-			p->section = fixed[i].section;
+	for (size_t i = 0; i < ARRAY_SIZE(section_names); i++)
+		if (i != SECTION_POLICY && section_names[i] &&
+		    strcmp(name, section_names[i]) == 0) {
+			p->section = (enum section)i;
 			return 0;
 		}
 	if (strcmp(name, "policy") == 0)

@@ -196,6 +196,12 @@ bool config_volume_name_valid(const char *s);
 #define CONFIG_SESSION_ID_LEN 32
 bool config_session_id_valid(const char *s);
 
+/* The keys the file may hold, for tools that list them (tests/man/ checks
+ * that ftvm.conf(5) documents each): the i-th key's section, as written in
+ * a file ("policy" for the keys of every [policy NAME]), and its name.
+ * false when i is past the last key. */
+bool config_key_at(size_t i, const char **ret_section, const char **ret_name);
+
 /* "4096", "64K", "256M", "1G" (powers of 1024). -EINVAL on anything else,
  * including overflow, an empty string and trailing garbage. */
 int config_parse_size(const char *s, uint64_t *ret);

@@ -1010,6 +1010,46 @@ static void test_volume_names(void)
 	      CONFIG_CLIENT_NAME_MAX + 1);
 }
 
+/* config_key_at() lists what the parser takes: each key it names is known
+ * under its section (given a value no key takes, "@", it is refused for
+ * the value, or taken as a path, never as unknown), and the list ends. */
+static void test_key_list(void)
+{
+	const char *section, *name;
+	char text[256], where[128];
+	bool ack = false, performance = false;
+	size_t i;
+
+	for (i = 0; config_key_at(i, &section, &name); i++) {
+		struct ftvm_config *c = NULL;
+		char err[1024] = "";
+		const char *path;
+
+		checks++;
+		if (!section || !name) {
+			FAIL("key %zu: section %s, name %s", i, section ? section : "NULL",
+			     name ? name : "NULL");
+			continue;
+		}
+		ack |= strcmp(section, "node") == 0 && strcmp(name, "ack") == 0;
+		performance |= strcmp(section, "policy") == 0 && strcmp(name, "performance") == 0;
+		snprintf(text, sizeof(text), NODE "[%s%s]\n%s = @\n", section,
+			 strcmp(section, "policy") == 0 ? " p" : "", name);
+		path = write_conf("key.conf", text);
+		config_load(path, &c, err, sizeof(err));
+		config_free(c);
+		unlink(path);
+		snprintf(where, sizeof(where), "] %s: unknown key", name);
+		if (strstr(err, where) || strstr(err, "unknown section"))
+			FAIL("key %zu, [%s] %s: the parser does not know it: %s", i, section, name,
+			     err);
+	}
+	checks++;
+	if (i < 30 || !ack || !performance)
+		FAIL("config_key_at() listed %zu keys (%s [node] ack, %s [policy] performance)", i,
+		     ack ? "with" : "without", performance ? "with" : "without");
+}
+
 int main(void)
 {
 	const char *base = getenv("TMPDIR");
@@ -1021,6 +1061,7 @@ int main(void)
 		die("realpath");
 
 	test_volume_names();
+	test_key_list();
 	test_full();
 	test_defaults();
 	test_ack_durable();
