@@ -831,7 +831,7 @@ static int set_key(struct parser *p, const char *name, const char *value)
 	if (p->section == SECTION_NONE)
 		return fail(p, p->line, NULL, name,
 			    "not in a section (want it under [node], [memory], [store], [flash], "
-			    "[failover], [trace], [client] or [policy NAME])");
+			    "[failover], [trace], [client], [nbd] or [policy NAME])");
 	if (!*name)
 		return fail(p, p->line, p->section_name, NULL, "a value with no key");
 	for (k = 0; k < N_KEYS; k++)
