@@ -20,7 +20,7 @@ static void usage(FILE *out)
 {
 	fprintf(out, "Usage: ftvmd --config FILE [--check]\n"
 		     "Runs one node of an ftvm pair.\n\n"
-		     "  -c, --config FILE  the node's configuration (INI, see INTERFACES.md)\n"
+		     "  -c, --config FILE  the node's configuration (INI, see ftvm.conf(5))\n"
 		     "      --check        validate the configuration and exit\n"
 		     "  -h, --help         show this help\n"
 		     "      --version      show the version and the features built in\n");

@@ -16,6 +16,10 @@ packages=(
 	clang libclang-rt-14-dev
 	# the style check in `tools/dev.sh test` (.clang-format)
 	clang-format
+	# the man pages (man/): scdoc turns their source into roff (small, no
+	# dependencies); tests/man/test_man.sh lints the roff with groff and
+	# renders it with man (both on a standard Debian, listed for minimal ones)
+	scdoc groff-base man-db
 	# tests/e2e and the demo: raw sockets and page tables (python3: tests/poke.py),
 	# `ftvmctl --json` (jq), processes
 	python3 jq procps iproute2
