@@ -20,6 +20,9 @@ packages=(
 	# dependencies); tests/man/test_man.sh lints the roff with groff and
 	# renders it with man (both on a standard Debian, listed for minimal ones)
 	scdoc groff-base man-db
+	# bash completion for ftvmctl (tools/completion/): meson asks its
+	# pkg-config file where completions go, interactive shells load it
+	bash-completion
 	# tests/e2e and the demo: raw sockets and page tables (python3: tests/poke.py),
 	# `ftvmctl --json` (jq), processes
 	python3 jq procps iproute2
