@@ -67,6 +67,7 @@
 #include "config.h"
 #include "crc32c.h"
 #include "frame.h"
+#include "reply_read.h"
 
 typedef Ftvm__Client__ClientRequest Request;
 typedef Ftvm__Client__ClientReply Reply;
@@ -576,33 +577,6 @@ static void copy_str(char *dst, size_t size, const char *src)
 	snprintf(dst, size, "%s", src ? src : "");
 }
 
-/* Each row of FTVM_STATUS_FIELDS (ftvm_status.h) from its field of the reply;
- * a missing partner or pagetable message reads as all empty, a LIST row
- * past the node's list (an older node's) as 0. */
-#define FROM_REPLY(kind, name, wire, json, text) FROM_REPLY_##kind(ret->name, WIRE_##wire);
-#define WIRE_PB(msg, field) msg->field
-#define WIRE_LIST(i) ((i) < reply->n_counters ? reply->counters[i] : 0)
-#define FROM_REPLY_U64 FROM_REPLY_NUM
-#define FROM_REPLY_U32 FROM_REPLY_NUM
-#define FROM_REPLY_I64 FROM_REPLY_NUM
-#define FROM_REPLY_BOOL FROM_REPLY_NUM
-#define FROM_REPLY_NUM(member, value) member = value
-#define FROM_REPLY_STR(n) FROM_REPLY_STRING
-#define FROM_REPLY_STRING(member, value) copy_str(member, sizeof(member), value)
-
-static void status_from_reply(const Ftvm__Client__StatusReply *reply, struct ftvm_node_status *ret)
-{
-	static const Ftvm__Client__PartnerStatus no_partner = FTVM__CLIENT__PARTNER_STATUS__INIT;
-	static const Ftvm__Client__PageTableStatus no_pagetable =
-		FTVM__CLIENT__PAGE_TABLE_STATUS__INIT;
-	const Ftvm__Client__PartnerStatus *partner = reply->partner ? reply->partner : &no_partner;
-	const Ftvm__Client__PageTableStatus *pagetable =
-		reply->pagetable ? reply->pagetable : &no_pagetable;
-
-	memset(ret, 0, sizeof(*ret));
-	FTVM_STATUS_FIELDS(FROM_REPLY)
-}
-
 /* Asks the node at the end of conn for its status; -errno when it did not
  * answer with one. */
 static int conn_status(struct ftvm_client *c, struct conn *conn, uint64_t deadline,
@@ -625,7 +599,7 @@ static int conn_status(struct ftvm_client *c, struct conn *conn, uint64_t deadli
 	else if (reply->reply_case != FTVM__CLIENT__CLIENT_REPLY__REPLY_STATUS_REPLY)
 		r = fail(c, -EBADMSG, "the node answered a status request without its status");
 	else
-		status_from_reply(reply->status_reply, ret);
+		reply_read_status(reply->status_reply, ret);
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	return r;
 }
@@ -1219,7 +1193,7 @@ int ftvm_status_sized(struct ftvm_client *c, struct ftvm_node_status *ret, size_
 	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_STATUS_REPLY, &reply);
 	if (r < 0)
 		return r;
-	status_from_reply(reply->status_reply, &st);
+	reply_read_status(reply->status_reply, &st);
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	copy_sized(ret, ret_size, &st, sizeof(st));
 	return 0;
@@ -2025,25 +1999,10 @@ int ftvm_partitions(struct ftvm_client *c, struct ftvm_partition **ret, size_t *
 	return 0;
 }
 
-/* The node's media into room rows of ret, cut to fit; how many. */
-static size_t media_from_reply(struct ftvm_media *ret, size_t room,
-			       Ftvm__Partner__MediaCapacity *const *media, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n && i < room; i++) {
-		copy_str(ret[i].type, sizeof(ret[i].type), media[i]->type);
-		ret[i].capacity = media[i]->capacity;
-		ret[i].free = media[i]->free;
-	}
-	return i;
-}
-
 int ftvm_sense_sized(struct ftvm_client *c, struct ftvm_sense *ret, size_t ret_size)
 {
 	Ftvm__Client__SenseRequest sense = FTVM__CLIENT__SENSE_REQUEST__INIT;
 	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
-	const Ftvm__Partner__SenseInformation *si;
 	struct ftvm_sense sense_info;
 	Reply *reply = NULL;
 	int r;
@@ -2058,17 +2017,7 @@ int ftvm_sense_sized(struct ftvm_client *c, struct ftvm_sense *ret, size_t ret_s
 	r = call(c, &req, FTVM__CLIENT__CLIENT_REPLY__REPLY_SENSE, &reply);
 	if (r < 0)
 		return r;
-	si = reply->sense;
-	memset(&sense_info, 0, sizeof(sense_info));
-	sense_info.n_media = media_from_reply(
-		sense_info.media, sizeof(sense_info.media) / sizeof(sense_info.media[0]), si->media,
-		si->n_media);
-	sense_info.paging_queue = si->paging_queue;
-	sense_info.destage_queue = si->destage_queue;
-	sense_info.replacement_queue = si->replacement_queue;
-	sense_info.n_cache = media_from_reply(
-		sense_info.cache, sizeof(sense_info.cache) / sizeof(sense_info.cache[0]), si->cache,
-		si->n_cache);
+	reply_read_sense(reply->sense, &sense_info);
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
 	copy_sized(ret, ret_size, &sense_info, sizeof(sense_info));
 	return 0;
@@ -2086,7 +2035,7 @@ static void device_from_reply(const Ftvm__Client__DiscoveredNode *d, struct ftvm
 	ret->self = d->self;
 	ret->reachable = d->reachable;
 	ret->serving = d->serving;
-	ret->n_media = media_from_reply(ret->media, sizeof(ret->media) / sizeof(ret->media[0]),
+	ret->n_media = reply_read_media(ret->media, sizeof(ret->media) / sizeof(ret->media[0]),
 					d->media, d->n_media);
 }
 
