@@ -14,7 +14,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
@@ -30,8 +29,8 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
-#include "config.h"
 #include "log.h"
+#include "tcp_listen.h"
 #include "unix_listen.h"
 
 #define NBD_CONNECTIONS_MAX 64
@@ -488,33 +487,10 @@ static int accept_on(struct nbd_server *s, int fd, const char *where, struct evc
 
 static int listen_tcp(struct nbd_server *s, const char *endpoint)
 {
-	struct addrinfo hints = { .ai_family = AF_UNSPEC,
-				  .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV },
-			*ai = NULL;
-	char host[256], port[8];
-	uint16_t p;
-	int fd, r, one = 1;
+	int fd = tcp_listen(endpoint, NBD_BACKLOG);
 
-	if (config_parse_endpoint(endpoint, host, sizeof(host), &p) < 0)
-		return -EINVAL;
-	snprintf(port, sizeof(port), "%u", p);
-	if (getaddrinfo(host, port, &hints, &ai) != 0 || !ai)
-		return -EINVAL;
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		r = -errno;
-		freeaddrinfo(ai);
-		return r;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, NBD_BACKLOG) < 0) {
-		r = -errno;
-		close(fd);
-		freeaddrinfo(ai);
-		return r;
-	}
-	freeaddrinfo(ai);
+	if (fd < 0)
+		return fd;
 	return accept_on(s, fd, endpoint, &s->tcp);
 }
 
