@@ -6,10 +6,12 @@
  * and everything that carries a field reads it from here: the struct's
  * members (ftvm.h), the node putting its numbers into the reply
  * (node/status_counts.h, .c), libftvm reading the reply into the struct
- * (libftvm/client.c) and `ftvmctl status` printing it as JSON and as text
- * (tools/ftvmctl.c). A counter added to the table is one row here and one
- * line where it is counted, nothing more: the wire, the struct and both of
- * ftvmctl's outputs follow from the row (see "wire" below).
+ * (libftvm/reply_read.c) and `ftvmctl status` printing it as JSON and as
+ * text (tools/ftvmctl.c). A counter added to the table is one row here, one
+ * line where it is counted and one line in metrics_table.h (its Prometheus
+ * metric, or why it has none; the build fails without it), nothing more:
+ * the wire, the struct and both of ftvmctl's outputs follow from the row
+ * (see "wire" below).
  *
  * Rows are in the struct's order, which is its ABI: a new row goes at the
  * end, so the struct only grows at its end (ftvm.h, "Compatibility"), and
@@ -65,8 +67,10 @@
  *   X(U64, evictions, LIST(0), JSON(32, replacement, 1, "evictions"),
  *     TEXT(13, 1, NUM, "replacement: ", " evictions"))
  * (a new slot and line; or the next pos of a group or line already there;
- * the next LIST index), and nothing else. A count kept elsewhere (HA, the
- * session) is set in node.c's reply_status() instead.
+ * the next LIST index), its metric in metrics_table.h,
+ *   M(evictions, COUNTER("ftvm_evictions_total", "", "Pages evicted since start"))
+ * and nothing else. A count kept elsewhere (HA, the session) is set in
+ * node.c's reply_status() instead.
  * tests/e2e/test_status_fields.sh checks every row end to end.
  */
 #pragma once
