@@ -26,6 +26,7 @@
 #include "drill.h"
 #include "ftvm.h"
 #include "keyfile.h"
+#include "metrics_text.h"
 #include "store_admin.h"
 #include "trace_dump.h"
 #include "trace_replay.h"
@@ -1686,6 +1687,41 @@ out:
 	return r;
 }
 
+/* `ftvmctl metrics`: status and sense as Prometheus text (metrics_text.h),
+ * the same as the node serves at [metrics] listen. A node that does not
+ * answer sense still has its status printed. */
+static int cmd_metrics(struct ctl *ctl, int argc, char **argv)
+{
+	struct ftvm_node_status st;
+	struct ftvm_client *c;
+	struct ftvm_sense sense;
+	const char *path = NULL;
+	bool have_sense;
+	int r;
+
+	r = connect_no_args(ctl, "metrics", argc, argv, &c, &path);
+	if (r != EXIT_DONE)
+		return r;
+	r = ftvm_status(c, &st);
+	if (r < 0) {
+		r = call_failed(c, path, "status", r);
+		goto out;
+	}
+	r = ftvm_sense(c, &sense);
+	if (r < 0 && r != -EOPNOTSUPP) {
+		r = call_failed(c, path, "sense", r);
+		goto out;
+	}
+	have_sense = r == 0;
+	r = metrics_text_write(stdout, &st, have_sense ? &sense : NULL);
+	if (r < 0)
+		fprintf(stderr, "ftvmctl: cannot write the metrics: %s\n", strerror(-r));
+	r = r < 0 ? EXIT_FAILED : EXIT_DONE;
+out:
+	ftvm_disconnect(c);
+	return r;
+}
+
 static int verify_print_json(const struct ftvm_verify *v)
 {
 	json_object *o = json_object_new_object(), *diffs = json_object_new_array();
@@ -2569,6 +2605,19 @@ static const struct command commands[] = {
 			"   \"cache\":[{\"type\",\"capacity\",\"free\"}],\n"
 			"   \"queues\":{\"paging\",\"destage\",\"replacement\"}}\n",
 		.run = cmd_sense,
+	},
+	{
+		.name = "metrics",
+		.args = "",
+		.summary = "status and sense as Prometheus text",
+		.help = "Prints every counter and gauge of status and sense in Prometheus's text\n"
+			"exposition format (version 0.0.4): names ftvm_*, units in the names\n"
+			"(_bytes, _seconds), _total on counters, one # HELP and # TYPE per metric,\n"
+			"the label node on every sample; states as one 0/1 sample per state. The\n"
+			"node serves the same text at GET /metrics with [metrics] listen =\n"
+			"ADDR:PORT. node/libftvm/metrics_table.h names each status field's metric.\n"
+			"--json does not change it.\n",
+		.run = cmd_metrics,
 	},
 	{
 		.name = "verify",
