@@ -59,6 +59,7 @@ enum section {
 	SECTION_CLIENT,
 	SECTION_POLICY,
 	SECTION_NBD,
+	SECTION_METRICS,
 };
 
 enum key_index {
@@ -100,6 +101,7 @@ enum key_index {
 	KEY_PERFORMANCE,
 	KEY_NBD_LISTEN,
 	KEY_NBD_SOCKET,
+	KEY_METRICS_LISTEN,
 	N_KEYS,
 };
 
@@ -108,6 +110,7 @@ static const char *const section_names[] = {
 	[SECTION_NODE] = "node",     [SECTION_MEMORY] = "memory",     [SECTION_STORE] = "store",
 	[SECTION_FLASH] = "flash",   [SECTION_FAILOVER] = "failover", [SECTION_TRACE] = "trace",
 	[SECTION_CLIENT] = "client", [SECTION_POLICY] = "policy",     [SECTION_NBD] = "nbd",
+	[SECTION_METRICS] = "metrics",
 };
 
 struct parser {
@@ -453,6 +456,11 @@ static int set_nbd_listen(struct parser *p, const char *v)
 static int set_nbd_socket(struct parser *p, const char *v)
 {
 	return replace_string(p, &p->c->nbd_socket_path, path_join(p->c->dir, v));
+}
+
+static int set_metrics_listen(struct parser *p, const char *v)
+{
+	return set_endpoint(p, &p->c->metrics_listen, v);
 }
 
 static int set_state_dir(struct parser *p, const char *v)
@@ -801,6 +809,7 @@ static const struct key keys[N_KEYS] = {
 	[KEY_PERFORMANCE] = { SECTION_POLICY, "performance", set_performance },
 	[KEY_NBD_LISTEN] = { SECTION_NBD, "listen", set_nbd_listen },
 	[KEY_NBD_SOCKET] = { SECTION_NBD, "socket", set_nbd_socket },
+	[KEY_METRICS_LISTEN] = { SECTION_METRICS, "listen", set_metrics_listen },
 };
 
 bool config_key_at(size_t i, const char **ret_section, const char **ret_name)
@@ -831,7 +840,7 @@ static int set_key(struct parser *p, const char *name, const char *value)
 	if (p->section == SECTION_NONE)
 		return fail(p, p->line, NULL, name,
 			    "not in a section (want it under [node], [memory], [store], [flash], "
-			    "[failover], [trace], [client], [nbd] or [policy NAME])");
+			    "[failover], [trace], [client], [nbd], [metrics] or [policy NAME])");
 	if (!*name)
 		return fail(p, p->line, p->section_name, NULL, "a value with no key");
 	for (k = 0; k < N_KEYS; k++)
@@ -1366,6 +1375,7 @@ void config_free(struct ftvm_config *c)
 	free(c->partner);
 	free(c->socket_path);
 	free(c->nbd_listen);
+	free(c->metrics_listen);
 	free(c->nbd_socket_path);
 	free(c->state_dir);
 	free(c->store_path);

@@ -83,8 +83,11 @@ struct ftvm_config {
 	/* [nbd]: where the NBD server listens (node/NBD.md); NULL for not. */
 	char *nbd_listen;      /* host:port, [v6]:port */
 	char *nbd_socket_path; /* absolute */
-	char *state_dir;       /* absolute */
-	int log_level;	       /* LOG_LEVEL_*; key log_level, default info */
+	/* [metrics] listen: where ftvmd serves GET /metrics over HTTP
+	 * (node/metrics_server.c); NULL for nowhere. host:port, [v6]:port */
+	char *metrics_listen;
+	char *state_dir; /* absolute */
+	int log_level;	 /* LOG_LEVEL_*; key log_level, default info */
 	/* The page table's SQLite synchronous mode: normal (default; the partner
 	 * covers a lost machine) or full (each commit also survives power loss). */
 	bool synchronous_full;

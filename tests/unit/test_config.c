@@ -134,6 +134,9 @@ static void test_full(void)
 				   "listen = 10.0.0.1:10809\n"
 				   "socket = run/n7.nbd\n"
 				   "\n"
+				   "[metrics]\n"
+				   "listen = [::1]:9701\n"
+				   "\n"
 				   "[policy stripe]\n"
 				   "block_size = 64K\n"
 				   "performance = standard\n"
@@ -190,6 +193,7 @@ static void test_full(void)
 	CHECK_INT("session_grace_ms", 0, c->session_grace_ms);
 	CHECK_STR("nbd listen", "10.0.0.1:10809", c->nbd_listen);
 	CHECK_STR("nbd socket (relative)", under_dir("run/n7.nbd"), c->nbd_socket_path);
+	CHECK_STR("metrics listen", "[::1]:9701", c->metrics_listen);
 	CHECK_INT("n_policies", 2, c->n_policies);
 	if (c->n_policies == 2) {
 		CHECK_STR("policy 0 name", "stripe", c->policies[0].name);
@@ -240,6 +244,7 @@ static void test_defaults(void)
 	CHECK_INT("transport", CONFIG_TRANSPORT_AUTO, c->transport);
 	CHECK_STR("socket", under_dir("a.sock"), c->socket_path);
 	CHECK(!c->nbd_listen && !c->nbd_socket_path, "NBD is served without [nbd]");
+	CHECK(!c->metrics_listen, "metrics are served without [metrics]");
 	CHECK_STR("state_dir", under_dir("a"), c->state_dir);
 	CHECK_INT("log_level", LOG_LEVEL_INFO, c->log_level);
 	CHECK_INT("synchronous", false, c->synchronous_full);
@@ -469,6 +474,13 @@ static const struct bad bad_cases[] = {
 	{ NODE "[nbd]\nlisten = 10809\n", 4, "[nbd] listen", "is not an endpoint" },
 	{ NODE "[nbd]\nsocket =\n", 4, "[nbd] socket", "empty value" },
 	{ NODE "[nbd]\nport = 1\n", 4, "[nbd] port", "unknown key" },
+	{ NODE "[metrics]\nlisten = nonsense\n", 4, "[metrics] listen",
+	  "'nonsense' is not an endpoint: missing port" },
+	{ NODE "[metrics]\nlisten = 127.0.0.1:0\n", 4, "[metrics] listen", "port" },
+	{ NODE "[metrics]\nlisten =\n", 4, "[metrics] listen", "empty value" },
+	{ NODE "[metrics]\npath = /metrics\n", 4, "[metrics] path", "unknown key" },
+	{ NODE "[metrics]\nlisten = 127.0.0.1:9701\nlisten = 127.0.0.1:9702\n", 5,
+	  "[metrics] listen", "duplicate key (first set on line 4)" },
 	{ NODE "partner = peer\n", 3, "[node] partner", "missing port" },
 	/* transport, log_level, paths */
 	{ NODE "transport = udp\n", 3, "[node] transport",
