@@ -21,9 +21,11 @@
 #include "frame.h"
 #include "ha.h"
 #include "log.h"
+#include "metrics_server.h"
 #include "nbd_server.h"
 #include "notify.h"
 #include "pagedata.h"
+#include "reply_read.h"
 #include "session.h"
 #include "status_counts.h"
 #include "trace_tap.h"
@@ -51,6 +53,9 @@ struct node {
 	 * requests as page requests of the memory manager. */
 	struct nbd_server *nbd;
 	struct volume_io *volume_io;
+	/* [metrics] listen: GET /metrics, the status and sense as Prometheus
+	 * text (metrics_server.h). */
+	struct metrics_server *metrics;
 	struct trace_tap *trace; /* while recording (common/TRACE.md) */
 	/* The event stream (node/EVENTS.md); a resync's progress is told
 	 * every RESYNC_PROGRESS_MS while this node is resyncing. */
@@ -426,36 +431,45 @@ static int trace_from_config(struct node *n)
 	return 0;
 }
 
-static void reply_status(struct node *n, struct client_call *call)
-{
-	Ftvm__Client__StatusReply st = FTVM__CLIENT__STATUS_REPLY__INIT;
-	Ftvm__Client__PartnerStatus partner = FTVM__CLIENT__PARTNER_STATUS__INIT;
-	Ftvm__Client__PageTableStatus pagetable = FTVM__CLIENT__PAGE_TABLE_STATUS__INIT;
-	ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+/* A status reply and what it points to: the numbers, and the records the
+ * strings are in. */
+struct status_parts {
+	Ftvm__Client__StatusReply st;
+	Ftvm__Client__PartnerStatus partner;
+	Ftvm__Client__PageTableStatus pagetable;
 	uint64_t counters[STATUS_LIST_SIZE];
 	struct repl_session_stats rs;
-	struct status_counts c;
 	struct ha_status hs;
+};
 
-	repl_session_get_stats(n->session, &rs);
-	ha_get_status(n->ha, &hs);
+/* The node's status now, as a status request gets it (and GET /metrics). */
+static void status_gather(struct node *n, struct status_parts *p)
+{
+	struct status_counts c;
+
+	ftvm__client__status_reply__init(&p->st);
+	ftvm__client__partner_status__init(&p->partner);
+	ftvm__client__page_table_status__init(&p->pagetable);
+	repl_session_get_stats(n->session, &p->rs);
+	ha_get_status(n->ha, &p->hs);
 	vmm_get_counts(n->vmm, &c);
 	c.epoch = vmm_epoch(n->vmm);
-	c.partner_link_changes = rs.link_changes;
-	c.partner_last_seen_ms = rs.link_up || !rs.last_rx_ms ? 0 : clock_now_ms() - rs.last_rx_ms;
-	c.partner_store_epoch = hs.store.partner.epoch;
-	c.partner_store_silent_ms = clock_now_ms() - hs.store.partner_changed_ms;
-	c.partner_auth_failures = rs.auth_failures;
-	c.partner_address_refused = rs.address_refused;
-	c.takeovers = hs.takeovers;
-	c.since_takeover_ms = hs.last_takeover_ms ? clock_now_ms() - hs.last_takeover_ms : 0;
-	c.resyncs = hs.resyncs;
-	c.last_resync_pages = hs.last_resync_pages;
-	c.last_resync_ms = hs.last_resync_ms;
+	c.partner_link_changes = p->rs.link_changes;
+	c.partner_last_seen_ms =
+		p->rs.link_up || !p->rs.last_rx_ms ? 0 : clock_now_ms() - p->rs.last_rx_ms;
+	c.partner_store_epoch = p->hs.store.partner.epoch;
+	c.partner_store_silent_ms = clock_now_ms() - p->hs.store.partner_changed_ms;
+	c.partner_auth_failures = p->rs.auth_failures;
+	c.partner_address_refused = p->rs.address_refused;
+	c.takeovers = p->hs.takeovers;
+	c.since_takeover_ms = p->hs.last_takeover_ms ? clock_now_ms() - p->hs.last_takeover_ms : 0;
+	c.resyncs = p->hs.resyncs;
+	c.last_resync_pages = p->hs.last_resync_pages;
+	c.last_resync_ms = p->hs.last_resync_ms;
 	c.journal_limit = n->config->journal_limit;
 	vmm_recovered_summary(n->vmm, &c.recovered_pages, &c.recovered_last_at_ms);
-	c.loop_pauses = rs.loop_pauses;
-	c.loop_pause_max_ms = rs.loop_pause_max_ms;
+	c.loop_pauses = p->rs.loop_pauses;
+	c.loop_pause_max_ms = p->rs.loop_pause_max_ms;
 	c.page_size = n->config->page_size;
 	c.pid = getpid();
 	if (n->nbd) {
@@ -472,28 +486,52 @@ static void reply_status(struct node *n, struct client_call *call)
 		c.nbd_refused = ns.refused;
 	}
 	c.event_followers = events_followers(n->events);
-	status_counts_to_reply(&c, &st, &partner, &pagetable, counters);
+	status_counts_to_reply(&c, &p->st, &p->partner, &p->pagetable, p->counters);
 
-	partner.id = rs.partner_id;
-	partner.link = rs.link_up ? "up" : "down";
-	partner.state = rs.link_up ? (char *)codec_node_state_name(rs.partner_state) : "unknown";
-	partner.endpoint = n->config->partner;
-	partner.store_state = (char *)sbd_state_name(hs.store.partner_valid ? hs.store.partner.state
-									    : SBD_STATE_EMPTY);
-	partner.auth = n->config->key ? "key" : "none";
-	st.node = (char *)n->config->id;
-	st.state = (char *)state_name(n);
-	st.reason = hs.reason;
-	st.store_error = hs.store.error;
-	st.transport = (char *)n->transport->name;
-	st.ack = (char *)config_ack_name(n->config->ack);
-	st.transport_reason = n->transport_reason;
-	st.partner = &partner;
-	st.pagetable = &pagetable;
+	p->partner.id = p->rs.partner_id;
+	p->partner.link = p->rs.link_up ? "up" : "down";
+	p->partner.state =
+		p->rs.link_up ? (char *)codec_node_state_name(p->rs.partner_state) : "unknown";
+	p->partner.endpoint = n->config->partner;
+	p->partner.store_state = (char *)sbd_state_name(
+		p->hs.store.partner_valid ? p->hs.store.partner.state : SBD_STATE_EMPTY);
+	p->partner.auth = n->config->key ? "key" : "none";
+	p->st.node = (char *)n->config->id;
+	p->st.state = (char *)state_name(n);
+	p->st.reason = p->hs.reason;
+	p->st.store_error = p->hs.store.error;
+	p->st.transport = (char *)n->transport->name;
+	p->st.ack = (char *)config_ack_name(n->config->ack);
+	p->st.transport_reason = n->transport_reason;
+	p->st.partner = &p->partner;
+	p->st.pagetable = &p->pagetable;
+}
 
+static void reply_status(struct node *n, struct client_call *call)
+{
+	ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+	struct status_parts p;
+
+	status_gather(n, &p);
 	reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_STATUS_REPLY;
-	reply.status_reply = &st;
+	reply.status_reply = &p.st;
 	client_call_reply(call, &reply);
+}
+
+/* GET /metrics: the status and sense a client would get, read into
+ * libftvm's structs by libftvm's own reader, so the text is `ftvmctl
+ * metrics`'s. */
+static void gather_metrics(void *arg, struct ftvm_node_status *ret_status,
+			   struct ftvm_sense *ret_sense)
+{
+	struct node *n = arg;
+	Ftvm__Partner__SenseInformation info;
+	struct status_parts p;
+
+	status_gather(n, &p);
+	reply_read_status(&p.st, ret_status);
+	vmm_get_sense(n->vmm, &info);
+	reply_read_sense(&info, ret_sense);
 }
 
 /* Whether a node in state serves clients, as libftvm judges it (ftvm.h,
@@ -789,6 +827,15 @@ int node_new(struct event_base *base, const struct ftvm_config *config, struct n
 		if (r < 0)
 			goto fail;
 	}
+	if (config->metrics_listen) {
+		r = metrics_server_new(base, config->metrics_listen, gather_metrics, n,
+				       &n->metrics);
+		if (r < 0) {
+			log_error_errno(r, "[metrics] listen: cannot serve on %s",
+					config->metrics_listen);
+			goto fail;
+		}
+	}
 	if (config->trace_path) {
 		r = trace_from_config(n);
 		if (r < 0)
@@ -850,6 +897,7 @@ void node_free(struct node *n)
 		event_free(n->sigint);
 	if (n->trace)
 		trace_stop(n);
+	metrics_server_free(n->metrics);
 	client_server_free(n->clients);
 	nbd_server_free(n->nbd);
 	/* What waits for the partner's answer fails while the memory manager

@@ -70,7 +70,7 @@
  * the next LIST index), its metric in metrics_table.h,
  *   M(evictions, COUNTER("ftvm_evictions_total", "", "Pages evicted since start"))
  * and nothing else. A count kept elsewhere (HA, the session) is set in
- * node.c's reply_status() instead.
+ * node.c's status_gather() instead.
  * tests/e2e/test_status_fields.sh checks every row end to end.
  */
 #pragma once

@@ -116,6 +116,10 @@ uint64_t vmm_pool_block_frames(const struct vmm *v);
 /* Sets all of *ret: the counters the memory manager counted, its gauges now,
  * and zero for the numbers others keep (node.c fills those). */
 void vmm_get_counts(struct vmm *v, struct status_counts *ret);
+/* This node's capacities and queues as a client's sense request gets them
+ * (vmm/query.c), for its metrics. *ret's media point into storage of the
+ * memory manager's, valid until its next sense: read them at once. */
+void vmm_get_sense(struct vmm *v, Ftvm__Partner__SenseInformation *ret);
 
 /* ---- failover (ha/vmm_mode.c, node/ha/HA.md) ---- */
 
