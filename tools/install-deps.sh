@@ -28,6 +28,11 @@ packages=(
 	python3 jq procps iproute2
 	# tests/e2e/test_ack_levels.sh: the order of a node's commit and its answer
 	strace
+	# tests/e2e/test_metrics.sh: `promtool check metrics` on ftvmctl metrics and
+	# GET /metrics (promtool comes with Debian's prometheus package alone: about
+	# 19 MB to fetch, 96 MB installed; its server is not started, nor used), and
+	# curl for the scrapes
+	prometheus curl
 	# NBD clients against the NBD codec and server (tests/e2e/test_nbd*.sh:
 	# nbdinfo and nbdcopy from libnbd-bin, libnbd's python module for writes
 	# and flushes on connections of the test's choosing, qemu-io from
