@@ -210,6 +210,12 @@ static const char *string_at(const struct ftvm_node_status *st, const struct pla
 	return (const char *)st + p->offset;
 }
 
+/* Whether the string of at most max bytes (terminated or not) is word. */
+static bool string_is(const char *s, size_t max, const char *word, size_t word_len)
+{
+	return strnlen(s, max) == word_len && memcmp(s, word, word_len) == 0;
+}
+
 /* A number row's value as the format writes it. */
 static void format_number(char *buf, size_t len, const struct line *l, const struct place *p,
 			  const struct ftvm_node_status *st)
@@ -234,7 +240,7 @@ static void put_state(FILE *f, const struct line *l, const char *node, const cha
 
 	while (*v) {
 		size_t n = strcspn(v, " ");
-		bool is = strlen(s) == n && strncmp(s, v, n) == 0;
+		bool is = string_is(s, max, v, n);
 
 		snprintf(value, sizeof(value), "%.*s", (int)n, v);
 		put_open(f, l->name, node, l->label, value, SIZE_MAX);
@@ -243,7 +249,7 @@ static void put_state(FILE *f, const struct line *l, const char *node, const cha
 		v += n;
 		v += strspn(v, " ");
 	}
-	if (!known && s[0]) {
+	if (!known && max > 0 && s[0]) {
 		put_open(f, l->name, node, l->label, s, max);
 		fputs("} 1\n", f);
 	}
@@ -273,6 +279,7 @@ static void put_rows(FILE *f, const struct ftvm_node_status *st, const char *nod
 {
 	const char *family = NULL;
 	char v[48];
+	bool is;
 
 	for (size_t i = 0; i < N_METRIC_ROWS; i++) {
 		const struct line *l = &lines[i];
@@ -297,8 +304,8 @@ static void put_rows(FILE *f, const struct ftvm_node_status *st, const char *nod
 			i = put_info(f, i, node, st);
 			break;
 		case HOW_IS:
-			put_sample_fixed(f, l->name, node, "",
-					 strcmp(string_at(st, p), l->label) == 0 ? "1" : "0");
+			is = string_is(string_at(st, p), p->size, l->label, strlen(l->label));
+			put_sample_fixed(f, l->name, node, "", is ? "1" : "0");
 			break;
 		case HOW_NONEMPTY:
 			put_sample_fixed(f, l->name, node, "", string_at(st, p)[0] ? "1" : "0");
