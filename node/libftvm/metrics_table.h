@@ -236,5 +236,7 @@
 	M(nbd_read_bytes, COUNTER("ftvm_nbd_read_bytes_total", "",                                 \
 		"Bytes read by NBD clients since start"))                                          \
 	M(nbd_written_bytes, COUNTER("ftvm_nbd_written_bytes_total", "",                           \
-		"Bytes written by NBD clients since start"))
+		"Bytes written by NBD clients since start"))                                       \
+	M(event_followers, GAUGE("ftvm_event_followers", "",                                       \
+		"Clients following this node's events now (ftvmctl events)"))
 /* clang-format on */
