@@ -107,9 +107,9 @@ enum key_index {
 
 /* What each section is called in a file; a [policy NAME] is "policy". */
 static const char *const section_names[] = {
-	[SECTION_NODE] = "node",     [SECTION_MEMORY] = "memory",     [SECTION_STORE] = "store",
-	[SECTION_FLASH] = "flash",   [SECTION_FAILOVER] = "failover", [SECTION_TRACE] = "trace",
-	[SECTION_CLIENT] = "client", [SECTION_POLICY] = "policy",     [SECTION_NBD] = "nbd",
+	[SECTION_NODE] = "node",       [SECTION_MEMORY] = "memory",	[SECTION_STORE] = "store",
+	[SECTION_FLASH] = "flash",     [SECTION_FAILOVER] = "failover", [SECTION_TRACE] = "trace",
+	[SECTION_CLIENT] = "client",   [SECTION_POLICY] = "policy",	[SECTION_NBD] = "nbd",
 	[SECTION_METRICS] = "metrics",
 };
 
