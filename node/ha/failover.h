@@ -114,8 +114,9 @@ void vmm_window_check(struct vmm *v);
 void vmm_on_window_closed(evutil_socket_t fd, short what, void *arg);
 void vmm_window_client_gone(struct vmm *v, uint64_t client_id);
 void vmm_window_fail_all(struct vmm *v, int status, const char *reason);
-/* Keeps req (packed) until the window's end, then dispatches it again;
- * false when it cannot (out of memory). */
+/* Keeps req until the window's end, then dispatches it again (req stays
+ * valid until call is answered: client_request_fn); false when it cannot
+ * (out of memory). */
 bool vmm_window_park(struct vmm *v, struct client_call *call,
 		     const Ftvm__Client__ClientRequest *req);
 /* Refuses a change in [failover] solo = refuse mode: true when answered. */

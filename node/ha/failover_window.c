@@ -13,7 +13,7 @@
  *                   that waiter: PARTNER_UNAVAILABLE
  *
  * A waiter is a callback and its argument: a request parked as it came
- * (vmm_window_park: its bytes, dispatched again), or an operation whose
+ * (vmm_window_park: dispatched again), or an operation whose
  * partner answer the lost link failed (vmm/whole_page.c). The paging queue's
  * requests wait for the same end under VMM_WAIT_PARTNER. */
 #include "vmm_core.h"
@@ -177,39 +177,38 @@ void vmm_window_fail_all(struct vmm *v, int status, const char *reason)
 
 /* ---- requests parked as they came ---- */
 
+/* The request itself, not a copy: it stays as it is until its call is
+ * answered (client_request_fn, client_server.h), and what it is dispatched
+ * to may keep pointers into it for that long (a page write that waits in
+ * the paging queue behind another keeps its block's). A copy freed after
+ * the dispatch left such a write pointing at freed memory, which went into
+ * the page. */
 struct parked {
 	struct client_call *call;
-	size_t len;
-	uint8_t bytes[]; /* the request, packed */
+	const Ftvm__Client__ClientRequest *req;
 };
 
 static void on_parked_end(struct vmm *v, void *arg, int status, const char *reason)
 {
 	struct parked *p = arg;
-	Ftvm__Client__ClientRequest *req;
 
-	if (status != FTVM__PARTNER__STATUS__STATUS_OK) {
+	if (status != FTVM__PARTNER__STATUS__STATUS_OK)
 		vmm_reply_error(p->call, status, "%s", reason);
-	} else if (!(req = ftvm__client__client_request__unpack(NULL, p->len, p->bytes))) {
-		vmm_reply_error(p->call, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "out of memory");
-	} else {
-		vmm_client_request(v, p->call, req);
-		ftvm__client__client_request__free_unpacked(req, NULL);
-	}
+	else
+		vmm_client_request(v, p->call, p->req);
 	free(p);
 }
 
 bool vmm_window_park(struct vmm *v, struct client_call *call,
 		     const Ftvm__Client__ClientRequest *req)
 {
-	size_t len = ftvm__client__client_request__get_packed_size(req);
-	struct parked *p = malloc(sizeof(*p) + len);
+	struct parked *p = malloc(sizeof(*p));
 
 	if (!p || vmm_window_wait(v, client_call_client_id(call), on_parked_end, p) < 0) {
 		free(p);
 		return false; /* it fails now, as without the window */
 	}
 	p->call = call;
-	p->len = ftvm__client__client_request__pack(req, p->bytes);
+	p->req = req;
 	return true;
 }

@@ -7,6 +7,7 @@
 #    of the survivor's writes fails, and every acknowledged page reads back;
 #  - a pointer grant and a whole-page write in flight when the link goes
 #    are asked again once the survivor took over, and served;
+#  - writes of one page parked in the window go on, each with its own bytes;
 #  - `ftvmctl drill kill b` under a writer: failed_during 0;
 #  - a request that waits longer than request_timeout_ms is refused then,
 #    saying so, and the node serves on.
@@ -110,6 +111,33 @@ hold_end inflight || fail "the pointer taken in flight: $(cat "$WORK/inflight.er
 field_is a state solo || fail "a is $(status_field a state)"
 ctl a read "$gb" 7 | cmp -s - "$(fill 7)" || fail "the write in flight did not land"
 ok "a pointer grant and a write in flight when b died were asked again after the takeover and served"
+start_node b
+wait_for 15000 "b resynced" pair_up
+
+# Writes of one page parked in the window go on in order once a took over,
+# each after the one before it (they wait in the paging queue), each with
+# its own bytes: a request parked is dispatched as it came, not from a copy
+# freed at once, whose freed memory went into the page.
+kill -9 "${PIDS[b]}"
+wait "${PIDS[b]}" 2>/dev/null || true
+unset "PIDS[b]"
+wait_for 5000 "a saw the link go" field_is a partner.link down
+parked=()
+for i in 1 2 3 4 5 6; do
+	"$FTVMCTL" --config "$WORK/a.conf" write "$ga" 3 --wait --file "$(fill $((20 + i)))" >"$WORK/parked.$i" 2>&1 &
+	parked+=($!)
+	wait_for 5000 "write $i at a" connected a "$!"
+done
+field_is a state active || fail "a is $(status_field a state): the writes came after the window, not in it"
+for i in 1 2 3 4 5 6; do
+	wait "${parked[$((i - 1))]}" || fail "parked write $i failed: $(cat "$WORK/parked.$i")"
+done
+field_is a state solo || fail "a is $(status_field a state)"
+ctl a read "$ga" 3 >"$WORK/page3"
+whole=
+for i in 1 2 3 4 5 6; do cmp -s "$WORK/page3" "$(fill $((20 + i)))" && whole=$i; done
+[ -n "$whole" ] || fail "page 3 holds none of the parked writes' blocks: $(od -A d -t x8 "$WORK/page3" | head -n 2)"
+ok "6 writes of one page parked in the window: all acknowledged after the takeover, the page holds write $whole's block whole"
 start_node b
 wait_for 15000 "b resynced" pair_up
 
