@@ -100,15 +100,24 @@ static void error_reset(const struct ftvm_client *c)
 static int fail(const struct ftvm_client *c, int r, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+static int vfail(const struct ftvm_client *c, int r, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
+
 /* Every failure goes through here, so from_node is only true when call()
  * sets it after a refusal. */
+static int vfail(const struct ftvm_client *c, int r, const char *fmt, va_list ap)
+{
+	error_reset(c);
+	vsnprintf(last_error.error, sizeof(last_error.error), fmt, ap);
+	return r;
+}
+
 static int fail(const struct ftvm_client *c, int r, const char *fmt, ...)
 {
 	va_list ap;
 
-	error_reset(c);
 	va_start(ap, fmt);
-	vsnprintf(last_error.error, sizeof(last_error.error), fmt, ap);
+	r = vfail(c, r, fmt, ap);
 	va_end(ap);
 	return r;
 }
@@ -162,7 +171,7 @@ static int set_send_timeout(struct conn *conn, uint64_t ms)
 	return 0;
 }
 
-static const char *status_name(int status)
+const char *client_status_name(int status)
 {
 	static const char *const names[] = {
 		[FTVM__PARTNER__STATUS__STATUS_OK] = "OK",
@@ -186,7 +195,7 @@ static const char *status_name(int status)
 	return names[status];
 }
 
-static int status_to_errno(int status)
+int client_status_errno(int status)
 {
 	switch (status) {
 	case FTVM__PARTNER__STATUS__STATUS_OK:
@@ -226,7 +235,7 @@ static int refused(const struct ftvm_client *c, int r, int status, const char *r
 	if (reason && reason[0])
 		fail(c, r, "%s", reason);
 	else if (r == -EIO)
-		fail(c, r, "%s", status_name(status));
+		fail(c, r, "%s", client_status_name(status));
 	else
 		fail(c, r, "%s", ftvm_strerror(r));
 	last_error.from_node = true;
@@ -274,7 +283,7 @@ fail:
 	return r;
 }
 
-static int send_all(struct ftvm_client *c, struct conn *conn, const uint8_t *buf, size_t len,
+int client_send_all(struct ftvm_client *c, struct conn *conn, const uint8_t *buf, size_t len,
 		    uint64_t deadline)
 {
 	size_t off = 0;
@@ -355,11 +364,14 @@ static int wait_readable(struct conn *conn, uint64_t ms)
 }
 
 /* Reads until rbuf starts with a whole, valid frame. Returns its length and
- * sets *ret_payload and *ret_len, or -errno. */
-static int recv_frame(struct ftvm_client *c, struct conn *conn, uint64_t deadline,
-		      const uint8_t **ret_payload, size_t *ret_len)
+ * sets *ret_payload and *ret_len, or -errno with why saying what happened
+ * (this thread's last error is left alone: the asynchronous calls keep the
+ * reason with their requests). A deadline of 0 does not wait: -EAGAIN when
+ * no whole frame is there now. */
+int client_recv_frame(struct ftvm_client *c, struct conn *conn, uint64_t deadline,
+		      const uint8_t **ret_payload, size_t *ret_len, char *why, size_t why_size)
 {
-	const char *why;
+	const char *bad_why;
 	uint64_t now;
 	size_t need;
 	ssize_t n;
@@ -368,13 +380,13 @@ static int recv_frame(struct ftvm_client *c, struct conn *conn, uint64_t deadlin
 	for (;;) {
 		need = FRAME_HEADER_SIZE;
 		if (conn->rlen >= FRAME_HEADER_SIZE) {
-			r = frame_header_check(conn->rbuf, c->max_payload, &why);
+			r = frame_header_check(conn->rbuf, c->max_payload, &bad_why);
 			if (r < 0)
 				goto bad;
 			need = FRAME_HEADER_SIZE + (size_t)r;
 			if (conn->rlen >= need) {
 				r = frame_decode(conn->rbuf, conn->rlen, c->max_payload,
-						 ret_payload, ret_len, &why);
+						 ret_payload, ret_len, &bad_why);
 				if (r < 0)
 					goto bad;
 				if (r > 0)
@@ -385,82 +397,129 @@ static int recv_frame(struct ftvm_client *c, struct conn *conn, uint64_t deadlin
 			size_t cap = need < RBUF_MIN ? RBUF_MIN : need;
 			uint8_t *p = realloc(conn->rbuf, cap);
 
-			if (!p)
-				return fail(c, -ENOMEM, "out of memory for a %zu byte reply", need);
+			if (!p) {
+				say(why, why_size, "out of memory for a %zu byte reply", need);
+				return -ENOMEM;
+			}
 			conn->rbuf = p;
 			conn->rcap = cap;
 		}
-		now = now_ms();
-		if (now >= deadline)
-			goto timeout;
-		r = wait_readable(conn, deadline - now);
-		if (r == -EINTR)
-			continue;
-		if (r == -ETIMEDOUT)
-			goto timeout;
-		if (r < 0)
-			return fail(c, r, "cannot wait for the node's reply: %s", strerror(-r));
+		if (deadline != 0) {
+			now = now_ms();
+			if (now >= deadline)
+				goto timeout;
+			r = wait_readable(conn, deadline - now);
+			if (r == -EINTR)
+				continue;
+			if (r == -ETIMEDOUT)
+				goto timeout;
+			if (r < 0) {
+				say(why, why_size, "cannot wait for the node's reply: %s",
+				    strerror(-r));
+				return r;
+			}
+		}
 		n = recv_with_fd(conn);
 		if (n == 0) {
 			conn->broken = true;
-			return fail(c, -ECONNRESET, "the node closed the connection");
+			say(why, why_size, "the node closed the connection");
+			return -ECONNRESET;
 		}
 		if (n < 0) {
-			if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+			if (errno == EINTR)
 				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				if (deadline != 0)
+					continue;
+				say(why, why_size, "no whole reply yet");
+				return -EAGAIN;
+			}
 			r = -errno;
 			conn->broken = true;
 			if (r == -ECONNRESET)
-				return fail(c, r, "the node closed the connection");
-			return fail(c, r, "cannot receive from the node: %s", strerror(-r));
+				say(why, why_size, "the node closed the connection");
+			else
+				say(why, why_size, "cannot receive from the node: %s",
+				    strerror(-r));
+			return r;
 		}
 		conn->rlen += (size_t)n;
 	}
 bad:
 	/* Where the next frame starts is unknown now. */
 	conn->broken = true;
-	return fail(c, -EBADMSG, "bad reply frame from the node: %s", why);
+	conn->garbled = true;
+	say(why, why_size, "bad reply frame from the node: %s", bad_why);
+	return -EBADMSG;
 timeout:
-	return fail(c, -ETIMEDOUT, "no reply from the node within %d s", CALL_TIMEOUT_MS / 1000);
+	say(why, why_size, "no reply from the node within %d s", CALL_TIMEOUT_MS / 1000);
+	return -ETIMEDOUT;
 }
 
-static void consume(struct conn *conn, size_t len)
+/* client_recv_frame(), waiting until deadline, its failure this thread's
+ * last error. */
+static int recv_frame(struct ftvm_client *c, struct conn *conn, uint64_t deadline,
+		      const uint8_t **ret_payload, size_t *ret_len)
+{
+	char why[sizeof(last_error.error)];
+	int r = client_recv_frame(c, conn, deadline, ret_payload, ret_len, why, sizeof(why));
+
+	return r < 0 ? fail(c, r, "%s", why) : r;
+}
+
+void client_consume(struct conn *conn, size_t len)
 {
 	memmove(conn->rbuf, conn->rbuf + len, conn->rlen - len);
 	conn->rlen -= len;
 }
 
+/* A reply on conn whose id is not the one a call waits for: the answer to a
+ * request submitted with ftvm_submit_*(), which keeps it for ftvm_reap(), or
+ * to an earlier call that timed out here, which nobody waits for. */
+static void other_reply(struct ftvm_client *c, struct conn *conn, Reply *reply)
+{
+	if (conn == &c->conn && submit_take_reply(c, reply))
+		return;
+	ftvm__client__client_reply__free_unpacked(reply, NULL);
+}
+
 /* The node closed conn on us: a reply with id 0 that it sent first says why
  * (a client past [client] max_clients). 0 with it, or -errno when there is
- * none; conn is broken either way. */
+ * none; conn is broken either way. Replies to submitted requests read on
+ * the way are kept for them. */
 static int read_notice(struct ftvm_client *c, struct conn *conn, Reply **ret_reply)
 {
+	uint64_t deadline = now_ms() + NOTICE_WAIT_MS;
 	const uint8_t *payload;
 	size_t len;
 	Reply *reply;
 	int r;
 
 	conn->broken = true;
-	/* Already in the socket if it was sent: only a moment's wait. */
-	r = recv_frame(c, conn, now_ms() + NOTICE_WAIT_MS, &payload, &len);
-	if (r < 0)
-		return r;
-	reply = ftvm__client__client_reply__unpack(NULL, len, payload);
-	consume(conn, (size_t)r);
-	if (reply && reply->id == 0) {
-		*ret_reply = reply;
-		return 0;
+	for (;;) {
+		/* Already in the socket if it was sent: only a moment's wait. */
+		r = recv_frame(c, conn, deadline, &payload, &len);
+		if (r < 0)
+			return r;
+		reply = ftvm__client__client_reply__unpack(NULL, len, payload);
+		client_consume(conn, (size_t)r);
+		if (!reply)
+			return -EBADMSG;
+		if (reply->id == 0) {
+			*ret_reply = reply;
+			return 0;
+		}
+		other_reply(c, conn, reply);
 	}
-	if (reply)
-		ftvm__client__client_reply__free_unpacked(reply, NULL);
-	return -EBADMSG;
 }
 
 /* Sends req on conn (its id is set here) and reads until the reply with the
  * same id, whatever its status, or a reply with id 0: the node's reason for
  * closing the connection, which ends it. *ret_sent says whether the whole request
  * left: until it did, the node cannot have acted on it (it decodes whole
- * frames only). */
+ * frames only). On the client's own connection, a submitted request's frame
+ * that is partly sent goes out whole first, and the replies to submitted
+ * requests that come before req's are kept for them (submit.c). */
 static int exchange(struct ftvm_client *c, struct conn *conn, Request *req, uint64_t deadline,
 		    Reply **ret_reply, bool *ret_sent)
 {
@@ -481,7 +540,9 @@ static int exchange(struct ftvm_client *c, struct conn *conn, Request *req, uint
 		return fail(c, -ENOMEM, "out of memory for a %zu byte request", len);
 	ftvm__client__client_request__pack(req, frame + FRAME_HEADER_SIZE);
 	frame_seal(frame, len);
-	r = send_all(c, conn, frame, FRAME_HEADER_SIZE + len, deadline);
+	r = conn == &c->conn ? submit_flush_partial(c, deadline) : 0;
+	if (r == 0)
+		r = client_send_all(c, conn, frame, FRAME_HEADER_SIZE + len, deadline);
 	free(frame);
 	if (r == -ECONNRESET) {
 		if (read_notice(c, conn, ret_reply) == 0)
@@ -497,7 +558,7 @@ static int exchange(struct ftvm_client *c, struct conn *conn, Request *req, uint
 		if (r < 0)
 			return r;
 		reply = ftvm__client__client_reply__unpack(NULL, payload_len, payload);
-		consume(conn, (size_t)r);
+		client_consume(conn, (size_t)r);
 		if (!reply)
 			return fail(c, -EBADMSG, "the node's reply does not parse (%zu bytes)",
 				    payload_len);
@@ -507,8 +568,7 @@ static int exchange(struct ftvm_client *c, struct conn *conn, Request *req, uint
 			conn->broken = true;
 			break;
 		}
-		/* The answer to an earlier call that timed out here. */
-		ftvm__client__client_reply__free_unpacked(reply, NULL);
+		other_reply(c, conn, reply);
 	}
 	*ret_reply = reply;
 	return 0;
@@ -535,7 +595,7 @@ static int conn_status(struct ftvm_client *c, struct conn *conn, uint64_t deadli
 	r = exchange(c, conn, &req, deadline, &reply, &sent);
 	if (r < 0)
 		return r;
-	r = status_to_errno(reply->status);
+	r = client_status_errno(reply->status);
 	if (r < 0)
 		refused(c, r, reply->status, reply->reason);
 	else if (reply->reply_case != FTVM__CLIENT__CLIENT_REPLY__REPLY_STATUS_REPLY)
@@ -563,7 +623,7 @@ static int conn_session(struct ftvm_client *c, struct conn *conn, uint64_t deadl
 	if (r < 0)
 		return r;
 	if (reply->status != FTVM__PARTNER__STATUS__STATUS_UNSUPPORTED) {
-		r = status_to_errno(reply->status);
+		r = client_status_errno(reply->status);
 		if (r < 0)
 			refused(c, r, reply->status, reply->reason);
 	}
@@ -644,9 +704,18 @@ static void pool_retire(struct ftvm_client *c)
 	c->pool_size = c->pool_stride = 0;
 }
 
-/* Closes the connection, and with it this client's pointers on the node. */
-static void drop(struct ftvm_client *c)
+/* Closes the connection, and with it this client's pointers on the node.
+ * Requests submitted with ftvm_submit_*() that were on it learn their fate
+ * first (submit_conn_leaving()): those that wholly left and got no answer
+ * fail with r, saying that the node at the socket left did what (cause;
+ * NULL: as the asynchronous calls saw the connection fail), their outcome
+ * unknown; the rest are sent again after the move. drain_ms: how long the
+ * node, alive, may take to answer them before. */
+static void drop(struct ftvm_client *c, int r, const char *what, const char *cause,
+		 uint64_t drain_ms)
 {
+	if (c->current >= 0 && c->conn.fd >= 0)
+		submit_conn_leaving(c, r, what, cause, drain_ms);
 	conn_close(&c->conn);
 	pool_retire(c);
 	__atomic_store_n(&c->current, -1, __ATOMIC_RELEASE);
@@ -665,7 +734,8 @@ static void adopt(struct ftvm_client *c, int i, struct conn *conn)
  * could be reached at all. On 0 the client talks to the node found (the
  * caller dropped the connection before). Otherwise -ETIMEDOUT (a node was
  * reached but none served) or the first socket's connect error, with what
- * each node said in why. */
+ * each node said in why. Either way the submitted requests the last drop()
+ * left waiting learn where the client went (submit_conn_moved()). */
 static int search(struct ftvm_client *c, int first, uint64_t deadline, bool give_up, char *why,
 		  size_t why_size)
 {
@@ -681,6 +751,7 @@ static int search(struct ftvm_client *c, int first, uint64_t deadline, bool give
 			r = probe(c, i, deadline, &conn, said[i], sizeof(said[i]));
 			if (r == 0) {
 				adopt(c, i, &conn);
+				submit_conn_moved(c, NULL);
 				return 0;
 			}
 			if (r == -EAGAIN)
@@ -694,21 +765,40 @@ static int search(struct ftvm_client *c, int first, uint64_t deadline, bool give
 	}
 	say(why, why_size, "%s: %s; %s: %s", c->sockets[first], said[first], c->sockets[1 - first],
 	    said[1 - first]);
+	submit_conn_moved(c, why);
 	return reached || !first_error ? -ETIMEDOUT : first_error;
 }
 
 /* The node at sockets[left] is gone (or no longer serves): looks for one
- * that does, the other node first, for up to a call's timeout. */
-static int move(struct ftvm_client *c, int left, char *why, size_t why_size)
+ * that does, the other node first, for up to a call's timeout. r, what,
+ * cause and drain_ms as drop(). */
+static int move(struct ftvm_client *c, int left, int r, const char *what, const char *cause,
+		uint64_t drain_ms, char *why, size_t why_size)
 {
-	drop(c);
+	drop(c, r, what, cause, drain_ms);
 	return search(c, 1 - left, now_ms() + CALL_TIMEOUT_MS, false, why, why_size);
+}
+
+int client_move(struct ftvm_client *c, int r, const char *what, const char *cause,
+		uint64_t drain_ms, char *why, size_t why_size)
+{
+	int left = c->current >= 0 ? c->current : c->last;
+
+	return move(c, left, r, what, cause, drain_ms, why, why_size);
+}
+
+int client_search(struct ftvm_client *c, char *why, size_t why_size)
+{
+	/* The cause: whatever saw the connection fail (submit.c) knows it. */
+	drop(c, -ECONNRESET, "went away during the call", NULL, 0);
+	return search(c, 1 - c->last, now_ms() + CALL_TIMEOUT_MS, false, why, why_size);
 }
 
 /* The request of a call never reached a node that could act on it (the
  * connection was dead before it left, or the node refused it FENCED or
  * SHUTTING_DOWN): move, and return -ENOTCONN saying so; the caller sends the
- * request again when it may. */
+ * request again when it may. Submitted requests still on the connection get
+ * their answers (a node that refused is alive) or fail as in flight. */
 static int moved_unsent(struct ftvm_client *c, const char *cause, bool refused_by_node)
 {
 	const char *what =
@@ -716,7 +806,9 @@ static int moved_unsent(struct ftvm_client *c, const char *cause, bool refused_b
 	char why[300];
 	int left = c->current;
 
-	if (move(c, left, why, sizeof(why)) < 0)
+	if (move(c, left, -ECONNRESET,
+		 refused_by_node ? "stopped serving during the call" : "went away during the call",
+		 cause, refused_by_node ? DRAIN_MS : 0, why, sizeof(why)) < 0)
 		return fail(c, -ENOTCONN,
 			    "node at %s %s (%s), and no node served within %d s (%s): nothing was "
 			    "applied; the next call looks again",
@@ -735,7 +827,9 @@ static int moved_in_flight(struct ftvm_client *c, int r, const char *what, const
 	char why[300];
 	int left = c->current;
 
-	if (move(c, left, why, sizeof(why)) < 0)
+	/* A node that does not serve is alive: it may still answer submitted
+	 * requests. */
+	if (move(c, left, r, what, cause, c->conn.broken ? 0 : DRAIN_MS, why, sizeof(why)) < 0)
 		r = fail(c, r,
 			 "node at %s %s (%s), and no node served within %d s (%s): the call's "
 			 "outcome is unknown, check or retry; the next call looks again",
@@ -749,31 +843,60 @@ static int moved_in_flight(struct ftvm_client *c, int r, const char *what, const
 	return r;
 }
 
+/* A pair client's node did not answer in time: whether the other node serves
+ * alone, so it took over from this one (a hung node, ha/HA.md). If so, conn
+ * is open to it. */
+static bool other_took_over(struct ftvm_client *c, struct conn *conn)
+{
+	struct ftvm_node_status st;
+
+	if (conn_open(conn, c->sockets[1 - c->current], PROBE_TIMEOUT_MS) < 0)
+		return false;
+	if (conn_status(c, conn, now_ms() + PROBE_TIMEOUT_MS, &st) < 0 ||
+	    strcmp(st.state, "solo") != 0) {
+		conn_close(conn);
+		return false;
+	}
+	return true;
+}
+
+/* Leaves the hung node for the other one, which took over (conn, from
+ * other_took_over()). */
+static void switch_to_other(struct ftvm_client *c, struct conn *conn, int r, const char *cause)
+{
+	int other = 1 - c->current;
+
+	drop(c, r, "did not answer", cause, 0);
+	adopt(c, other, conn);
+	submit_conn_moved(c, NULL);
+}
+
+int client_timed_out(struct ftvm_client *c, int r, const char *cause)
+{
+	struct conn conn;
+
+	if (c->n_sockets != 2 || c->current < 0 || !other_took_over(c, &conn))
+		return -EAGAIN;
+	switch_to_other(c, &conn, r, cause);
+	return 0;
+}
+
 /* A call timed out on a pair client's node: if the other node serves alone,
  * it took over from this one (a hung node, ha/HA.md), and the client goes there. */
 static int timed_out(struct ftvm_client *c, int r)
 {
 	char cause[sizeof(last_error.error)];
-	struct ftvm_node_status st;
 	int left = c->current, other = 1 - c->current;
 	struct conn conn;
 
 	say(cause, sizeof(cause), "%s", last_error.error);
-	if (conn_open(&conn, c->sockets[other], PROBE_TIMEOUT_MS) < 0)
-		goto stay;
-	if (conn_status(c, &conn, now_ms() + PROBE_TIMEOUT_MS, &st) < 0 ||
-	    strcmp(st.state, "solo") != 0) {
-		conn_close(&conn);
-		goto stay;
-	}
-	drop(c);
-	adopt(c, other, &conn);
+	if (!other_took_over(c, &conn))
+		return fail(c, r, "%s", cause);
+	switch_to_other(c, &conn, r, cause);
 	return fail(c, r,
 		    "node at %s did not answer (%s), and node at %s serves alone: it took over; "
 		    "the client now talks to it: the call's outcome is unknown, check or retry",
 		    c->sockets[left], cause, c->sockets[other]);
-stay:
-	return fail(c, r, "%s", cause);
 }
 
 /* call() with c->lock held. A pair client's request that provably reached
@@ -799,9 +922,7 @@ static int call_locked(struct ftvm_client *c, Request *req,
 			return fail(c, -ENOTCONN,
 				    "the connection to the node failed earlier; reconnect");
 		if (pair && (c->current < 0 || c->conn.broken)) {
-			drop(c);
-			r = search(c, 1 - c->last, now_ms() + CALL_TIMEOUT_MS, false, why,
-				   sizeof(why));
+			r = client_search(c, why, sizeof(why));
 			if (r < 0)
 				return fail(c, -ENOTCONN,
 					    "no node served within %d s (%s); the next call looks "
@@ -825,7 +946,7 @@ static int call_locked(struct ftvm_client *c, Request *req,
 			goto out;
 
 		status = reply->status;
-		r = status_to_errno(status);
+		r = client_status_errno(status);
 		if (r < 0) {
 			refused(c, r, status, reply->reason);
 			ftvm__client__client_reply__free_unpacked(reply, NULL);
@@ -905,8 +1026,41 @@ static int call(struct ftvm_client *c, Request *req, Ftvm__Client__ClientReply__
 	if (r != 0)
 		return fail(c, -r, "cannot lock the client: %s", strerror(r));
 	r = call_locked(c, req, expect, NULL, ret_reply);
+	submit_call_done(c);
 	pthread_mutex_unlock(&c->lock);
 	return r;
+}
+
+/* ---- for submit.c (client_internal.h) ---- */
+
+uint64_t client_now_ms(void)
+{
+	return now_ms();
+}
+
+int client_fail(const struct ftvm_client *c, int r, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	r = vfail(c, r, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+const char *client_error(void)
+{
+	return last_error.error;
+}
+
+void client_error_reset(const struct ftvm_client *c)
+{
+	error_reset(c);
+}
+
+int client_node_status(struct ftvm_client *c, struct ftvm_node_status *ret)
+{
+	return conn_status(c, &c->conn, now_ms() + PROBE_TIMEOUT_MS, ret);
 }
 
 /* 128 random bits from the kernel, as hex: the client's session (a guess
@@ -931,6 +1085,7 @@ static int new_session_id(char ret[CONFIG_SESSION_ID_LEN + 1])
 
 static void client_free(struct ftvm_client *c)
 {
+	submit_free(c);
 	conn_close(&c->conn);
 	if (c->pool)
 		munmap(c->pool, 2 * c->pool_stride);
@@ -1196,7 +1351,7 @@ const char *ftvm_strerror(int r)
 
 /* Local checks, so a bad argument fails with a reason and without a round trip. */
 /* Also the NULL client check of every call that takes a GUID. */
-static int check_guid(struct ftvm_client *c, const char *guid)
+int client_check_guid(struct ftvm_client *c, const char *guid)
 {
 	if (!c)
 		return -EINVAL;
@@ -1313,7 +1468,7 @@ static int write_page(struct ftvm_client *c, const char *guid, uint64_t page, co
 	Reply *reply = NULL;
 	int r;
 
-	r = check_guid(c, guid);
+	r = client_check_guid(c, guid);
 	if (r < 0)
 		return r;
 	if (len > 0 && !data)
@@ -1358,7 +1513,7 @@ static int read_page(struct ftvm_client *c, const char *guid, uint64_t page, voi
 	uint32_t crc;
 	int r;
 
-	r = check_guid(c, guid);
+	r = client_check_guid(c, guid);
 	if (r < 0)
 		return r;
 	if (buf_len > 0 && !buf)
@@ -1416,7 +1571,7 @@ static int header_call(struct ftvm_client *c, const char *guid, bool has_ret, Re
 {
 	Ftvm__Client__HeaderRequest header = FTVM__CLIENT__HEADER_REQUEST__INIT;
 	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
-	int r = check_guid(c, guid);
+	int r = client_check_guid(c, guid);
 
 	if (r < 0)
 		return r;
@@ -1459,7 +1614,7 @@ int ftvm_free(struct ftvm_client *c, const char *guid)
 	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
 	int r;
 
-	r = check_guid(c, guid);
+	r = client_check_guid(c, guid);
 	if (r < 0)
 		return r;
 
@@ -1473,7 +1628,7 @@ int ftvm_flush(struct ftvm_client *c, const char *guid, uint64_t first_page, uin
 {
 	Ftvm__Client__FlushRequest flush = FTVM__CLIENT__FLUSH_REQUEST__INIT;
 	Request req = FTVM__CLIENT__CLIENT_REQUEST__INIT;
-	int r = check_guid(c, guid);
+	int r = client_check_guid(c, guid);
 
 	if (r < 0)
 		return r;
@@ -2167,7 +2322,7 @@ static int get_pointer(struct ftvm_client *c, const char *guid, uint64_t page, b
 
 	if (!c || !ret)
 		return -EINVAL;
-	r = check_guid(c, guid);
+	r = client_check_guid(c, guid);
 	if (r < 0)
 		return r;
 	get.guid = (char *)guid;
@@ -2208,6 +2363,7 @@ static int get_pointer(struct ftvm_client *c, const char *guid, uint64_t page, b
 	}
 	ftvm__client__client_reply__free_unpacked(reply, NULL);
 out:
+	submit_call_done(c);
 	pthread_mutex_unlock(&c->lock);
 	return r;
 }
@@ -2232,7 +2388,7 @@ int ftvm_release_pointer(struct ftvm_client *c, const char *guid, uint64_t page,
 	Reply *reply = NULL;
 	int r;
 
-	r = check_guid(c, guid);
+	r = client_check_guid(c, guid);
 	if (r < 0)
 		return r;
 	rel.guid = (char *)guid;

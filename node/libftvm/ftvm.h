@@ -4,7 +4,9 @@
  *
  * A client talks to its own node (ftvmd) over the node's unix socket (the
  * `socket` key of the node's configuration). Every call blocks until the node
- * answers or a 10 s timeout passes. A client made with ftvm_connect_pair()
+ * answers or a 10 s timeout passes, but for the asynchronous page calls,
+ * which keep many requests in flight (see "Asynchronous calls" below). A
+ * client made with ftvm_connect_pair()
  * knows both nodes of the pair and follows a failover: see "Failover" below.
  *
  * Conventions:
@@ -48,10 +50,12 @@
  *
  * Threads:
  *  - One client may be shared by any number of threads. Its calls are
- *    serialised by a mutex inside the client: one request is on the
- *    connection at a time, and a call waits while another thread's call is
- *    in progress. Each call's 10 s timeout starts when it has the
- *    connection. For calls that proceed in parallel, use a client per thread.
+ *    serialised by a mutex inside the client: one blocking request is on
+ *    the connection at a time, and a call waits while another thread's call
+ *    is in progress. Each call's 10 s timeout starts when it has the
+ *    connection. For calls that proceed in parallel, use a client per
+ *    thread, or keep many page requests in flight on one client with the
+ *    asynchronous calls (below).
  *  - The reason for a failure is kept per thread (thread-local storage):
  *    ftvm_last_error() and ftvm_last_error_from_node() describe the calling
  *    thread's own last call, never another thread's call on the same client.
@@ -124,6 +128,65 @@
  *    that node, fenced or resynced since, without a move.
  *  - A move happens inside a call, under the client's mutex: other threads'
  *    calls wait for it, then go to the new node.
+ *
+ * Asynchronous calls (ftvm_submit_write_page(), ftvm_submit_read_page(),
+ * ftvm_reap(), ftvm_completion_fd()):
+ *  - A submit sends its page request on the client's connection and returns
+ *    without waiting for the answer; up to FTVM_SUBMIT_MAX requests of one
+ *    client may be submitted and not yet reaped (then -EAGAIN: reap first).
+ *    ftvm_reap() returns their completions, each once, in the order they
+ *    completed: the cookie given at submit, and the result, the CRC-32C
+ *    and the reason the blocking call would have returned. What a submit
+ *    refuses at once (-EINVAL, -EAGAIN, -EMSGSIZE...) gets no completion.
+ *  - A minimal loop, n at most FTVM_SUBMIT_MAX:
+ *
+ *        for (i = 0; i < n; i++)
+ *                if (ftvm_submit_write_page(c, guid, first + i, blocks[i], len, i) < 0)
+ *                        break;                   (ftvm_last_error(c): why; no completion)
+ *        for (done = 0; done < i; done += r) {   (i: the requests submitted)
+ *                r = ftvm_reap(c, cqe, 32, -1);   (or poll ftvm_completion_fd() first)
+ *                if (r < 0)
+ *                        return r;
+ *                for (k = 0; k < r; k++)
+ *                        if (cqe[k].result < 0)
+ *                                report(cqe[k].cookie, cqe[k].result, cqe[k].error);
+ *        }
+ *
+ *  - No thread of the library's runs them: the calls on the client do. A
+ *    submit sends what the connection takes at once and never waits for
+ *    the node; whatever it could not send, a reap sends. A reap reads the
+ *    replies, times requests out and moves the client in a failover, so
+ *    reap whenever ftvm_completion_fd() is readable (or regularly).
+ *  - Each request behaves as its blocking call: the same checks and errors,
+ *    a write waits in the node's paging queue for a locked page, a read's
+ *    CRC-32C is checked. Its 10 s timeout counts from when it wholly left;
+ *    a request waiting to be sent fails -ETIMEDOUT ("nothing was applied")
+ *    when the node takes none of its bytes for 10 s.
+ *  - Threads: the calls take the client's mutex, as every call does, for
+ *    the time they work on the connection, never while a reap waits. Any
+ *    thread may submit, reap, or make a blocking call on the same client:
+ *    a blocking call that reads replies to submitted requests keeps them
+ *    for ftvm_reap(), and a reap never takes a blocking call's reply (the
+ *    blocking call holds the mutex until it has it). The reason of a
+ *    submitted request's failure is in its completion (the error field),
+ *    not in ftvm_last_error(), which tells about the submit or reap call.
+ *  - Failover, for ftvm_connect_pair() clients, as above, request by
+ *    request: one whose bytes had not wholly left when the connection went,
+ *    or that the node refused FENCED or SHUTTING_DOWN, is sent again to the
+ *    node that serves (at most twice) and completes with its answer; one
+ *    that had left and got no answer completes with the failure
+ *    (-ECONNRESET, -EBADMSG, -EHOSTUNREACH, -ETIMEDOUT) and "... the call's
+ *    outcome is unknown, check or retry" in its error. Before the client
+ *    leaves a node that is alive (it refused a request as fenced or
+ *    stopping, or does not serve), it reads that node's answers to the
+ *    requests on it for up to 1 s. The move happens inside whichever call
+ *    finds the node gone (a reap, or a blocking call), and may take up to
+ *    10 s, whatever the reap's timeout. ftvm_completion_fd() stays the same.
+ *    A ftvm_connect() client never moves: when its connection fails, the
+ *    requests that left fail with the failure, their outcome unknown, and
+ *    the others -ENOTCONN.
+ *  - ftvm_disconnect() drops what was submitted and not reaped: requests that
+ *    left may still be applied, and no completion comes for any.
  */
 #pragma once
 
@@ -408,6 +471,130 @@ FTVM_EXPORT int ftvm_read_page(struct ftvm_client *c, const char *guid, uint64_t
 FTVM_EXPORT int ftvm_read_page_try(struct ftvm_client *c, const char *guid, uint64_t page,
 				   void *buf, size_t buf_len, size_t *ret_len,
 				   uint32_t *ret_crc32c);
+
+/** Requests a client may have submitted and not yet reaped: one more is
+ *  refused -EAGAIN (see "Asynchronous calls" above). */
+#define FTVM_SUBMIT_MAX 128
+/** Room for a completion's reason and its NUL. */
+#define FTVM_COMPLETION_ERROR_MAX 512
+
+/**
+ * The outcome of one submitted request, as ftvm_reap() returns it. Fields
+ * are added at its end as ftvm grows: see ftvm_reap_sized().
+ */
+struct ftvm_completion {
+	uint64_t cookie; /**< as given to the submit call */
+	/** 0, or -errno: what the blocking call (ftvm_write_page(),
+	 *  ftvm_read_page()) would have returned for the same request */
+	int result;
+	/** on success, the block's CRC-32C: as stored for a write, as received
+	 *  and checked for a read */
+	uint32_t crc32c;
+	/** a read's block size, also with -ENOBUFS (the room it needs); 0 for a
+	 *  write */
+	size_t len;
+	/** the failure is the node's refusal, as ftvm_last_error_from_node()
+	 *  tells for a blocking call */
+	bool from_node;
+	/** why it failed, in the words ftvm_last_error() would use for the
+	 *  blocking call ("... the call's outcome is unknown, check or retry"
+	 *  after a failover); "" on success */
+	char error[FTVM_COMPLETION_ERROR_MAX];
+};
+
+/**
+ * @brief Submits a page write (ftvm_write_page()) and returns without waiting
+ *        for it: its outcome comes back from ftvm_reap().
+ *
+ * The request is sent at once if the connection takes it, otherwise it
+ * waits in the client, behind the requests submitted before it. Requests
+ * leave in the order they were submitted, and the node answers them in any
+ * order; writes of one page apply in the order they reach the node.
+ * @param c a connected client.
+ * @param guid the allocation.
+ * @param page the page's index, from 0.
+ * @param data the bytes, or NULL when @p len is 0; copied before the call
+ *        returns, so the caller may reuse it at once.
+ * @param len as ftvm_write_page().
+ * @param cookie the caller's, returned in the completion.
+ * @return 0 once submitted: exactly one completion follows. Otherwise
+ *         nothing was sent and no completion follows: -EAGAIN when
+ *         FTVM_SUBMIT_MAX requests of @p c are submitted and not reaped
+ *         (reap first), -EINVAL for a bad argument, -EMSGSIZE when @p len
+ *         is above the frame limit, -ENOMEM. ftvm_last_error() says why.
+ */
+FTVM_EXPORT int ftvm_submit_write_page(struct ftvm_client *c, const char *guid, uint64_t page,
+				       const void *data, size_t len, uint64_t cookie);
+
+/**
+ * @brief Submits a page read (ftvm_read_page()): its outcome comes back from
+ *        ftvm_reap().
+ *
+ * The block's CRC-32C is checked as ftvm_read_page() checks it, and the
+ * block is copied into @p buf before the completion is reaped.
+ * @param buf room for the block, or NULL when @p buf_len is 0. The library
+ *        writes into it at any time until ftvm_reap() returns this request's
+ *        completion (or ftvm_disconnect()): it must stay valid until then.
+ *        On -ENOBUFS it is untouched and the completion's len says how much
+ *        is needed.
+ * @param buf_len bytes of @p buf.
+ * @return as ftvm_submit_write_page().
+ */
+FTVM_EXPORT int ftvm_submit_read_page(struct ftvm_client *c, const char *guid, uint64_t page,
+				      void *buf, size_t buf_len, uint64_t cookie);
+
+/**
+ * @brief Returns the completions of submitted requests, in the order they
+ *        completed, waiting up to @p timeout_ms for the first.
+ *
+ * Any thread may reap any completion of the client: each is returned once.
+ * Reaping is also what moves the requests along: it reads the node's
+ * replies, sends what the connection did not take at submit, times requests
+ * out, and moves a ftvm_connect_pair() client when its node is gone (see
+ * "Asynchronous calls" above: such a move may take up to 10 s whatever
+ * @p timeout_ms is).
+ * @param c a client.
+ * @param[out] out room for @p max rows of @p row_size bytes each: row i at
+ *        (char *)out + i * @p row_size, its first @p row_size bytes written,
+ *        bytes past what this library knows set to zero.
+ * @param max rows @p out has room for, at least 1.
+ * @param timeout_ms 0: do not wait; -1: wait until one completes; otherwise
+ *        at most this long.
+ * @param row_size sizeof(struct ftvm_completion) as the caller was compiled.
+ * @return the completions written (0 when none came in time, or at once when
+ *         @p c has no request submitted and not reaped), or -errno: -EINVAL
+ *         for a bad argument (@p row_size below this struct's first
+ *         version's), with ftvm_last_error() saying why.
+ */
+FTVM_EXPORT int ftvm_reap_sized(struct ftvm_client *c, struct ftvm_completion *out, unsigned max,
+				int timeout_ms, size_t row_size);
+
+/**
+ * @brief ftvm_reap_sized() with this program's sizeof(struct
+ *        ftvm_completion): see "Compatibility" above.
+ */
+static inline int ftvm_reap(struct ftvm_client *c, struct ftvm_completion *out, unsigned max,
+			    int timeout_ms)
+{
+	return ftvm_reap_sized(c, out, max, timeout_ms, sizeof(*out));
+}
+
+/**
+ * @brief A descriptor to poll (poll(), epoll, io_uring's poll) for POLLIN:
+ *        readable when ftvm_reap() may have work or completions.
+ *
+ * It is an epoll instance the client owns, watching its connection (the
+ * node's replies, and room to send what waits), an eventfd the library
+ * signals (completions ready, or work another thread's call left) and a
+ * timerfd set to the next request's deadline. It stays the same across a
+ * move to the other node, until ftvm_disconnect() closes it: do not close
+ * it, read it or change what it watches. Readable may be spurious: then
+ * ftvm_reap(..., 0) returns 0.
+ * @param c a client.
+ * @return the descriptor, or -errno (-EINVAL for a NULL client; -EMFILE,
+ *         -ENOMEM when it cannot be made).
+ */
+FTVM_EXPORT int ftvm_completion_fd(struct ftvm_client *c);
 
 /** An allocation's header (seed 002's read-header message). Strings are NUL terminated. */
 struct ftvm_header {
