@@ -2431,7 +2431,7 @@ static int events_to(struct ftvm_client *c, const Reply *reply, ftvm_event_fn fn
 	int r;
 
 	if (reply->status != FTVM__PARTNER__STATUS__STATUS_OK)
-		return refused(c, status_to_errno(reply->status), reply->status, reply->reason);
+		return refused(c, client_status_errno(reply->status), reply->status, reply->reason);
 	if (reply->reply_case != FTVM__CLIENT__CLIENT_REPLY__REPLY_EVENTS)
 		return fail(c, -EBADMSG, "the node answered events with something else");
 	for (size_t i = 0; i < reply->events->n_events; i++) {
@@ -2479,13 +2479,13 @@ int ftvm_events(struct ftvm_client *c, bool now, ftvm_event_fn fn, void *arg)
 	}
 	ftvm__client__client_request__pack(&req, frame + FRAME_HEADER_SIZE);
 	frame_seal(frame, len);
-	r = send_all(c, &conn, frame, FRAME_HEADER_SIZE + len, now_ms() + CALL_TIMEOUT_MS);
+	r = client_send_all(c, &conn, frame, FRAME_HEADER_SIZE + len, now_ms() + CALL_TIMEOUT_MS);
 	while (r >= 0) {
 		r = recv_frame(c, &conn, UINT64_MAX, &payload, &payload_len);
 		if (r < 0)
 			break;
 		reply = ftvm__client__client_reply__unpack(NULL, payload_len, payload);
-		consume(&conn, (size_t)r);
+		client_consume(&conn, (size_t)r);
 		if (!reply) {
 			r = fail(c, -EBADMSG, "the node's reply does not parse (%zu bytes)",
 				 payload_len);
