@@ -12,8 +12,8 @@
  *
  * SOCKET is the node's client socket (the `socket` key of its config). Exits 0
  * when everything checked out, 1 when a call failed or data differed, 2 on a
- * usage error. tests/e2e/test_example.sh runs it against a real pair; README.md
- * quotes run_pages(). */
+ * usage error. tests/e2e/test_example.sh runs it against a real pair;
+ * node/libftvm/LIBFTVM.md quotes run_pages(). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
