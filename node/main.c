@@ -53,7 +53,7 @@ static struct event_base *new_event_base(void)
  * raises that threshold, and the heap's top given back past twice it) a
  * write of a 64 KiB block either mapped and unmapped its op, or grew the
  * heap and trimmed it again: in some runs 33 page faults and two brk() on a
- * node per write, and two to three times the latency (README, "Benchmarks").
+ * node per write, and two to three times the latency (tools/BENCHMARKS.md).
  * Allocations up to four of the largest block (1 MiB at least) come from the
  * heap, and its top is kept up to twice that. */
 static void tune_malloc(const struct ftvm_config *c)
