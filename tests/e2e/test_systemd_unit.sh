@@ -94,7 +94,7 @@ ok "systemd-analyze verify ftvmd@a.service: no warnings"
 "$FTVMCTL" keygen "$WORK/pair.key" >/dev/null
 for id in a b; do
 	conf="$SRCDIR/systemd/example/etc-ftvm/$id.conf"
-	# The key the unit reads is made at install time (README): a new one
+	# The key the unit reads is made at install time (systemd/OPERATIONS.md): a new one
 	# stands in for it here.
 	grep -qx "key_file = /etc/ftvm/pair.key" "$conf" || fail "$conf: key_file is not /etc/ftvm/pair.key"
 	sed "s|^key_file = .*|key_file = $WORK/pair.key|" "$conf" >"$WORK/$id.conf"

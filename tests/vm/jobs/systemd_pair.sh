@@ -30,7 +30,7 @@ install -D -m 0755 -t /usr/local/lib "$lib"
 ln -sf "$(basename "$lib")" /usr/local/lib/libftvm.so.0
 ldconfig
 install -D -m 0644 -t /etc/systemd/system "$unit_file"
-# The README's steps: the user the unit runs as, the configs readable by its
+# The steps of systemd/OPERATIONS.md: the user the unit runs as, the configs readable by its
 # group, the pair's key its own.
 install -D -m 0644 "$FTVM_SRC/systemd/ftvm.sysusers.conf" /etc/sysusers.d/ftvm.conf
 systemd-sysusers /etc/sysusers.d/ftvm.conf || fail "systemd-sysusers made no user ftvm"
