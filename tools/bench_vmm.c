@@ -30,9 +30,6 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
-#include <libgen.h>
-#include <limits.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -40,46 +37,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bench_common.h"
+#include "bench_pair.h"
+#include "bench_redis.h"
 #include "clock.h"
-#include "free_port.h"
 #include "ftvm.h"
-#include "keyfile.h"
 
 #define KIB 1024u
-#define SMALL_REPLY 64u		/* bytes: about a write's answer on the wire */
-#define START_DEADLINE_MS 10000 /* for a daemon to serve and the pair to link */
-#define STOP_GRACE_MS 5000	/* SIGTERM, then SIGKILL */
-#define PAGES_PER_ALLOC 16	/* pages cycled through by each writer */
-#define IO_TIMEOUT_S 5		/* a Redis reply later than this ends the run */
+#define SMALL_REPLY 64u	   /* bytes: about a write's answer on the wire */
+#define PAGES_PER_ALLOC 16 /* pages cycled through by each writer */
 
 static const unsigned thread_counts[] = { 1, 4, 16 };
 static const size_t block_sizes[] = { 4 * KIB, 64 * KIB };
-
-struct proc {
-	const char *name;
-	pid_t pid;
-	char log[PATH_MAX];
-};
-
-/* A pair of ftvmd this program starts, with a generated configuration. */
-struct pair {
-	const char *label;    /* how its line and its messages name it */
-	const char *memory;   /* [memory] size */
-	const char *extra[2]; /* further configuration of node a, of node b, or NULL */
-	char dir[256];	      /* its configs, key, logs, sockets and store; short */
-	char sock[2][PATH_MAX];
-	struct proc nodes[2];
-};
 
 /* One line of the latency table. floor_p50 == 0: no ratio printed. */
 struct row {
@@ -98,12 +72,10 @@ struct row {
 
 struct bench {
 	unsigned count, warmup, seconds;
-	bool trace;	       /* both nodes record all their messages (common/TRACE.md) */
-	const char *transport; /* the pair's, or NULL: the config's default (auto) */
-	const char *addr;      /* where the pair's channel listens */
+	struct bench_pair_env env; /* what every pair of the run shares */
 	char ftvmd[PATH_MAX];
 	char dir[200]; /* short: the unix sockets live in it */
-	struct pair pair;
+	struct bench_pair pair;
 	uint64_t *samples;
 	long sleeps_before; /* this process's voluntary context switches */
 	struct row rows[24];
@@ -126,253 +98,9 @@ struct bench {
 	bool have_media;
 };
 
-/* ---- processes ---- */
-
-/* Starts argv[0] (found in PATH when it has no '/') with stdout and stderr
- * appended to log, stdin from /dev/null. The child dies with us. */
-static int spawn(char *const argv[], const char *log, pid_t *ret_pid)
-{
-	pid_t parent = getpid(), pid = fork();
-	int fd;
-
-	if (pid < 0)
-		return -errno;
-	if (pid > 0) {
-		*ret_pid = pid;
-		return 0;
-	}
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
-		_exit(127);
-	fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	if (fd < 0)
-		_exit(127);
-	dup2(fd, STDOUT_FILENO);
-	dup2(fd, STDERR_FILENO);
-	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (fd >= 0)
-		dup2(fd, STDIN_FILENO);
-	signal(SIGPIPE, SIG_DFL);
-	execvp(argv[0], argv);
-	fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
-	_exit(127);
-}
-
-/* Whether the process has exited; reaps it and says how. */
-static bool proc_exited(struct proc *p)
-{
-	int status;
-
-	if (p->pid <= 0)
-		return true;
-	if (waitpid(p->pid, &status, WNOHANG) != p->pid)
-		return false;
-	if (WIFSIGNALED(status))
-		fprintf(stderr, "%s (pid %d) was killed by signal %d; its log: %s\n", p->name,
-			(int)p->pid, WTERMSIG(status), p->log);
-	else
-		fprintf(stderr, "%s (pid %d) exited with status %d; its log: %s\n", p->name,
-			(int)p->pid, WEXITSTATUS(status), p->log);
-	p->pid = -1;
-	return true;
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
-static void proc_stop(struct proc *p)
-{
-	uint64_t deadline = clock_now_ms() + STOP_GRACE_MS;
-
-	if (p->pid <= 0)
-		return;
-	kill(p->pid, SIGTERM);
-	while (waitpid(p->pid, NULL, WNOHANG) == 0) {
-		if (clock_now_ms() >= deadline) {
-			fprintf(stderr, "%s (pid %d) still running %d ms after SIGTERM: SIGKILL\n",
-				p->name, (int)p->pid, STOP_GRACE_MS);
-			kill(p->pid, SIGKILL);
-			waitpid(p->pid, NULL, 0);
-			break;
-		}
-		sleep_ms(10);
-	}
-	p->pid = -1;
-}
-
 static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
 	return remove(path) < 0 ? -1 : 0;
-}
-
-/* ---- the pair ---- */
-
-/* The ftvmd of this build tree: ../node/ftvmd from the directory of the
- * running binary (argv[0] when /proc is not there to say). */
-static void default_ftvmd(const char *argv0, char *out, size_t out_len)
-{
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-
-	if (n > 0)
-		self[n] = '\0';
-	else
-		snprintf(self, sizeof(self), "%s", argv0);
-	snprintf(out, out_len, "%s/../node/ftvmd", dirname(self));
-}
-
-static int write_config(const struct bench *b, const struct pair *pair, int i, uint16_t port,
-			uint16_t partner)
-{
-	char path[PATH_MAX + 16];
-	const char id = (char)('a' + i);
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%c.conf", pair->dir, id);
-	f = fopen(path, "we");
-	if (!f)
-		return -errno;
-	fprintf(f,
-		"# written by ftvm-bench-vmm\n"
-		"[node]\n"
-		"id = %c\n"
-		"listen = %s:%u\n"
-		"partner = %s:%u\n"
-		"key_file = pair.key\n"
-		"%s%s%s"
-		"socket = %c.sock\n"
-		"state_dir = %c\n"
-		"[memory]\n"
-		"size = %s\n"
-		"[store]\n"
-		"path = shared/store\n"
-		"[failover]\n"
-		"heartbeat_ms = 100\n"
-		"dead_after_ms = 2000\n"
-		"[policy big]\n"
-		"block_size = 64K\n",
-		id, b->addr, port, b->addr, partner, b->transport ? "transport = " : "",
-		b->transport ? b->transport : "", b->transport ? "\n" : "", id, id, pair->memory);
-	if (pair->extra[i])
-		fputs(pair->extra[i], f);
-	if (b->trace)
-		fprintf(f, "[trace]\npath = %c.trace\n", id);
-	if (fclose(f) != 0)
-		return -errno;
-	return 0;
-}
-
-/* Connects to a node, retrying while its socket is not there yet. */
-static int connect_node(struct pair *pair, int i, uint64_t deadline, struct ftvm_client **ret)
-{
-	int r;
-
-	for (;;) {
-		r = ftvm_connect(pair->sock[i], ret);
-		if (r == 0)
-			return 0;
-		if (proc_exited(&pair->nodes[i]))
-			return -ECHILD;
-		if (clock_now_ms() >= deadline) {
-			fprintf(stderr, "node %s does not serve on %s after %d ms: %s\n",
-				pair->nodes[i].name, pair->sock[i], START_DEADLINE_MS,
-				ftvm_strerror(r));
-			return r;
-		}
-		sleep_ms(10);
-	}
-}
-
-static bool linked(const struct ftvm_node_status *st)
-{
-	return strcmp(st->partner_link, "up") == 0 && strcmp(st->state, "active") == 0;
-}
-
-static int pair_start(struct bench *b, struct pair *pair)
-{
-	struct ftvm_client *c[2] = { NULL, NULL };
-	struct ftvm_node_status st[2];
-	char key[PATH_MAX + 16], why[PATH_MAX + 128];
-	uint16_t port[2];
-	uint64_t deadline;
-	int r;
-
-	for (int i = 0; i < 2; i++) {
-		r = free_port_pick(&port[i]);
-		if (r < 0) {
-			fprintf(stderr, "no free port: %s\n", strerror(-r));
-			return r;
-		}
-	}
-	/* The pair proves its key, as a deployed pair must. */
-	snprintf(key, sizeof(key), "%s/pair.key", pair->dir);
-	r = keyfile_generate(key, why, sizeof(why));
-	if (r < 0) {
-		fprintf(stderr, "%s\n", why);
-		return r;
-	}
-	for (int i = 0; i < 2; i++) {
-		char conf[PATH_MAX + 16];
-		char *argv[] = { b->ftvmd, "--config", conf, NULL };
-
-		r = write_config(b, pair, i, port[i], port[1 - i]);
-		if (r < 0) {
-			fprintf(stderr, "cannot write %s/%c.conf: %s\n", pair->dir, 'a' + i,
-				strerror(-r));
-			return r;
-		}
-		snprintf(conf, sizeof(conf), "%s/%c.conf", pair->dir, 'a' + i);
-		snprintf(pair->sock[i], sizeof(pair->sock[i]), "%s/%c.sock", pair->dir, 'a' + i);
-		snprintf(pair->nodes[i].log, sizeof(pair->nodes[i].log), "%s/%c.log", pair->dir,
-			 'a' + i);
-		r = spawn(argv, pair->nodes[i].log, &pair->nodes[i].pid);
-		if (r < 0) {
-			fprintf(stderr, "cannot start %s: %s\n", b->ftvmd, strerror(-r));
-			return r;
-		}
-	}
-
-	deadline = clock_now_ms() + START_DEADLINE_MS;
-	for (int i = 0; i < 2; i++) {
-		r = connect_node(pair, i, deadline, &c[i]);
-		if (r < 0)
-			goto out;
-	}
-	for (;;) {
-		for (int i = 0; i < 2; i++) {
-			r = ftvm_status(c[i], &st[i]);
-			if (r < 0) {
-				fprintf(stderr, "status of node %s: %s: %s\n", pair->nodes[i].name,
-					ftvm_strerror(r), ftvm_last_error(c[i]));
-				goto out;
-			}
-		}
-		if (linked(&st[0]) && linked(&st[1]))
-			break;
-		if (clock_now_ms() >= deadline) {
-			fprintf(stderr,
-				"the %s did not link within %d ms: a is %s (link %s), b is %s "
-				"(link %s); logs in %s\n",
-				pair->label, START_DEADLINE_MS, st[0].state, st[0].partner_link,
-				st[1].state, st[1].partner_link, pair->dir);
-			r = -ETIMEDOUT;
-			goto out;
-		}
-		sleep_ms(10);
-	}
-	printf("%s: ftvmd %s, a pid %d, b pid %d, transport %s, page %u bytes, in %s\n",
-	       pair->label, b->ftvmd, (int)pair->nodes[0].pid, (int)pair->nodes[1].pid,
-	       st[0].transport, st[0].page_size, pair->dir);
-	r = 0;
-out:
-	ftvm_disconnect(c[0]);
-	ftvm_disconnect(c[1]);
-	return r;
 }
 
 /* ---- the table ---- */
@@ -454,263 +182,39 @@ static int bench_floors(struct bench *b)
 	return 0;
 }
 
-/* A RESP reader: enough for the simple, error, integer and bulk replies the
- * commands used here get. */
-struct resp {
-	int fd;
-	char buf[4096];
-	size_t head, tail;
-};
-
-static int resp_fill(struct resp *r)
-{
-	ssize_t n;
-
-	if (r->head == r->tail)
-		r->head = r->tail = 0;
-	if (r->tail == sizeof(r->buf)) {
-		memmove(r->buf, r->buf + r->head, r->tail - r->head);
-		r->tail -= r->head;
-		r->head = 0;
-	}
-	do
-		n = read(r->fd, r->buf + r->tail, sizeof(r->buf) - r->tail);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return errno == EAGAIN ? -ETIMEDOUT : -errno;
-	if (n == 0)
-		return -ECONNRESET;
-	r->tail += (size_t)n;
-	return 0;
-}
-
-/* One line without its CRLF, cut to out_len - 1. */
-static int resp_line(struct resp *r, char *out, size_t out_len)
-{
-	size_t used = 0;
-
-	for (;;) {
-		char *lf = memchr(r->buf + r->head, '\n', r->tail - r->head);
-		size_t n = lf ? (size_t)(lf - (r->buf + r->head)) + 1 : r->tail - r->head;
-		size_t take = n < out_len - 1 - used ? n : out_len - 1 - used;
-		int e;
-
-		memcpy(out + used, r->buf + r->head, take);
-		used += take;
-		r->head += n;
-		if (lf)
-			break;
-		e = resp_fill(r);
-		if (e < 0)
-			return e;
-	}
-	while (used && (out[used - 1] == '\n' || out[used - 1] == '\r'))
-		used--;
-	out[used] = '\0';
-	return 0;
-}
-
-/* One reply: its type byte in *ret_type and its text (a bulk string's
- * contents, cut to out_len - 1) in out. */
-static int resp_reply(struct resp *r, char *out, size_t out_len, char *ret_type)
-{
-	char line[128];
-	long len;
-	int e = resp_line(r, line, sizeof(line));
-
-	if (e < 0)
-		return e;
-	*ret_type = line[0];
-	if (line[0] != '$') {
-		snprintf(out, out_len, "%s", line + (line[0] ? 1 : 0));
-		return line[0] == '+' || line[0] == ':' || line[0] == '-' ? 0 : -EBADMSG;
-	}
-	len = strtol(line + 1, NULL, 10);
-	out[0] = '\0';
-	if (len < 0)
-		return 0;
-	for (size_t used = 0, want = (size_t)len + 2; want;) {
-		size_t n = r->tail - r->head < want ? r->tail - r->head : want;
-		size_t take = used + n < out_len - 1 ? n : out_len - 1 - used;
-
-		memcpy(out + used, r->buf + r->head, take);
-		used += take;
-		out[used] = '\0';
-		r->head += n;
-		want -= n;
-		if (want && (e = resp_fill(r)) < 0)
-			return e;
-	}
-	return 0;
-}
-
-static int redis_connect(uint16_t port, uint64_t deadline, struct resp *r)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-				   .sin_port = htons(port) };
-	struct timeval tv = { .tv_sec = IO_TIMEOUT_S };
-
-	for (;;) {
-		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-		if (fd < 0)
-			return -errno;
-		if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0) {
-			bench_nodelay(fd);
-			setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-			memset(r, 0, sizeof(*r));
-			r->fd = fd;
-			return 0;
-		}
-		close(fd);
-		if (clock_now_ms() >= deadline)
-			return -ETIMEDOUT;
-		sleep_ms(10);
-	}
-}
-
-/* Whether INFO replication on r says field:value. */
-static int redis_info_has(struct resp *r, const char *field_value)
-{
-	static const char cmd[] = "*2\r\n$4\r\nINFO\r\n$11\r\nreplication\r\n";
-	char text[4096], type;
-	int e = bench_full_io(r->fd, (void *)cmd, strlen(cmd), true);
-
-	if (e == 0)
-		e = resp_reply(r, text, sizeof(text), &type);
-	if (e < 0)
-		return e;
-	return strstr(text, field_value) != NULL;
-}
-
-static bool have_program(const char *name)
-{
-	const char *path = getenv("PATH");
-	char dir[PATH_MAX];
-
-	for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
-		size_t n = strcspn(p, ":");
-		snprintf(dir, sizeof(dir), "%.*s/%s", (int)n, p, name);
-		if (access(dir, X_OK) == 0)
-			return true;
-		p += n + (p[n] == ':');
-	}
-	return false;
-}
-
-static int redis_measure(struct bench *b, struct resp *primary)
-{
-	static const char set_hdr[] = "*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$4096\r\n";
-	static const char wait_cmd[] = "\r\n*3\r\n$4\r\nWAIT\r\n$1\r\n1\r\n$4\r\n1000\r\n";
-	size_t len = strlen(set_hdr) + 4096 + strlen(wait_cmd);
-	char *cmd = malloc(len), *value;
-	char text[128], type;
-	int e = 0;
-
-	if (!cmd)
-		return -ENOMEM;
-	value = cmd + strlen(set_hdr);
-	memcpy(cmd, set_hdr, strlen(set_hdr));
-	memset(value, 'v', 4096);
-	memcpy(value + 4096, wait_cmd, strlen(wait_cmd));
-	sleeps_start(b);
-	for (unsigned i = 0; i < b->warmup + b->count; i++) {
-		uint64_t t0 = clock_now_us();
-
-		/* SET and WAIT in one write, as a client that pipelines them would:
-		 * one client round trip, as a page write is. */
-		memcpy(value, &i, sizeof(i));
-		e = bench_full_io(primary->fd, cmd, len, true);
-		if (e == 0)
-			e = resp_reply(primary, text, sizeof(text), &type);
-		if (e == 0 && type != '+')
-			e = -EBADMSG;
-		if (e == 0)
-			e = resp_reply(primary, text, sizeof(text), &type);
-		if (e < 0 || type != ':' || strcmp(text, "1") != 0) {
-			fprintf(stderr, "redis: SET + WAIT 1 answered %c%s: %s\n", type, text,
-				e < 0 ? strerror(-e) : "the replica did not acknowledge in 1 s");
-			e = e < 0 ? e : -ETIMEDOUT;
-			break;
-		}
-		if (i >= b->warmup)
-			b->samples[i - b->warmup] = clock_now_us() - t0;
-	}
-	free(cmd);
-	return e;
-}
-
 /* Redis synchronous replication: a primary and a replica on loopback, no
  * persistence on either (ftvm's pages are not on disk yet either). */
 static int bench_redis(struct bench *b)
 {
 	struct row *row = row_add(b, "redis SET 4 KiB + WAIT 1");
-	struct proc p[2] = { { .name = "redis primary" }, { .name = "redis replica" } };
-	struct resp conn[2] = { { .fd = -1 }, { .fd = -1 } };
-	char port_s[2][8], dir[2][PATH_MAX + 16];
-	uint16_t port[2];
-	uint64_t deadline;
-	int r;
+	struct bench_redis redis;
+	struct bench_redis_conn conn = { .fd = -1 };
+	int r = bench_redis_start(&redis, b->dir);
 
-	if (!have_program("redis-server")) {
+	if (r == -ENOENT) {
 		row->note = "skipped (redis-server not installed)";
 		printf("redis: skipped (redis-server not installed)\n");
 		return 0;
 	}
-	for (int i = 0; i < 2; i++) {
-		r = free_port_pick(&port[i]);
-		if (r < 0)
-			return r;
-		snprintf(port_s[i], sizeof(port_s[i]), "%u", port[i]);
-		snprintf(dir[i], sizeof(dir[i]), "%s/redis-%d", b->dir, i);
-		snprintf(p[i].log, sizeof(p[i].log), "%s/redis-%d.log", b->dir, i);
-		if (mkdir(dir[i], 0700) < 0)
-			return -errno;
-	}
-	for (int i = 0; i < 2; i++) {
-		char *argv[] = { "redis-server", "--port",  port_s[i], "--bind",
-				 "127.0.0.1",	 "--save",  "",	       "--appendonly",
-				 "no",		 "--dir",   dir[i],    "--replicaof",
-				 "127.0.0.1",	 port_s[0], NULL };
+	if (r == 0)
+		r = bench_redis_open(&redis, "key", 4 * KIB, &conn);
+	if (r < 0)
+		goto out;
+	sleeps_start(b);
+	for (unsigned i = 0; i < b->warmup + b->count; i++) {
+		uint64_t t0 = clock_now_us();
 
-		if (i == 0)
-			argv[11] = NULL; /* the primary replicates nothing */
-		r = spawn(argv, p[i].log, &p[i].pid);
+		r = bench_redis_write(&conn, 1, i);
 		if (r < 0)
 			goto out;
+		if (i >= b->warmup)
+			b->samples[i - b->warmup] = clock_now_us() - t0;
 	}
-	deadline = clock_now_ms() + START_DEADLINE_MS;
-	for (int i = 0; i < 2; i++) {
-		r = redis_connect(port[i], deadline, &conn[i]);
-		if (r < 0) {
-			fprintf(stderr, "redis: cannot reach %s on port %u: %s\n", p[i].name,
-				port[i], strerror(-r));
-			goto out;
-		}
-	}
-	while ((r = redis_info_has(&conn[1], "master_link_status:up")) == 0) {
-		if (proc_exited(&p[0]) || proc_exited(&p[1]) || clock_now_ms() >= deadline) {
-			fprintf(stderr, "redis: the replica did not link within %d ms\n",
-				START_DEADLINE_MS);
-			r = -ETIMEDOUT;
-			goto out;
-		}
-		sleep_ms(10);
-	}
-	if (r < 0)
-		goto out;
-	r = redis_measure(b, &conn[0]);
-	if (r < 0)
-		goto out;
 	row_set(b, row, b->floor_4k);
 	b->redis_p50 = row->p50;
 out:
-	for (int i = 0; i < 2; i++) {
-		if (conn[i].fd >= 0)
-			close(conn[i].fd);
-		proc_stop(&p[i]);
-	}
+	bench_redis_close(&conn);
+	bench_redis_stop(&redis);
 	if (r < 0)
 		fprintf(stderr, "redis: logs in %s\n", b->dir);
 	return r;
@@ -1063,11 +567,11 @@ static int bench_throughput(struct bench *b)
  * one-sided (RDMA WRITE into landings) or inline, which the figures depend on. */
 static int bench_page_paths(struct bench *b)
 {
-	uint64_t deadline = clock_now_ms() + START_DEADLINE_MS;
+	uint64_t deadline = clock_now_ms() + BENCH_START_DEADLINE_MS;
 
 	for (int i = 0; i < 2; i++) {
 		struct ftvm_client *c;
-		int r = connect_node(&b->pair, i, deadline, &c);
+		int r = bench_pair_connect(&b->pair, i, deadline, &c);
 
 		if (r < 0)
 			return r;
@@ -1167,7 +671,7 @@ static const enum media_op media_order[] = {
 };
 
 struct media {
-	struct pair pair;
+	struct bench_pair pair;
 	struct ftvm_client *c[2];
 	/* on a: flash (cold reads), warm (one page read every round), dram;
 	 * on b: store (cold reads) */
@@ -1316,7 +820,7 @@ static int media_floor_file(struct bench *b, struct media *m)
 
 /* Whether node a's log says its flash goes through the page cache
  * (store_open_flash logs it when O_DIRECT does not take its pages). */
-static bool flash_buffered(const struct pair *pair)
+static bool flash_buffered(const struct bench_pair *pair)
 {
 	FILE *f = fopen(pair->nodes[0].log, "re");
 	char *line = NULL;
@@ -1346,12 +850,12 @@ static int media_setup(struct bench *b, struct media *m)
 		fprintf(stderr, "media: the floor's file in %s: %s\n", m->pair.dir, strerror(-r));
 		return r;
 	}
-	r = pair_start(b, &m->pair);
+	r = bench_pair_start(&b->env, &m->pair);
 	if (r < 0)
 		return r;
-	deadline = clock_now_ms() + START_DEADLINE_MS;
+	deadline = clock_now_ms() + BENCH_START_DEADLINE_MS;
 	for (int i = 0; i < 2 && r == 0; i++)
-		r = connect_node(&m->pair, i, deadline, &m->c[i]);
+		r = bench_pair_connect(&m->pair, i, deadline, &m->c[i]);
 	if (r == 0)
 		r = media_alloc(m->c[0], "cap", MEDIA_COLD_PAGES, "flash", &m->flash);
 	if (r == 0)
@@ -1500,11 +1004,9 @@ static int bench_media(struct bench *b)
 		if (guid[0])
 			ftvm_free(m.c[0], guid);
 	}
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 2; i++)
 		ftvm_disconnect(m.c[i]);
-		if (!proc_exited(&m.pair.nodes[i]))
-			proc_stop(&m.pair.nodes[i]);
-	}
+	bench_pair_stop(&m.pair);
 	if (m.fd_direct >= 0)
 		close(m.fd_direct);
 	if (m.fd_cached >= 0)
@@ -1730,7 +1232,7 @@ int main(int argc, char **argv)
 	struct bench b = {
 		.count = 2000,
 		.seconds = 3,
-		.addr = "127.0.0.1",
+		.env = { .addr = "127.0.0.1" },
 		.pair = { .label = "pair",
 			  .memory = "128M",
 			  .nodes = { { .name = "ftvmd a", .pid = -1 },
@@ -1742,7 +1244,7 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "n:s:d:t:a:N:Th", options, NULL)) != -1) {
 		switch (c) {
 		case 'T':
-			b.trace = true;
+			b.env.trace = true;
 			break;
 		case 'n':
 			if (parse_unsigned("--count", optarg, 10000000, &b.count) < 0)
@@ -1767,10 +1269,10 @@ int main(int argc, char **argv)
 					optarg);
 				return 2;
 			}
-			b.transport = optarg;
+			b.env.transport = optarg;
 			break;
 		case 'a':
-			b.addr = optarg;
+			b.env.addr = optarg;
 			break;
 		case 'N':
 			node = optarg;
@@ -1796,12 +1298,13 @@ int main(int argc, char **argv)
 		return r == 0 ? 0 : 1;
 	}
 	if (!b.ftvmd[0])
-		default_ftvmd(argv[0], b.ftvmd, sizeof(b.ftvmd));
+		bench_default_ftvmd(argv[0], b.ftvmd, sizeof(b.ftvmd));
 	if (access(b.ftvmd, X_OK) < 0) {
 		fprintf(stderr, "ftvm-bench-vmm: no ftvmd at %s (%s); name it with --ftvmd PATH\n",
 			b.ftvmd, strerror(errno));
 		return 1;
 	}
+	b.env.ftvmd = b.ftvmd;
 	b.samples = calloc(b.count, sizeof(*b.samples));
 	if (!b.samples)
 		return 1;
@@ -1823,16 +1326,14 @@ int main(int argc, char **argv)
 	if (r == 0)
 		r = bench_redis(&b);
 	if (r == 0)
-		r = pair_start(&b, &b.pair);
+		r = bench_pair_start(&b.env, &b.pair);
 	if (r == 0)
 		r = bench_latency(&b);
 	if (r == 0)
 		r = bench_throughput(&b);
 	if (r == 0)
 		r = bench_page_paths(&b);
-	for (int i = 0; i < 2; i++)
-		if (!proc_exited(&b.pair.nodes[i]))
-			proc_stop(&b.pair.nodes[i]);
+	bench_pair_stop(&b.pair);
 	/* A media pair that fails does not take the first pair's table with it. */
 	if (r == 0 && (media_r = bench_media(&b)) < 0)
 		fprintf(stderr, "ftvm-bench-vmm: the media pair failed; its logs are in %s/media\n",
