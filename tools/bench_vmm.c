@@ -45,6 +45,7 @@
 #include "bench_common.h"
 #include "bench_pair.h"
 #include "bench_redis.h"
+#include "bench_write.h"
 #include "clock.h"
 #include "ftvm.h"
 
@@ -1177,27 +1178,71 @@ static void print_media(const struct bench *b)
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"Usage: ftvm-bench-vmm [--count N] [--seconds S] [--ftvmd PATH] [--trace]\n"
+		"Usage: ftvm-bench-vmm [--count N] [--seconds S] [--only PARTS] [--levels LEVELS]\n"
+		"                      [--rounds R] [--cell-ms MS] [--ftvmd PATH] [--trace]\n"
 		"                      [--transport T] [--addr ADDR] [--node SOCKET]\n"
 		"Starts a pair of ftvmd on loopback and measures libftvm's latency and page-write\n"
-		"throughput against a bare TCP ping-pong and Redis synchronous replication; then a\n"
-		"second pair, small pools and flash on one node, for 4 KiB reads paged in from\n"
-		"flash and from the store, cold and warm, against a bare pread with O_DIRECT.\n"
+		"throughput against a bare TCP ping-pong and Redis synchronous replication (ops);\n"
+		"then a second pair, small pools and flash on one node, for 4 KiB reads paged in\n"
+		"from flash and from the store, cold and warm, against a bare pread with O_DIRECT\n"
+		"(media); then the write path of issue 24 (write): 4 KiB writes from 1, 4 and 16\n"
+		"clients and at queue depths 1, 8 and 32, ftvm at each [node] ack level in a pair\n"
+		"of its own beside a bare TCP ping-pong, a relay doing no work over the same hops\n"
+		"and Redis SET + WAIT 1, taking turns round after round, and the issue's aims.\n"
 		"  --count N      latency samples per operation, and rounds of the reads of the\n"
 		"                 media pair (default 2000)\n"
-		"  --seconds S    duration of each throughput run (default 3)\n"
+		"  --seconds S    duration of each throughput run (default 3), and of each cell of\n"
+		"                 the write table over all its rounds (S * 1000 / R ms a round)\n"
+		"  --only PARTS   run only these, comma-separated: ops, media, write (default all)\n"
+		"  --levels L     the write table's ack levels, comma-separated: mirror, commit,\n"
+		"                 durable (default all three)\n"
+		"  --rounds R     rounds of the write table (default 3)\n"
+		"  --cell-ms MS   each write-table cell's time in each round (default from\n"
+		"                 --seconds and --rounds)\n"
 		"  --ftvmd PATH   the daemon to start (default: ../node/ftvmd from this binary's "
 		"directory)\n"
 		"  --trace        both nodes record every message to a trace meanwhile, as\n"
 		"                 [trace] path does (to measure what recording costs)\n"
-		"  --transport T  the pair's transport: auto, tcp or rdma (default: the config's, "
+		"  --transport T  the pairs' transport: auto, tcp or rdma (default: the config's, "
 		"auto)\n"
-		"  --addr ADDR    where the pair's channel listens (default 127.0.0.1; for rdma an\n"
+		"  --addr ADDR    where the pairs' channel listens (default 127.0.0.1; for rdma an\n"
 		"                 address on an RDMA device)\n"
 		"  --node SOCKET  no pair of its own and no references: only --count whole-page\n"
 		"                 4 KiB writes of pages owned by the node serving at SOCKET, one\n"
 		"                 row printed (p50 us, p99 us, sleeps); tools/bench_nbd.sh uses it\n"
 		"  --help         this text\n");
+}
+
+enum part {
+	PART_OPS = 1u << 0,
+	PART_MEDIA = 1u << 1,
+	PART_WRITE = 1u << 2,
+};
+
+static int parse_parts(const char *s, unsigned *ret)
+{
+	unsigned parts = 0;
+
+	for (const char *p = s; *p;) {
+		size_t n = strcspn(p, ",");
+
+		if (n == 3 && strncmp(p, "ops", n) == 0)
+			parts |= PART_OPS;
+		else if (n == 5 && strncmp(p, "media", n) == 0)
+			parts |= PART_MEDIA;
+		else if (n == 5 && strncmp(p, "write", n) == 0)
+			parts |= PART_WRITE;
+		else
+			break;
+		p += n + (p[n] == ',');
+		if (!*p) {
+			*ret = parts;
+			return 0;
+		}
+	}
+	fprintf(stderr, "ftvm-bench-vmm: --only '%s': want ops, media or write, comma-separated\n",
+		s);
+	return -EINVAL;
 }
 
 static int parse_unsigned(const char *opt, const char *s, unsigned max, unsigned *ret)
@@ -1226,6 +1271,10 @@ int main(int argc, char **argv)
 		{ "transport", required_argument, NULL, 't' },
 		{ "addr", required_argument, NULL, 'a' },
 		{ "node", required_argument, NULL, 'N' },
+		{ "only", required_argument, NULL, 'o' },
+		{ "levels", required_argument, NULL, 'l' },
+		{ "rounds", required_argument, NULL, 'r' },
+		{ "cell-ms", required_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -1238,11 +1287,41 @@ int main(int argc, char **argv)
 			  .nodes = { { .name = "ftvmd a", .pid = -1 },
 				     { .name = "ftvmd b", .pid = -1 } } },
 	};
+	struct bench_write_opts wo = {
+		.env = &b.env,
+		.dir = b.dir,
+		.rounds = 3,
+		.levels = BENCH_ACK_ALL,
+		.argc = argc,
+		.argv = argv,
+	};
 	const char *tmp = getenv("TMPDIR"), *node = NULL;
-	int c, r, media_r = 0;
+	unsigned parts = PART_OPS | PART_MEDIA | PART_WRITE;
+	int c, r = 0, media_r = 0;
 
-	while ((c = getopt_long(argc, argv, "n:s:d:t:a:N:Th", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:s:d:t:a:N:o:l:r:c:Th", options, NULL)) != -1) {
 		switch (c) {
+		case 'o':
+			if (parse_parts(optarg, &parts) < 0)
+				return 2;
+			break;
+		case 'l':
+			if (bench_write_parse_levels(optarg, &wo.levels) < 0) {
+				fprintf(stderr,
+					"ftvm-bench-vmm: --levels '%s': want mirror, commit or "
+					"durable, comma-separated\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'r':
+			if (parse_unsigned("--rounds", optarg, 1000, &wo.rounds) < 0)
+				return 2;
+			break;
+		case 'c':
+			if (parse_unsigned("--cell-ms", optarg, 3600000, &wo.cell_ms) < 0)
+				return 2;
+			break;
 		case 'T':
 			b.env.trace = true;
 			break;
@@ -1291,6 +1370,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	b.warmup = b.count / 10 ? b.count / 10 : 1;
+	if (!wo.cell_ms)
+		wo.cell_ms = b.seconds * 1000 / wo.rounds ? b.seconds * 1000 / wo.rounds : 1;
 	if (node) {
 		b.samples = calloc(b.count, sizeof(*b.samples));
 		r = b.samples ? bench_node_write_page(&b, node) : -ENOMEM;
@@ -1322,27 +1403,31 @@ int main(int argc, char **argv)
 	snprintf(b.pair.dir, sizeof(b.pair.dir), "%s", b.dir);
 	signal(SIGPIPE, SIG_IGN);
 
-	r = bench_floors(&b);
-	if (r == 0)
-		r = bench_redis(&b);
-	if (r == 0)
-		r = bench_pair_start(&b.env, &b.pair);
-	if (r == 0)
-		r = bench_latency(&b);
-	if (r == 0)
-		r = bench_throughput(&b);
-	if (r == 0)
-		r = bench_page_paths(&b);
-	bench_pair_stop(&b.pair);
+	if (parts & PART_OPS) {
+		r = bench_floors(&b);
+		if (r == 0)
+			r = bench_redis(&b);
+		if (r == 0)
+			r = bench_pair_start(&b.env, &b.pair);
+		if (r == 0)
+			r = bench_latency(&b);
+		if (r == 0)
+			r = bench_throughput(&b);
+		if (r == 0)
+			r = bench_page_paths(&b);
+		bench_pair_stop(&b.pair);
+	}
 	/* A media pair that fails does not take the first pair's table with it. */
-	if (r == 0 && (media_r = bench_media(&b)) < 0)
+	if (r == 0 && (parts & PART_MEDIA) && (media_r = bench_media(&b)) < 0)
 		fprintf(stderr, "ftvm-bench-vmm: the media pair failed; its logs are in %s/media\n",
 			b.dir);
-	if (r == 0) {
+	if (r == 0 && (parts & PART_OPS))
 		print_table(&b);
-		if (b.have_media)
-			print_media(&b);
-	}
+	if (r == 0 && b.have_media)
+		print_media(&b);
+	fflush(stdout);
+	if (r == 0 && (parts & PART_WRITE))
+		r = bench_write_run(&wo);
 	r = r < 0 ? r : media_r;
 	if (r == 0) {
 		nftw(b.dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
