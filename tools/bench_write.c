@@ -145,6 +145,7 @@ struct table {
 	struct bench_peer echo; /* the bare TCP subject's, and the relay's partner */
 	struct subject subjects[SUBJECTS_MAX];
 	size_t n;
+	double load; /* the 1-minute load average before the run, or -1 */
 };
 
 static int samples_push(struct samples *s, uint64_t v)
@@ -756,8 +757,11 @@ static void print_rows(const struct table *t)
 {
 	const struct subject *relay = find(t, &relay_ops, NULL), *redis = find(t, &redis_ops, NULL);
 
-	printf("\n%-26s %7s %7s %9s  %6s %6s  %6s %6s  %8s %8s\n", "write path, 4 KiB", "p50",
-	       "p99", "writes/s", "p50 /", "p50 /", "w/s /", "w/s /", "writes /", "writes /");
+	/* Other work on the machine moves every figure: say how busy it was. */
+	printf("\nwrite path: %ld CPUs online, load average %.2f before the run\n",
+	       sysconf(_SC_NPROCESSORS_ONLN), t->load);
+	printf("%-26s %7s %7s %9s  %6s %6s  %6s %6s  %8s %8s\n", "4 KiB writes", "p50", "p99",
+	       "writes/s", "p50 /", "p50 /", "w/s /", "w/s /", "writes /", "writes /");
 	printf("%-26s %7s %7s %9s  %6s %6s  %6s %6s  %8s %8s\n", "", "us", "us", "", "relay",
 	       "redis", "relay", "redis", "commit a", "commit b");
 	for (int k = 0; k < ROWS; k++) {
@@ -862,6 +866,7 @@ static void print_aims(const struct table *t)
 	for (size_t i = 0; i < t->n; i++) {
 		const struct subject *s = &t->subjects[i];
 		bool met = true, any = false;
+		char r[16];
 
 		if (s->ops != &ftvm_ops || !s->started)
 			continue;
@@ -871,8 +876,8 @@ static void print_aims(const struct table *t)
 
 			if (!c || !rc)
 				continue;
-			printf("%s %s %.2fx", any ? "," : "", rows[k].name,
-			       (double)c->p50 / (double)rc->p50);
+			printf("%s %s %s", any ? "," : "", rows[k].name,
+			       ratio(r, sizeof(r), (double)c->p50, (double)rc->p50));
 			met = met && c->p50 * 10 <= rc->p50 * 12;
 			any = true;
 		}
@@ -1031,6 +1036,8 @@ int bench_write_run(const struct bench_write_opts *o)
 	if (!t)
 		return -ENOMEM;
 	t->o = o;
+	if (getloadavg(&t->load, 1) < 1)
+		t->load = -1;
 	snprintf(t->dir, sizeof(t->dir), "%s/write", o->dir);
 	if (mkdir(t->dir, 0700) < 0 && errno != EEXIST) {
 		r = -errno;
