@@ -4,8 +4,10 @@
 #   tools/dev.sh test    build (gcc -Werror, clang ASan+UBSan), run every suite in both,
 #                        fuzz every parser briefly, then the qemu guest's suite (vm)
 #                        on the gcc build
-#   tools/dev.sh bench   the partner-channel and memory-manager benchmarks, then the
-#                        block path's (tools/bench_nbd.sh: NBD with fio, beside nbdkit)
+#   tools/dev.sh bench   the partner-channel and memory-manager benchmarks (the latter
+#                        ends with the write path of issue 24: ftvm at each ack level
+#                        beside the relay and Redis), then the block path's
+#                        (tools/bench_nbd.sh: NBD with fio, beside nbdkit)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
