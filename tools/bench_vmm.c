@@ -19,7 +19,12 @@
  *     a read pointer, the same reads of a resident page (warm) and of a page
  *     resting in DRAM, and as floors a bare 4 KiB pread of a file beside the
  *     flash file, with O_DIRECT and through the page cache; all interleaved,
- *     each page-in checked against the node's status counters.
+ *     each page-in checked against the node's status counters;
+ *  5. the write path of issue 24 (bench_write.c): 4 KiB writes from 1, 4 and
+ *     16 clients and at queue depths 1, 8 and 32, ftvm at each [node] ack
+ *     level in a pair of its own beside bare TCP, a relay doing no work and
+ *     Redis SET + WAIT 1, taking turns, with the issue's aims.
+ * --only ops (1-3), media (4), write (5) runs some of them.
  *
  * Everything runs on 127.0.0.1 (the pair's channel on --addr, with
  * --transport when given) in a temporary directory; every process it
