@@ -98,7 +98,7 @@ int bench_pair_start(const struct bench_pair_env *env, struct bench_pair *pair)
 	struct ftvm_node_status st[2];
 	char key[PATH_MAX + 16], why[PATH_MAX + 128];
 	uint16_t port[2];
-	uint64_t deadline;
+	uint64_t started, deadline;
 	int r;
 
 	for (int i = 0; i < 2; i++) {
@@ -136,7 +136,8 @@ int bench_pair_start(const struct bench_pair_env *env, struct bench_pair *pair)
 		}
 	}
 
-	deadline = clock_now_ms() + BENCH_START_DEADLINE_MS;
+	started = clock_now_ms();
+	deadline = started + BENCH_START_DEADLINE_MS;
 	for (int i = 0; i < 2; i++) {
 		r = bench_pair_connect(pair, i, deadline, &c[i]);
 		if (r < 0)
@@ -155,18 +156,21 @@ int bench_pair_start(const struct bench_pair_env *env, struct bench_pair *pair)
 			break;
 		if (clock_now_ms() >= deadline) {
 			fprintf(stderr,
-				"the %s did not link within %d ms: a is %s (link %s), b is %s "
-				"(link %s); logs in %s\n",
+				"the %s did not link within %d ms: a is %s (link %s: %s), b is %s "
+				"(link %s: %s); logs in %s\n",
 				pair->label, BENCH_START_DEADLINE_MS, st[0].state,
-				st[0].partner_link, st[1].state, st[1].partner_link, pair->dir);
+				st[0].partner_link, st[0].reason, st[1].state, st[1].partner_link,
+				st[1].reason, pair->dir);
 			r = -ETIMEDOUT;
 			goto out;
 		}
 		bench_sleep_ms(10);
 	}
-	printf("%s: ftvmd %s, a pid %d, b pid %d, transport %s, ack %s, page %u bytes, in %s\n",
+	printf("%s: ftvmd %s, a pid %d, b pid %d, linked in %llu ms, transport %s, ack %s, page "
+	       "%u bytes, in %s\n",
 	       pair->label, env->ftvmd, (int)pair->nodes[0].pid, (int)pair->nodes[1].pid,
-	       st[0].transport, st[0].ack, st[0].page_size, pair->dir);
+	       (unsigned long long)(clock_now_ms() - started), st[0].transport, st[0].ack,
+	       st[0].page_size, pair->dir);
 	r = 0;
 out:
 	ftvm_disconnect(c[0]);
