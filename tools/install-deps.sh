@@ -43,6 +43,9 @@ packages=(
 	libnbd-dev
 	# for the benchmark's Redis reference (ftvm-bench-vmm); its system service is not used
 	redis-server
+	# `tools/dev.sh bench --plot` (tools/bench_plot.sh): the benchmarks' figures as
+	# PNG files; the -nox build has the png and pngcairo terminals and no X11
+	gnuplot-nox
 	# the qemu harness (tests/vm/, suite vm): a Debian guest image built with
 	# debootstrap and mkfs.ext4 -d, booted under qemu's TCG
 	qemu-system-x86 qemu-utils debootstrap e2fsprogs
