@@ -24,7 +24,9 @@
  *     16 clients and at queue depths 1, 8 and 32, ftvm at each [node] ack
  *     level in a pair of its own beside bare TCP, a relay doing no work and
  *     Redis SET + WAIT 1, taking turns, with the issue's aims.
- * --only ops (1-3), media (4), write (5) runs some of them.
+ * --only ops (1-3), media (4), write (5) runs some of them. --data-dir DIR
+ * keeps the write table's latency samples and figures in DIR/write, as the
+ * top of bench_write.c says, for tools/bench_plot.sh to draw.
  *
  * Everything runs on 127.0.0.1 (the pair's channel on --addr, with
  * --transport when given) in a temporary directory; every process it
@@ -1184,8 +1186,8 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: ftvm-bench-vmm [--count N] [--seconds S] [--only PARTS] [--levels LEVELS]\n"
-		"                      [--rounds R] [--cell-ms MS] [--ftvmd PATH] [--trace]\n"
-		"                      [--transport T] [--addr ADDR] [--node SOCKET]\n"
+		"                      [--rounds R] [--cell-ms MS] [--data-dir DIR] [--ftvmd PATH]\n"
+		"                      [--trace] [--transport T] [--addr ADDR] [--node SOCKET]\n"
 		"Starts a pair of ftvmd on loopback and measures libftvm's latency and page-write\n"
 		"throughput against a bare TCP ping-pong and Redis synchronous replication (ops);\n"
 		"then a second pair, small pools and flash on one node, for 4 KiB reads paged in\n"
@@ -1204,6 +1206,11 @@ static void usage(FILE *out)
 		"  --rounds R     rounds of the write table (default 3)\n"
 		"  --cell-ms MS   each write-table cell's time in each round (default from\n"
 		"                 --seconds and --rounds)\n"
+		"  --data-dir DIR the write table's figures also as files: DIR/write/summary.csv\n"
+		"                 (row,clients,depth,subject,p50_us,p99_us,writes_per_s,samples),\n"
+		"                 DIR/write/ROW/SUBJECT.samples (each write's latency in us, one a\n"
+		"                 line, sorted) and DIR/write/machine.txt (nproc, load, date);\n"
+		"                 tools/bench_plot.sh draws them\n"
 		"  --ftvmd PATH   the daemon to start (default: ../node/ftvmd from this binary's "
 		"directory)\n"
 		"  --trace        both nodes record every message to a trace meanwhile, as\n"
@@ -1280,6 +1287,7 @@ int main(int argc, char **argv)
 		{ "levels", required_argument, NULL, 'l' },
 		{ "rounds", required_argument, NULL, 'r' },
 		{ "cell-ms", required_argument, NULL, 'c' },
+		{ "data-dir", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -1304,7 +1312,7 @@ int main(int argc, char **argv)
 	unsigned parts = PART_OPS | PART_MEDIA | PART_WRITE;
 	int c, r = 0, media_r = 0;
 
-	while ((c = getopt_long(argc, argv, "n:s:d:t:a:N:o:l:r:c:Th", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:s:d:t:a:N:o:l:r:c:D:Th", options, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			if (parse_parts(optarg, &parts) < 0)
@@ -1326,6 +1334,9 @@ int main(int argc, char **argv)
 		case 'c':
 			if (parse_unsigned("--cell-ms", optarg, 3600000, &wo.cell_ms) < 0)
 				return 2;
+			break;
+		case 'D':
+			wo.data_dir = optarg;
 			break;
 		case 'T':
 			b.env.trace = true;

@@ -18,7 +18,29 @@
  * (at a queue depth ftvm_submit_write_page() and ftvm_reap());
  * SET of 4 KiB then WAIT 1 on Redis's primary; 4 KiB through the relay to the
  * echo and 64 bytes back; 4 KiB to the echo and 64 bytes back. A client
- * cycles through pages of its own (16, or twice its queue depth). */
+ * cycles through pages of its own (16, or twice its queue depth).
+ *
+ * With --data-dir DIR (bench_write_opts.data_dir), the run's figures also go
+ * to files, for tools/bench_plot.sh and anyone's own tools:
+ *
+ *   DIR/write/summary.csv   the table: a header line, then one line per cell
+ *                           measured (a subject skipped, or a row it has no
+ *                           queue for, has none):
+ *                           row,clients,depth,subject,p50_us,p99_us,writes_per_s,samples
+ *                           e.g. qd8,1,8,mirror,131,410,52873,158619
+ *   DIR/write/ROW/SUBJECT.samples
+ *                           every write's latency in that cell, all rounds,
+ *                           in microseconds, one whole number a line, sorted
+ *                           from the smallest (line i of n is the CDF's i/n)
+ *   DIR/write/machine.txt   key=value lines: nproc (CPUs online), load (the
+ *                           1-minute load average before the run, -1 unknown),
+ *                           date (UTC, ISO 8601, when the run ended), rounds,
+ *                           cell_ms
+ *
+ * ROW is 1, 4, 16 (clients, each waiting for its write) or qd1, qd8, qd32
+ * (one client at that queue depth); SUBJECT is tcp (the bare TCP
+ * ping-pong), relay, redis, or mirror, commit, durable (ftvm at that [node]
+ * ack). Files of an earlier run are overwritten, never removed. */
 #define _GNU_SOURCE
 #include "bench_write.h"
 
@@ -31,6 +53,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench_common.h"
@@ -54,6 +77,7 @@ _Static_assert(ALLOC_PAGES >= 2 * DEPTH_MAX && ALLOC_PAGES >= PAGES, "pages per 
 
 struct row_kind {
 	const char *name;
+	const char *slug; /* in the data files */
 	const char *tag;  /* in the aims' lines */
 	unsigned clients; /* threads writing at once, each its own connection */
 	unsigned depth;	  /* 0: each waits for its write; else one client, this many in flight */
@@ -70,12 +94,21 @@ enum row_id {
 };
 
 static const struct row_kind rows[ROWS] = {
-	[ROW_1] = { .name = "1 client", .tag = "1 client", .clients = 1 },
-	[ROW_4] = { .name = "4 clients", .tag = "4 clients", .clients = 4 },
-	[ROW_16] = { .name = "16 clients", .tag = "16 clients", .clients = 16 },
-	[ROW_QD1] = { .name = "1 client, queue depth 1", .tag = "QD 1", .clients = 1, .depth = 1 },
-	[ROW_QD8] = { .name = "1 client, queue depth 8", .tag = "QD 8", .clients = 1, .depth = 8 },
+	[ROW_1] = { .name = "1 client", .slug = "1", .tag = "1 client", .clients = 1 },
+	[ROW_4] = { .name = "4 clients", .slug = "4", .tag = "4 clients", .clients = 4 },
+	[ROW_16] = { .name = "16 clients", .slug = "16", .tag = "16 clients", .clients = 16 },
+	[ROW_QD1] = { .name = "1 client, queue depth 1",
+		      .slug = "qd1",
+		      .tag = "QD 1",
+		      .clients = 1,
+		      .depth = 1 },
+	[ROW_QD8] = { .name = "1 client, queue depth 8",
+		      .slug = "qd8",
+		      .tag = "QD 8",
+		      .clients = 1,
+		      .depth = 8 },
 	[ROW_QD32] = { .name = "1 client, queue depth 32",
+		       .slug = "qd32",
 		       .tag = "QD 32",
 		       .clients = 1,
 		       .depth = 32 },
@@ -130,6 +163,7 @@ struct subject {
 	const struct subject_ops *ops;
 	struct table *t;
 	char name[32];
+	const char *slug;  /* in the data files */
 	const char *level; /* ftvm's [node] ack */
 	const char *skipped;
 	bool started;
@@ -941,6 +975,120 @@ static void print_commands(const struct table *t)
 	       ".pagetable.commits (before, after)\n");
 }
 
+/* ---- the data files (--data-dir; their format is at the top) ---- */
+
+static int make_dir(const char *path)
+{
+	if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+		int r = -errno;
+
+		fprintf(stderr, "write path: mkdir %s: %s\n", path, strerror(errno));
+		return r;
+	}
+	return 0;
+}
+
+static FILE *data_open(const char *path)
+{
+	FILE *f = fopen(path, "we");
+
+	if (!f)
+		fprintf(stderr, "write path: %s: %s\n", path, strerror(errno));
+	return f;
+}
+
+/* Whether every line got there: a full disk shows at fclose() if not before. */
+static int data_close(FILE *f, const char *path)
+{
+	bool failed = ferror(f);
+
+	if (fclose(f) != 0 || failed) {
+		fprintf(stderr, "write path: writing %s failed\n", path);
+		return -EIO;
+	}
+	return 0;
+}
+
+static int write_samples(const char *path, const struct samples *lat)
+{
+	FILE *f = data_open(path);
+
+	if (!f)
+		return -EIO;
+	for (size_t i = 0; i < lat->n; i++)
+		fprintf(f, "%llu\n", (unsigned long long)lat->v[i]);
+	return data_close(f, path);
+}
+
+static int write_machine(const struct table *t, const char *path)
+{
+	char date[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	FILE *f;
+
+	if (!gmtime_r(&now, &tm) || !strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", &tm))
+		snprintf(date, sizeof(date), "unknown");
+	f = data_open(path);
+	if (!f)
+		return -EIO;
+	fprintf(f, "nproc=%ld\nload=%.2f\ndate=%s\nrounds=%u\ncell_ms=%u\n",
+		sysconf(_SC_NPROCESSORS_ONLN), t->load, date, t->o->rounds, t->o->cell_ms);
+	return data_close(f, path);
+}
+
+/* After run_rounds(), which sorted every cell's samples (bench_percentiles). */
+static int write_data(const struct table *t)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 64];
+	FILE *f;
+	int r;
+
+	if (snprintf(dir, sizeof(dir), "%s/write", t->o->data_dir) >= (int)sizeof(dir)) {
+		fprintf(stderr, "write path: --data-dir %s: too long\n", t->o->data_dir);
+		return -ENAMETOOLONG;
+	}
+	r = make_dir(t->o->data_dir);
+	if (r == 0)
+		r = make_dir(dir);
+	if (r < 0)
+		return r;
+	snprintf(path, sizeof(path), "%s/machine.txt", dir);
+	r = write_machine(t, path);
+	if (r < 0)
+		return r;
+	snprintf(path, sizeof(path), "%s/summary.csv", dir);
+	f = data_open(path);
+	if (!f)
+		return -EIO;
+	fprintf(f, "row,clients,depth,subject,p50_us,p99_us,writes_per_s,samples\n");
+	for (int k = 0; k < ROWS && r == 0; k++) {
+		char row_dir[PATH_MAX + 8];
+
+		snprintf(row_dir, sizeof(row_dir), "%s/%s", dir, rows[k].slug);
+		r = make_dir(row_dir);
+		for (size_t i = 0; i < t->n && r == 0; i++) {
+			const struct subject *s = &t->subjects[i];
+			const struct cell *c = cell_of(s, k);
+			char samples_path[PATH_MAX + 64];
+
+			if (!s->started || !c)
+				continue;
+			fprintf(f, "%s,%u,%u,%s,%llu,%llu,%.0f,%zu\n", rows[k].slug,
+				rows[k].clients, rows[k].depth, s->slug, (unsigned long long)c->p50,
+				(unsigned long long)c->p99, c->writes_s, c->lat.n);
+			snprintf(samples_path, sizeof(samples_path), "%s/%s.samples", row_dir,
+				 s->slug);
+			r = write_samples(samples_path, &c->lat);
+		}
+	}
+	if (r < 0) {
+		fclose(f);
+		return r;
+	}
+	return data_close(f, path);
+}
+
 /* ---- the run ---- */
 
 int bench_write_parse_levels(const char *s, unsigned *ret)
@@ -980,12 +1128,13 @@ const char *bench_write_levels_name(unsigned levels, char *buf, size_t len)
 }
 
 static void add_subject(struct table *t, const struct subject_ops *ops, const char *name,
-			const char *level)
+			const char *slug, const char *level)
 {
 	struct subject *s = &t->subjects[t->n++];
 
 	s->ops = ops;
 	s->t = t;
+	s->slug = slug;
 	s->level = level;
 	snprintf(s->name, sizeof(s->name), "%s", name);
 }
@@ -1080,24 +1229,30 @@ int bench_write_run(const struct bench_write_opts *o)
 		free(t);
 		return r;
 	}
-	add_subject(t, &tcp_ops, "bare TCP ping-pong", NULL);
-	add_subject(t, &relay_ops, "relay (design floor)", NULL);
-	add_subject(t, &redis_ops, "redis SET + WAIT 1", NULL);
+	add_subject(t, &tcp_ops, "bare TCP ping-pong", "tcp", NULL);
+	add_subject(t, &relay_ops, "relay (design floor)", "relay", NULL);
+	add_subject(t, &redis_ops, "redis SET + WAIT 1", "redis", NULL);
 	for (unsigned i = 0; i < 3; i++)
 		if (o->levels & (1u << i)) {
 			char name[32];
 
 			snprintf(name, sizeof(name), "ftvm ack=%s", levels[i]);
-			add_subject(t, &ftvm_ops, name, levels[i]);
+			add_subject(t, &ftvm_ops, name, levels[i], levels[i]);
 		}
 	r = start_all(t);
 	if (r == 0)
 		r = run_rounds(t);
+	if (r == 0 && o->data_dir)
+		r = write_data(t); /* before stop_all(), which frees the samples */
 	stop_all(t);
 	if (r == 0) {
 		print_rows(t);
 		print_aims(t);
 		print_commands(t);
+		if (o->data_dir)
+			printf("  its data:         %s/write: summary.csv, ROW/SUBJECT.samples, "
+			       "machine.txt\n",
+			       o->data_dir);
 	} else {
 		fprintf(stderr, "write path: failed; logs in %s\n", t->dir);
 	}

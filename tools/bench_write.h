@@ -7,7 +7,8 @@
  * round, so that what the machine does meanwhile falls on all alike. Each
  * figure is printed with its ratio to the relay's and to Redis's in the same
  * row, then the issue's aims, met or not, and the commands to run it again.
- * Figures are printed, never asserted. */
+ * Figures are printed, never asserted. With data_dir, the figures also go to
+ * files, for tools/bench_plot.sh: their format is at the top of bench_write.c. */
 #pragma once
 
 #include "bench_pair.h"
@@ -24,10 +25,11 @@ struct bench_write_opts {
 	const struct bench_pair_env *env;
 	const char
 		*dir; /* the run's directory: the table's pairs, Redis and relay go in dir/write */
-	unsigned rounds;  /* every cell runs once per round */
-	unsigned cell_ms; /* how long, each time */
-	unsigned levels;  /* BENCH_ACK_*: a pair of ftvmd for each */
-	int argc;	  /* the command line, printed for a reader to run again */
+	unsigned rounds;      /* every cell runs once per round */
+	unsigned cell_ms;     /* how long, each time */
+	unsigned levels;      /* BENCH_ACK_*: a pair of ftvmd for each */
+	const char *data_dir; /* NULL, or where data_dir/write/ gets the samples and summary */
+	int argc;	      /* the command line, printed for a reader to run again */
 	char **argv;
 };
 
