@@ -20,7 +20,20 @@
 # owned by node a. fio's engine is its nbd one (libnbd): one connection,
 # up to iodepth requests in flight on it.
 #
+# With --data-dir DIR, the figures also go to files, for tools/bench_plot.sh
+# and anyone's own tools (files of an earlier run are overwritten):
+#   DIR/nbd/fio.csv      every fio job of every round:
+#                        round,job,rw,depth,target,p50_us,p99_us,iops
+#                        e.g. 2,randwrite-qd16,randwrite,16,ftvm,190,420,71210
+#                        (target ftvm or nbdkit; latencies in microseconds)
+#   DIR/nbd/summary.csv  the table's medians over the rounds, one line per
+#                        job and target: job,rw,depth,target,p50_us,p99_us,iops
+#   DIR/nbd/machine.txt  key=value lines: nproc, load (1-minute load average
+#                        before the run), date (UTC, ISO 8601, when the run
+#                        ended), rounds, seconds (each job's)
+#
 # tools/bench_nbd.sh [--build DIR] [--rounds N] [--seconds S] [--ramp S] [--count N]
+#                    [--data-dir DIR]
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,10 +43,12 @@ SECONDS_EACH=5
 RAMP=1
 COUNT=2000
 VOLUME_SIZE=16M
+DATA_DIR=
 
 usage() {
 	cat <<-EOF
 	Usage: tools/bench_nbd.sh [--build DIR] [--rounds N] [--seconds S] [--ramp S] [--count N]
+	                          [--data-dir DIR]
 	Starts a pair of ftvmd with a volume served over NBD and measures 4 KiB random
 	writes and reads through it with fio, interleaved with the same jobs against
 	nbdkit memory and with ftvm_write_page() on the same pair.
@@ -43,6 +58,9 @@ usage() {
 	  --seconds S   each fio job's measured run time (default 5)
 	  --ramp S      each fio job's run time before it measures (default 1; 0: none)
 	  --count N     ftvm_write_page() samples per round (default 2000)
+	  --data-dir D  fio's figures also as files: D/nbd/fio.csv (each job of each
+	                round), D/nbd/summary.csv (the medians) and D/nbd/machine.txt
+	                (nproc, load, date); tools/bench_plot.sh draws them
 	EOF
 }
 
@@ -53,6 +71,7 @@ while [ $# -gt 0 ]; do
 	--seconds) SECONDS_EACH=$2; shift 2 ;;
 	--ramp) RAMP=$2; shift 2 ;;
 	--count) COUNT=$2; shift 2 ;;
+	--data-dir) DATA_DIR=$2; shift 2 ;;
 	--help) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
 	esac
@@ -76,6 +95,7 @@ for tool in fio nbdkit jq; do
 	}
 done
 fio --enghelp=nbd >/dev/null 2>&1 || { echo "bench_nbd: this fio has no nbd engine" >&2; exit 1; }
+LOAD=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo -1)
 
 # Short: the unix sockets live in it.
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ftvm-bench-nbd.XXXXXX")
@@ -273,3 +293,28 @@ printf '  NBD randwrite QD1 p50 <= 1.2x ftvm_write_page p50:  %s us / %s us = %s
 printf '  NBD randwrite QD16 IOPS >= 0.25x nbdkit memory:     %s / %s = %sx (rounds %s): %s\n' \
 	"$iops" "$kit" "$(ratio "$iops" "$kit")" "$(ratio_range randwrite-qd16 ftvm randwrite-qd16 nbdkit 6)" \
 	"$(awk -v a="$iops" -v b="$kit" 'BEGIN { print (a >= 0.25 * b ? "met" : "not met") }')"
+
+if [ -n "$DATA_DIR" ]; then
+	mkdir -p "$DATA_DIR/nbd" || die "--data-dir: cannot make $DATA_DIR/nbd"
+	{
+		echo "round,job,rw,depth,target,p50_us,p99_us,iops"
+		awk '$2 != "write_page" {
+			rw = $2; sub(/-qd[0-9]+$/, "", rw); depth = $2; sub(/^.*-qd/, "", depth)
+			print $1 "," $2 "," rw "," depth "," $3 "," $4 "," $5 "," $6
+		}' "$RESULTS"
+	} >"$DATA_DIR/nbd/fio.csv"
+	{
+		echo "job,rw,depth,target,p50_us,p99_us,iops"
+		for job in "${JOBS[@]}"; do
+			rw=${job%%:*} depth=${job#*:}
+			for target in ftvm nbdkit; do
+				printf '%s,%s,%s,%s,%s,%s,%s\n' "$rw-qd$depth" "$rw" "$depth" "$target" \
+					"$(med "$rw-qd$depth" "$target" 4)" "$(med "$rw-qd$depth" "$target" 5)" \
+					"$(med "$rw-qd$depth" "$target" 6)"
+			done
+		done
+	} >"$DATA_DIR/nbd/summary.csv"
+	printf 'nproc=%s\nload=%s\ndate=%s\nrounds=%s\nseconds=%s\n' "$(nproc)" "$LOAD" \
+		"$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$ROUNDS" "$SECONDS_EACH" >"$DATA_DIR/nbd/machine.txt"
+	echo "its data: $DATA_DIR/nbd: fio.csv, summary.csv, machine.txt"
+fi
