@@ -71,6 +71,7 @@ plot() {
 	{
 		echo "$TERM_LINE"
 		echo "set output '$png'"
+		echo "set termoption noenhanced" # file names have underscores
 		echo "set datafile separator whitespace"
 		echo "set grid lc rgb '#dddddd'"
 		echo "set key top left box opaque"
