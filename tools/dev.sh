@@ -8,6 +8,11 @@
 #                        ends with the write path of issue 24: ftvm at each ack level
 #                        beside the relay and Redis), then the block path's
 #                        (tools/bench_nbd.sh: NBD with fio, beside nbdkit)
+#   tools/dev.sh bench --plot
+#                        the same, keeping the write table's and fio's figures
+#                        in run/bench/ (--data-dir), then drawing them as PNGs
+#                        into tools/bench-plots/ (tools/bench_plot.sh), the
+#                        README's pictures
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -177,14 +182,32 @@ test)
 	test_all
 	;;
 bench)
+	plot=()
+	case "${2:-}" in
+	"") ;;
+	--plot)
+		rm -rf run/bench
+		mkdir -p run/bench
+		plot=(--data-dir "$ROOT/run/bench")
+		;;
+	*)
+		echo "usage: tools/dev.sh bench [--plot]" >&2
+		exit 2
+		;;
+	esac
 	bash tools/install-deps.sh
 	build build-gcc --werror
 	build-gcc/tools/ftvm-bench-channel
-	build-gcc/tools/ftvm-bench-vmm
-	bash tools/bench_nbd.sh --build build-gcc
+	build-gcc/tools/ftvm-bench-vmm "${plot[@]}"
+	bash tools/bench_nbd.sh --build build-gcc "${plot[@]}"
+	if [ ${#plot[@]} -gt 0 ]; then
+		echo "== plots of run/bench (tools/bench_plot.sh)"
+		bash tools/bench_plot.sh run/bench tools/bench-plots
+		echo "the PNGs are in $ROOT/tools/bench-plots; the data they came from in $ROOT/run/bench"
+	fi
 	;;
 *)
-	echo "usage: tools/dev.sh demo | test | bench" >&2
+	echo "usage: tools/dev.sh demo | test | bench [--plot]" >&2
 	exit 2
 	;;
 esac
