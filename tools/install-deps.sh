@@ -46,6 +46,10 @@ packages=(
 	# `tools/dev.sh bench --plot` (tools/bench_plot.sh): the benchmarks' figures as
 	# PNG files; the -nox build has the png and pngcairo terminals and no X11
 	gnuplot-nox
+	# the Pacemaker resource agent (ocf/ftvmd.in): its ocf-shellfuncs, and
+	# ocf-tester with the meta-data's DTD for tests/e2e/test_ocf.sh (xmllint:
+	# libxml2-utils, which resource-agents only recommends)
+	resource-agents libxml2-utils
 	# the qemu harness (tests/vm/, suite vm): a Debian guest image built with
 	# debootstrap and mkfs.ext4 -d, booted under qemu's TCG
 	qemu-system-x86 qemu-utils debootstrap e2fsprogs
