@@ -190,7 +190,7 @@ ok "the cut over, b resynced: monitor OCF_SUCCESS ($(jq -c '{lost, equal}' "$WOR
 if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
 	ra_is 0 a stop
 	unset 'PIDS[ocf-a]'
-	# What an operator gives the user (README, "Running under Pacemaker"):
+	# What an operator gives the user (systemd/OPERATIONS.md, "Running under Pacemaker"):
 	# its config, the key, state_dir and the store; the socket's folder
 	# (missing here, as /run/ftvm/... is after a reboot) the agent makes.
 	sed 's|^socket = .*|socket = run/a.sock|' "$WORK/a.conf" >"$WORK/a-nobody.conf"
