@@ -29,12 +29,16 @@ IMAGE_SIZE=4G
 # `ftvmctl --json`, python3 for the e2e tests the RDMA jobs run inside
 # (tests/e2e/), nbd-client (the kernel's NBD client's configurator) and
 # e2fsprogs (minbase has it; named for mkfs.ext4 and e2fsck on a volume)
-# for jobs/nbd_kernel.sh.
+# for jobs/nbd_kernel.sh; a one-node Pacemaker cluster for
+# jobs/pacemaker_ocf.sh: pacemaker, corosync, pacemaker-cli-utils (crm_mon,
+# cibadmin, crm_resource; pacemaker only recommends it) and resource-agents
+# (the agent's ocf-shellfuncs).
 PACKAGES=(
 	linux-image-amd64 systemd-sysv systemd udev kmod iproute2 procps iputils-ping
 	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest libibverbs1 librdmacm1
 	libevent-2.1-7 libprotobuf-c1 libsqlite3-0 libsystemd0 libinih1 libjson-c5 libssl3
 	libnbd0 jq python3 nbd-client e2fsprogs
+	pacemaker pacemaker-cli-utils corosync resource-agents
 )
 
 skip() {
@@ -153,6 +157,12 @@ configure() {
 	mkdir -p "$r/etc/systemd/system/multi-user.target.wants"
 	ln -sf /etc/systemd/system/ftvm-job.service \
 		"$r/etc/systemd/system/multi-user.target.wants/ftvm-job.service"
+	# corosync and pacemaker come enabled (Debian's corosync.conf is a
+	# one-node cluster), and cluster-glue's logd with them: they would start
+	# in every job's guest. jobs/pacemaker_ocf.sh starts the first two itself.
+	rm -f "$r"/etc/systemd/system/*.target.wants/corosync.service \
+		"$r"/etc/systemd/system/*.target.wants/pacemaker.service \
+		"$r"/etc/systemd/system/*.target.wants/logd.service
 	# The journal stays in memory: every boot is thrown away.
 	mkdir -p "$r/etc/systemd/journald.conf.d"
 	printf '[Journal]\nStorage=volatile\n' >"$r/etc/systemd/journald.conf.d/ftvm.conf"
