@@ -63,7 +63,9 @@ rm -f "$WORK/shared/other-store"
 timeout 5 "$FTVMD" --config "$WORK/b9.conf" >"$WORK/b9.log" 2>&1 &
 b9=$!
 PIDS[b9]=$b9
-wait_for 5000 "a fresh node b9 made the other store" test -s "$WORK/shared/other-store"
+# Serving, its store's header is written: a file merely not empty may be
+# one killed before its header, which is no store at all.
+wait_for 5000 "a fresh node b9 made the other store and serves" ctl_ok b9
 kill -TERM "$b9"; wait "$b9" 2>/dev/null || true
 unset 'PIDS[b9]'
 expect_start_failure "$WORK/a4.conf" "is not the store this node's page table was made with"
