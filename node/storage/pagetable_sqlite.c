@@ -234,6 +234,23 @@ static const char *const stmt_sql[ST__MAX] = {
 				" ORDER BY media, start",
 };
 
+/* An allocation whose page rows 0 .. pages - 1 are known to be in pages, as
+ * the open transaction (or, outside one, the file) has them: a page write
+ * checks that its page's row is there (pagetable_page_put) with a lookup
+ * here instead of a SELECT, which was about as much of each node's CPU as
+ * the journal row's INSERT (7-9% under 16 clients' page writes). Page rows
+ * come and go only with their allocation (pagetable_alloc_put, the cascade
+ * of pagetable_alloc_delete), so an allocation known is known whole: learnt
+ * when it is made and when the table is loaded, forgotten when it is
+ * deleted, and all of them when a transaction ends without a commit (it
+ * may have made some). A guid not known, or too long for a slot, is looked
+ * up in SQL as before. */
+#define KNOWN_ALLOCS 256
+struct known_alloc {
+	char guid[56]; /* "": empty slot */
+	uint64_t pages;
+};
+
 /* Numbers below durable may have been handed out, and meta says so on disk;
  * next is the next one to hand out (next <= durable). */
 struct lease {
@@ -287,6 +304,8 @@ struct pagetable {
 	uint64_t txn, txn_committed, txn_lost;
 	void (*commit_failed)(void *arg, int r);
 	void *commit_failed_arg;
+	/* Allocations whose page rows are known to be there (known_*). */
+	struct known_alloc known[KNOWN_ALLOCS];
 	char err[512];
 };
 
@@ -480,11 +499,14 @@ static void fold_committed(struct pagetable *pt)
 	pt->fold.floor = pt->fold.floor_after_fold;
 }
 
+static void known_check_lost(struct pagetable *pt);
+
 static int begin(struct pagetable *pt)
 {
 	if (pagetable_in_transaction(pt))
 		return 0;
 	fold_forget_uncommitted(pt);
+	known_check_lost(pt);
 	if (pt->txn != pt->txn_committed)
 		pt->txn_lost = pt->txn;
 	pt->txn++;
@@ -865,6 +887,53 @@ static int journal_append(struct pagetable *pt, uint64_t lsn, const struct pt_or
 	return 0;
 }
 
+/* ---- Allocations known whole (struct known_alloc) ---------------------- */
+
+static struct known_alloc *known_slot(struct pagetable *pt, const char *guid)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	for (const char *c = guid; *c; c++)
+		h = (h ^ (uint8_t)*c) * 16777619u;
+	return &pt->known[h % KNOWN_ALLOCS];
+}
+
+static void known_add(struct pagetable *pt, const char *guid, uint64_t pages)
+{
+	struct known_alloc *k = known_slot(pt, guid);
+
+	if (strlen(guid) >= sizeof(k->guid))
+		return;
+	strcpy(k->guid, guid);
+	k->pages = pages;
+}
+
+static void known_forget(struct pagetable *pt, const char *guid)
+{
+	struct known_alloc *k = known_slot(pt, guid);
+
+	if (strcmp(k->guid, guid) == 0)
+		k->guid[0] = '\0';
+}
+
+/* The last transaction ended without a commit (SQLite rolls one back by
+ * itself on a full disk or an I/O error): what it made may be gone. */
+static void known_check_lost(struct pagetable *pt)
+{
+	if (pt->txn == pt->txn_committed || pagetable_in_transaction(pt))
+		return;
+	memset(pt->known, 0, sizeof(pt->known));
+}
+
+static bool known_page(struct pagetable *pt, const struct pt_page *p)
+{
+	const struct known_alloc *k;
+
+	known_check_lost(pt);
+	k = known_slot(pt, p->guid);
+	return p->page < k->pages && strcmp(k->guid, p->guid) == 0;
+}
+
 /* -ENOENT unless the page row is there. A read by primary key: no page of
  * the file changes. */
 static int page_exists(struct pagetable *pt, const struct pt_page *p)
@@ -873,6 +942,8 @@ static int page_exists(struct pagetable *pt, const struct pt_page *p)
 	int64_t found;
 	int rc, r;
 
+	if (known_page(pt, p))
+		return 0;
 	rc = bind_text(st, 1, p->guid);
 	rc = rc ?: bind_u64(st, 2, p->page);
 	r = bind_check(pt, st, rc, p->guid);
@@ -952,7 +1023,10 @@ int pagetable_alloc_put(struct pagetable *pt, const struct pt_alloc *a, uint32_t
 	}
 	if (r == 0)
 		r = journal_append(pt, lsn, o, "alloc", a->guid, NULL);
-	return change_end(pt, r);
+	r = change_end(pt, r);
+	if (r == 0)
+		known_add(pt, a->guid, a->pages);
+	return r;
 }
 
 int pagetable_alloc_delete(struct pagetable *pt, const char *guid, const struct pt_origin *o)
@@ -968,6 +1042,7 @@ int pagetable_alloc_delete(struct pagetable *pt, const char *guid, const struct 
 		r = change_begin(pt, o, guid, &lsn);
 	if (r < 0)
 		return r;
+	known_forget(pt, guid);
 	/* The pages go with it: ON DELETE CASCADE. */
 	r = run_change(pt, st, bind_text(st, 1, guid), "delete allocation", guid);
 	if (r == 0)
@@ -1393,6 +1468,7 @@ int pagetable_load(struct pagetable *pt, int (*alloc_cb)(const struct pt_alloc *
 		r = load_pages(pt, &a, page_cb, arg);
 		if (r < 0)
 			break;
+		known_add(pt, a.guid, a.pages); /* load_pages counted its rows */
 	}
 	if (r == 0 && rc != SQLITE_DONE)
 		r = sql_fail(pt, rc, "read the allocations");

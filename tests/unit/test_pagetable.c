@@ -504,6 +504,14 @@ static void test_commit_failed(void)
 	CHECK_INT("the hook ran once", 1, commit_failures);
 	CHECK_INT("with the failure", r, commit_failure_r);
 	CHECK(!pagetable_in_transaction(pt), "the transaction was rolled back");
+	/* y went with it, though it was known whole when it was made (known_alloc
+	 * in pagetable_sqlite.c): a write of its page is refused; x's stands. */
+	o = own(pt);
+	CHECK_INT("a page of y once its transaction was lost", -ENOENT,
+		  pagetable_page_put(pt, &(struct pt_page){ .guid = "y", .version = 1 }, &o));
+	o = own(pt);
+	CHECK_OK("a page of x", model_page(pt, &want, "x", 1, 2, 0x22u, true, &o));
+	CHECK_OK("commit x's page", pagetable_commit(pt));
 	pagetable_close(pt);
 
 	pt = open_or_die(path);
@@ -1673,6 +1681,41 @@ static void test_page_put_unknown(void)
 	pagetable_close(pt);
 }
 
+/* A page write to an allocation deleted in the same transaction, or to a
+ * page past its end, is refused as one to a guid never seen: the lookup
+ * that saves the SQL (known_alloc in pagetable_sqlite.c) forgets with the
+ * delete, and knows the allocation's length. */
+static void test_page_put_deleted(void)
+{
+	char path[300];
+	struct pagetable *pt;
+	struct pt_origin o;
+
+	path_in_dir(path, sizeof(path), "deleted_page.db");
+	pt = open_or_die(path);
+	o = own(pt);
+	CHECK_OK("alloc", pagetable_alloc_put(pt, &fold_alloc, 0x11u, &o));
+	o = own(pt);
+	CHECK_OK("its last page", fold_put(pt, 2, 4, 0x44u, true, &o));
+	o = own(pt);
+	CHECK_INT("past its end", -ENOENT, fold_put(pt, 3, 4, 0x44u, true, &o));
+	o = own(pt);
+	CHECK_OK("delete", pagetable_alloc_delete(pt, "f-1", &o));
+	o = own(pt);
+	CHECK_INT("a page of the deleted allocation", -ENOENT, fold_put(pt, 0, 5, 0x55u, true, &o));
+	CHECK(strstr(pagetable_last_error(pt), "page 0 of f-1") != NULL,
+	      "the reason names the page: \"%s\"", pagetable_last_error(pt));
+	CHECK_OK("commit", pagetable_commit(pt));
+	o = own(pt);
+	CHECK_INT("after the commit", -ENOENT, fold_put(pt, 1, 5, 0x55u, true, &o));
+	o = own(pt);
+	CHECK_OK("made again", pagetable_alloc_put(pt, &fold_alloc, 0x11u, &o));
+	o = own(pt);
+	CHECK_OK("a page of it", fold_put(pt, 1, 1, 0x11u, true, &o));
+	CHECK_OK("commit again", pagetable_commit(pt));
+	pagetable_close(pt);
+}
+
 /* pagetable_fold(): what waits goes into the open transaction (one opened
  * if none), for the caller to commit; nothing waiting, nothing done. */
 static void fold_when_asked(const char *path)
@@ -1951,6 +1994,7 @@ int main(void)
 	test_fold_new_incarnation();
 	test_fold_before_trim();
 	test_page_put_unknown();
+	test_page_put_deleted();
 	test_fold_when_asked();
 	test_recovered();
 	test_partitions();
