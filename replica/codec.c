@@ -1,8 +1,11 @@
 #include "codec.h"
 
 #include <errno.h>
+#include <stdalign.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "frame.h"
 #include "pb_arena.h"
@@ -32,24 +35,115 @@ bool codec_envelope_block(const Envelope *env, ProtobufCBinaryData *ret)
 	return ret->len > 0;
 }
 
+/* What codec_command_complete_copy() hands out is cc, in one of these. A
+ * node answers every request of its partner with a copy (vmm_answer), and
+ * most answers carry a status, maybe a reason, an LSN, and at most a
+ * LockStatus (the answers to a page write's AllocateWrite, WritePage and
+ * ReleasePointer over TCP): those are copied field by field into one
+ * allocation, lock and strings behind cc in tail. A copy packed and
+ * unpacked again, protobuf-c allocating each field, was 7k instructions of
+ * each page write on the node that answers. The others (other payloads,
+ * runs, fields this build does not know) still go through their packed
+ * bytes, unpacked into one arena (unpacked), which cc's pointers then lead
+ * into. */
+struct cc_copy {
+	const ProtobufCMessage *unpacked; /* NULL: all of it is here */
+	CommandComplete cc;
+	Ftvm__Partner__LockStatus lock;
+	alignas(max_align_t) unsigned char tail[]; /* lock's owners, then the strings */
+};
+
+static bool copied_by_fields(const CommandComplete *cc)
+{
+	if (cc->n_grants || cc->n_landings || cc->base.n_unknown_fields)
+		return false;
+	if (cc->payload_case == FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD__NOT_SET)
+		return true;
+	return cc->payload_case == FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LOCK && cc->lock &&
+	       !cc->lock->base.n_unknown_fields;
+}
+
+/* s into the copy's strings at *at. */
+static char *put_string(char **at, const char *s)
+{
+	size_t len = strlen(s ? s : "") + 1;
+	char *put = *at;
+
+	memcpy(put, s ? s : "", len);
+	*at += len;
+	return put;
+}
+
+static CommandComplete *copy_by_fields(const CommandComplete *cc)
+{
+	const Ftvm__Partner__LockStatus *lock =
+		cc->payload_case == FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LOCK ? cc->lock : NULL;
+	size_t n_owners = lock ? lock->n_owners : 0;
+	size_t strings = strlen(cc->reason ? cc->reason : "") + 1;
+	struct cc_copy *copy;
+	char **owners, *at;
+
+	for (size_t i = 0; i < n_owners; i++)
+		strings += strlen(lock->owners[i] ? lock->owners[i] : "") + 1;
+	copy = malloc(sizeof(*copy) + n_owners * sizeof(*owners) + strings);
+	if (!copy)
+		return NULL;
+	owners = (char **)copy->tail;
+	at = (char *)(owners + n_owners);
+	copy->unpacked = NULL;
+	copy->cc = *cc;
+	copy->cc.reason = put_string(&at, cc->reason);
+	/* Nothing may point back into cc (copied_by_fields saw none of these). */
+	copy->cc.base.unknown_fields = NULL;
+	copy->cc.grants = NULL;
+	copy->cc.landings = NULL;
+	copy->cc.lock = NULL; /* the payload's union, unset when no lock */
+	if (lock) {
+		copy->lock = *lock;
+		copy->lock.base.unknown_fields = NULL;
+		for (size_t i = 0; i < n_owners; i++)
+			owners[i] = put_string(&at, lock->owners[i]);
+		copy->lock.owners = n_owners ? owners : NULL;
+		copy->cc.lock = &copy->lock;
+	}
+	return &copy->cc;
+}
+
 CommandComplete *codec_command_complete_copy(const CommandComplete *cc)
 {
-	size_t len = ftvm__partner__command_complete__get_packed_size(cc);
-	uint8_t *buf = malloc(len ? len : 1);
-	CommandComplete *copy;
+	struct cc_copy *copy;
+	uint8_t *buf;
+	size_t len;
 
-	if (!buf)
-		return NULL;
+	if (copied_by_fields(cc))
+		return copy_by_fields(cc);
+	copy = malloc(sizeof(*copy));
+	len = ftvm__partner__command_complete__get_packed_size(cc);
+	buf = malloc(len ? len : 1);
+	if (!copy || !buf)
+		goto fail;
 	ftvm__partner__command_complete__pack(cc, buf);
-	copy = ftvm__partner__command_complete__unpack(NULL, len, buf);
+	copy->unpacked = pb_arena_unpack(&ftvm__partner__command_complete__descriptor, len, buf);
+	if (!copy->unpacked)
+		goto fail;
 	free(buf);
-	return copy;
+	copy->cc = *(const CommandComplete *)copy->unpacked;
+	return &copy->cc;
+fail:
+	free(buf);
+	free(copy);
+	return NULL;
 }
 
 void codec_command_complete_free(CommandComplete *cc)
 {
-	if (cc)
-		ftvm__partner__command_complete__free_unpacked(cc, NULL);
+	struct cc_copy *copy;
+
+	if (!cc)
+		return;
+	copy = (struct cc_copy *)((uint8_t *)cc - offsetof(struct cc_copy, cc));
+	pb_arena_free(copy->unpacked);
+	free(copy);
 }
 
 int codec_frame_pack(const ProtobufCMessage *msg, uint8_t **ret_frame, size_t *ret_len)

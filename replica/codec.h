@@ -24,9 +24,9 @@ int codec_payload_pack(const ProtobufCMessage *msg, uint8_t **ret_payload, size_
  * ret, to be sent from where it is (common/pb_pieces.h); false: none. */
 bool codec_envelope_block(const Envelope *env, ProtobufCBinaryData *ret);
 
-/* A copy of cc that owns all it points to (packed and unpacked again), for
- * an answer kept past the state it was read from. NULL when out of memory.
- * Free with codec_command_complete_free. */
+/* A copy of cc that owns all it points to, for an answer kept past the
+ * state it was read from (codec.c says how it is made). NULL when out of
+ * memory. Free with codec_command_complete_free, and nothing else. */
 CommandComplete *codec_command_complete_copy(const CommandComplete *cc);
 void codec_command_complete_free(CommandComplete *cc);
 

@@ -1507,6 +1507,81 @@ static void test_envelope_block(void)
 	CHECK(!codec_envelope_block(&env, &got), "a SpaceRequest has a block");
 }
 
+/* cc packed, as bytes for comparison; the caller frees them. */
+static uint8_t *cc_packed(const CommandComplete *cc, size_t *ret_len)
+{
+	size_t len = ftvm__partner__command_complete__get_packed_size(cc);
+	uint8_t *buf = xmalloc(len ? len : 1);
+
+	ftvm__partner__command_complete__pack(cc, buf);
+	*ret_len = len;
+	return buf;
+}
+
+/* A copy of cc packs to the same bytes after everything cc pointed to was
+ * overwritten (and, under ASan, after the original's memory is gone). */
+static void check_copy(const char *what, CommandComplete *cc, char *reason, size_t reason_len)
+{
+	size_t want_len, got_len;
+	uint8_t *want = cc_packed(cc, &want_len), *got;
+	CommandComplete *copy = codec_command_complete_copy(cc);
+
+	CHECK(copy != NULL, "%s: copied", what);
+	if (!copy) {
+		free(want);
+		return;
+	}
+	memset(reason, 'x', reason_len - 1);
+	got = cc_packed(copy, &got_len);
+	CHECK(got_len == want_len && memcmp(got, want, want_len) == 0,
+	      "%s: the copy packs to %zu bytes, the original to %zu", what, got_len, want_len);
+	codec_command_complete_free(copy);
+	free(got);
+	free(want);
+}
+
+/* codec_command_complete_copy: one as it is (status, reason, LSN), one
+ * with a payload, one with runs; codec_command_complete_free(NULL). */
+static void test_command_complete_copy(void)
+{
+	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+	Ftvm__Partner__LockStatus lock = FTVM__PARTNER__LOCK_STATUS__INIT;
+	Ftvm__Partner__Landing run = FTVM__PARTNER__LANDING__INIT, *runs[1] = { &run };
+	char reason[64], owner[16], *lock_owners[1] = { owner };
+
+	snprintf(reason, sizeof(reason), "no frames for page 7 of a-12");
+	cc.status = FTVM__PARTNER__STATUS__STATUS_NO_SPACE;
+	cc.reason = reason;
+	cc.applied_lsn = 0x123456789aull;
+	check_copy("status, reason and LSN", &cc, reason, sizeof(reason));
+	cc.reason = NULL;
+	check_copy("no reason", &cc, reason, sizeof(reason));
+
+	snprintf(reason, sizeof(reason), "locked");
+	snprintf(owner, sizeof(owner), "a:client-3");
+	cc.reason = reason;
+	lock.mode = FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE;
+	lock.n_owners = 1;
+	lock.owners = lock_owners;
+	lock.version = 41;
+	cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_LOCK;
+	cc.lock = &lock;
+	check_copy("a lock payload", &cc, owner, sizeof(owner));
+	lock.n_owners = 0;
+	lock.mode = FTVM__PARTNER__LOCK_MODE__LOCK_MODE_NONE;
+	check_copy("a lock payload with no owner", &cc, reason, sizeof(reason));
+
+	cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD__NOT_SET;
+	cc.lock = NULL;
+	run.frame = 4096;
+	run.frames = 16;
+	run.generation = 3;
+	cc.n_grants = 1;
+	cc.grants = runs;
+	check_copy("a grant", &cc, reason, sizeof(reason));
+	codec_command_complete_free(NULL);
+}
+
 int main(void)
 {
 	struct sent s;
@@ -1516,6 +1591,7 @@ int main(void)
 	test_unknown_message();
 	test_names();
 	test_envelope_block();
+	test_command_complete_copy();
 
 	sent_init(&s);
 	test_truncated(&s);
