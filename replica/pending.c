@@ -1,6 +1,19 @@
-/* The table is a small hash on the sequence number (chained), and each entry
- * carries its own libevent timer: libevent keeps timers in a min-heap, so a
- * deadline costs O(log n) and nothing scans the table. */
+/* The table is a small hash on the sequence number (chained) for the
+ * answers, and a list in order of deadline for the timeouts, under one
+ * libevent timer for the whole table.
+ *
+ * Each entry used to carry a timer of its own: an event_new, an event_add
+ * into libevent's min-heap and an event_free per request, three requests per
+ * page write, for deadlines that almost never pass. Requests mostly share one
+ * timeout (the node's request_timeout_ms), so a new entry goes at the tail of
+ * the list and the head's is the next deadline. The timer is armed for the
+ * head's deadline when it is not armed already; an answer that takes the head
+ * away leaves it as it is, and when it fires early (for an entry answered
+ * since) it fails nothing and is armed again for the head's deadline then.
+ * So under a steady flow of requests it fires about once per timeout, and no
+ * entry fails before its deadline, nor later than its own (an entry with a
+ * shorter timeout than the head's becomes the head and arms the timer for
+ * itself). Entries freed are kept for the next ones, up to SPARE_MAX. */
 #include "pending.h"
 
 #include <errno.h>
@@ -8,22 +21,31 @@
 
 #include <event2/event.h>
 
+#include "clock.h"
+
 #define PENDING_BUCKETS 256u
+#define SPARE_MAX 256u
 
 struct pending {
-	struct pending *next;
-	struct pending_table *table;
+	struct pending *next; /* in its bucket; in the spares */
+	struct pending *prev_by_deadline, *next_by_deadline;
 	uint64_t seq;
+	uint64_t deadline_us; /* clock_now_us() */
 	pending_done_fn done;
 	void *arg;
-	struct event *deadline;
 };
 
 struct pending_table {
 	struct event_base *base;
 	struct pending *buckets[PENDING_BUCKETS];
-	size_t count;
+	struct pending *first, *last; /* by deadline */
+	struct event *timer;
+	uint64_t armed_us; /* the timer's deadline while it is pending */
+	struct pending *spares;
+	size_t count, n_spares;
 };
+
+static void on_timer(evutil_socket_t fd, short what, void *arg);
 
 int pending_table_new(struct event_base *base, struct pending_table **ret)
 {
@@ -32,6 +54,11 @@ int pending_table_new(struct event_base *base, struct pending_table **ret)
 	if (!t)
 		return -ENOMEM;
 	t->base = base;
+	t->timer = evtimer_new(base, on_timer, t);
+	if (!t->timer) {
+		free(t);
+		return -ENOMEM;
+	}
 	*ret = t;
 	return 0;
 }
@@ -41,6 +68,13 @@ void pending_table_free(struct pending_table *t)
 	if (!t)
 		return;
 	pending_fail_all(t, FTVM__PARTNER__STATUS__STATUS_SHUTTING_DOWN, "node shutting down");
+	event_free(t->timer);
+	while (t->spares) {
+		struct pending *p = t->spares;
+
+		t->spares = p->next;
+		free(p);
+	}
 	free(t);
 }
 
@@ -53,16 +87,70 @@ static struct pending **find_slot(struct pending_table *t, uint64_t seq)
 	return p;
 }
 
+/* The timer for deadline_us, unless it is armed for that or sooner. */
+static void arm(struct pending_table *t, uint64_t deadline_us, uint64_t now_us)
+{
+	uint64_t in_us = deadline_us > now_us ? deadline_us - now_us : 0;
+	struct timeval tv = { .tv_sec = (time_t)(in_us / 1000000),
+			      .tv_usec = (suseconds_t)(in_us % 1000000) };
+
+	if (evtimer_pending(t->timer, NULL) && t->armed_us <= deadline_us)
+		return;
+	/* The loop's cached time may be stale; a deadline must not come early. */
+	event_base_update_cache_time(t->base);
+	evtimer_add(t->timer, &tv);
+	t->armed_us = deadline_us;
+}
+
+static void unlink_deadline(struct pending_table *t, struct pending *p)
+{
+	if (p->prev_by_deadline)
+		p->prev_by_deadline->next_by_deadline = p->next_by_deadline;
+	else
+		t->first = p->next_by_deadline;
+	if (p->next_by_deadline)
+		p->next_by_deadline->prev_by_deadline = p->prev_by_deadline;
+	else
+		t->last = p->prev_by_deadline;
+}
+
+/* After the later ones from the tail: usually none, all sharing a timeout. */
+static void link_deadline(struct pending_table *t, struct pending *p)
+{
+	struct pending *after = t->last;
+
+	while (after && after->deadline_us > p->deadline_us)
+		after = after->prev_by_deadline;
+	p->prev_by_deadline = after;
+	p->next_by_deadline = after ? after->next_by_deadline : t->first;
+	if (p->next_by_deadline)
+		p->next_by_deadline->prev_by_deadline = p;
+	else
+		t->last = p;
+	if (after)
+		after->next_by_deadline = p;
+	else
+		t->first = p;
+}
+
 /* Unlinks p and runs its callback last, so the callback may add new requests. */
 static void finish(struct pending_table *t, struct pending **slot, const CommandComplete *cc)
 {
 	struct pending *p = *slot;
+	pending_done_fn done = p->done;
+	void *arg = p->arg;
 
 	*slot = p->next;
+	unlink_deadline(t, p);
 	t->count--;
-	event_free(p->deadline);
-	p->done(cc, p->arg);
-	free(p);
+	if (t->n_spares < SPARE_MAX) {
+		p->next = t->spares;
+		t->spares = p;
+		t->n_spares++;
+	} else {
+		free(p);
+	}
+	done(cc, arg);
 }
 
 static void fail_one(struct pending_table *t, struct pending **slot, int status, const char *reason)
@@ -74,38 +162,45 @@ static void fail_one(struct pending_table *t, struct pending **slot, int status,
 	finish(t, slot, &cc);
 }
 
-static void on_deadline(evutil_socket_t fd, short what, void *arg)
+static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
-	struct pending *p = arg;
+	struct pending_table *t = arg;
+	uint64_t now = clock_now_us();
 
-	fail_one(p->table, find_slot(p->table, p->seq), FTVM__PARTNER__STATUS__STATUS_TIMEOUT,
-		 "no answer from the partner before the deadline");
+	/* Each callback may add and answer others: the head is read anew. */
+	while (t->first && t->first->deadline_us <= now)
+		fail_one(t, find_slot(t, t->first->seq), FTVM__PARTNER__STATUS__STATUS_TIMEOUT,
+			 "no answer from the partner before the deadline");
+	if (t->first)
+		arm(t, t->first->deadline_us, clock_now_us());
 }
 
 int pending_add(struct pending_table *t, uint64_t seq, uint32_t timeout_ms, pending_done_fn done,
 		void *arg)
 {
-	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
 	struct pending **slot = find_slot(t, seq);
+	uint64_t now = clock_now_us();
 	struct pending *p;
 
 	if (*slot)
 		return -EEXIST;
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return -ENOMEM;
-	p->table = t;
-	p->seq = seq;
-	p->done = done;
-	p->arg = arg;
-	p->deadline = evtimer_new(t->base, on_deadline, p);
-	if (!p->deadline) {
-		free(p);
-		return -ENOMEM;
+	p = t->spares;
+	if (p) {
+		t->spares = p->next;
+		t->n_spares--;
+	} else {
+		p = malloc(sizeof(*p));
+		if (!p)
+			return -ENOMEM;
 	}
-	/* The loop's cached time may be stale; a deadline must not come early. */
-	event_base_update_cache_time(t->base);
-	evtimer_add(p->deadline, &tv);
+	*p = (struct pending){
+		.seq = seq,
+		.deadline_us = now + (uint64_t)timeout_ms * 1000,
+		.done = done,
+		.arg = arg,
+	};
+	link_deadline(t, p);
+	arm(t, t->first->deadline_us, now);
 	*slot = p;
 	t->count++;
 	return 0;
@@ -121,11 +216,11 @@ bool pending_complete(struct pending_table *t, uint64_t seq, const CommandComple
 	return true;
 }
 
+/* In the order of their deadlines, which for one timeout is the order sent. */
 void pending_fail_all(struct pending_table *t, int status, const char *reason)
 {
-	for (size_t b = 0; b < PENDING_BUCKETS; b++)
-		while (t->buckets[b])
-			fail_one(t, &t->buckets[b], status, reason);
+	while (t->first)
+		fail_one(t, find_slot(t, t->first->seq), status, reason);
 }
 
 size_t pending_count(const struct pending_table *t)
