@@ -62,7 +62,24 @@
  * for dead_after_ms for dead (as Corosync reports a process pause). What the
  * partner sent meanwhile still waits unread, so the tick that ends a pause
  * does not judge the partner silent: the next one does, after a read. Only
- * one tick in a row defers, so a loop late at every tick still judges. */
+ * one tick in a row defers, so a loop late at every tick still judges.
+ *
+ * Corking. A node serving many clients reads several requests in one turn
+ * of its loop, and each sent its frames to the partner with a write of its
+ * own: one system call, and one trip through the partner's TCP receive
+ * path and wakeup, per page write. So on the link (a transport with
+ * send_many), the first frame of a turn goes at once, as before (an idle
+ * node's request waits for nothing), and the frames that follow in the
+ * same turn wait, in order, for turn_end: an event made active by that
+ * first frame, which runs after the callbacks already due in this turn (the
+ * other clients' reads) and sends what waits in one send_many(). Every
+ * frame on the link goes through this, so nothing overtakes what waits (an
+ * answer is never overtaken by a later request, node/vmm/VMM.md, "Ordering
+ * and durability"), and before the link changes hands or a payload goes
+ * behind RDMA WRITEs, what waits goes first. A waiting frame is copied out
+ * of its caller's memory (pb_pieces_flatten: what it referenced, a page's
+ * block, may change after the call); one above CORK_MAX_BYTES is not
+ * copied but goes at once, with what waits before it in the same call. */
 #include "session.h"
 
 #include <errno.h>
@@ -153,6 +170,17 @@ struct repl_session {
 	size_t n_held, held_cap;
 	int state; /* our NodeState, as advertised */
 
+	/* Corking (see the top): frames waiting for turn_end, copies owned
+	 * here, and room to gather them. turn_sent: a frame went on the link
+	 * this turn (turn_end is active); cork_failed: frames that waited
+	 * could not be sent (turn_end drops the link). */
+	struct pb_pieces *corked;
+	size_t n_corked, corked_cap;
+	struct repl_payload *cork_payloads;
+	struct iovec *cork_iov;
+	bool turn_sent, cork_failed;
+	struct event *turn_end;
+
 	struct event *tick;    /* every heartbeat_ms */
 	uint64_t last_tick_ms; /* when it last ran, 0 before the first */
 	bool silence_deferred; /* the last tick ended a pause, and did not judge */
@@ -176,6 +204,7 @@ struct repl_session {
 
 static void schedule_dial(struct repl_session *s);
 static void drop_held(struct repl_session *s);
+static void drop_conn(struct repl_session *s, struct session_conn *sc, const char *reason);
 static void on_hello(struct repl_session *s, struct session_conn *sc, const Envelope *env);
 
 static struct session_conn *find_conn(struct repl_session *s, struct repl_conn *conn)
@@ -211,10 +240,103 @@ static bool backlogged(const struct repl_session *s, const struct repl_conn *con
 /* A payload in more pieces than this is made one before it goes (a batch
  * of many answers): a gathered write of many small pieces gains nothing. */
 #define WIRE_PIECES 8
+/* A frame larger than this does not wait for the turn's end (a block of
+ * 64 KiB): copying it would cost about what its own write does. */
+#define CORK_MAX_BYTES (16u << 10)
+
+static void drop_corked(struct repl_session *s)
+{
+	for (size_t i = 0; i < s->n_corked; i++)
+		pb_pieces_free(&s->corked[i]);
+	s->n_corked = 0;
+}
+
+/* What waits, then also (unless NULL, not copied), in one send_many(). */
+static int send_corked(struct repl_session *s, struct pb_pieces *also)
+{
+	struct repl_conn *conn = s->active->conn;
+	size_t n = 0, at = 0;
+	int r;
+
+	for (size_t i = 0; i < s->n_corked; i++, n++) {
+		s->cork_iov[at] =
+			(struct iovec){ .iov_base = s->corked[i].own, .iov_len = s->corked[i].len };
+		s->cork_payloads[n] = (struct repl_payload){ .iov = &s->cork_iov[at++],
+							     .n = 1,
+							     .len = s->corked[i].len };
+	}
+	if (also) {
+		pb_pieces_iov(also, &s->cork_iov[at]);
+		s->cork_payloads[n++] = (struct repl_payload){ .iov = &s->cork_iov[at],
+							       .n = also->n,
+							       .len = also->len };
+	}
+	r = n ? conn->transport->ops->send_many(conn, s->cork_payloads, n) : 0;
+	drop_corked(s);
+	return r;
+}
+
+/* payload waits for turn_end, copied into memory of its own and taken
+ * over (left empty, for its caller to free as before). */
+static int cork(struct repl_session *s, struct pb_pieces *payload)
+{
+	if (payload->len > s->config.max_payload)
+		return -EMSGSIZE; /* as send() would have said */
+	if (s->n_corked + 1 >= s->corked_cap) {
+		size_t cap = s->corked_cap ? 2 * s->corked_cap : 32;
+		struct pb_pieces *c = realloc(s->corked, cap * sizeof(*c));
+		struct repl_payload *p;
+		struct iovec *iov;
+
+		if (!c)
+			return -ENOMEM;
+		s->corked = c;
+		p = realloc(s->cork_payloads, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		s->cork_payloads = p;
+		iov = realloc(s->cork_iov, (cap + WIRE_PIECES) * sizeof(*iov));
+		if (!iov)
+			return -ENOMEM;
+		s->cork_iov = iov;
+		s->corked_cap = cap;
+	}
+	if (pb_pieces_flatten(payload) < 0)
+		return -ENOMEM;
+	s->corked[s->n_corked++] = *payload;
+	memset(payload, 0, sizeof(*payload));
+	return 0;
+}
+
+/* The end of a turn that sent on the link: what waits goes. */
+static void on_turn_end(evutil_socket_t fd, short what, void *arg)
+{
+	struct repl_session *s = arg;
+	char why[96];
+	int r = 0;
+
+	s->turn_sent = false;
+	if (s->active && s->n_corked)
+		r = send_corked(s, NULL);
+	if (s->active && (r < 0 || s->cork_failed)) {
+		snprintf(why, sizeof(why), "cannot send frames queued for the partner: %s",
+			 strerror(r < 0 ? -r : ENOMEM));
+		drop_conn(s, s->active, why);
+	}
+	s->cork_failed = false;
+}
+
+/* Whether frames to conn wait for the turn's end (see the top). */
+static bool corks(const struct repl_session *s, const struct repl_conn *conn)
+{
+	return s->active && conn == s->active->conn && conn->transport->ops->send_many &&
+	       s->turn_end;
+}
 
 static int wire_send(struct repl_session *s, struct repl_conn *conn, struct pb_pieces *payload)
 {
 	struct iovec iov[WIRE_PIECES];
+	int r;
 
 	if (cut(s))
 		return 0;
@@ -224,6 +346,18 @@ static int wire_send(struct repl_session *s, struct repl_conn *conn, struct pb_p
 		return -ENOMEM;
 	if (s->tap)
 		tap(s, conn, true, pb_pieces_bytes(payload), payload->len);
+	if (corks(s, conn) && (s->n_corked || s->turn_sent) && payload->len <= CORK_MAX_BYTES)
+		return cork(s, payload);
+	if (corks(s, conn) && s->n_corked) {
+		r = send_corked(s, payload);
+		if (r < 0)
+			s->cork_failed = true; /* and turn_end, active, drops the link */
+		return r;
+	}
+	if (corks(s, conn) && !s->turn_sent) {
+		s->turn_sent = true;
+		event_active(s->turn_end, EV_TIMEOUT, 0);
+	}
 	pb_pieces_iov(payload, iov);
 	return repl_conn_sendv(conn, iov, payload->n, payload->len);
 }
@@ -266,6 +400,7 @@ static void link_down(struct repl_session *s, const char *reason)
 	s->active = NULL;
 	close_retiring(s, UINT64_MAX);
 	drop_held(s); /* answers to a partner that is gone */
+	drop_corked(s);
 	s->stats.link_up = false;
 	s->stats.link_changes++;
 	pending_fail_all(s->pending, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE, reason);
@@ -504,6 +639,8 @@ static int send_held(struct repl_session *s, const struct repl_remote_write *wri
 		return r;
 	if (!n_writes)
 		r = wire_send(s, conn, &payload);
+	else if (!cut(s) && s->n_corked && (r = send_corked(s, NULL)) < 0)
+		s->cork_failed = true; /* and turn_end, active, drops the link */
 	else if (!cut(s))
 		r = send_behind_writes(s, conn, writes, n_writes, &payload);
 	if (owned)
@@ -945,6 +1082,11 @@ static void on_hello(struct repl_session *s, struct session_conn *sc, const Enve
 			retire(sc);
 			return;
 		}
+		/* What waits was sent on old, and goes there first. */
+		if (s->n_corked && send_corked(s, NULL) < 0)
+			log_debug("frames queued for %s lost as the link moves: their "
+				  "requests time out",
+				  s->stats.partner_id);
 		/* The link stays up: what is pending stays pending. The old
 		 * connection retires rather than closing at once, so answers
 		 * the partner sent on it before it switched still arrive (the
@@ -1359,7 +1501,8 @@ int repl_session_new(struct event_base *base, const struct repl_session_config *
 	attach_pool(s);
 	s->tick = event_new(base, -1, EV_PERSIST, on_tick, s);
 	s->redial = evtimer_new(base, on_redial, s);
-	if (!s->tick || !s->redial) {
+	s->turn_end = event_new(base, -1, 0, on_turn_end, s);
+	if (!s->tick || !s->redial || !s->turn_end) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -1406,6 +1549,10 @@ void repl_session_free(struct repl_session *s)
 	pending_table_free(s->pending);
 	drop_held(s);
 	free(s->held);
+	drop_corked(s);
+	free(s->corked);
+	free(s->cork_payloads);
+	free(s->cork_iov);
 	while (s->conns) {
 		struct session_conn *sc = s->conns;
 		repl_conn_close(sc->conn);
@@ -1417,6 +1564,8 @@ void repl_session_free(struct repl_session *s)
 		event_free(s->tick);
 	if (s->redial)
 		event_free(s->redial);
+	if (s->turn_end)
+		event_free(s->turn_end);
 	free(s);
 }
 

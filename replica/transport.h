@@ -62,6 +62,13 @@ struct repl_pool_stats {
 	uint64_t staging_allocated;
 };
 
+/* One payload in pieces, for send_many(). */
+struct repl_payload {
+	const struct iovec *iov;
+	size_t n;
+	size_t len; /* the pieces' bytes in all */
+};
+
 struct repl_transport_ops {
 	const char *name;
 	/* A transport on base that reports to cb; frames above max_payload are
@@ -81,6 +88,12 @@ struct repl_transport_ops {
 	 * backend with send credits (RDMA) queues the frame until credits come
 	 * back. -EMSGSIZE: len is above max_payload. */
 	int (*send)(struct repl_conn *c, const struct iovec *iov, size_t n, size_t len);
+	/* Optional: n payloads in this order, as send() of each would queue
+	 * them, but handed to the kernel together (TCP: one writev() where the
+	 * socket takes them all). The same ownership and errors as send();
+	 * nothing is queued when one is above max_payload. NULL: the caller
+	 * sends them one by one. */
+	int (*send_many)(struct repl_conn *c, const struct repl_payload *p, size_t n);
 	/* Close and free conn now; no conn_down follows. */
 	void (*close)(struct repl_conn *c);
 	/* Bytes given to send() on c and not yet handed to the kernel or the

@@ -375,6 +375,67 @@ static int tcp_send(struct repl_conn *base, const struct iovec *iov, size_t n, s
 	return queue_rest(out, iov, n, done);
 }
 
+/* The iovecs one writev() of tcp_send_many() gathers at most: a header and
+ * a piece or two per payload, for the payloads a loop turn leaves. */
+#define TCP_MANY_IOV 128
+
+/* Payloads [*at, n) that fit in TCP_MANY_IOV iovecs (one at least), each
+ * behind its header (hdrs[i - *at]), into iov; *at moves past them.
+ * Returns the iovecs used; *ret_len their bytes. */
+static size_t gather(const struct repl_payload *p, size_t n, size_t *at,
+		     uint8_t (*hdrs)[FRAME_HEADER_SIZE], struct iovec *iov, size_t *ret_len)
+{
+	size_t used = 0, len = 0, first = *at;
+
+	for (; *at < n && (*at == first || used + 1 + p[*at].n <= TCP_MANY_IOV); (*at)++) {
+		uint8_t *hdr = hdrs[*at - first];
+
+		frame_header_build_iov(hdr, p[*at].iov, p[*at].n, p[*at].len);
+		iov[used++] = (struct iovec){ .iov_base = hdr, .iov_len = FRAME_HEADER_SIZE };
+		memcpy(iov + used, p[*at].iov, p[*at].n * sizeof(*iov));
+		used += p[*at].n;
+		len += FRAME_HEADER_SIZE + p[*at].len;
+	}
+	*ret_len = len;
+	return used;
+}
+
+static int tcp_send_many(struct repl_conn *base, const struct repl_payload *p, size_t n)
+{
+	struct tcp_conn *c = (struct tcp_conn *)base;
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+	uint8_t hdrs[TCP_MANY_IOV][FRAME_HEADER_SIZE];
+	struct iovec iov[TCP_MANY_IOV];
+	bool gathered = true;
+	size_t at = 0;
+	int r = 0;
+
+	if (c->closed)
+		return -ENOTCONN;
+	for (size_t i = 0; i < n; i++) {
+		if (p[i].len > c->transport->max_payload)
+			return -EMSGSIZE;
+		gathered = gathered && p[i].n < TCP_MANY_IOV;
+	}
+	while (at < n && r == 0) {
+		size_t len, used, done = 0;
+		ssize_t w;
+
+		/* Behind bytes already queued, everything queues (as send()). */
+		if (!c->connected || !gathered || evbuffer_get_length(out) > 0) {
+			for (; at < n && r == 0; at++)
+				r = tcp_send(base, p[at].iov, p[at].n, p[at].len);
+			break;
+		}
+		used = gather(p, n, &at, hdrs, iov, &len);
+		w = writev(bufferevent_getfd(c->bev), iov, (int)used);
+		done = w > 0 ? (size_t)w : 0; /* an error: the bufferevent sees it */
+		if (done < len)
+			r = queue_rest(out, iov, used, done);
+	}
+	return r;
+}
+
 static void tcp_close(struct repl_conn *base)
 {
 	struct tcp_conn *c = (struct tcp_conn *)base;
@@ -415,6 +476,7 @@ const struct repl_transport_ops repl_transport_tcp = {
 	.listen = tcp_listen,
 	.connect = tcp_connect,
 	.send = tcp_send,
+	.send_many = tcp_send_many,
 	.close = tcp_close,
 	.backlog = tcp_backlog,
 	.peer_name = tcp_peer_name,

@@ -1246,6 +1246,112 @@ static void test_gathered_writes(void)
 	peer_stop(&b);
 }
 
+/* The next envelope on fd that is not a heartbeat (raw_next's buffer). */
+static Envelope *raw_next_said(int fd, uint8_t *buf, size_t cap, size_t *have)
+{
+	bool closed;
+	Envelope *env;
+
+	while ((env = raw_next(fd, buf, cap, have, &closed)) &&
+	       env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT)
+		codec_envelope_free(env);
+	return env;
+}
+
+/* Whether env is a SpaceRequest for bytes; its seq into *ret_seq. */
+static bool space_request_for(Envelope *env, uint64_t bytes, uint64_t *ret_seq)
+{
+	bool is = env && env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST &&
+		  env->space_request->bytes == bytes;
+
+	*ret_seq = is ? env->seq : 0;
+	codec_envelope_free(env);
+	return is;
+}
+
+/* Corking (session.c): of the frames sent in one turn of the loop the
+ * first goes at once and the others wait for the turn's end, then go
+ * together, in order; an answer made between two requests stays between
+ * them on the wire. The partner is a raw socket, which sees the bytes as
+ * they come. */
+static void test_corked_turn(void)
+{
+	static uint8_t buf[1 << 16];
+	uint16_t pa = free_port(), pb = free_port();
+	int lfd = raw_listen(pb), fd;
+	Ftvm__Partner__SpaceRequest sr = FTVM__PARTNER__SPACE_REQUEST__INIT;
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT, *got;
+	struct result res[8];
+	uint64_t seqs[8];
+	size_t have = 0;
+	struct peer a;
+	bool all = true;
+
+	peer_init(&a, "a", pa, pb);
+	CHECK(peer_start(&a) == 0, "start a");
+	fd = accept(lfd, NULL, NULL);
+	CHECK(fd >= 0 && RUN_UNTIL(connections(&a) == 1, 1000), "a dialled the raw partner");
+	raw_hello(fd, "b", 4096);
+	CHECK(RUN_UNTIL(link_up(&a), 2000), "linked");
+	RUN_UNTIL(false, 20);
+	/* What a said so far (its challenge and Hello) is dropped. */
+	while (poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1, 0) == 1 &&
+	       read(fd, buf, sizeof(buf)) > 0)
+		;
+
+	for (int i = 0; i < 5; i++)
+		CHECK(send_space_request(&a, 10 + (uint64_t)i, 5000, &res[i]) == 0, "request %d",
+		      i);
+	CHECK(space_request_for(raw_next_said(fd, buf, sizeof(buf), &have), 10, &seqs[0]),
+	      "the turn's first request went at once");
+	CHECK(have == 0 && poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1, 0) == 0,
+	      "and nothing else yet (%zu bytes more)", have);
+	RUN_UNTIL(false, 20); /* the turn ends */
+	for (int i = 1; i < 5; i++)
+		CHECK(space_request_for(raw_next_said(fd, buf, sizeof(buf), &have),
+					10 + (uint64_t)i, &seqs[i]),
+		      "request %d came after the turn, in order", i);
+
+	/* The partner asks; a answers it between two requests of its own. */
+	a.hold_requests = true;
+	sr.bytes = 3;
+	env.version = 1;
+	env.sender = "b";
+	env.epoch = 1;
+	env.seq = 777;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+	env.space_request = &sr;
+	raw_send(fd, &env);
+	CHECK(RUN_UNTIL(a.n_held == 1, 2000), "a got the partner's request");
+	CHECK(send_space_request(&a, 20, 5000, &res[5]) == 0, "the turn's first request");
+	CHECK(send_space_request(&a, 21, 5000, &res[6]) == 0, "a request before the answer");
+	answer(a.s, a.held_seq[0], 99);
+	CHECK(send_space_request(&a, 22, 5000, &res[7]) == 0, "a request after the answer");
+	RUN_UNTIL(false, 20);
+	for (int i = 5; i < 7; i++)
+		CHECK(space_request_for(raw_next_said(fd, buf, sizeof(buf), &have),
+					15 + (uint64_t)i, &seqs[i]),
+		      "request %d, made before the answer, came before it", 15 + i);
+	got = raw_next_said(fd, buf, sizeof(buf), &have);
+	CHECK(got && got->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE &&
+		      got->answers == 777,
+	      "then the answer, not %s", got ? codec_message_name(got) : "nothing");
+	codec_envelope_free(got);
+	CHECK(space_request_for(raw_next_said(fd, buf, sizeof(buf), &have), 22, &seqs[7]),
+	      "then the request made after it");
+
+	for (int i = 0; i < 8; i++)
+		raw_answer(fd, seqs[i], 100 + (uint64_t)i);
+	CHECK(RUN_UNTIL(res[7].done, 2000), "the answers came");
+	for (int i = 0; i < 8; i++)
+		all = all && res[i].done && res[i].status == 0 &&
+		      res[i].free_bytes == 100 + (uint64_t)i;
+	CHECK(all, "each request got its own answer");
+	close(fd);
+	close(lfd);
+	peer_stop(&a);
+}
+
 int main(void)
 {
 	struct event_config *cfg = event_config_new();
@@ -1265,6 +1371,7 @@ int main(void)
 	test_backlog_bounded();
 	test_unproven_bounded();
 	test_gathered_writes();
+	test_corked_turn();
 	test_tap();
 	event_base_free(base);
 	if (failures) {
