@@ -220,6 +220,212 @@ static void test_random(void)
 	}
 }
 
+/* ---- Every message of the partner protocol, filled at random ---------- */
+
+/* What a random message is made of, freed after each check. */
+static void *made[4096];
+static size_t n_made;
+
+static void *make(size_t n)
+{
+	void *p = xcalloc(n ? n : 1);
+
+	if (n_made == sizeof(made) / sizeof(made[0])) {
+		fprintf(stderr, "a random message too large for the test\n");
+		exit(99);
+	}
+	made[n_made++] = p;
+	return p;
+}
+
+static void made_free(void)
+{
+	while (n_made)
+		free(made[--n_made]);
+}
+
+/* Long enough bytes fields, to be named: referenced when packed. */
+static ProtobufCBinaryData named_refs[64];
+static size_t n_named;
+
+static ProtobufCMessage *random_message(const ProtobufCMessageDescriptor *d, int depth);
+
+/* A random value of f into value: often zero, empty or NULL. */
+static void random_value(const ProtobufCFieldDescriptor *f, void *value, int depth)
+{
+	uint32_t pick = rng() % 8;
+
+	switch (f->type) {
+	case PROTOBUF_C_TYPE_BOOL:
+		*(protobuf_c_boolean *)value = pick < 4;
+		break;
+	case PROTOBUF_C_TYPE_ENUM:
+	case PROTOBUF_C_TYPE_INT32:
+	case PROTOBUF_C_TYPE_SINT32:
+		*(int32_t *)value = pick < 2   ? 0
+				    : pick < 3 ? -(int32_t)(rng() % 1000)
+					       : (int32_t)rng();
+		break;
+	case PROTOBUF_C_TYPE_UINT32:
+	case PROTOBUF_C_TYPE_FIXED32:
+	case PROTOBUF_C_TYPE_SFIXED32:
+		*(uint32_t *)value = pick < 2 ? 0 : rng() >> (rng() % 32);
+		break;
+	case PROTOBUF_C_TYPE_INT64:
+	case PROTOBUF_C_TYPE_UINT64:
+	case PROTOBUF_C_TYPE_SINT64:
+	case PROTOBUF_C_TYPE_FIXED64:
+	case PROTOBUF_C_TYPE_SFIXED64:
+		*(uint64_t *)value = pick < 2 ? 0 : ((uint64_t)rng() << 32 | rng()) >> (rng() % 64);
+		break;
+	case PROTOBUF_C_TYPE_FLOAT:
+		*(float *)value = pick < 2 ? 0 : (float)rng();
+		break;
+	case PROTOBUF_C_TYPE_DOUBLE:
+		*(double *)value = pick < 2 ? 0 : (double)rng();
+		break;
+	case PROTOBUF_C_TYPE_STRING: {
+		size_t len = rng() % 40;
+		char *str = make(len + 1);
+
+		for (size_t i = 0; i < len; i++)
+			str[i] = (char)('a' + rng() % 26);
+		*(char **)value = pick < 2 ? NULL : pick < 3 ? (char *)"" : str;
+		break;
+	}
+	case PROTOBUF_C_TYPE_BYTES: {
+		ProtobufCBinaryData *b = value;
+
+		b->len = pick < 2 ? 0 : pick < 5 ? rng() % 100 : rng() % (3 * PB_PIECES_REF_MIN);
+		b->data = make(b->len);
+		for (size_t i = 0; i < b->len; i++)
+			b->data[i] = (uint8_t)rng();
+		if (b->len >= PB_PIECES_REF_MIN && n_named < 64)
+			named_refs[n_named++] = *b;
+		break;
+	}
+	case PROTOBUF_C_TYPE_MESSAGE:
+		*(ProtobufCMessage **)value =
+			pick < 2 || depth > 4 ? NULL : random_message(f->descriptor, depth + 1);
+		break;
+	}
+}
+
+/* d filled at random: each oneof set to one of its members now and then,
+ * repeated fields with 0 to 3 values, now and then an unknown field. */
+static ProtobufCMessage *random_message(const ProtobufCMessageDescriptor *d, int depth)
+{
+	ProtobufCMessage *m = make(d->sizeof_message);
+	uint8_t *base = (uint8_t *)m;
+
+	d->message_init(m);
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		void *member = base + f->offset;
+
+		if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+			uint32_t *oneof_case = (uint32_t *)(base + f->quantifier_offset);
+
+			if (*oneof_case || rng() % 6)
+				continue;
+			*oneof_case = f->id;
+			random_value(f, member, depth);
+		} else if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			size_t n = rng() % 4, width;
+
+			switch (f->type) {
+			case PROTOBUF_C_TYPE_BYTES:
+				width = sizeof(ProtobufCBinaryData);
+				break;
+			case PROTOBUF_C_TYPE_INT64:
+			case PROTOBUF_C_TYPE_UINT64:
+			case PROTOBUF_C_TYPE_SINT64:
+			case PROTOBUF_C_TYPE_FIXED64:
+			case PROTOBUF_C_TYPE_SFIXED64:
+			case PROTOBUF_C_TYPE_DOUBLE:
+			case PROTOBUF_C_TYPE_STRING:
+			case PROTOBUF_C_TYPE_MESSAGE:
+				width = 8;
+				break;
+			default:
+				width = 4;
+			}
+			*(size_t *)(base + f->quantifier_offset) = n;
+			*(void **)member = make(n * width);
+			for (size_t j = 0; j < n; j++) {
+				void *value = *(uint8_t **)member + j * width;
+
+				random_value(f, value, depth);
+				/* protobuf-c packs no NULL element. */
+				if (f->type == PROTOBUF_C_TYPE_STRING && !*(char **)value)
+					*(char **)value = (char *)"";
+				if (f->type == PROTOBUF_C_TYPE_MESSAGE && !*(void **)value)
+					*(void **)value = random_message(f->descriptor, 99);
+			}
+		} else if (f->label == PROTOBUF_C_LABEL_NONE) {
+			random_value(f, member, depth);
+		}
+	}
+	if (rng() % 20 == 0) {
+		ProtobufCMessageUnknownField *u = make(sizeof(*u));
+
+		u->tag = 1000 + rng() % 1000;
+		u->wire_type = PROTOBUF_C_WIRE_TYPE_VARINT;
+		u->len = 1;
+		u->data = make(1);
+		u->data[0] = 0x2a;
+		m->n_unknown_fields = 1;
+		m->unknown_fields = u;
+	}
+	return m;
+}
+
+/* Every message type the partner channel carries (an Envelope and all it
+ * can hold), into list; returns how many. */
+static size_t reachable(const ProtobufCMessageDescriptor *d,
+			const ProtobufCMessageDescriptor **list, size_t n, size_t cap)
+{
+	for (size_t i = 0; i < n; i++)
+		if (list[i] == d)
+			return n;
+	if (n == cap)
+		return n;
+	list[n++] = d;
+	for (unsigned i = 0; i < d->n_fields; i++)
+		if (d->fields[i].type == PROTOBUF_C_TYPE_MESSAGE)
+			n = reachable(d->fields[i].descriptor, list, n, cap);
+	return n;
+}
+
+/* Random messages of every type, and random Envelopes, packed in pieces
+ * (their long bytes named) against protobuf-c: the same bytes, whether the
+ * walk packs them or leaves them to protobuf-c. */
+static void test_every_message(void)
+{
+	const ProtobufCMessageDescriptor *list[128];
+	size_t n = reachable(&ftvm__partner__envelope__descriptor, list, 0, 128);
+	unsigned failed_before = (unsigned)failures;
+
+	CHECK(n > 30, "the partner protocol has %zu message types", n);
+	for (size_t k = 0; k < n; k++) {
+		for (int round = 0; round < 200; round++) {
+			ProtobufCMessage *m;
+			struct pb_pieces p;
+			char what[128];
+
+			n_named = 0;
+			m = random_message(list[k], 0);
+			snprintf(what, sizeof(what), "a random %s (round %d)", list[k]->short_name,
+				 round);
+			check_same(what, m, named_refs, n_named, NULL, 0, NULL, &p);
+			pb_pieces_free(&p);
+			made_free();
+			if ((unsigned)failures > failed_before + 5)
+				return; /* enough said */
+		}
+	}
+}
+
 int main(void)
 {
 	rng_seed(0x5eed1e5);
@@ -227,6 +433,7 @@ int main(void)
 	test_empty();
 	test_batch_splices();
 	test_random();
+	test_every_message();
 	printf("pb_pieces: %d checks, %d failed\n", checks, failures);
 	return failures ? 1 : 0;
 }
