@@ -15,10 +15,23 @@
  * when EOF is told). bufferevent_trigger holds a reference on the bufferevent
  * while its callback runs, so a callback may free it and the reader, as a
  * connection closed on a bad frame does. Watermarks are not looked at: nobody
- * here sets them. */
+ * here sets them.
+ *
+ * A read into an input that holds nothing goes into a buffer of
+ * FRAME_READ_MIN bytes from a small pool, lent to the input by reference
+ * (evbuffer_add_reference) and back in the pool once the input drained it.
+ * Reserving the room in the input instead made libevent allocate a chain of
+ * 64 KiB and free it again for each such read: on a node serving many
+ * clients, one large malloc and free per request (each read of a client
+ * finds its input drained), with glibc's consolidation behind them. A read
+ * into an input that still holds part of a frame reserves room there, as
+ * before. The pool is the thread's: the loop that reads is the one that
+ * drains. */
 #include "frame_read.h"
 
 #include <errno.h>
+#include <stdalign.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -36,6 +49,45 @@ struct frame_reader {
 	struct event *readable;
 	size_t max_payload;
 };
+
+/* Buffers lent to inputs come back here, so many at most. */
+#define POOL_MAX 4
+
+struct pool_buf {
+	struct pool_buf *next;
+	alignas(max_align_t) uint8_t data[FRAME_READ_MIN];
+};
+
+static _Thread_local struct pool_buf *pool;
+static _Thread_local unsigned pool_len;
+
+static struct pool_buf *pool_take(void)
+{
+	struct pool_buf *b = pool;
+
+	if (!b)
+		return malloc(sizeof(*b));
+	pool = b->next;
+	pool_len--;
+	return b;
+}
+
+static void pool_give(struct pool_buf *b)
+{
+	if (pool_len == POOL_MAX) {
+		free(b);
+		return;
+	}
+	b->next = pool;
+	pool = b;
+	pool_len++;
+}
+
+/* The input is done with a lent buffer. */
+static void on_returned(const void *data, size_t len, void *arg)
+{
+	pool_give(arg);
+}
 
 /* What to ask read(2) for: FRAME_READ_MIN, or all that is missing of the
  * frame at the head of in when that is more. A bad header gets the minimum:
@@ -56,6 +108,36 @@ static size_t read_size(struct evbuffer *in, size_t max_payload)
 	return missing > FRAME_READ_MIN ? missing : FRAME_READ_MIN;
 }
 
+static ssize_t read_fd(evutil_socket_t fd, void *buf, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = read(fd, buf, len);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
+/* One read(2) of up to want bytes into a pool buffer, lent to in. */
+static ssize_t read_lent(evutil_socket_t fd, struct evbuffer *in, size_t want)
+{
+	struct pool_buf *b = pool_take();
+	ssize_t n;
+
+	if (!b)
+		return -ENOMEM;
+	n = read_fd(fd, b->data, want);
+	if (n <= 0) {
+		pool_give(b);
+		return n;
+	}
+	if (evbuffer_add_reference(in, b->data, (size_t)n, on_returned, b) < 0) {
+		pool_give(b);
+		return -ENOMEM;
+	}
+	return n;
+}
+
 /* One read(2) of up to want bytes, appended to in. Returns the bytes read,
  * 0 at end of file, or -errno. */
 static ssize_t read_into(evutil_socket_t fd, struct evbuffer *in, size_t want)
@@ -66,17 +148,17 @@ static ssize_t read_into(evutil_socket_t fd, struct evbuffer *in, size_t want)
 	/* A socket bufferevent keeps the end of its input frozen but while it
 	 * reads, which is what this does in its stead. */
 	evbuffer_unfreeze(in, 0);
+	if (want <= FRAME_READ_MIN && evbuffer_get_length(in) == 0) {
+		n = read_lent(fd, in, want);
+		goto out;
+	}
 	if (evbuffer_reserve_space(in, (ev_ssize_t)want, &v, 1) != 1) {
 		n = -ENOMEM;
 		goto out;
 	}
-	do
-		n = read(fd, v.iov_base, want);
-	while (n < 0 && errno == EINTR);
-	if (n < 0) {
-		n = -errno; /* not committed: the reservation is dropped */
-		goto out;
-	}
+	n = read_fd(fd, v.iov_base, want);
+	if (n < 0)
+		goto out; /* not committed: the reservation is dropped */
 	v.iov_len = (size_t)n;
 	if (n > 0 && evbuffer_commit_space(in, &v, 1) < 0)
 		n = -ENOMEM;
