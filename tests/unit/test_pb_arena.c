@@ -2,7 +2,8 @@
  * unpacked into another's arena lives as long as that one (freeing it does
  * nothing); a bytes field larger than the arena's block, and a payload whose
  * pieces outgrow its block, get blocks of their own; what does not parse
- * leaves nothing behind (ASan's leak check in the sanitizer build).
+ * leaves nothing behind (ASan's leak check in the sanitizer build); the
+ * arena kept from the last free serves one message at a time.
  *
  * Early frees show in two ways: ASan reports the read of freed memory, and
  * without it the churn() between unpacking and reading hands the freed
@@ -218,6 +219,49 @@ static void test_pieces_outgrow_the_block(void)
 	free(payload);
 }
 
+/* The arena freed last is kept and used again (pb_arena.c, spare): never
+ * for two live messages at once, never for one it is too small for, and a
+ * message unpacked into it reads back intact. */
+static void test_spare_reused(void)
+{
+	static uint8_t data[4][65536];
+	static const size_t lens[4] = { 4096, 100, 65536, 4096 };
+	Envelope *live[4] = { NULL };
+	uint8_t *payload[4];
+	size_t len[4];
+
+	for (int i = 0; i < 4; i++) {
+		fill(data[i], lens[i]);
+		payload[i] = pack_write_page("a-9", (uint64_t)i, data[i], lens[i], &len[i]);
+	}
+	/* A 4 KiB write freed: the next, smaller, takes its arena; the 64 KiB
+	 * one after it cannot share it and is not put in it. */
+	live[0] = (Envelope *)pb_arena_unpack(&ftvm__partner__envelope__descriptor, len[0],
+					      payload[0]);
+	pb_arena_free(live[0] ? &live[0]->base : NULL);
+	for (int i = 1; i < 4; i++)
+		live[i] = (Envelope *)pb_arena_unpack(&ftvm__partner__envelope__descriptor, len[i],
+						      payload[i]);
+	churn(2 * len[2]);
+	for (int i = 1; i < 4; i++) {
+		char ctx[32];
+
+		snprintf(ctx, sizeof(ctx), "live message %d", i);
+		check_write_page(ctx, live[i], "a-9", (uint64_t)i, data[i], lens[i]);
+	}
+	/* Freed in another order, then taken again: still intact. */
+	pb_arena_free(live[2] ? &live[2]->base : NULL);
+	pb_arena_free(live[1] ? &live[1]->base : NULL);
+	live[0] = (Envelope *)pb_arena_unpack(&ftvm__partner__envelope__descriptor, len[0],
+					      payload[0]);
+	check_write_page("after the frees", live[0], "a-9", 0, data[0], lens[0]);
+	check_write_page("the one left", live[3], "a-9", 3, data[3], lens[3]);
+	pb_arena_free(live[0] ? &live[0]->base : NULL);
+	pb_arena_free(live[3] ? &live[3]->base : NULL);
+	for (int i = 0; i < 4; i++)
+		free(payload[i]);
+}
+
 static void test_garbage(void)
 {
 	/* Field 2 (sender, a string) says 100 bytes and 3 follow. */
@@ -234,6 +278,7 @@ int main(void)
 	test_batch_shares_arena();
 	test_large_bytes_gets_a_block();
 	test_pieces_outgrow_the_block();
+	test_spare_reused();
 	test_garbage();
 	for (size_t i = 0; i < n_kept; i++)
 		free(kept[i]);
