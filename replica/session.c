@@ -77,9 +77,10 @@
  * answer is never overtaken by a later request, node/vmm/VMM.md, "Ordering
  * and durability"), and before the link changes hands or a payload goes
  * behind RDMA WRITEs, what waits goes first. A waiting frame is copied out
- * of its caller's memory (pb_pieces_flatten: what it referenced, a page's
- * block, may change after the call); one above CORK_MAX_BYTES is not
- * copied but goes at once, with what waits before it in the same call. */
+ * of its caller's memory (what it referenced, a page's block, may change
+ * after the call), behind the others in one buffer the session keeps from
+ * turn to turn; one above CORK_MAX_BYTES is not copied but goes at once,
+ * with what waits before it in the same call. */
 #include "session.h"
 
 #include <errno.h>
@@ -170,11 +171,14 @@ struct repl_session {
 	size_t n_held, held_cap;
 	int state; /* our NodeState, as advertised */
 
-	/* Corking (see the top): frames waiting for turn_end, copies owned
-	 * here, and room to gather them. turn_sent: a frame went on the link
-	 * this turn (turn_end is active); cork_failed: frames that waited
-	 * could not be sent (turn_end drops the link). */
-	struct pb_pieces *corked;
+	/* Corking (see the top): the frames waiting for turn_end, their
+	 * payloads copied end to end into cork_buf (kept from turn to turn),
+	 * corked[i] the length of each, and room to gather them. turn_sent: a
+	 * frame went on the link this turn (turn_end is active); cork_failed:
+	 * frames that waited could not be sent (turn_end drops the link). */
+	uint8_t *cork_buf;
+	size_t cork_len, cork_buf_cap;
+	size_t *corked;
 	size_t n_corked, corked_cap;
 	struct repl_payload *cork_payloads;
 	struct iovec *cork_iov;
@@ -246,24 +250,24 @@ static bool backlogged(const struct repl_session *s, const struct repl_conn *con
 
 static void drop_corked(struct repl_session *s)
 {
-	for (size_t i = 0; i < s->n_corked; i++)
-		pb_pieces_free(&s->corked[i]);
 	s->n_corked = 0;
+	s->cork_len = 0;
 }
 
 /* What waits, then also (unless NULL, not copied), in one send_many(). */
 static int send_corked(struct repl_session *s, struct pb_pieces *also)
 {
 	struct repl_conn *conn = s->active->conn;
-	size_t n = 0, at = 0;
+	size_t n = 0, at = 0, off = 0;
 	int r;
 
 	for (size_t i = 0; i < s->n_corked; i++, n++) {
 		s->cork_iov[at] =
-			(struct iovec){ .iov_base = s->corked[i].own, .iov_len = s->corked[i].len };
+			(struct iovec){ .iov_base = s->cork_buf + off, .iov_len = s->corked[i] };
 		s->cork_payloads[n] = (struct repl_payload){ .iov = &s->cork_iov[at++],
 							     .n = 1,
-							     .len = s->corked[i].len };
+							     .len = s->corked[i] };
+		off += s->corked[i];
 	}
 	if (also) {
 		pb_pieces_iov(also, &s->cork_iov[at]);
@@ -276,17 +280,18 @@ static int send_corked(struct repl_session *s, struct pb_pieces *also)
 	return r;
 }
 
-/* payload waits for turn_end, copied into memory of its own and taken
- * over (left empty, for its caller to free as before). */
-static int cork(struct repl_session *s, struct pb_pieces *payload)
+/* payload waits for turn_end, copied behind the others in cork_buf. */
+static int cork(struct repl_session *s, const struct pb_pieces *payload)
 {
+	struct iovec iov[WIRE_PIECES];
+
 	if (payload->len > s->config.max_payload)
 		return -EMSGSIZE; /* as send() would have said */
 	if (s->n_corked + 1 >= s->corked_cap) {
 		size_t cap = s->corked_cap ? 2 * s->corked_cap : 32;
-		struct pb_pieces *c = realloc(s->corked, cap * sizeof(*c));
+		size_t *c = realloc(s->corked, cap * sizeof(*c));
 		struct repl_payload *p;
-		struct iovec *iov;
+		struct iovec *iovs;
 
 		if (!c)
 			return -ENOMEM;
@@ -295,16 +300,30 @@ static int cork(struct repl_session *s, struct pb_pieces *payload)
 		if (!p)
 			return -ENOMEM;
 		s->cork_payloads = p;
-		iov = realloc(s->cork_iov, (cap + WIRE_PIECES) * sizeof(*iov));
-		if (!iov)
+		iovs = realloc(s->cork_iov, (cap + WIRE_PIECES) * sizeof(*iovs));
+		if (!iovs)
 			return -ENOMEM;
-		s->cork_iov = iov;
+		s->cork_iov = iovs;
 		s->corked_cap = cap;
 	}
-	if (pb_pieces_flatten(payload) < 0)
-		return -ENOMEM;
-	s->corked[s->n_corked++] = *payload;
-	memset(payload, 0, sizeof(*payload));
+	if (s->cork_len + payload->len > s->cork_buf_cap) {
+		size_t cap = s->cork_buf_cap ? 2 * s->cork_buf_cap : 64u << 10;
+		uint8_t *grown;
+
+		while (cap < s->cork_len + payload->len)
+			cap *= 2;
+		grown = realloc(s->cork_buf, cap);
+		if (!grown)
+			return -ENOMEM;
+		s->cork_buf = grown;
+		s->cork_buf_cap = cap;
+	}
+	pb_pieces_iov(payload, iov);
+	for (size_t i = 0; i < payload->n; i++) {
+		memcpy(s->cork_buf + s->cork_len, iov[i].iov_base, iov[i].iov_len);
+		s->cork_len += iov[i].iov_len;
+	}
+	s->corked[s->n_corked++] = payload->len;
 	return 0;
 }
 
@@ -1549,7 +1568,7 @@ void repl_session_free(struct repl_session *s)
 	pending_table_free(s->pending);
 	drop_held(s);
 	free(s->held);
-	drop_corked(s);
+	free(s->cork_buf);
 	free(s->corked);
 	free(s->cork_payloads);
 	free(s->cork_iov);
