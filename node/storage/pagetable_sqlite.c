@@ -44,6 +44,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "wal_vfs.h"
 
 #define LOG_SUBSYSTEM "pagetable"
 
@@ -1712,7 +1713,13 @@ int pagetable_open(const char *path, bool synchronous_full, struct pagetable **r
 #ifdef SQLITE_OPEN_EXRESCODE
 	flags |= SQLITE_OPEN_EXRESCODE;
 #endif
-	rc = sqlite3_open_v2(path, &pt->db, flags, NULL);
+	/* A commit's WAL frames in one write (wal_vfs.c). */
+	r = wal_vfs_register();
+	if (r < 0) {
+		r = fail(pt, r, "%s: cannot register the page table's SQLite VFS", path);
+		goto fail;
+	}
+	rc = sqlite3_open_v2(path, &pt->db, flags, WAL_VFS_NAME);
 	if (rc != SQLITE_OK) {
 		r = sql_fail(pt, rc, "%s: cannot open", path);
 		goto fail;
