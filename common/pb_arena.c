@@ -188,6 +188,32 @@ ProtobufCMessage *pb_arena_unpack(const ProtobufCMessageDescriptor *desc, size_t
 	return msg;
 }
 
+ProtobufCMessage *pb_arena_message_new(const ProtobufCMessageDescriptor *desc, size_t size)
+{
+	struct pb_arena *a;
+	ProtobufCMessage *msg;
+
+	if (size > SIZE_MAX / 2)
+		return NULL;
+	a = arena_take(size + PREFIX_SIZE + desc->sizeof_message);
+	if (!a)
+		return NULL;
+	a->prefix_due = true;
+	a->prefix_owns = true;
+	msg = alloc(a, desc->sizeof_message);
+	if (!msg) {
+		arena_free(a);
+		return NULL;
+	}
+	desc->message_init(msg);
+	return msg;
+}
+
+void *pb_arena_alloc(const ProtobufCMessage *owner, size_t size)
+{
+	return bump(prefix_of(owner)->arena, size ? size : 1);
+}
+
 ProtobufCMessage *pb_arena_unpack_with(const ProtobufCMessage *owner,
 				       const ProtobufCMessageDescriptor *desc, size_t len,
 				       const uint8_t *data)

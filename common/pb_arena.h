@@ -26,5 +26,15 @@ ProtobufCMessage *pb_arena_unpack_with(const ProtobufCMessage *owner,
 				       const ProtobufCMessageDescriptor *desc, size_t len,
 				       const uint8_t *data);
 
+/* A desc message, initialised, in a new arena of size bytes besides it,
+ * for a caller that fills it itself (pb_arena_alloc) and may unpack more
+ * into it (pb_arena_unpack_with). Freed with pb_arena_free(). NULL when
+ * memory ran out. */
+ProtobufCMessage *pb_arena_message_new(const ProtobufCMessageDescriptor *desc, size_t size);
+
+/* size bytes (aligned for anything) from owner's arena, for as long as
+ * owner. NULL when memory ran out. */
+void *pb_arena_alloc(const ProtobufCMessage *owner, size_t size);
+
 /* Frees the arena msg was unpacked into, when msg made it; NULL is fine. */
 void pb_arena_free(const ProtobufCMessage *msg);

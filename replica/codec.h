@@ -35,6 +35,12 @@ void codec_command_complete_free(CommandComplete *cc);
 int codec_envelope_decode(const uint8_t *payload, size_t len, Envelope **ret, char *err,
 			  size_t err_len);
 
+/* The same, but a Batch's entries may point into payload rather than be
+ * copied (codec.c says when): payload must stay as it is until *ret is
+ * freed. The session's receive path, where the frame outlives it. */
+int codec_envelope_decode_borrowed(const uint8_t *payload, size_t len, Envelope **ret, char *err,
+				   size_t err_len);
+
 /* The same for envelope i of batch (a decoded envelope with a Batch), into
  * batch's memory: one allocation serves a Batch and all its envelopes. The
  * result is good until batch is freed; codec_envelope_free on it does

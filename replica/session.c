@@ -1241,7 +1241,8 @@ static void on_receive(struct repl_conn *conn, const uint8_t *payload, size_t le
 		return;
 	if (s->tap)
 		tap(s, conn, false, payload, len);
-	if (codec_envelope_decode(payload, len, &env, err, sizeof(err)) < 0) {
+	/* payload stays until this returns, and env goes before. */
+	if (codec_envelope_decode_borrowed(payload, len, &env, err, sizeof(err)) < 0) {
 		protocol_error(s, sc, err);
 		return;
 	}

@@ -1507,6 +1507,160 @@ static void test_envelope_block(void)
 	CHECK(!codec_envelope_block(&env, &got), "a SpaceRequest has a block");
 }
 
+/* ---- codec_envelope_decode_borrowed against codec_envelope_decode ------ */
+
+/* An envelope's packed bytes (the caller frees them), NULL for NULL. */
+static uint8_t *env_bytes(const Envelope *env, size_t *ret_len)
+{
+	size_t len;
+	uint8_t *buf;
+
+	if (!env)
+		return NULL;
+	len = protobuf_c_message_get_packed_size(&env->base);
+	buf = xmalloc(len ? len : 1);
+	protobuf_c_message_pack(&env->base, buf);
+	*ret_len = len;
+	return buf;
+}
+
+/* Both decoders on payload: the same verdict and, when they take it, the
+ * same envelope and the same envelopes inside it. Returns whether the
+ * borrowing one took it. */
+static bool same_decoding(const char *what, const uint8_t *payload, size_t len)
+{
+	Envelope *a = NULL, *b = NULL;
+	char err_a[256] = "", err_b[256] = "";
+	int ra = codec_envelope_decode(payload, len, &a, err_a, sizeof(err_a));
+	int rb = codec_envelope_decode_borrowed(payload, len, &b, err_b, sizeof(err_b));
+	size_t la = 0, lb = 0;
+	uint8_t *ba, *bb;
+
+	if (ra != rb || (ra == 0) != (a != NULL) || (rb == 0) != (b != NULL)) {
+		FAIL("%s: decode says %d (%s), borrowed %d (%s)", what, ra, err_a, rb, err_b);
+		goto out;
+	}
+	if (ra < 0)
+		goto out;
+	ba = env_bytes(a, &la);
+	bb = env_bytes(b, &lb);
+	if (la != lb || memcmp(ba, bb, la) != 0)
+		FAIL("%s: the envelopes differ (%zu and %zu bytes packed)", what, la, lb);
+	free(ba);
+	free(bb);
+	if (a->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH &&
+	    b->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH &&
+	    a->batch->n_envelopes == b->batch->n_envelopes) {
+		for (size_t i = 0; i < a->batch->n_envelopes; i++) {
+			Envelope *ia = NULL, *ib = NULL;
+			int ria = codec_batch_envelope_decode(a, i, &ia, err_a, sizeof(err_a));
+			int rib = codec_batch_envelope_decode(b, i, &ib, err_b, sizeof(err_b));
+
+			ba = env_bytes(ia, &la);
+			bb = env_bytes(ib, &lb);
+			if (ria != rib || (ba && bb && (la != lb || memcmp(ba, bb, la) != 0)))
+				FAIL("%s: entry %zu decodes to %d and %d, or differently", what, i,
+				     ria, rib);
+			free(ba);
+			free(bb);
+		}
+	}
+out:
+	codec_envelope_free(a);
+	codec_envelope_free(b);
+	return rb == 0;
+}
+
+/* A Batch of n random WritePages and answers, packed; the caller frees it. */
+static uint8_t *random_batch(size_t n, size_t *ret_len)
+{
+	Envelope outer = FTVM__PARTNER__ENVELOPE__INIT, inner;
+	Ftvm__Partner__Batch batch = FTVM__PARTNER__BATCH__INIT;
+	ProtobufCBinaryData entries[8];
+	Ftvm__Partner__WritePage wp;
+	CommandComplete cc;
+	uint8_t block[600], *out;
+
+	for (size_t i = 0; i < n; i++) {
+		ftvm__partner__envelope__init(&inner);
+		inner.version = PV_CURRENT;
+		inner.sender = rng() % 4 ? "a" : "node-with-a-longer-name";
+		inner.epoch = rng() % 3;
+		inner.seq = rng();
+		inner.lsn = (uint64_t)rng() << (rng() % 32);
+		if (rng() % 2) {
+			ftvm__partner__write_page__init(&wp);
+			for (size_t k = 0; k < sizeof(block); k++)
+				block[k] = (uint8_t)rng();
+			wp.guid = "a-17";
+			wp.page = rng() % 64;
+			wp.data = (ProtobufCBinaryData){ .len = rng() % sizeof(block),
+							 .data = block };
+			wp.crc32c = rng();
+			inner.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE;
+			inner.write_page = &wp;
+		} else {
+			ftvm__partner__command_complete__init(&cc);
+			cc.status = rng() % 3;
+			cc.applied_lsn = rng();
+			inner.answers = 1 + rng() % 1000;
+			inner.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE;
+			inner.command_complete = &cc;
+		}
+		entries[i].data = env_bytes(&inner, &entries[i].len);
+	}
+	outer.version = rng() % 8 ? PV_CURRENT : rng() % 3;
+	outer.sender = rng() % 8 ? "b" : "";
+	outer.epoch = rng() % 5;
+	outer.seq = rng() % 4 ? 0 : rng();
+	outer.answers = rng() % 4 ? 0 : rng();
+	outer.lsn = rng() % 4 ? 0 : rng();
+	batch.n_envelopes = n;
+	batch.envelopes = entries;
+	outer.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH;
+	outer.batch = &batch;
+	out = env_bytes(&outer, ret_len);
+	for (size_t i = 0; i < n; i++)
+		free(entries[i].data);
+	return out;
+}
+
+/* Batches as sent, then each cut short and with bytes changed: the
+ * borrowing decoder and protobuf-c's agree on every one. */
+static void test_borrowed_decode(void)
+{
+	unsigned taken = 0, tried = 0;
+
+	for (int round = 0; round < 300; round++) {
+		size_t len;
+		uint8_t *payload = random_batch(rng() % 8, &len), *bad;
+		char what[64];
+
+		snprintf(what, sizeof(what), "batch %d as sent", round);
+		taken += same_decoding(what, payload, len);
+		tried++;
+		for (int k = 0; k < 4 && len; k++) {
+			size_t cut = rng() % len;
+
+			snprintf(what, sizeof(what), "batch %d cut at %zu", round, cut);
+			bad = xmalloc(cut ? cut : 1);
+			memcpy(bad, payload, cut);
+			taken += same_decoding(what, bad, cut);
+			free(bad);
+			bad = xmalloc(len);
+			memcpy(bad, payload, len);
+			for (int c = 1 + (int)(rng() % 3); c > 0; c--)
+				bad[rng() % len] = (uint8_t)rng();
+			snprintf(what, sizeof(what), "batch %d with bytes changed", round);
+			taken += same_decoding(what, bad, len);
+			free(bad);
+			tried += 2;
+		}
+		free(payload);
+	}
+	CHECK(taken > 300, "%u of %u inputs decoded: too few to compare", taken, tried);
+}
+
 /* cc packed, as bytes for comparison; the caller frees them. */
 static uint8_t *cc_packed(const CommandComplete *cc, size_t *ret_len)
 {
@@ -1592,6 +1746,7 @@ int main(void)
 	test_names();
 	test_envelope_block();
 	test_command_complete_copy();
+	test_borrowed_decode();
 
 	sent_init(&s);
 	test_truncated(&s);
