@@ -5,7 +5,9 @@
  * send may close a client that does not read (client_server.c's
  * output_limit), whose gone() comes back here while the followers are
  * being walked: such a follower is only marked then, and let go after the
- * walk. */
+ * walk. A walk may hold another: the send that drops a client logs a
+ * warning, and that warning is an event sent to the followers from inside
+ * the first walk; followers are let go only when the outermost ends. */
 #define LOG_SUBSYSTEM "events"
 
 #include "events.h"
@@ -48,7 +50,9 @@ struct events {
 	struct follower *followers;
 	unsigned n_followers;
 	uint64_t seq;
-	bool walking;
+	/* Walks of the followers under way: an event sent can log a warning,
+	 * which is an event too, sent from inside the first walk. */
+	unsigned walking;
 	/* While events_now_fn runs: the current events, owning their strings. */
 	struct built **current;
 	size_t n_current, current_cap;
@@ -150,12 +154,12 @@ void events_emit_fields(struct events *e, const char *type, const char *what, co
 		return;
 	build(&b, type, what, reason, kv);
 	b.ev.seq = ++e->seq;
-	e->walking = true;
+	e->walking++;
 	for (struct follower *f = e->followers; f; f = f->next)
 		if (!f->gone)
 			send_events(f->call, &ev, 1);
-	e->walking = false;
-	prune(e);
+	if (--e->walking == 0)
+		prune(e);
 }
 
 void events_emit(struct events *e, const char *type, const char *what, const char *reason, ...)
@@ -269,15 +273,16 @@ void events_follow(struct events *e, struct client_call *call, bool now)
 			log_warning("out of memory: a follower's current state is sent in part");
 		for (size_t i = 0; evs && i < e->n_current; i++)
 			evs[i] = &e->current[i]->ev;
-		e->walking = true;
+		e->walking++;
 		send_events(call, evs, evs ? e->n_current : 0);
-		e->walking = false;
+		e->walking--;
 		free(evs);
 		for (size_t i = 0; i < e->n_current; i++)
 			built_free(e->current[i]);
 		e->n_current = 0;
 	}
-	prune(e);
+	if (!e->walking)
+		prune(e);
 }
 
 void events_client_gone(struct events *e, uint64_t client_id)
