@@ -319,3 +319,34 @@ expect_refused() {
 	grep -q -- "$pattern" <<<"$out" || fail "$what said '$out', wanted '$pattern'"
 	ok "refused: $what: $out"
 }
+
+# page_version ID GUID PAGE: the version page PAGE holds, read through ID.
+page_version() {
+	local head
+	ctl "$1" read "$2" "$3" >"$WORK/read.$1" || fail "$1 cannot read $2 page $3: $(ctl "$1" read "$2" "$3" 2>&1 >/dev/null)"
+	head=$(head -c 15 "$WORK/read.$1" | tr -d '\0')
+	[ -n "$head" ] || { echo 0; return; }
+	set -- $head
+	echo "$2"
+}
+
+# Writers whose page content says its version ("P K": the K-th write of
+# page P), so that a read tells which version a page holds (tests of both
+# nodes killed at once: test_double_failure.sh, test_ack_levels.sh).
+#
+# writer ID GUID: rewrites pages 0..PAGES-1 of GUID through ID in turn, each
+# with its next version, until a write fails; logs "PAGE VERSION" per ack.
+writer() {
+	local id=$1 g=$2 p k
+	local -a ver
+	for ((p = 0; p < PAGES; p++)); do ver[p]=$(page_version "$id" "$g" "$p"); done
+	while :; do
+		for ((p = 0; p < PAGES; p++)); do
+			k=$((ver[p] + 1))
+			head -c 4096 < <(yes "$p $k") >"$WORK/data.$id"
+			ctl "$id" write "$g" "$p" --file "$WORK/data.$id" >/dev/null 2>&1 || return 0
+			ver[p]=$k
+			echo "$p $k" >>"$WORK/acked.$id"
+		done
+	done
+}

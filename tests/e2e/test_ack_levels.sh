@@ -19,33 +19,6 @@ need_tools strace jq
 PAGES=8
 KILLER_PAGES=4
 
-# version ID GUID PAGE: the version page PAGE holds, read through ID.
-version() {
-	local head
-	ctl "$1" read "$2" "$3" >"$WORK/read.$1" || fail "$1 cannot read $2 page $3"
-	head=$(head -c 15 "$WORK/read.$1" | tr -d '\0')
-	[ -n "$head" ] || { echo 0; return; }
-	set -- $head
-	echo "$2"
-}
-
-# writer ID GUID: rewrites pages 0..PAGES-1 of GUID through ID in turn, each
-# with its next version, until a write fails; logs "PAGE VERSION" per ack.
-writer() {
-	local id=$1 g=$2 p k
-	local -a ver
-	for ((p = 0; p < PAGES; p++)); do ver[p]=0; done
-	while :; do
-		for ((p = 0; p < PAGES; p++)); do
-			k=$((ver[p] + 1))
-			head -c 4096 < <(yes "$p $k") >"$WORK/data.$id"
-			ctl "$id" write "$g" "$p" --file "$WORK/data.$id" >/dev/null 2>&1 || return 0
-			ver[p]=$k
-			echo "$p $k" >>"$WORK/acked.$id"
-		done
-	done
-}
-
 # start_level LEVEL: a fresh pair whose nodes acknowledge at LEVEL.
 start_level() {
 	rm -rf "$WORK/a" "$WORK/b" "$WORK/shared" "$WORK"/acked.* "$WORK"/*.log
@@ -129,8 +102,8 @@ check_losses() {
 		g=$([ "$id" = a ] && echo "$ga" || echo "$gb")
 		for ((p = 0; p < PAGES; p++)); do
 			acked=$(awk -v p="$p" '$1 == p { k = $2 } END { print k + 0 }' "$WORK/acked.$id")
-			now=$(version a "$g" "$p")
-			[ "$(version b "$g" "$p")" = "$now" ] || fail "$level: $g page $p: a holds version $now, b another"
+			now=$(page_version a "$g" "$p")
+			[ "$(page_version b "$g" "$p")" = "$now" ] || fail "$level: $g page $p: a holds version $now, b another"
 			[ "$now" -ge "$acked" ] && continue
 			[ "$level" != durable ] || fail "durable: $g page $p holds version $now, the acknowledged $acked is lost"
 			named=$(jq -s --arg g "$g" --argjson p "$p" --argjson now "$now" \

@@ -24,33 +24,6 @@ start_pair
 ga=$(ctl a alloc --size $((PAGES * 4))K)
 gb=$(ctl b alloc --size $((PAGES * 4))K)
 
-# version ID GUID PAGE: the version page PAGE holds, read through ID.
-version() {
-	local head
-	ctl "$1" read "$2" "$3" >"$WORK/read.$1" || fail "$1 cannot read $2 page $3: $(ctl "$1" read "$2" "$3" 2>&1 >/dev/null)"
-	head=$(head -c 15 "$WORK/read.$1" | tr -d '\0')
-	[ -n "$head" ] || { echo 0; return; }
-	set -- $head
-	echo "$2"
-}
-
-# writer ID GUID: rewrites pages 0..PAGES-1 of GUID through ID in turn, each
-# with its next version, until a write fails; logs "PAGE VERSION" per ack.
-writer() {
-	local id=$1 g=$2 p k
-	local -a ver
-	for ((p = 0; p < PAGES; p++)); do ver[p]=$(version "$id" "$g" "$p"); done
-	while :; do
-		for ((p = 0; p < PAGES; p++)); do
-			k=$((ver[p] + 1))
-			head -c 4096 < <(yes "$p $k") >"$WORK/data.$id"
-			ctl "$id" write "$g" "$p" --file "$WORK/data.$id" >/dev/null 2>&1 || return 0
-			ver[p]=$k
-			echo "$p $k" >>"$WORK/acked.$id"
-		done
-	done
-}
-
 # kill_both_under_writers: both writers run; once each has written every
 # page a few times, ftvm-failover-client writes KILLER_PAGES pages of an
 # allocation of b's and SIGKILLs both nodes right after its last ack: that
@@ -121,8 +94,8 @@ for id in a b; do
 	g=$([ "$id" = a ] && echo "$ga" || echo "$gb")
 	for ((p = 0; p < PAGES; p++)); do
 		acked=$(awk -v p="$p" '$1 == p { k = $2 } END { print k + 0 }' "$WORK/acked.$id")
-		now=$(version a "$g" "$p")
-		[ "$(version b "$g" "$p")" = "$now" ] || fail "$g page $p: a holds version $now, b $(version b "$g" "$p")"
+		now=$(page_version a "$g" "$p")
+		[ "$(page_version b "$g" "$p")" = "$now" ] || fail "$g page $p: a holds version $now, b $(page_version b "$g" "$p")"
 		[ "$now" -le $((acked + 1)) ] || fail "$g page $p holds version $now, never written (acknowledged: $acked)"
 		listed=0
 		for r in a b; do
