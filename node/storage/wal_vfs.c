@@ -238,54 +238,23 @@ static int wal_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p)
 
 /* Version 3, for a file below of version 3 (unix's); the calls a lower
  * version lacks are left out for one below of that version (methods_of). */
+/* The calls of version 1, which every version has. */
+#define WAL_METHODS_V1                                                                           \
+	.xClose = wal_close, .xRead = wal_read, .xWrite = wal_write, .xTruncate = wal_truncate,  \
+	.xSync = wal_sync, .xFileSize = wal_file_size, .xLock = wal_lock, .xUnlock = wal_unlock, \
+	.xCheckReservedLock = wal_check_reserved, .xFileControl = wal_file_control,              \
+	.xSectorSize = wal_sector_size, .xDeviceCharacteristics = wal_device_characteristics
+/* And those version 2 added. */
+#define WAL_METHODS_V2                                                                    \
+	.xShmMap = wal_shm_map, .xShmLock = wal_shm_lock, .xShmBarrier = wal_shm_barrier, \
+	.xShmUnmap = wal_shm_unmap
+
 static const sqlite3_io_methods wal_methods[3] = {
-	{ .iVersion = 1,
-	  .xClose = wal_close,
-	  .xRead = wal_read,
-	  .xWrite = wal_write,
-	  .xTruncate = wal_truncate,
-	  .xSync = wal_sync,
-	  .xFileSize = wal_file_size,
-	  .xLock = wal_lock,
-	  .xUnlock = wal_unlock,
-	  .xCheckReservedLock = wal_check_reserved,
-	  .xFileControl = wal_file_control,
-	  .xSectorSize = wal_sector_size,
-	  .xDeviceCharacteristics = wal_device_characteristics },
-	{ .iVersion = 2,
-	  .xClose = wal_close,
-	  .xRead = wal_read,
-	  .xWrite = wal_write,
-	  .xTruncate = wal_truncate,
-	  .xSync = wal_sync,
-	  .xFileSize = wal_file_size,
-	  .xLock = wal_lock,
-	  .xUnlock = wal_unlock,
-	  .xCheckReservedLock = wal_check_reserved,
-	  .xFileControl = wal_file_control,
-	  .xSectorSize = wal_sector_size,
-	  .xDeviceCharacteristics = wal_device_characteristics,
-	  .xShmMap = wal_shm_map,
-	  .xShmLock = wal_shm_lock,
-	  .xShmBarrier = wal_shm_barrier,
-	  .xShmUnmap = wal_shm_unmap },
+	{ .iVersion = 1, WAL_METHODS_V1 },
+	{ .iVersion = 2, WAL_METHODS_V1, WAL_METHODS_V2 },
 	{ .iVersion = 3,
-	  .xClose = wal_close,
-	  .xRead = wal_read,
-	  .xWrite = wal_write,
-	  .xTruncate = wal_truncate,
-	  .xSync = wal_sync,
-	  .xFileSize = wal_file_size,
-	  .xLock = wal_lock,
-	  .xUnlock = wal_unlock,
-	  .xCheckReservedLock = wal_check_reserved,
-	  .xFileControl = wal_file_control,
-	  .xSectorSize = wal_sector_size,
-	  .xDeviceCharacteristics = wal_device_characteristics,
-	  .xShmMap = wal_shm_map,
-	  .xShmLock = wal_shm_lock,
-	  .xShmBarrier = wal_shm_barrier,
-	  .xShmUnmap = wal_shm_unmap,
+	  WAL_METHODS_V1,
+	  WAL_METHODS_V2,
 	  .xFetch = wal_fetch,
 	  .xUnfetch = wal_unfetch },
 };
