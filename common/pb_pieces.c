@@ -307,7 +307,8 @@ static const char *string_of(const void *value)
 static bool walk_size(const ProtobufCMessage *m, size_t *ret)
 {
 	const ProtobufCFieldDescriptor *f = m->descriptor->fields;
-	const ProtobufCFieldDescriptor *end = f + m->descriptor->n_fields;
+	/* A message without fields has none (NULL) to point past. */
+	const ProtobufCFieldDescriptor *end = f ? f + m->descriptor->n_fields : f;
 	size_t size = 0;
 
 	if (m->n_unknown_fields)
@@ -371,7 +372,8 @@ static inline void emit_key(struct sink *s, const ProtobufCFieldDescriptor *f, u
 static bool walk_emit(struct sink *s, const ProtobufCMessage *m)
 {
 	const ProtobufCFieldDescriptor *f = m->descriptor->fields;
-	const ProtobufCFieldDescriptor *end = f + m->descriptor->n_fields;
+	/* A message without fields has none (NULL) to point past. */
+	const ProtobufCFieldDescriptor *end = f ? f + m->descriptor->n_fields : f;
 
 	if (m->n_unknown_fields)
 		return false;
