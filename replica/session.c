@@ -44,6 +44,25 @@
  * settled too), and it closes after dead_after_ms or when the partner
  * closes it.
  *
+ * The link moves, and keeps its order. Frames the partner sent on the old
+ * connection before it moved may still be on their way (a resync's
+ * snapshot, queued behind a full socket) when its next ones come on the
+ * new: taken as they came, a lock or a write would overtake the allocation
+ * it names. So each node ends a connection it retires with
+ * ConnectionRetired, its last frame there, when the partner's Hello on it
+ * said marks_retired; and while such a connection has not brought its
+ * ConnectionRetired (nor closed, nor run out its dead_after_ms), what
+ * arrives on the link is held (copied, held_frames.h) and taken only then,
+ * in the order it came:
+ *
+ *   old:  ... R1 R2 ConnectionRetired      (sent before the move)
+ *   new:  Hello R3 R4 ...                  (R3, R4 held until ConnectionRetired)
+ *
+ * A connection that lost at once (both dialled) brings its
+ * ConnectionRetired right behind its Hello, so the link waits a round trip
+ * at most there. More than max_backlog bytes held ends the wait, as the
+ * partner's silence would.
+ *
  *   link down --dial (backoff 50 ms .. 2 s)--> dialling --Hello--> link up
  *   link up --conn lost | partner silent dead_after_ms--> link down
  *
@@ -93,6 +112,7 @@
 
 #include "auth.h"
 #include "clock.h"
+#include "held_frames.h"
 #include "log.h"
 #include "pb_pieces.h"
 #include "reason.h"
@@ -136,6 +156,12 @@ struct session_conn {
 	 * dead_after_ms pass (retired_ms). */
 	bool retiring;
 	uint64_t retired_ms;
+	/* The partner's Hello here said marks_retired (it ends a connection it
+	 * retires with ConnectionRetired), and whether that came: until then
+	 * what arrives on the link waits (see the top). */
+	bool partner_marks_retired;
+	bool ended;
+	size_t n_held; /* its frames in the session's rx_held */
 	/* One-sided page data: our Hello offered it, the partner's did too
 	 * (then the transport holds its view of the partner's pool). */
 	bool offered_one_sided;
@@ -185,6 +211,12 @@ struct repl_session {
 	bool turn_sent, cork_failed;
 	struct event *turn_end;
 
+	/* What came on the link while a retired connection may still bring
+	 * older frames (see the top), and the event that takes it once none
+	 * can. */
+	struct held_frames rx_held;
+	struct event *rx_replay;
+
 	struct event *tick;    /* every heartbeat_ms */
 	uint64_t last_tick_ms; /* when it last ran, 0 before the first */
 	bool silence_deferred; /* the last tick ended a pause, and did not judge */
@@ -210,6 +242,8 @@ static void schedule_dial(struct repl_session *s);
 static void drop_held(struct repl_session *s);
 static void drop_conn(struct repl_session *s, struct session_conn *sc, const char *reason);
 static void on_hello(struct repl_session *s, struct session_conn *sc, const Envelope *env);
+static int send_envelope(struct repl_session *s, struct session_conn *sc, Envelope *env);
+static void held_check(struct repl_session *s);
 
 static struct session_conn *find_conn(struct repl_session *s, struct repl_conn *conn)
 {
@@ -391,14 +425,30 @@ static void forget_conn(struct repl_session *s, struct session_conn *sc)
 		*p = sc->next;
 	if (s->dialling == sc)
 		s->dialling = NULL;
+	if (sc->n_held)
+		held_frames_drop(&s->rx_held, sc);
 	free(sc->told_generation);
 	free(sc);
+	held_check(s); /* it may have been what the link waited for */
 }
 
-static void retire(struct session_conn *sc)
+/* Nothing more is sent on sc, which is not the link (any longer); a partner
+ * that reads ConnectionRetired gets it as sc's last frame (see the top). */
+static void retire(struct repl_session *s, struct session_conn *sc)
 {
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__ConnectionRetired cr = FTVM__PARTNER__CONNECTION_RETIRED__INIT;
+
 	sc->retiring = true;
 	sc->retired_ms = clock_now_ms();
+	if (!sc->partner_marks_retired)
+		return;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_CONNECTION_RETIRED;
+	env.connection_retired = &cr;
+	if (send_envelope(s, sc, &env) < 0)
+		log_debug("ConnectionRetired not sent to %s: it waits for the connection's "
+			  "dead_after_ms",
+			  s->stats.partner_id);
 }
 
 static void close_retiring(struct repl_session *s, uint64_t older_than_ms)
@@ -417,6 +467,9 @@ static void close_retiring(struct repl_session *s, uint64_t older_than_ms)
 static void link_down(struct repl_session *s, const char *reason)
 {
 	s->active = NULL;
+	held_frames_drop(&s->rx_held, NULL); /* the link's, from a partner that is gone */
+	for (struct session_conn *sc = s->conns; sc; sc = sc->next)
+		sc->n_held = 0;
 	close_retiring(s, UINT64_MAX);
 	drop_held(s); /* answers to a partner that is gone */
 	drop_corked(s);
@@ -856,6 +909,7 @@ static void send_hello(struct repl_session *s, struct session_conn *sc)
 	hello.frame_count = s->config.frame_count;
 	hello.initiator = !sc->inbound;
 	hello.state = s->state;
+	hello.marks_retired = true;
 	sc->offered_one_sided = conn_offers_one_sided(s, sc);
 	if (sc->offered_one_sided) {
 		hello.one_sided = true;
@@ -1090,6 +1144,7 @@ static void on_hello(struct repl_session *s, struct session_conn *sc, const Enve
 	s->stats.partner_applied_lsn = h->applied_lsn;
 	s->stats.partner_own_lsn = h->own_lsn;
 	sc->state = CONN_ESTABLISHED;
+	sc->partner_marks_retired = h->marks_retired;
 	if (s->dialling == sc)
 		s->dialling = NULL;
 
@@ -1097,8 +1152,10 @@ static void on_hello(struct repl_session *s, struct session_conn *sc, const Enve
 		/* Two links at once: keep the one the smaller id dialled. */
 		if (strcmp(dialler_of(s, sc), dialler_of(s, old)) >= 0) {
 			/* The partner may have made this its link already and sent
-			 * requests behind its Hello: they are still taken. */
-			retire(sc);
+			 * requests behind its Hello: they are still taken, and the
+			 * link's wait for its ConnectionRetired. */
+			retire(s, sc);
+			held_check(s);
 			return;
 		}
 		/* What waits was sent on old, and goes there first. */
@@ -1114,8 +1171,9 @@ static void on_hello(struct repl_session *s, struct session_conn *sc, const Enve
 		 * answers in a connection closed under them, made a resync the
 		 * partner had applied count as failed, and it was never sent
 		 * again. */
-		retire(old);
 		s->active = sc;
+		retire(s, old);
+		held_check(s); /* what old brought before is older than all on sc */
 		return;
 	}
 	s->active = sc;
@@ -1230,17 +1288,13 @@ out:
 	free(envs);
 }
 
-static void on_receive(struct repl_conn *conn, const uint8_t *payload, size_t len, void *arg)
+/* One frame from sc, taken now: as it came, or once the link's wait ended. */
+static void take_frame(struct repl_session *s, struct session_conn *sc, const uint8_t *payload,
+		       size_t len)
 {
-	struct repl_session *s = arg;
-	struct session_conn *sc = find_conn(s, conn);
 	char err[160];
 	Envelope *env;
 
-	if (!sc || cut(s))
-		return;
-	if (s->tap)
-		tap(s, conn, false, payload, len);
 	/* payload stays until this returns, and env goes before. */
 	if (codec_envelope_decode_borrowed(payload, len, &env, err, sizeof(err)) < 0) {
 		protocol_error(s, sc, err);
@@ -1276,6 +1330,15 @@ static void on_receive(struct repl_conn *conn, const uint8_t *payload, size_t le
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE:
 		on_region_update(s, sc, env->region_update);
 		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_CONNECTION_RETIRED:
+		if (!sc->retiring) {
+			log_debug("ConnectionRetired from %s on the link itself: ignored",
+				  s->stats.partner_id);
+			break;
+		}
+		sc->ended = true;
+		held_check(s);
+		break;
 	default:
 		if (env->seq == 0) {
 			protocol_error(s, sc, "request without a sequence number");
@@ -1289,6 +1352,111 @@ static void on_receive(struct repl_conn *conn, const uint8_t *payload, size_t le
 	}
 out:
 	codec_envelope_free(env);
+}
+
+/* ---- The link moves (see the top) ---- */
+
+/* Whether the partner may still send, on a connection other than the link,
+ * frames older than the link's: one retired that has not brought its
+ * ConnectionRetired, or one of the partner's whose Hello has not come yet
+ * (the partner may have made it its link and sent on it, and it may win or
+ * lose here). */
+static bool holds_link(const struct repl_session *s, const struct session_conn *sc)
+{
+	if (sc == s->active)
+		return false;
+	if (sc->retiring)
+		return sc->partner_marks_retired && !sc->ended;
+	return sc->state == CONN_HELLO && strcmp(sc->peer_id, s->stats.partner_id) == 0;
+}
+
+static bool link_waits(const struct repl_session *s)
+{
+	for (const struct session_conn *sc = s->conns; sc; sc = sc->next)
+		if (holds_link(s, sc))
+			return true;
+	return false;
+}
+
+/* Whether the oldest held frame can be taken: one from a connection that
+ * is no longer the link always (it came before anything on the link). */
+static bool held_takeable(const struct repl_session *s)
+{
+	return s->rx_held.first &&
+	       (held_frames_first_tag(&s->rx_held) != s->active || !link_waits(s));
+}
+
+static void held_check(struct repl_session *s)
+{
+	if (s->rx_replay && held_takeable(s))
+		event_active(s->rx_replay, EV_TIMEOUT, 0);
+}
+
+static void on_rx_replay(evutil_socket_t fd, short what, void *arg)
+{
+	struct repl_session *s = arg;
+	struct held_frame *f;
+	const uint8_t *payload;
+	size_t len;
+	void *tag;
+
+	while (held_takeable(s) && (f = held_frames_pop(&s->rx_held, &tag, &payload, &len))) {
+		struct session_conn *sc = tag;
+
+		sc->n_held--;
+		take_frame(s, sc, payload, len);
+		held_frames_done(f);
+	}
+}
+
+/* Past max_backlog bytes held the wait ends, as the partner's silence
+ * would end it: what it waited for is closed, and what it would have
+ * brought is lost (its requests time out). */
+static void give_up_waiting(struct repl_session *s)
+{
+	struct session_conn *sc, *next;
+
+	log_warning("the link to %s moved, and %zu bytes came on it while the old "
+		    "connection did not end: closing that one and taking them",
+		    s->stats.partner_id, s->rx_held.bytes);
+	for (sc = s->conns; sc; sc = next) {
+		next = sc->next;
+		if (holds_link(s, sc)) {
+			repl_conn_close(sc->conn);
+			forget_conn(s, sc);
+		}
+	}
+}
+
+static void hold_frame(struct repl_session *s, struct session_conn *sc, const uint8_t *payload,
+		       size_t len)
+{
+	if (held_frames_push(&s->rx_held, sc, payload, len) < 0) {
+		drop_conn(s, sc, "out of memory for frames that wait for the link to move");
+		return;
+	}
+	sc->n_held++;
+	s->stats.last_rx_ms = clock_now_ms(); /* a sign of life all the same */
+	if (s->rx_held.bytes > s->config.max_backlog)
+		give_up_waiting(s);
+	held_check(s);
+}
+
+/* A frame waits while the link waits, or behind frames of its own
+ * connection that wait. */
+static void on_receive(struct repl_conn *conn, const uint8_t *payload, size_t len, void *arg)
+{
+	struct repl_session *s = arg;
+	struct session_conn *sc = find_conn(s, conn);
+
+	if (!sc || cut(s))
+		return;
+	if (s->tap)
+		tap(s, conn, false, payload, len);
+	if (sc->n_held || (sc == s->active && (s->rx_held.first || link_waits(s))))
+		hold_frame(s, sc, payload, len);
+	else
+		take_frame(s, sc, payload, len);
 }
 
 static void on_conn_up(struct repl_conn *conn, bool inbound, void *arg)
@@ -1522,7 +1690,8 @@ int repl_session_new(struct event_base *base, const struct repl_session_config *
 	s->tick = event_new(base, -1, EV_PERSIST, on_tick, s);
 	s->redial = evtimer_new(base, on_redial, s);
 	s->turn_end = event_new(base, -1, 0, on_turn_end, s);
-	if (!s->tick || !s->redial || !s->turn_end) {
+	s->rx_replay = event_new(base, -1, 0, on_rx_replay, s);
+	if (!s->tick || !s->redial || !s->turn_end || !s->rx_replay) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -1568,6 +1737,9 @@ void repl_session_free(struct repl_session *s)
 		return;
 	pending_table_free(s->pending);
 	drop_held(s);
+	held_frames_drop(&s->rx_held, NULL);
+	for (struct session_conn *sc = s->conns; sc; sc = sc->next)
+		sc->n_held = 0;
 	free(s->held);
 	free(s->cork_buf);
 	free(s->corked);
@@ -1586,6 +1758,8 @@ void repl_session_free(struct repl_session *s)
 		event_free(s->redial);
 	if (s->turn_end)
 		event_free(s->turn_end);
+	if (s->rx_replay)
+		event_free(s->rx_replay);
 	free(s);
 }
 

@@ -381,6 +381,11 @@ def session():
     write(t, "keyed-no-key", b"\3" + payloads(challenge())[1:])
     write(t, "raw-frames", b"\0" + frame(challenge()) + frame(hello()))
     write(t, "raw-garbage", b"\0" + bytes(range(256)))
+    # A partner that marks what it retires, and a ConnectionRetired on the
+    # link itself (ignored): the link keeps serving.
+    marks = envelope(10, field(1, b"b") + field(2, 1) + field(3, 2) + field(4, 4096) +
+                     field(5, 1024) + field(6, 1) + field(7, 2) + field(13, 1), epoch=2)
+    write(t, "retired-on-link", payloads(challenge(), marks, envelope(45, b""), space(7, 5)))
 
 
 # ---- RDMA connection parameters (replica/rdma_credits.c) ----

@@ -155,6 +155,7 @@ struct sent {
 	Ftvm__Partner__AuthProof auth_proof;
 	Ftvm__Partner__SessionQuery session_query;
 	Ftvm__Partner__MakeVolume make_volume;
+	Ftvm__Partner__ConnectionRetired connection_retired;
 	Ftvm__Partner__Hello hello;
 	Ftvm__Partner__PoolRegion region[2];
 	Ftvm__Partner__PoolRegion *region_ptrs[2];
@@ -215,6 +216,8 @@ static void sent_init(struct sent *s)
 	s->auth_proof.mac = (ProtobufCBinaryData){ .len = 32, .data = page_data + 96 };
 	s->session_query = (Ftvm__Partner__SessionQuery)FTVM__PARTNER__SESSION_QUERY__INIT;
 	s->session_query.session = "0f1e2d3c4b5a69788796a5b4c3d2e1f0";
+	s->connection_retired =
+		(Ftvm__Partner__ConnectionRetired)FTVM__PARTNER__CONNECTION_RETIRED__INIT;
 	s->make_volume = (Ftvm__Partner__MakeVolume)FTVM__PARTNER__MAKE_VOLUME__INIT;
 	s->make_volume.name = "vol.db-2";
 	s->make_volume.size = 0x0000000300000005ull;
@@ -232,6 +235,7 @@ static void sent_init(struct sent *s)
 	s->hello.applied_lsn = 0x0000000b00000001ull;
 	s->hello.own_lsn = 0x8000000c00000002ull;
 	s->hello.one_sided = 1;
+	s->hello.marks_retired = 1;
 	s->hello.pool_block_frames = 0x0000000100000400ull;
 	for (int i = 0; i < 2; i++) {
 		s->region[i] = (Ftvm__Partner__PoolRegion)FTVM__PARTNER__POOL_REGION__INIT;
@@ -663,6 +667,8 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_SESSION_QUERY:
 		EQ_S(session_query->session);
 		break;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_CONNECTION_RETIRED:
+		break; /* no fields: its case is all it says */
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_MAKE_VOLUME:
 		EQ_S(make_volume->name);
 		EQ_U(make_volume->size);
@@ -680,6 +686,7 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_U(hello->applied_lsn);
 		EQ_U(hello->own_lsn);
 		EQ_U(hello->one_sided);
+		EQ_U(hello->marks_retired);
 		EQ_U(hello->pool_block_frames);
 		EQ_U(hello->n_regions);
 		cmp_regions(ctx, e->hello->regions, e->hello->n_regions, g->hello->regions,
@@ -878,6 +885,8 @@ static const struct round_trip_case round_trip_cases[] = {
 	{ "AuthProof", "AuthProof", FTVM__PARTNER__ENVELOPE__MESSAGE_AUTH_PROOF, 0 },
 	{ "SessionQuery", "SessionQuery", FTVM__PARTNER__ENVELOPE__MESSAGE_SESSION_QUERY, 0 },
 	{ "MakeVolume", "MakeVolume", FTVM__PARTNER__ENVELOPE__MESSAGE_MAKE_VOLUME, 0 },
+	{ "ConnectionRetired", "ConnectionRetired",
+	  FTVM__PARTNER__ENVELOPE__MESSAGE_CONNECTION_RETIRED, 0 },
 	{ "RegionUpdate", "RegionUpdate", FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE, 0 },
 	{ "LandingGrant", "LandingGrant", FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_GRANT, 0 },
 	{ "LandingRevoke", "LandingRevoke", FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_REVOKE, 0 },
@@ -914,6 +923,8 @@ static void *case_message(struct sent *s, const struct round_trip_case *c)
 		return &s->session_query;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_MAKE_VOLUME:
 		return &s->make_volume;
+	case FTVM__PARTNER__ENVELOPE__MESSAGE_CONNECTION_RETIRED:
+		return &s->connection_retired;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO:
 		return &s->hello;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT:

@@ -17,6 +17,7 @@
 #include "crc32c.h"
 #include "frame.h"
 #include "free_port.h"
+#include "log.h"
 #include "session.h"
 
 static struct event_base *base;
@@ -42,6 +43,9 @@ struct peer {
 	/* WritePages that came: their blocks' CRC-32C, in order. */
 	uint32_t write_crcs[256];
 	int n_writes;
+	/* SpaceRequests that came: their bytes, in the order taken. */
+	uint64_t space_bytes[32];
+	int n_spaces;
 };
 
 /* A peer dials its partner's port before the partner listens: see
@@ -113,6 +117,8 @@ static void on_request(struct repl_session *s, Envelope *const *envs, size_t n, 
 
 		if (wp && p->n_writes < 256)
 			p->write_crcs[p->n_writes++] = crc32c(0, wp->data.data, wp->data.len);
+		if (!wp && p->n_spaces < 32)
+			p->space_bytes[p->n_spaces++] = envs[i]->space_request->bytes;
 		if (p->hold_requests && p->n_held < 16)
 			p->held_seq[p->n_held++] = envs[i]->seq;
 		else
@@ -551,22 +557,30 @@ static void raw_challenge(int fd, const char *id)
 	raw_send(fd, &env);
 }
 
-/* The handshake of a node without a key, then its Hello. */
-static void raw_hello(int fd, const char *id, uint32_t page_size)
+/* A Hello after the handshake; marks_retired: as a node that ends a
+ * connection it retires with ConnectionRetired. */
+static void raw_hello_only(int fd, const char *id, uint32_t page_size, bool marks_retired)
 {
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 	Ftvm__Partner__Hello hello = FTVM__PARTNER__HELLO__INIT;
 
-	raw_challenge(fd, id);
-
 	hello.node_id = (char *)id;
 	hello.version = 1;
 	hello.page_size = page_size;
+	hello.marks_retired = marks_retired;
 	env.version = 1;
 	env.sender = (char *)id;
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO;
 	env.hello = &hello;
 	raw_send(fd, &env);
+}
+
+/* The handshake of a node without a key, then its Hello (an older node's:
+ * it does not mark what it retires). */
+static void raw_hello(int fd, const char *id, uint32_t page_size)
+{
+	raw_challenge(fd, id);
+	raw_hello_only(fd, id, page_size, false);
 }
 
 /* What a live partner sends while it has nothing else to say. */
@@ -676,6 +690,36 @@ static void raw_answer(int fd, uint64_t seq, uint64_t free_bytes)
 	raw_send(fd, &env);
 }
 
+/* b's SpaceRequest{bytes} as request seq. */
+static void raw_space_request(int fd, uint64_t seq, uint64_t bytes)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__SpaceRequest req = FTVM__PARTNER__SPACE_REQUEST__INIT;
+
+	req.bytes = bytes;
+	env.version = 1;
+	env.sender = "b";
+	env.epoch = 1;
+	env.seq = seq;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+	env.space_request = &req;
+	raw_send(fd, &env);
+}
+
+/* b's last frame on a connection it retired. */
+static void raw_retired(int fd)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__ConnectionRetired cr = FTVM__PARTNER__CONNECTION_RETIRED__INIT;
+
+	env.version = 1;
+	env.sender = "b";
+	env.epoch = 1;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_CONNECTION_RETIRED;
+	env.connection_retired = &cr;
+	raw_send(fd, &env);
+}
+
 /* Both dialled, and the link came up on the partner's dial before a's own
  * connection said Hello: a then switches to the one it dialled (the smaller
  * id's). The link stays up; the old connection retires instead of closing,
@@ -741,8 +785,7 @@ static void test_losing_dial_still_read(void)
 {
 	uint16_t pa = free_port(), pb = free_port();
 	int lfd = raw_listen(pb), out_fd, in_fd;
-	Envelope env = FTVM__PARTNER__ENVELOPE__INIT, *answer;
-	Ftvm__Partner__SpaceRequest req = FTVM__PARTNER__SPACE_REQUEST__INIT;
+	Envelope *answer;
 	struct peer a;
 
 	peer_init(&a, "a", pa, pb);
@@ -754,14 +797,7 @@ static void test_losing_dial_still_read(void)
 	CHECK(RUN_UNTIL(link_up(&a), 2000), "linked on a's dial");
 	in_fd = raw_connect(pa);
 	raw_hello(in_fd, "b", 4096);
-	req.bytes = 5;
-	env.version = 1;
-	env.sender = "b";
-	env.epoch = 1;
-	env.seq = 9;
-	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
-	env.space_request = &req;
-	raw_send(in_fd, &env);
+	raw_space_request(in_fd, 9, 5);
 	RUN_UNTIL(false, 100); /* a reads and answers (raw_expect blocks) */
 	answer = raw_expect(out_fd, FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE);
 	CHECK(answer && answer->answers == 9 &&
@@ -774,6 +810,147 @@ static void test_losing_dial_still_read(void)
 	CHECK(RUN_UNTIL(connections(&a) <= 1, 2000), "the losing dial closed, %u left",
 	      connections(&a));
 	codec_envelope_free(answer);
+	close(in_fd);
+	close(out_fd);
+	close(lfd);
+	peer_stop(&a);
+}
+
+/* Runs a's loop for ms, b's heartbeats coming on fd meanwhile (a partner
+ * silent for dead_after_ms takes the link down). */
+static void stay_alive(int fd, int ms)
+{
+	for (int i = 0; i < ms / 20; i++) {
+		raw_heartbeat(fd);
+		RUN_UNTIL(false, 20);
+	}
+}
+
+/* The link moves to a's dial while b's dial, the link until then, still
+ * brings what b sent there first: b's request on the new link waits for
+ * it and for b's ConnectionRetired, so a takes them in the order b sent
+ * them (a resync's allocation before a lock that names it); a ends its old
+ * connection with ConnectionRetired too. Ended by a close instead, the
+ * wait ends as well. */
+static void test_move_keeps_order(bool ended_by_close)
+{
+	uint16_t pa = free_port(), pb = free_port();
+	int lfd = raw_listen(pb), out_fd, in_fd;
+	Envelope *retired;
+	struct peer a;
+
+	peer_init(&a, "a", pa, pb);
+	CHECK(peer_start(&a) == 0, "start a");
+	out_fd = accept(lfd, NULL, NULL); /* a's dial */
+	CHECK(out_fd >= 0, "a dialled the raw partner");
+	CHECK(RUN_UNTIL(connections(&a) == 1, 1000), "a's dial is up");
+	RUN_UNTIL(false, 50);
+	in_fd = raw_connect(pa);
+	raw_challenge(in_fd, "b");
+	raw_hello_only(in_fd, "b", 4096, true);
+	CHECK(RUN_UNTIL(link_up(&a), 2000), "linked on b's dial");
+
+	raw_challenge(out_fd, "b"); /* b's Hello on a's dial: the link moves */
+	raw_hello_only(out_fd, "b", 4096, true);
+	RUN_UNTIL(false, 50);
+	retired = raw_expect(in_fd, FTVM__PARTNER__ENVELOPE__MESSAGE_CONNECTION_RETIRED);
+	CHECK(retired, "a ended its old connection with ConnectionRetired");
+	codec_envelope_free(retired);
+	raw_space_request(out_fd, 12, 2); /* after the move */
+	stay_alive(out_fd, 100);
+	CHECK(a.n_spaces == 0, "the request on the new link waited (%d taken)", a.n_spaces);
+	raw_space_request(in_fd, 11, 1); /* before it, still on its way */
+	if (ended_by_close)
+		close(in_fd);
+	else
+		raw_retired(in_fd);
+	CHECK(RUN_UNTIL(a.n_spaces == 2, 2000), "taken: %d", a.n_spaces);
+	CHECK(a.space_bytes[0] == 1 && a.space_bytes[1] == 2,
+	      "in the order b sent them: %llu then %llu", (unsigned long long)a.space_bytes[0],
+	      (unsigned long long)a.space_bytes[1]);
+	CHECK(link_up(&a) && a.link_downs == 0, "the link stayed up (%d downs)", a.link_downs);
+	if (!ended_by_close)
+		close(in_fd);
+	close(out_fd);
+	close(lfd);
+	peer_stop(&a);
+}
+
+/* a is linked on its own dial when b's dial authenticates: b may have made
+ * that one its link and sent on it already, so the link waits for its
+ * Hello. It loses (b dialled it), and what b sent there before moving is
+ * taken first, what came on the link meanwhile behind it. */
+static void test_new_dial_holds_link(void)
+{
+	uint16_t pa = free_port(), pb = free_port();
+	int lfd = raw_listen(pb), out_fd, in_fd;
+	Envelope *retired;
+	struct peer a;
+
+	peer_init(&a, "a", pa, pb);
+	CHECK(peer_start(&a) == 0, "start a");
+	out_fd = accept(lfd, NULL, NULL);
+	CHECK(out_fd >= 0, "a dialled the raw partner");
+	RUN_UNTIL(false, 50);
+	raw_challenge(out_fd, "b");
+	raw_hello_only(out_fd, "b", 4096, true);
+	CHECK(RUN_UNTIL(link_up(&a), 2000), "linked on a's dial");
+	in_fd = raw_connect(pa);
+	raw_challenge(in_fd, "b");
+	RUN_UNTIL(false, 50);
+	raw_space_request(out_fd, 12, 2);
+	stay_alive(out_fd, 100);
+	CHECK(a.n_spaces == 0, "the link waited for b's Hello on its dial (%d taken)", a.n_spaces);
+	raw_hello_only(in_fd, "b", 4096, true);
+	raw_space_request(in_fd, 11, 1);
+	raw_retired(in_fd);
+	CHECK(RUN_UNTIL(a.n_spaces == 2, 2000), "both taken: %d", a.n_spaces);
+	CHECK(a.space_bytes[0] == 1 && a.space_bytes[1] == 2, "in b's order: %llu then %llu",
+	      (unsigned long long)a.space_bytes[0], (unsigned long long)a.space_bytes[1]);
+	retired = raw_expect(in_fd, FTVM__PARTNER__ENVELOPE__MESSAGE_CONNECTION_RETIRED);
+	CHECK(retired, "a ended the losing dial with ConnectionRetired");
+	codec_envelope_free(retired);
+	CHECK(link_up(&a) && a.link_downs == 0, "the link stayed up (%d downs)", a.link_downs);
+	close(in_fd);
+	close(out_fd);
+	close(lfd);
+	peer_stop(&a);
+}
+
+/* A retired connection that never ends cannot hold the link for more than
+ * max_backlog bytes: past them it is closed and what waited is taken. */
+static void test_move_wait_bounded(void)
+{
+	uint16_t pa = free_port(), pb = free_port();
+	int lfd = raw_listen(pb), out_fd, in_fd;
+	struct peer a;
+	bool closed = false;
+	uint8_t buf[4096];
+	size_t have = 0;
+	Envelope *env;
+
+	peer_init(&a, "a", pa, pb);
+	a.max_backlog = 256;
+	CHECK(peer_start(&a) == 0, "start a");
+	out_fd = accept(lfd, NULL, NULL);
+	CHECK(out_fd >= 0, "a dialled the raw partner");
+	CHECK(RUN_UNTIL(connections(&a) == 1, 1000), "a's dial is up");
+	RUN_UNTIL(false, 50);
+	in_fd = raw_connect(pa);
+	raw_challenge(in_fd, "b");
+	raw_hello_only(in_fd, "b", 4096, true);
+	CHECK(RUN_UNTIL(link_up(&a), 2000), "linked on b's dial");
+	raw_challenge(out_fd, "b");
+	raw_hello_only(out_fd, "b", 4096, true);
+	for (uint64_t i = 0; i < 32; i++) /* 14 bytes each */
+		raw_space_request(out_fd, 20 + i, 100 + i);
+	CHECK(RUN_UNTIL(a.n_spaces == 32, 2000), "taken past the bound: %d (%d downs: %s)",
+	      a.n_spaces, a.link_downs, a.last_reason);
+	CHECK(a.space_bytes[0] == 100 && a.space_bytes[31] == 131, "in order");
+	RUN_UNTIL(false, 50);
+	while ((env = raw_next(in_fd, buf, sizeof(buf), &have, &closed)))
+		codec_envelope_free(env);
+	CHECK(closed, "the old connection was closed");
 	close(in_fd);
 	close(out_fd);
 	close(lfd);
@@ -1357,10 +1534,16 @@ int main(void)
 	struct event_config *cfg = event_config_new();
 
 	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+	if (getenv("SESSION_DEBUG"))
+		log_set_max_level(7);
 	base = event_base_new_with_config(cfg);
 	event_config_free(cfg);
 	test_handshake_and_requests();
 	test_tcp_not_one_sided();
+	test_move_keeps_order(false);
+	test_move_keeps_order(true);
+	test_new_dial_holds_link();
+	test_move_wait_bounded();
 	test_silent_partner();
 	test_own_pause();
 	test_switch_keeps_pending();

@@ -383,12 +383,14 @@ static void send_hello(struct replay *rp)
 /* Time-driven messages: never played, never compared (TRACE.md). The
  * partner's Destaged is played like any request: it comes where it came.
  * RegionUpdate goes with them: it tells of the sender's memory registrations,
- * which belong to the recorded process. */
+ * which belong to the recorded process; and ConnectionRetired, of the
+ * recorded process's connections. */
 static bool time_driven(const Envelope *env, bool from_node)
 {
 	return env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT ||
 	       env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO || replay_is_auth(env) ||
 	       env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_REGION_UPDATE ||
+	       env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_CONNECTION_RETIRED ||
 	       (from_node && env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_DESTAGED);
 }
 
