@@ -542,6 +542,15 @@ static void raw_send(int fd, Envelope *env)
 	free(frame);
 }
 
+/* env from b, linked at epoch 1. */
+static void raw_send_b(int fd, Envelope *env)
+{
+	env->version = 1;
+	env->sender = "b";
+	env->epoch = 1;
+	raw_send(fd, env);
+}
+
 /* The first step of the handshake for a node without a key. */
 static void raw_challenge(int fd, const char *id)
 {
@@ -589,12 +598,9 @@ static void raw_heartbeat(int fd)
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 	Ftvm__Partner__Heartbeat hb = FTVM__PARTNER__HEARTBEAT__INIT;
 
-	env.version = 1;
-	env.sender = "b";
-	env.epoch = 1;
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT;
 	env.heartbeat = &hb;
-	raw_send(fd, &env);
+	raw_send_b(fd, &env);
 }
 
 static int raw_connect(uint16_t port)
@@ -681,13 +687,10 @@ static void raw_answer(int fd, uint64_t seq, uint64_t free_bytes)
 	space.free_bytes = free_bytes;
 	cc.payload_case = FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE;
 	cc.space = &space;
-	env.version = 1;
-	env.sender = "b";
-	env.epoch = 1;
 	env.answers = seq;
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE;
 	env.command_complete = &cc;
-	raw_send(fd, &env);
+	raw_send_b(fd, &env);
 }
 
 /* b's SpaceRequest{bytes} as request seq. */
@@ -697,13 +700,10 @@ static void raw_space_request(int fd, uint64_t seq, uint64_t bytes)
 	Ftvm__Partner__SpaceRequest req = FTVM__PARTNER__SPACE_REQUEST__INIT;
 
 	req.bytes = bytes;
-	env.version = 1;
-	env.sender = "b";
-	env.epoch = 1;
 	env.seq = seq;
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
 	env.space_request = &req;
-	raw_send(fd, &env);
+	raw_send_b(fd, &env);
 }
 
 /* b's last frame on a connection it retired. */
@@ -712,12 +712,28 @@ static void raw_retired(int fd)
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 	Ftvm__Partner__ConnectionRetired cr = FTVM__PARTNER__CONNECTION_RETIRED__INIT;
 
-	env.version = 1;
-	env.sender = "b";
-	env.epoch = 1;
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_CONNECTION_RETIRED;
 	env.connection_retired = &cr;
-	raw_send(fd, &env);
+	raw_send_b(fd, &env);
+}
+
+/* a started with a raw socket for its partner b: b listens on *ret_lfd,
+ * where a's dial is accepted and returned; *ret_pa is a's port, for b's
+ * dials. a's fields set before (max_backlog) stay. */
+static int start_against_raw(struct peer *a, uint16_t *ret_pa, int *ret_lfd)
+{
+	uint16_t pb = free_port();
+	size_t max_backlog = a->max_backlog;
+	int fd;
+
+	*ret_pa = free_port();
+	*ret_lfd = raw_listen(pb);
+	peer_init(a, "a", *ret_pa, pb);
+	a->max_backlog = max_backlog;
+	CHECK(peer_start(a) == 0, "start a");
+	fd = accept(*ret_lfd, NULL, NULL);
+	CHECK(fd >= 0, "a dialled the raw partner");
+	return fd;
 }
 
 /* Both dialled, and the link came up on the partner's dial before a's own
@@ -729,16 +745,13 @@ static void raw_retired(int fd)
  * after dead_after_ms. */
 static void test_switch_keeps_pending(void)
 {
-	uint16_t pa = free_port(), pb = free_port();
-	int lfd = raw_listen(pb), out_fd, in_fd;
+	uint16_t pa;
+	int lfd, out_fd, in_fd;
 	Envelope *req[2] = { NULL, NULL };
 	struct result res[2];
 	struct peer a;
 
-	peer_init(&a, "a", pa, pb);
-	CHECK(peer_start(&a) == 0, "start a");
-	out_fd = accept(lfd, NULL, NULL); /* a's dial */
-	CHECK(out_fd >= 0, "a dialled the raw partner");
+	out_fd = start_against_raw(&a, &pa, &lfd);
 	CHECK(RUN_UNTIL(connections(&a) == 1, 1000), "a's dial is up");
 	RUN_UNTIL(false, 50); /* let it send its Hello */
 	in_fd = raw_connect(pa);
@@ -783,15 +796,12 @@ static void test_switch_keeps_pending(void)
  * for a moment, is answered on the link. */
 static void test_losing_dial_still_read(void)
 {
-	uint16_t pa = free_port(), pb = free_port();
-	int lfd = raw_listen(pb), out_fd, in_fd;
+	uint16_t pa;
+	int lfd, out_fd, in_fd;
 	Envelope *answer;
 	struct peer a;
 
-	peer_init(&a, "a", pa, pb);
-	CHECK(peer_start(&a) == 0, "start a");
-	out_fd = accept(lfd, NULL, NULL);
-	CHECK(out_fd >= 0, "a dialled the raw partner");
+	out_fd = start_against_raw(&a, &pa, &lfd);
 	RUN_UNTIL(false, 50);
 	raw_hello(out_fd, "b", 4096);
 	CHECK(RUN_UNTIL(link_up(&a), 2000), "linked on a's dial");
@@ -834,15 +844,12 @@ static void stay_alive(int fd, int ms)
  * wait ends as well. */
 static void test_move_keeps_order(bool ended_by_close)
 {
-	uint16_t pa = free_port(), pb = free_port();
-	int lfd = raw_listen(pb), out_fd, in_fd;
+	uint16_t pa;
+	int lfd, out_fd, in_fd;
 	Envelope *retired;
 	struct peer a;
 
-	peer_init(&a, "a", pa, pb);
-	CHECK(peer_start(&a) == 0, "start a");
-	out_fd = accept(lfd, NULL, NULL); /* a's dial */
-	CHECK(out_fd >= 0, "a dialled the raw partner");
+	out_fd = start_against_raw(&a, &pa, &lfd);
 	CHECK(RUN_UNTIL(connections(&a) == 1, 1000), "a's dial is up");
 	RUN_UNTIL(false, 50);
 	in_fd = raw_connect(pa);
@@ -882,15 +889,12 @@ static void test_move_keeps_order(bool ended_by_close)
  * taken first, what came on the link meanwhile behind it. */
 static void test_new_dial_holds_link(void)
 {
-	uint16_t pa = free_port(), pb = free_port();
-	int lfd = raw_listen(pb), out_fd, in_fd;
+	uint16_t pa;
+	int lfd, out_fd, in_fd;
 	Envelope *retired;
 	struct peer a;
 
-	peer_init(&a, "a", pa, pb);
-	CHECK(peer_start(&a) == 0, "start a");
-	out_fd = accept(lfd, NULL, NULL);
-	CHECK(out_fd >= 0, "a dialled the raw partner");
+	out_fd = start_against_raw(&a, &pa, &lfd);
 	RUN_UNTIL(false, 50);
 	raw_challenge(out_fd, "b");
 	raw_hello_only(out_fd, "b", 4096, true);
@@ -921,19 +925,17 @@ static void test_new_dial_holds_link(void)
  * max_backlog bytes: past them it is closed and what waited is taken. */
 static void test_move_wait_bounded(void)
 {
-	uint16_t pa = free_port(), pb = free_port();
-	int lfd = raw_listen(pb), out_fd, in_fd;
+	uint16_t pa;
+	int lfd, out_fd, in_fd;
 	struct peer a;
 	bool closed = false;
 	uint8_t buf[4096];
 	size_t have = 0;
 	Envelope *env;
 
-	peer_init(&a, "a", pa, pb);
+	memset(&a, 0, sizeof(a));
 	a.max_backlog = 256;
-	CHECK(peer_start(&a) == 0, "start a");
-	out_fd = accept(lfd, NULL, NULL);
-	CHECK(out_fd >= 0, "a dialled the raw partner");
+	out_fd = start_against_raw(&a, &pa, &lfd);
 	CHECK(RUN_UNTIL(connections(&a) == 1, 1000), "a's dial is up");
 	RUN_UNTIL(false, 50);
 	in_fd = raw_connect(pa);
@@ -1176,17 +1178,7 @@ static void check_stranger(struct peer *a, uint16_t port, const char *what, void
 
 static void send_hello_only(int fd)
 {
-	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
-	Ftvm__Partner__Hello hello = FTVM__PARTNER__HELLO__INIT;
-
-	hello.node_id = "b";
-	hello.version = 1;
-	hello.page_size = 4096;
-	env.version = 1;
-	env.sender = "b";
-	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO;
-	env.hello = &hello;
-	raw_send(fd, &env);
+	raw_hello_only(fd, "b", 4096, false);
 }
 
 /* The challenge of a node with a key, then a proof made up. */
@@ -1492,13 +1484,10 @@ static void test_corked_turn(void)
 	/* The partner asks; a answers it between two requests of its own. */
 	a.hold_requests = true;
 	sr.bytes = 3;
-	env.version = 1;
-	env.sender = "b";
-	env.epoch = 1;
 	env.seq = 777;
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
 	env.space_request = &sr;
-	raw_send(fd, &env);
+	raw_send_b(fd, &env);
 	CHECK(RUN_UNTIL(a.n_held == 1, 2000), "a got the partner's request");
 	CHECK(send_space_request(&a, 20, 5000, &res[5]) == 0, "the turn's first request");
 	CHECK(send_space_request(&a, 21, 5000, &res[6]) == 0, "a request before the answer");
