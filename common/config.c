@@ -831,10 +831,35 @@ static unsigned *key_line(struct parser *p, enum key_index k)
 	return &p->line_of[k];
 }
 
+/* The key as written, for config_diff. */
+static int note_setting(struct parser *p, const char *name, const char *value)
+{
+	struct ftvm_config *c = p->c;
+	struct config_setting *grown = realloc(c->settings, (c->n_settings + 1) * sizeof(*grown));
+	struct config_setting *set;
+	char where[SECTION_NAME_MAX + 64]; /* a known key's name is short */
+
+	if (!grown)
+		return fail_oom(p);
+	c->settings = grown;
+	set = &c->settings[c->n_settings];
+	snprintf(where, sizeof(where), "[%s] %s", p->section_name, name);
+	set->where = strdup(where);
+	set->value = strdup(value);
+	if (!set->where || !set->value) {
+		free(set->where);
+		free(set->value);
+		return fail_oom(p);
+	}
+	c->n_settings++;
+	return 0;
+}
+
 static int set_key(struct parser *p, const char *name, const char *value)
 {
 	unsigned *line;
 	size_t k;
+	int r;
 
 	p->key = name;
 	if (p->section == SECTION_NONE)
@@ -854,7 +879,8 @@ static int set_key(struct parser *p, const char *name, const char *value)
 	if (!*value)
 		return fail_key(p, "empty value");
 	*line = p->line;
-	return keys[k].set(p, value);
+	r = keys[k].set(p, value);
+	return r < 0 ? r : note_setting(p, name, value);
 }
 
 /* ---- sections ---- */
@@ -1365,10 +1391,38 @@ out_close:
 	return r;
 }
 
+static const struct config_setting *setting_at(const struct ftvm_config *c, const char *where)
+{
+	for (size_t i = 0; i < c->n_settings; i++)
+		if (strcmp(c->settings[i].where, where) == 0)
+			return &c->settings[i];
+	return NULL;
+}
+
+void config_diff(const struct ftvm_config *old, const struct ftvm_config *fresh, config_diff_fn fn,
+		 void *arg)
+{
+	for (size_t i = 0; i < old->n_settings; i++) {
+		const struct config_setting *o = &old->settings[i];
+		const struct config_setting *f = setting_at(fresh, o->where);
+
+		if (!f || strcmp(o->value, f->value) != 0)
+			fn(o->where, o->value, f ? f->value : NULL, arg);
+	}
+	for (size_t i = 0; i < fresh->n_settings; i++)
+		if (!setting_at(old, fresh->settings[i].where))
+			fn(fresh->settings[i].where, NULL, fresh->settings[i].value, arg);
+}
+
 void config_free(struct ftvm_config *c)
 {
 	if (!c)
 		return;
+	for (size_t i = 0; i < c->n_settings; i++) {
+		free(c->settings[i].where);
+		free(c->settings[i].value);
+	}
+	free(c->settings);
 	free(c->path);
 	free(c->dir);
 	free(c->listen);

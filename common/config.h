@@ -70,9 +70,19 @@ struct config_policy {
 	enum config_performance performance;
 };
 
+/* A key as the file set it: where ("[memory] size", "[policy fast]
+ * block_size") and the value as written. */
+struct config_setting {
+	char *where;
+	char *value;
+};
+
 struct ftvm_config {
 	char *path; /* the file as given */
 	char *dir;  /* its directory, absolute */
+	/* Every key the file set, in its order (config_diff). */
+	struct config_setting *settings;
+	size_t n_settings;
 
 	/* [node] */
 	char id[CONFIG_ID_MAX + 1];
@@ -162,6 +172,13 @@ struct ftvm_config {
 int config_load(const char *path, struct ftvm_config **ret, char *err, size_t err_len);
 
 void config_free(struct ftvm_config *c);
+
+/* Calls fn for each key the two files set differently: in one and not the
+ * other (its value there NULL: the default), or to another value. */
+typedef void (*config_diff_fn)(const char *where, const char *old_value, const char *new_value,
+			       void *arg);
+void config_diff(const struct ftvm_config *old, const struct ftvm_config *fresh, config_diff_fn fn,
+		 void *arg);
 
 /* Reads c's key_file into key and key_len (nothing to do without one).
  * -EINVAL or -errno with one line naming file, line and key in err. */

@@ -29,21 +29,30 @@ int log_get_max_level(void)
 	return max_level;
 }
 
+static const struct {
+	const char *name;
+	int level;
+} levels[] = {
+	{ "error", LOG_LEVEL_ERROR },
+	{ "warning", LOG_LEVEL_WARNING },
+	{ "info", LOG_LEVEL_INFO },
+	{ "debug", LOG_LEVEL_DEBUG },
+};
+
 int log_level_from_string(const char *s)
 {
-	static const struct {
-		const char *name;
-		int level;
-	} levels[] = {
-		{ "error", LOG_LEVEL_ERROR },
-		{ "warning", LOG_LEVEL_WARNING },
-		{ "info", LOG_LEVEL_INFO },
-		{ "debug", LOG_LEVEL_DEBUG },
-	};
 	for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
 		if (strcmp(s, levels[i].name) == 0)
 			return levels[i].level;
 	return -EINVAL;
+}
+
+const char *log_level_name(int level)
+{
+	for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
+		if (levels[i].level == level)
+			return levels[i].name;
+	return "unknown";
 }
 
 __attribute__((format(printf, 4, 0))) static void

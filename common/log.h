@@ -22,6 +22,8 @@ void log_set_sink(log_sink_fn fn, void *arg);
 int log_get_max_level(void);
 /* Parses "error", "warning", "info", "debug"; -EINVAL otherwise. */
 int log_level_from_string(const char *s);
+/* The name log_level_from_string takes for level; "unknown" for none. */
+const char *log_level_name(int level);
 
 void log_printf(int level, const char *subsystem, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

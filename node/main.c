@@ -138,6 +138,9 @@ int main(int argc, char **argv)
 	tune_malloc(config);
 	/* A partner that vanishes mid-write must not kill us with SIGPIPE. */
 	signal(SIGPIPE, SIG_IGN);
+	/* A SIGHUP before the node serves (a long page-in) is let go; from
+	 * then on it reloads the configuration (node/reload.h). */
+	signal(SIGHUP, SIG_IGN);
 	base = new_event_base();
 	if (!base) {
 		log_error("cannot create the event loop");

@@ -25,6 +25,16 @@ void notify_stopping(void)
 	sd_notify(0, "STOPPING=1\nSTATUS=stopping");
 }
 
+void notify_reloading(void)
+{
+	sd_notify(0, "RELOADING=1");
+}
+
+void notify_reloaded(void)
+{
+	sd_notify(0, "READY=1");
+}
+
 static void on_watchdog(evutil_socket_t fd, short what, void *arg)
 {
 	sd_notify(0, "WATCHDOG=1");

@@ -8,6 +8,9 @@ struct notify_watchdog;
 void notify_ready(const char *status);
 void notify_status(const char *status);
 void notify_stopping(void);
+/* Around a reload of the configuration (SIGHUP): RELOADING=1, then READY=1. */
+void notify_reloading(void);
+void notify_reloaded(void);
 
 /* Pings the watchdog at half of WATCHDOG_USEC when systemd set one; *ret is
  * NULL when there is none. */

@@ -1062,6 +1062,52 @@ static void test_key_list(void)
 		     ack ? "with" : "without", performance ? "with" : "without");
 }
 
+/* What a reload tells apart: keys changed, added (the default before) and
+ * dropped, as written; a policy's keys under its own section; nothing for
+ * keys set alike, whatever their order. */
+static char diff_seen[512];
+
+static void note_diff(const char *where, const char *old_value, const char *new_value, void *arg)
+{
+	size_t at = strlen(diff_seen);
+
+	snprintf(diff_seen + at, sizeof(diff_seen) - at, "%s: %s -> %s; ", where,
+		 old_value ? old_value : "(default)", new_value ? new_value : "(default)");
+}
+
+static void test_diff(void)
+{
+	struct ftvm_config *old =
+		load_ok("diff, old", "diff-old.conf",
+			"[node]\nid = a\nlog_level = info\n[memory]\nsize = 64M\n[policy fast]\n"
+			"block_size = 8K\n[failover]\nheartbeat_ms = 50\n");
+	struct ftvm_config *fresh =
+		load_ok("diff, new", "diff-new.conf",
+			"[memory]\nsize = 128M\n[node]\nlog_level = debug\nid = a\n[policy fast]\n"
+			"block_size = 8K\nperformance = high\n");
+	struct ftvm_config *same =
+		load_ok("diff, same", "diff-same.conf",
+			"[memory]\nsize = 64M\n[node]\nid = a\nlog_level = info\n[failover]\n"
+			"heartbeat_ms = 50\n[policy fast]\nblock_size = 8K\n");
+
+	if (!old || !fresh || !same)
+		goto out;
+	diff_seen[0] = '\0';
+	config_diff(old, fresh, note_diff, NULL);
+	CHECK_STR("changed, dropped, added",
+		  "[node] log_level: info -> debug; [memory] size: 64M -> 128M; "
+		  "[failover] heartbeat_ms: 50 -> (default); "
+		  "[policy fast] performance: (default) -> high; ",
+		  diff_seen);
+	diff_seen[0] = '\0';
+	config_diff(old, same, note_diff, NULL);
+	CHECK_STR("the same keys in another order", "", diff_seen);
+out:
+	config_free(old);
+	config_free(fresh);
+	config_free(same);
+}
+
 int main(void)
 {
 	const char *base = getenv("TMPDIR");
@@ -1077,6 +1123,7 @@ int main(void)
 	test_full();
 	test_defaults();
 	test_ack_durable();
+	test_diff();
 	test_documented_example();
 	test_styles();
 	test_max_policies();
