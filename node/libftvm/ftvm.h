@@ -434,9 +434,10 @@ FTVM_EXPORT int ftvm_alloc_session(struct ftvm_client *c, uint64_t size, const c
  * @param len at most the allocation's block size; a shorter page is
  *        zero-filled to the block (the node refuses a longer one, -EINVAL).
  * @param[out] ret_crc32c the CRC-32C of the whole block as stored, or NULL.
- * @return 0, or -errno: -ENOENT (no such allocation or page), -EBUSY (the
- *         page stayed locked), -EHOSTUNREACH, -EMSGSIZE (@p len is above the
- *         frame limit), and the conventions above.
+ * @return 0, or -errno: -ENOENT (no such allocation), -EINVAL (@p page is
+ *         past the allocation's last page), -EBUSY (the page stayed locked),
+ *         -EHOSTUNREACH, -EMSGSIZE (@p len is above the frame limit), and the
+ *         conventions above.
  */
 FTVM_EXPORT int ftvm_write_page(struct ftvm_client *c, const char *guid, uint64_t page,
 				const void *data, size_t len, uint32_t *ret_crc32c);
@@ -461,8 +462,9 @@ FTVM_EXPORT int ftvm_write_page_try(struct ftvm_client *c, const char *guid, uin
  * @param[out] ret_len the block's size, also on -ENOBUFS; or NULL.
  * @param[out] ret_crc32c the block's CRC-32C, or NULL.
  * @return 0, or -errno: -ENOBUFS (@p buf_len is below the block; *ret_len
- *         says how much is needed and @p buf is untouched), -ENOENT, -EBUSY,
- *         and the conventions above.
+ *         says how much is needed and @p buf is untouched), -ENOENT (no such
+ *         allocation), -EINVAL (@p page is past its last page), -EBUSY, and
+ *         the conventions above.
  */
 FTVM_EXPORT int ftvm_read_page(struct ftvm_client *c, const char *guid, uint64_t page, void *buf,
 			       size_t buf_len, size_t *ret_len, uint32_t *ret_crc32c);

@@ -89,6 +89,13 @@ static int run_pages(struct ftvm_client *c, uint32_t page_size)
 		}
 	}
 	printf("example: wrote and read back %" PRIu64 " pages\n", alloc.pages);
+	/* A page past the end is a bad argument, named in the reason. */
+	r = ftvm_write_page(c, alloc.guid, alloc.pages, out, alloc.block_size, NULL);
+	if (r != -EINVAL || !strstr(ftvm_last_error(c), "has pages 0..")) {
+		fprintf(stderr, "example: writing page %" PRIu64 " gave %d (%s), wanted -EINVAL\n",
+			alloc.pages, r, ftvm_last_error(c));
+		goto out;
+	}
 
 	r = ftvm_header(c, alloc.guid, &hdr);
 	if (r < 0) {
