@@ -406,10 +406,13 @@ static struct write_op *write_op_new(struct vmm *v, const struct vmm_page_reques
 {
 	bool owned = vmm_is_owner(v, a), padded = req->len != a->block_size;
 	size_t room = ((padded ? 1 : 0) + (owned ? 1 : 0)) * (size_t)a->block_size;
-	struct write_op *op = calloc(1, sizeof(*op) + room);
+	struct write_op *op = malloc(sizeof(*op) + room);
 
 	if (!op)
 		return NULL;
+	/* The room is written before it is read (a short page's tail zeroed
+	 * below, the old block copied in whole): only the fields start zero. */
+	memset(op, 0, sizeof(*op));
 	op->op.vmm = v;
 	op->op.call = req->call;
 	op->op.finish = write_finish;
@@ -423,6 +426,8 @@ static struct write_op *write_op_new(struct vmm *v, const struct vmm_page_reques
 	op->block = padded ? op->room : req->data;
 	if (padded && req->len) /* an empty write is all zeroes, and data may be NULL */
 		memcpy(op->room, req->data, req->len);
+	if (padded)
+		memset(op->room + req->len, 0, a->block_size - req->len);
 	if (owned)
 		op->old_room = op->room + (padded ? a->block_size : 0);
 	op->block_size = a->block_size;

@@ -42,6 +42,18 @@ ctl a read "$guid" 2 >"$WORK/p2.a"
 [ "$(tail -c +27 "$WORK/p2.a" | tr -d '\0' | wc -c)" = 0 ] || fail "page 2 not zero-filled"
 ok "write page 2 from b (owner a): zero-filled block on a"
 
+# The owner pads a short write too, also where a full write of random
+# bytes went just before (its buffers may come back for this one).
+head -c 4096 /dev/urandom | ctl a write "$guid" 1 >/dev/null
+printf 'short on the owner' | ctl a write "$guid" 1 >/dev/null
+for id in a b; do
+	ctl "$id" read "$guid" 1 >"$WORK/p1.$id"
+	[ "$(head -c 18 "$WORK/p1.$id")" = "short on the owner" ] || fail "page 1 content on $id"
+	[ "$(tail -c +19 "$WORK/p1.$id" | tr -d '\0' | wc -c)" = 0 ] ||
+		fail "page 1 not zero-filled on $id"
+done
+ok "a short write of page 1 on a (owner): zero-filled on both nodes"
+
 # ---- a 64K policy allocation on b, header blob ----
 printf 'controller-7 metadata' >"$WORK/hdr"
 g2=$(ctl b alloc --size 200K --policy stripe --header-file "$WORK/hdr")
