@@ -464,12 +464,18 @@ static void close_retiring(struct repl_session *s, uint64_t older_than_ms)
 	}
 }
 
+/* Every frame held for the link, none counted against its connection. */
+static void drop_rx_held(struct repl_session *s)
+{
+	held_frames_drop(&s->rx_held, NULL);
+	for (struct session_conn *sc = s->conns; sc; sc = sc->next)
+		sc->n_held = 0;
+}
+
 static void link_down(struct repl_session *s, const char *reason)
 {
 	s->active = NULL;
-	held_frames_drop(&s->rx_held, NULL); /* the link's, from a partner that is gone */
-	for (struct session_conn *sc = s->conns; sc; sc = sc->next)
-		sc->n_held = 0;
+	drop_rx_held(s); /* the link's, from a partner that is gone */
 	close_retiring(s, UINT64_MAX);
 	drop_held(s); /* answers to a partner that is gone */
 	drop_corked(s);
@@ -1737,9 +1743,7 @@ void repl_session_free(struct repl_session *s)
 		return;
 	pending_table_free(s->pending);
 	drop_held(s);
-	held_frames_drop(&s->rx_held, NULL);
-	for (struct session_conn *sc = s->conns; sc; sc = sc->next)
-		sc->n_held = 0;
+	drop_rx_held(s);
 	free(s->held);
 	free(s->cork_buf);
 	free(s->corked);
