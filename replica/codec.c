@@ -1,6 +1,7 @@
 #include "codec.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdalign.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -179,6 +180,14 @@ static int envelope_check(Envelope *env, size_t len, char *err, size_t err_len)
 	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE &&
 	    env->answers == 0) {
 		snprintf(err, err_len, "CommandComplete answers no sequence number");
+		goto bad;
+	}
+	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE &&
+	    (env->answers_count > CODEC_ANSWERS_RUN_MAX || env->answers_count > env->answers)) {
+		snprintf(err, err_len,
+			 "CommandComplete answers a run of %u requests ending at seq %" PRIu64
+			 " (a run is at most %d long, from seq 1 on)",
+			 env->answers_count, env->answers, CODEC_ANSWERS_RUN_MAX);
 		goto bad;
 	}
 	return 0;

@@ -12,6 +12,10 @@
 typedef Ftvm__Partner__Envelope Envelope;
 typedef Ftvm__Partner__CommandComplete CommandComplete;
 
+/* The longest run of requests one CommandComplete answers
+ * (Envelope.answers_count; replica/SESSION.md, "Answers in runs"). */
+#define CODEC_ANSWERS_RUN_MAX 64
+
 /* Packs msg (any protobuf-c message) into a new frame: header + payload.
  * The caller frees *ret_frame. */
 int codec_frame_pack(const ProtobufCMessage *msg, uint8_t **ret_frame, size_t *ret_len);
@@ -30,7 +34,8 @@ bool codec_envelope_block(const Envelope *env, ProtobufCBinaryData *ret);
 CommandComplete *codec_command_complete_copy(const CommandComplete *cc);
 void codec_command_complete_free(CommandComplete *cc);
 
-/* Parses and checks one envelope payload. Free with codec_envelope_free
+/* Parses and checks one envelope payload (an answer names its seq, or a
+ * run of at most CODEC_ANSWERS_RUN_MAX from seq 1 on). Free with codec_envelope_free
  * (common/pb_arena.h: never with protobuf-c's free_unpacked). */
 int codec_envelope_decode(const uint8_t *payload, size_t len, Envelope **ret, char *err,
 			  size_t err_len);

@@ -161,6 +161,9 @@ struct session_conn {
 	 * what arrives on the link waits (see the top). */
 	bool partner_marks_retired;
 	bool ended;
+	/* The partner's Hello here said answers_runs: it takes one answer for
+	 * a run of its requests. */
+	bool partner_answers_runs;
 	size_t n_held; /* its frames in the session's rx_held */
 	/* One-sided page data: our Hello offered it, the partner's did too
 	 * (then the transport holds its view of the partner's pool). */
@@ -916,6 +919,7 @@ static void send_hello(struct repl_session *s, struct session_conn *sc)
 	hello.initiator = !sc->inbound;
 	hello.state = s->state;
 	hello.marks_retired = true;
+	hello.answers_runs = true;
 	sc->offered_one_sided = conn_offers_one_sided(s, sc);
 	if (sc->offered_one_sided) {
 		hello.one_sided = true;
@@ -1151,6 +1155,7 @@ static void on_hello(struct repl_session *s, struct session_conn *sc, const Enve
 	s->stats.partner_own_lsn = h->own_lsn;
 	sc->state = CONN_ESTABLISHED;
 	sc->partner_marks_retired = h->marks_retired;
+	sc->partner_answers_runs = h->answers_runs;
 	if (s->dialling == sc)
 		s->dialling = NULL;
 
@@ -1202,12 +1207,21 @@ static void on_hello(struct repl_session *s, struct session_conn *sc, const Enve
 				   s->cb_arg);
 }
 
+/* An answer: to env->answers, or to the run of answers_count seqs that
+ * ends there (the codec checked it): the answer is the last's, and each
+ * before it succeeded with nothing to tell (not even an applied_lsn). */
 static void on_completion(struct repl_session *s, const Envelope *env)
 {
-	/* An answer to nothing pending came after its request timed out: harmless. */
-	if (!pending_complete(s->pending, env->answers, env->command_complete))
-		log_debug("late answer to seq %" PRIu64 " from %s", env->answers,
-			  s->stats.partner_id);
+	uint64_t count = env->answers_count ? env->answers_count : 1;
+	CommandComplete early = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+
+	for (uint64_t seq = env->answers - count + 1; seq <= env->answers; seq++)
+		/* An answer to nothing pending came after its request timed
+		 * out: harmless. */
+		if (!pending_complete(s->pending, seq,
+				      seq == env->answers ? env->command_complete : &early))
+			log_debug("late answer to seq %" PRIu64 " from %s", seq,
+				  s->stats.partner_id);
 }
 
 /* Requests from an older epoch come from a node that was taken over: none of
@@ -1830,25 +1844,55 @@ int repl_session_request_batch(struct repl_session *s, Envelope *const *envs, si
 	return send_requests(s, envs, n, timeout_ms, done, args, NULL, 0);
 }
 
+/* A success that says nothing but how far this node applied: inside a
+ * run, where the partner reads a plain success. */
+static bool plain_success(const CommandComplete *cc)
+{
+	return cc->status == FTVM__PARTNER__STATUS__STATUS_OK && (!cc->reason || !*cc->reason) &&
+	       cc->payload_case == FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD__NOT_SET &&
+	       !cc->n_grants && !cc->n_landings;
+}
+
+/* How many of the answers from the first go as one: plain successes of
+ * consecutive seqs, and the answer after them, whatever it says. The run's
+ * answer is that last one's, whose applied_lsn is the highest (what this
+ * node applied only grows). */
+static size_t run_length(const struct repl_answer *answers, size_t n)
+{
+	size_t len = 1;
+
+	while (len < n && plain_success(answers[len - 1].cc) &&
+	       answers[len].seq == answers[len - 1].seq + 1)
+		len++;
+	return len;
+}
+
+_Static_assert(REPL_ANSWERS_MAX <= CODEC_ANSWERS_RUN_MAX, "a run fits in one batch of answers");
+
 int repl_session_answer(struct repl_session *s, const struct repl_answer *answers, size_t n)
 {
 	Envelope *envs[REPL_ANSWERS_MAX], env[REPL_ANSWERS_MAX];
-	size_t i;
+	bool runs;
 	int r = 0;
 
 	if (!s->active)
 		return -ENOTCONN;
+	runs = s->active->partner_answers_runs;
 	while (n && r >= 0) {
-		size_t some = n < REPL_ANSWERS_MAX ? n : REPL_ANSWERS_MAX;
+		size_t some = n < REPL_ANSWERS_MAX ? n : REPL_ANSWERS_MAX, k = 0;
 
-		for (i = 0; i < some; i++) {
-			env[i] = (Envelope)FTVM__PARTNER__ENVELOPE__INIT;
-			env[i].answers = answers[i].seq;
-			env[i].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE;
-			env[i].command_complete = (CommandComplete *)answers[i].cc;
-			envs[i] = &env[i];
+		for (size_t i = 0; i < some; k++) {
+			size_t len = runs ? run_length(&answers[i], some - i) : 1;
+
+			env[k] = (Envelope)FTVM__PARTNER__ENVELOPE__INIT;
+			env[k].answers = answers[i + len - 1].seq;
+			env[k].answers_count = len > 1 ? (uint32_t)len : 0;
+			env[k].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE;
+			env[k].command_complete = (CommandComplete *)answers[i + len - 1].cc;
+			envs[k] = &env[k];
+			i += len;
 		}
-		r = send_together(s, envs, some, NULL, 0);
+		r = send_together(s, envs, k, NULL, 0);
 		answers += some;
 		n -= some;
 	}

@@ -132,7 +132,9 @@ struct repl_answer {
 };
 
 /* Sends the n answers together: one frame, a Batch when n > 1 (split in
- * Batches of REPL_ANSWERS_MAX). The caller's memory is not kept. -ENOTCONN
+ * Batches of REPL_ANSWERS_MAX). Plain successes of consecutive seqs go as one
+ * answer to their run when the partner takes runs (SESSION.md, "Answers in
+ * runs"). The caller's memory is not kept. -ENOTCONN
  * when the link went down in between (the partner has failed the requests
  * on its side already). */
 #define REPL_ANSWERS_MAX 64

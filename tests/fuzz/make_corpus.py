@@ -339,9 +339,10 @@ def node():
 
 # ---- the partner port (replica/session.c), after a control byte ----
 
-def envelope(num, body, sender=b"b", epoch=2, seq=0, answers=0):
+def envelope(num, body, sender=b"b", epoch=2, seq=0, answers=0, answers_count=0):
     env = field(1, 1) + field(2, sender) + (field(3, epoch) if epoch else b"")
     env += (field(4, seq) if seq else b"") + (field(5, answers) if answers else b"")
+    env += field(7, answers_count) if answers_count else b""
     return env + field(num, body)
 
 
@@ -386,6 +387,15 @@ def session():
     marks = envelope(10, field(1, b"b") + field(2, 1) + field(3, 2) + field(4, 4096) +
                      field(5, 1024) + field(6, 1) + field(7, 2) + field(13, 1), epoch=2)
     write(t, "retired-on-link", payloads(challenge(), marks, envelope(45, b""), space(7, 5)))
+    # A partner that takes answers in runs; answers to runs of its requests
+    # (none pending: late), one that reaches below seq 1 (refused).
+    runs = envelope(10, field(1, b"b") + field(2, 1) + field(3, 2) + field(4, 4096) +
+                    field(5, 1024) + field(6, 1) + field(7, 2) + field(14, 1), epoch=2)
+    write(t, "answers-in-runs", payloads(challenge(), runs, space(1, 5),
+                                         envelope(12, field(7, 9), answers=40, answers_count=3),
+                                         envelope(30, field(1, envelope(12, b"", answers=43,
+                                                                        answers_count=2))),
+                                         envelope(12, b"", answers=2, answers_count=3)))
 
 
 # ---- RDMA connection parameters (replica/rdma_credits.c) ----

@@ -236,6 +236,7 @@ static void sent_init(struct sent *s)
 	s->hello.own_lsn = 0x8000000c00000002ull;
 	s->hello.one_sided = 1;
 	s->hello.marks_retired = 1;
+	s->hello.answers_runs = 1;
 	s->hello.pool_block_frames = 0x0000000100000400ull;
 	for (int i = 0; i < 2; i++) {
 		s->region[i] = (Ftvm__Partner__PoolRegion)FTVM__PARTNER__POOL_REGION__INIT;
@@ -486,6 +487,7 @@ static Envelope envelope(Ftvm__Partner__Envelope__MessageCase which, void *msg)
 	env.seq = 0x00000001fffffffeull;
 	env.answers = 0x0000000100000001ull;
 	env.lsn = 0x0000000200000005ull;
+	env.answers_count = 0x40;
 	env.message_case = which;
 	/* Every member of the union is a pointer; which one is in message_case. */
 	env.hello = msg;
@@ -651,6 +653,7 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 	EQ_U(epoch);
 	EQ_U(seq);
 	EQ_U(answers);
+	EQ_U(answers_count);
 	EQ_U(lsn);
 	EQ_U(message_case);
 	if (e->message_case != g->message_case)
@@ -687,6 +690,7 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_U(hello->own_lsn);
 		EQ_U(hello->one_sided);
 		EQ_U(hello->marks_retired);
+		EQ_U(hello->answers_runs);
 		EQ_U(hello->pool_block_frames);
 		EQ_U(hello->n_regions);
 		cmp_regions(ctx, e->hello->regions, e->hello->n_regions, g->hello->regions,
@@ -1288,14 +1292,21 @@ static void test_bad_envelopes(struct sent *s)
 		uint32_t version;
 		const char *sender;
 		uint64_t answers;
+		uint32_t answers_count;
 		int command_complete;
 		const char *want;
 	} cases[] = {
-		{ "protocol version 2", PV_CURRENT + 1, "node-a", 1, 0, "protocol version" },
-		{ "protocol version 0xffffffff", 0xffffffffu, "node-a", 1, 0, "protocol version" },
-		{ "no protocol version", 0, "node-a", 1, 0, "protocol version" },
-		{ "empty sender", PV_CURRENT, "", 1, 0, "sender" },
-		{ "CommandComplete with answers=0", PV_CURRENT, "node-a", 0, 1, "answers" },
+		{ "protocol version 2", PV_CURRENT + 1, "node-a", 1, 0, 0, "protocol version" },
+		{ "protocol version 0xffffffff", 0xffffffffu, "node-a", 1, 0, 0,
+		  "protocol version" },
+		{ "no protocol version", 0, "node-a", 1, 0, 0, "protocol version" },
+		{ "empty sender", PV_CURRENT, "", 1, 0, 0, "sender" },
+		{ "CommandComplete with answers=0", PV_CURRENT, "node-a", 0, 0, 1, "answers" },
+		{ "a run reaching below seq 1", PV_CURRENT, "node-a", 2, 3, 1,
+		  "run of 3 requests ending at seq 2" },
+		{ "a run longer than 64", PV_CURRENT, "node-a", 100, 65, 1, "run of 65" },
+		{ "a run of 2^32 - 1", PV_CURRENT, "node-a", UINT64_MAX, UINT32_MAX, 1,
+		  "run of 4294967295" },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -1315,6 +1326,7 @@ static void test_bad_envelopes(struct sent *s)
 		sent.version = cases[i].version;
 		sent.sender = (char *)cases[i].sender;
 		sent.answers = cases[i].answers;
+		sent.answers_count = cases[i].answers_count;
 		frame = pack(&sent, &len);
 		expect_bad(cases[i].what, frame, len, FRAME_MAX_PAYLOAD_DEFAULT, 1, cases[i].want);
 		expect_bad(cases[i].what, frame + FRAME_HEADER_SIZE, len - FRAME_HEADER_SIZE,

@@ -96,9 +96,10 @@ static void answer(struct repl_session *s, uint64_t seq, uint64_t free_bytes)
 	repl_session_answer(s, &a, 1);
 }
 
-/* Answers each SpaceRequest{bytes} with free_bytes = bytes * 2, or holds it,
- * and each WritePage (noting its block's CRC-32C); the answers to a batch go
- * back in one call, as one batch. */
+/* Answers each SpaceRequest{bytes} with free_bytes = bytes * 2 (a request
+ * for 0 bytes: a plain success, applied_lsn its seq), or holds it, and each
+ * WritePage (noting its block's CRC-32C); the answers to a batch go back in
+ * one call, as one batch. */
 static void on_request(struct repl_session *s, Envelope *const *envs, size_t n, void *arg)
 {
 	struct peer *p = arg;
@@ -121,7 +122,11 @@ static void on_request(struct repl_session *s, Envelope *const *envs, size_t n, 
 			p->space_bytes[p->n_spaces++] = envs[i]->space_request->bytes;
 		if (p->hold_requests && p->n_held < 16)
 			p->held_seq[p->n_held++] = envs[i]->seq;
-		else
+		else if (!wp && envs[i]->space_request->bytes == 0) {
+			ftvm__partner__command_complete__init(&sa[i].cc);
+			sa[i].cc.applied_lsn = envs[i]->seq;
+			answers[n_answers++] = (struct repl_answer){ envs[i]->seq, &sa[i].cc };
+		} else
 			answers[n_answers++] = (struct repl_answer){
 				envs[i]->seq,
 				space_answer(&sa[i], wp ? 0 : envs[i]->space_request->bytes * 2)
@@ -234,6 +239,8 @@ struct result {
 	bool done;
 	int status;
 	uint64_t free_bytes;
+	uint64_t applied_lsn;
+	int payload; /* the answer's payload_case */
 	char reason[128];
 };
 
@@ -243,6 +250,8 @@ static void on_done(const CommandComplete *cc, void *arg)
 
 	r->done = true;
 	r->status = cc->status;
+	r->applied_lsn = cc->applied_lsn;
+	r->payload = cc->payload_case;
 	if (cc->payload_case == FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE)
 		r->free_bytes = cc->space->free_bytes;
 	snprintf(r->reason, sizeof(r->reason), "%s", cc->reason ? cc->reason : "");
@@ -567,8 +576,10 @@ static void raw_challenge(int fd, const char *id)
 }
 
 /* A Hello after the handshake; marks_retired: as a node that ends a
- * connection it retires with ConnectionRetired. */
-static void raw_hello_only(int fd, const char *id, uint32_t page_size, bool marks_retired)
+ * connection it retires with ConnectionRetired; answers_runs: as one that
+ * takes an answer to a run of requests. */
+static void raw_hello_says(int fd, const char *id, uint32_t page_size, bool marks_retired,
+			   bool answers_runs)
 {
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 	Ftvm__Partner__Hello hello = FTVM__PARTNER__HELLO__INIT;
@@ -577,11 +588,17 @@ static void raw_hello_only(int fd, const char *id, uint32_t page_size, bool mark
 	hello.version = 1;
 	hello.page_size = page_size;
 	hello.marks_retired = marks_retired;
+	hello.answers_runs = answers_runs;
 	env.version = 1;
 	env.sender = (char *)id;
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO;
 	env.hello = &hello;
 	raw_send(fd, &env);
+}
+
+static void raw_hello_only(int fd, const char *id, uint32_t page_size, bool marks_retired)
+{
+	raw_hello_says(fd, id, page_size, marks_retired, false);
 }
 
 /* The handshake of a node without a key, then its Hello (an older node's:
@@ -734,6 +751,198 @@ static int start_against_raw(struct peer *a, uint16_t *ret_pa, int *ret_lfd)
 	fd = accept(*ret_lfd, NULL, NULL);
 	CHECK(fd >= 0, "a dialled the raw partner");
 	return fd;
+}
+
+/* The answers on fd to the requests b sent, in the frames that carry them,
+ * until those to seq `through` came: the answered seq and answers_count of
+ * each envelope in order, in seqs[] and counts[] (max of them); how many. */
+static size_t raw_answers(int fd, uint64_t through, uint64_t *seqs, uint32_t *counts, size_t max)
+{
+	static uint8_t buf[1 << 16];
+	size_t have = 0, n = 0;
+	bool closed;
+	Envelope *env;
+
+	while (n < max && (n == 0 || seqs[n - 1] < through) &&
+	       (env = raw_next(fd, buf, sizeof(buf), &have, &closed))) {
+		size_t items = env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH
+				       ? env->batch->n_envelopes
+				       : 1;
+
+		for (size_t i = 0; i < items && n < max; i++) {
+			Envelope *e = env;
+
+			if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH)
+				CHECK(codec_batch_envelope_decode(env, i, &e, NULL, 0) == 0,
+				      "batch item decodes");
+			if (e->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE)
+				continue;
+			seqs[n] = e->answers;
+			counts[n++] = e->answers_count;
+		}
+		codec_envelope_free(env);
+	}
+	return n;
+}
+
+/* b's SpaceRequests for bytes[i] as seqs 1 .. n, in one Batch. */
+static void raw_space_batch(int fd, const uint64_t *bytes, size_t n)
+{
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT, items[8];
+	Ftvm__Partner__SpaceRequest req[8];
+	Ftvm__Partner__Batch batch = FTVM__PARTNER__BATCH__INIT;
+	ProtobufCBinaryData packed[8];
+
+	CHECK(n <= 8, "a raw batch holds 8");
+	for (size_t i = 0; i < n; i++) {
+		ftvm__partner__envelope__init(&items[i]);
+		ftvm__partner__space_request__init(&req[i]);
+		req[i].bytes = bytes[i];
+		items[i].version = 1;
+		items[i].sender = "b";
+		items[i].epoch = 1;
+		items[i].seq = i + 1;
+		items[i].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+		items[i].space_request = &req[i];
+		CHECK(codec_payload_pack(&items[i].base, &packed[i].data, &packed[i].len) == 0,
+		      "pack");
+	}
+	batch.n_envelopes = n;
+	batch.envelopes = packed;
+	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH;
+	env.batch = &batch;
+	raw_send_b(fd, &env);
+	for (size_t i = 0; i < n; i++)
+		free(packed[i].data);
+}
+
+/* Answers in runs (SESSION.md): to a partner whose Hello says answers_runs,
+ * plain successes of consecutive seqs go with the answer after them as one
+ * envelope (answers_count), the answer to the run's last; to one whose Hello
+ * does not (an older node), each alone as before. */
+static void test_answers_sent_in_runs(bool partner_takes_runs)
+{
+	/* 0 bytes: a plain success; others carry free space. */
+	static const uint64_t bytes[] = { 0, 0, 5, 0, 0, 7, 3 };
+	static const uint64_t want_seqs[] = { 3, 6, 7 };
+	static const uint32_t want_counts[] = { 3, 3, 0 };
+	uint16_t pa = free_port(), pb = free_port();
+	uint64_t seqs[8];
+	uint32_t counts[8];
+	Envelope *hello;
+	struct peer a;
+	size_t n;
+	int fd;
+
+	peer_init(&a, "a", pa, pb);
+	CHECK(peer_start(&a) == 0, "start a");
+	fd = raw_connect(pa);
+	raw_challenge(fd, "b");
+	raw_hello_says(fd, "b", 4096, true, partner_takes_runs);
+	CHECK(RUN_UNTIL(link_up(&a), 2000), "linked to the raw partner");
+	hello = raw_expect(fd, FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO);
+	CHECK(hello && hello->hello->answers_runs, "a's Hello says it takes runs");
+	codec_envelope_free(hello);
+
+	raw_space_batch(fd, bytes, 7);
+	for (int i = 0; i < 20; i++) /* a answers on its loop; run it while b reads */
+		RUN_UNTIL(false, 5);
+	n = raw_answers(fd, 7, seqs, counts, 8);
+	if (partner_takes_runs) {
+		CHECK(n == 3, "a sent %zu answers to 7 requests, wanted 3", n);
+		for (size_t i = 0; i < n && i < 3; i++)
+			CHECK(seqs[i] == want_seqs[i] && counts[i] == want_counts[i],
+			      "answer %zu: to seq %llu, a run of %u; wanted %llu, %u", i,
+			      (unsigned long long)seqs[i], counts[i],
+			      (unsigned long long)want_seqs[i], want_counts[i]);
+	} else {
+		CHECK(n == 7, "a sent %zu answers to 7 requests, wanted 7", n);
+		for (size_t i = 0; i < n; i++)
+			CHECK(seqs[i] == i + 1 && counts[i] == 0, "answer %zu: to seq %llu, run %u",
+			      i, (unsigned long long)seqs[i], counts[i]);
+	}
+	close(fd);
+	peer_stop(&a);
+}
+
+static int send_space_batch(struct peer *p, const uint64_t *bytes, size_t n, struct result *res)
+{
+	Envelope env[8], *envs[8];
+	Ftvm__Partner__SpaceRequest req[8];
+	void *args[8];
+
+	for (size_t i = 0; i < n; i++) {
+		ftvm__partner__envelope__init(&env[i]);
+		ftvm__partner__space_request__init(&req[i]);
+		req[i].bytes = bytes[i];
+		env[i].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
+		env[i].space_request = &req[i];
+		envs[i] = &env[i];
+		memset(&res[i], 0, sizeof(res[i]));
+		args[i] = &res[i];
+	}
+	return repl_session_request_batch(p->s, envs, n, 5000, on_done, args);
+}
+
+/* Between two sessions: each request of a batch b answers in runs gets its
+ * own answer on a, as if each had come alone: the run's plain successes OK
+ * with nothing else (no applied_lsn: the run's last has it), the answer
+ * after them its own. A run that reaches below seq 1, or is longer than a
+ * sender makes, is refused as the partner's error. */
+static void test_answers_taken_in_runs(void)
+{
+	static const uint64_t bytes[] = { 0, 0, 5, 0, 0 };
+	uint16_t pa = free_port(), pb = free_port();
+	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
+	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+	struct result res[5];
+	struct peer a, b;
+	int fd;
+
+	peer_init(&a, "a", pa, pb);
+	peer_init(&b, "b", pb, pa);
+	CHECK(peer_start(&a) == 0 && peer_start(&b) == 0, "start");
+	CHECK(RUN_UNTIL(link_up(&a) && link_up(&b), 3000), "link up");
+	CHECK_INT("sent", 0, send_space_batch(&a, bytes, 5, res));
+	CHECK(RUN_UNTIL(res[4].done, 3000), "answered");
+	for (int i = 0; i < 5; i++) {
+		bool last = i == 2 || i == 4;
+
+		CHECK(res[i].done && res[i].status == 0, "request %d: done %d, status %d", i,
+		      res[i].done, res[i].status);
+		CHECK(res[i].payload ==
+			      (bytes[i] ? FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD_SPACE
+					: FTVM__PARTNER__COMMAND_COMPLETE__PAYLOAD__NOT_SET),
+		      "request %d: payload %d", i, res[i].payload);
+		CHECK(res[i].free_bytes == bytes[i] * 2, "request %d: free_bytes %llu", i,
+		      (unsigned long long)res[i].free_bytes);
+		CHECK(last || res[i].applied_lsn == 0,
+		      "request %d inside a run was told applied_lsn %llu", i,
+		      (unsigned long long)res[i].applied_lsn);
+	}
+	CHECK(res[4].applied_lsn > 0, "the run's last was told its applied_lsn");
+	peer_stop(&a);
+	peer_stop(&b);
+
+	/* A raw partner's bad runs: the connection goes, with the reason. */
+	for (int bad = 0; bad < 2; bad++) {
+		int lfd;
+
+		fd = start_against_raw(&a, &pa, &lfd);
+		raw_hello(fd, "b", 4096);
+		CHECK(RUN_UNTIL(link_up(&a), 2000), "linked to the raw partner");
+		env.answers = bad ? 70 : 2;
+		env.answers_count = bad ? 65 : 3;
+		env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE;
+		env.command_complete = &cc;
+		raw_send_b(fd, &env);
+		CHECK(RUN_UNTIL(a.protocol_errors > 0, 2000), "a bad run refused");
+		CHECK(strstr(a.last_protocol_error, bad ? "run of 65" : "run of 3") != NULL,
+		      "reason: %s", a.last_protocol_error);
+		close(fd);
+		close(lfd);
+		peer_stop(&a);
+	}
 }
 
 /* Both dialled, and the link came up on the partner's dial before a's own
@@ -1545,6 +1754,9 @@ int main(void)
 	test_gathered_writes();
 	test_corked_turn();
 	test_tap();
+	test_answers_sent_in_runs(true);
+	test_answers_sent_in_runs(false);
+	test_answers_taken_in_runs();
 	event_base_free(base);
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);

@@ -582,7 +582,37 @@ static bool skipped(const struct replay *rp, uint64_t seq)
 	return false;
 }
 
-static void expect_partner(struct replay *rp, const char *where, Envelope *want)
+/* How many requests an envelope answers: a run's length (Envelope.
+ * answers_count, replica/SESSION.md "Answers in runs"), else 1. */
+static uint32_t answers_in(const Envelope *env)
+{
+	return env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE &&
+			       env->answers_count > 1
+		       ? env->answers_count
+		       : 1;
+}
+
+/* Answer i of the run env answers, alone, as the node reads it: the last
+ * is the run's answer, the others plain successes. cc is its room. */
+static Envelope run_member(const Envelope *env, uint32_t i, CommandComplete *cc)
+{
+	Envelope one = *env;
+	uint32_t count = answers_in(env);
+
+	if (i + 1 < count)
+		*cc = (CommandComplete)FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+	else
+		*cc = *env->command_complete;
+	one.command_complete = cc;
+	one.answers = env->answers - count + 1 + i;
+	one.answers_count = 0;
+	return one;
+}
+
+/* any_applied_lsn: want is an answer inside a recorded run but its last, a
+ * plain success that says no applied_lsn; the node, answering us alone,
+ * says one. */
+static void expect_one(struct replay *rp, const char *where, Envelope *want, bool any_applied_lsn)
 {
 	char field[512], waited[96];
 	Envelope *got;
@@ -605,11 +635,31 @@ static void expect_partner(struct replay *rp, const char *where, Envelope *want)
 			       waited);
 		return;
 	}
+	if (any_applied_lsn && got->message_case == want->message_case)
+		want->command_complete->applied_lsn = got->command_complete->applied_lsn;
 	if (trace_compare(rp->maps, &want->base, &got->base, field, sizeof(field)) < 0)
 		replay_diverge(rp, where, field, &want->base, &got->base, NULL);
 	else
 		rp->matched++;
 	codec_envelope_free(got);
+}
+
+/* The node answers us alone (our Hello does not take runs): a recorded run
+ * is waited for answer by answer. */
+static void expect_partner(struct replay *rp, const char *where, Envelope *want)
+{
+	uint32_t count = answers_in(want);
+
+	if (count == 1) {
+		expect_one(rp, where, want, false);
+		return;
+	}
+	for (uint32_t i = 0; i < count && !rp->diverged; i++) {
+		CommandComplete cc;
+		Envelope one = run_member(want, i, &cc);
+
+		expect_one(rp, where, &one, i + 1 < count);
+	}
 }
 
 /* The epoch an envelope of the partner's carries in this run: the recorded
@@ -683,42 +733,61 @@ static bool prepare(struct replay *rp, const char *where, Envelope *env)
 
 static void play_partner_in(struct replay *rp, struct rec *r)
 {
-	Envelope *env = (Envelope *)r->msg;
-	Ftvm__Partner__Batch batch = FTVM__PARTNER__BATCH__INIT, *recorded;
+	Envelope *env = (Envelope *)r->msg, wrap = FTVM__PARTNER__ENVELOPE__INIT;
+	bool batched = env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH;
+	Envelope *const *inner = batched ? r->inner : &env;
+	size_t n_inner = batched ? r->n_inner : 1, n_items = 0, kept = 0;
+	Ftvm__Partner__Batch batch = FTVM__PARTNER__BATCH__INIT;
 	ProtobufCBinaryData *items;
 	char where[40];
-	size_t kept = 0;
 
 	replay_where_of(where, sizeof(where), r, 0, false);
 	if (time_driven(env, false))
 		return;
-	if (env->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH) {
+	if (!batched && answers_in(env) == 1) {
 		if (prepare(rp, where, env))
 			replay_send_partner(rp, env);
 		return;
 	}
 	/* A batch goes as a batch (its envelopes apply together), repacked
-	 * into one of our own: the recorded one's bytes are in its arena. */
-	items = calloc(r->n_inner ? r->n_inner : 1, sizeof(*items));
+	 * into one of our own: the recorded one's bytes are in its arena. A
+	 * run of answers goes answer by answer, each given the node's seq (the
+	 * run's seqs may map apart), in a batch. */
+	for (size_t i = 0; i < n_inner; i++)
+		n_items += answers_in(inner[i]);
+	items = calloc(n_items, sizeof(*items));
 	if (!items)
 		return;
-	for (size_t i = 0; i < r->n_inner; i++) {
-		replay_where_of(where, sizeof(where), r, i, true);
-		if (!prepare(rp, where, r->inner[i]))
-			continue;
-		if (codec_payload_pack(&r->inner[i]->base, &items[kept].data, &items[kept].len) < 0)
-			goto out;
-		kept++;
+	for (size_t i = 0; i < n_inner; i++) {
+		uint32_t count = answers_in(inner[i]);
+
+		if (batched)
+			replay_where_of(where, sizeof(where), r, i, true);
+		for (uint32_t j = 0; j < count; j++) {
+			CommandComplete cc;
+			Envelope one, *play = inner[i];
+
+			if (count > 1) {
+				one = run_member(inner[i], j, &cc);
+				play = &one;
+			}
+			if (!prepare(rp, where, play))
+				continue;
+			if (codec_payload_pack(&play->base, &items[kept].data, &items[kept].len) <
+			    0)
+				goto out;
+			kept++;
+		}
 	}
 	batch.n_envelopes = kept;
 	batch.envelopes = items;
-	env->epoch = partner_epoch_now(rp, env->epoch);
-	if (kept && !rp->diverged) {
-		recorded = env->batch;
-		env->batch = &batch;
-		replay_send_partner(rp, env);
-		env->batch = recorded;
-	}
+	wrap.version = env->version;
+	wrap.sender = env->sender;
+	wrap.epoch = partner_epoch_now(rp, env->epoch);
+	wrap.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH;
+	wrap.batch = &batch;
+	if (kept && !rp->diverged)
+		replay_send_partner(rp, &wrap);
 out:
 	for (size_t i = 0; i < kept; i++)
 		free(items[i].data);
