@@ -60,6 +60,31 @@ bool bench_proc_exited(struct bench_proc *p)
 	return true;
 }
 
+uint64_t bench_proc_cpu_us(const struct bench_proc *p)
+{
+	char path[64], line[1024], *at;
+	unsigned long long utime, stime;
+	long ticks = sysconf(_SC_CLK_TCK);
+	FILE *f;
+	bool read;
+
+	if (p->pid <= 0 || ticks <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)p->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	read = fgets(line, sizeof(line), f) != NULL;
+	fclose(f);
+	/* The name (field 2) may hold spaces and parentheses: the fields
+	 * after it start past the last ')'. utime and stime are 14 and 15. */
+	at = read ? strrchr(line, ')') : NULL;
+	if (!at || sscanf(at + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
+			  &stime) != 2)
+		return 0;
+	return (utime + stime) * 1000000ull / (unsigned long long)ticks;
+}
+
 void bench_sleep_ms(unsigned ms)
 {
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };

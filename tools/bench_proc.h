@@ -5,6 +5,7 @@
 
 #include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define BENCH_STOP_GRACE_MS 5000
@@ -25,6 +26,11 @@ bool bench_proc_exited(struct bench_proc *p);
 /* SIGTERM, then SIGKILL after BENCH_STOP_GRACE_MS; nothing when p is not
  * running. */
 void bench_proc_stop(struct bench_proc *p);
+
+/* The CPU time p used so far, user and system, all its threads, in
+ * microseconds (the kernel counts in clock ticks: 10 ms here); 0 when p is
+ * not running or /proc cannot say. */
+uint64_t bench_proc_cpu_us(const struct bench_proc *p);
 
 void bench_sleep_ms(unsigned ms);
 

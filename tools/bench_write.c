@@ -26,8 +26,10 @@
  *   DIR/write/summary.csv   the table: a header line, then one line per cell
  *                           measured (a subject skipped, or a row it has no
  *                           queue for, has none):
- *                           row,clients,depth,subject,p50_us,p99_us,writes_per_s,samples
- *                           e.g. qd8,1,8,mirror,131,410,52873,158619
+ *                           row,clients,depth,subject,p50_us,p99_us,writes_per_s,samples,
+ *                           cpu_us_per_write (the servers' CPU time per write, or
+ *                           "-": see print_rows())
+ *                           e.g. qd8,1,8,mirror,131,410,52873,158619,41.3
  *   DIR/write/ROW/SUBJECT.samples
  *                           every write's latency in that cell, all rounds,
  *                           in microseconds, one whole number a line, sorted
@@ -139,6 +141,9 @@ struct subject_ops {
 	/* Page-table transactions committed so far by node a and node b; NULL:
 	 * not a pair of ftvmd. */
 	int (*commits)(struct subject *s, uint64_t ret[2]);
+	/* The processes that serve its writes (up to 2), whose CPU time a
+	 * write costs; how many. */
+	size_t (*servers)(const struct subject *s, const struct bench_proc *ret[2]);
 	/* What a row the subject cannot run prints instead. */
 	const char *no_queue;
 };
@@ -152,6 +157,7 @@ struct cell {
 	struct samples lat; /* microseconds per write */
 	uint64_t writes, us;
 	uint64_t commits[2];
+	uint64_t cpu_us;   /* the servers' CPU time over the cell's turns */
 	uint64_t p50, p99; /* once the rounds are done */
 	double writes_s;
 	bool measured;
@@ -349,7 +355,14 @@ static int tcp_open(struct subject *s, unsigned client, void **ret_conn)
 			   false, ret_conn);
 }
 
+static size_t tcp_servers(const struct subject *s, const struct bench_proc *ret[2])
+{
+	ret[0] = &s->t->echo.proc;
+	return 1;
+}
+
 static const struct subject_ops tcp_ops = {
+	.servers = tcp_servers,
 	.start = tcp_start,
 	.stop = tcp_stop,
 	.open = tcp_open,
@@ -382,7 +395,15 @@ static int relay_open(struct subject *s, unsigned client, void **ret_conn)
 			   ret_conn);
 }
 
+static size_t relay_servers(const struct subject *s, const struct bench_proc *ret[2])
+{
+	ret[0] = &s->relay.proc;
+	ret[1] = &s->t->echo.proc;
+	return 2;
+}
+
 static const struct subject_ops relay_ops = {
+	.servers = relay_servers,
 	.start = relay_start,
 	.stop = relay_stop,
 	.open = relay_open,
@@ -478,7 +499,15 @@ static int redis_reap(void *conn, unsigned *ret_slots)
 	return (int)n;
 }
 
+static size_t redis_servers(const struct subject *s, const struct bench_proc *ret[2])
+{
+	ret[0] = &s->redis.procs[0];
+	ret[1] = &s->redis.procs[1];
+	return 2;
+}
+
 static const struct subject_ops redis_ops = {
+	.servers = redis_servers,
 	.start = redis_start,
 	.stop = redis_stop,
 	.open = redis_open,
@@ -639,7 +668,15 @@ static int ftvm_commits(struct subject *s, uint64_t ret[2])
 	return 0;
 }
 
+static size_t ftvm_servers(const struct subject *s, const struct bench_proc *ret[2])
+{
+	ret[0] = &s->pair.nodes[0];
+	ret[1] = &s->pair.nodes[1];
+	return 2;
+}
+
 static const struct subject_ops ftvm_ops = {
+	.servers = ftvm_servers,
 	.start = ftvm_start,
 	.stop = ftvm_stop,
 	.open = ftvm_open,
@@ -731,6 +768,18 @@ static void *client_main(void *arg)
 	return NULL;
 }
 
+/* The CPU time s's servers used so far (bench_proc_cpu_us). */
+static uint64_t servers_cpu_us(const struct subject *s)
+{
+	const struct bench_proc *procs[2];
+	size_t n = s->ops->servers(s, procs);
+	uint64_t us = 0;
+
+	for (size_t i = 0; i < n; i++)
+		us += bench_proc_cpu_us(procs[i]);
+	return us;
+}
+
 /* One turn of subject s in row k for ms: into its cell, or nowhere (the
  * warm-up) when cell is NULL. */
 static int run_cell(struct subject *s, enum row_id k, unsigned ms, struct cell *cell)
@@ -739,6 +788,7 @@ static int run_cell(struct subject *s, enum row_id k, unsigned ms, struct cell *
 	struct client_run runs[CLIENTS_MAX];
 	pthread_barrier_t start;
 	uint64_t before[2] = { 0, 0 }, after[2] = { 0, 0 }, t0 = UINT64_MAX, t1 = 0, writes = 0;
+	uint64_t cpu_before = servers_cpu_us(s);
 	int r = s->ops->commits ? s->ops->commits(s, before) : 0;
 
 	if (r < 0)
@@ -785,6 +835,7 @@ static int run_cell(struct subject *s, enum row_id k, unsigned ms, struct cell *
 		cell->us += t1 - t0;
 		cell->commits[0] += after[0] - before[0];
 		cell->commits[1] += after[1] - before[1];
+		cell->cpu_us += servers_cpu_us(s) - cpu_before;
 		cell->measured = true;
 	}
 	return r;
@@ -807,6 +858,17 @@ static const char *ratio(char *buf, size_t len, double num, double den)
 		snprintf(buf, len, "%.1fx", num / den);
 	else
 		snprintf(buf, len, "%.0fx", num / den);
+	return buf;
+}
+
+/* The servers' CPU microseconds per write in c, or "-" when none was
+ * counted (a cell too short for the kernel's ticks). */
+static const char *cpu_per_write(char *buf, size_t len, const struct cell *c)
+{
+	if (!c->cpu_us || !c->writes)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.1f", (double)c->cpu_us / (double)c->writes);
 	return buf;
 }
 
@@ -834,10 +896,10 @@ static void print_rows(const struct table *t)
 	/* Other work on the machine moves every figure: say how busy it was. */
 	printf("\nwrite path: %ld CPUs online, load average %.2f before the run\n",
 	       sysconf(_SC_NPROCESSORS_ONLN), t->load);
-	printf("%-26s %7s %7s %9s  %6s %6s  %6s %6s  %8s %8s\n", "4 KiB writes", "p50", "p99",
-	       "writes/s", "p50 /", "p50 /", "w/s /", "w/s /", "writes /", "writes /");
-	printf("%-26s %7s %7s %9s  %6s %6s  %6s %6s  %8s %8s\n", "", "us", "us", "", "relay",
-	       "redis", "relay", "redis", "commit a", "commit b");
+	printf("%-26s %7s %7s %9s  %6s %6s  %6s %6s  %7s  %8s %8s\n", "4 KiB writes", "p50", "p99",
+	       "writes/s", "p50 /", "p50 /", "w/s /", "w/s /", "CPU us", "writes /", "writes /");
+	printf("%-26s %7s %7s %9s  %6s %6s  %6s %6s  %7s  %8s %8s\n", "", "us", "us", "", "relay",
+	       "redis", "relay", "redis", "/ write", "commit a", "commit b");
 	for (int k = 0; k < ROWS; k++) {
 		const struct cell *rc = cell_of(relay, k), *dc = cell_of(redis, k);
 
@@ -845,7 +907,7 @@ static void print_rows(const struct table *t)
 		for (size_t i = 0; i < t->n; i++) {
 			const struct subject *s = &t->subjects[i];
 			const struct cell *c = &s->cells[k];
-			char r1[16], r2[16], r3[16], r4[16];
+			char r1[16], r2[16], r3[16], r4[16], cpu[16];
 
 			if (s->skipped) {
 				printf("  %-24s %s\n", s->name, s->skipped);
@@ -856,12 +918,13 @@ static void print_rows(const struct table *t)
 				       s->ops->no_queue ? s->ops->no_queue : "no queue");
 				continue;
 			}
-			printf("  %-24s %7llu %7llu %9.0f  %6s %6s  %6s %6s", s->name,
+			printf("  %-24s %7llu %7llu %9.0f  %6s %6s  %6s %6s  %7s", s->name,
 			       (unsigned long long)c->p50, (unsigned long long)c->p99, c->writes_s,
 			       ratio(r1, sizeof(r1), (double)c->p50, rc ? (double)rc->p50 : 0),
 			       ratio(r2, sizeof(r2), (double)c->p50, dc ? (double)dc->p50 : 0),
 			       ratio(r3, sizeof(r3), c->writes_s, rc ? rc->writes_s : 0),
-			       ratio(r4, sizeof(r4), c->writes_s, dc ? dc->writes_s : 0));
+			       ratio(r4, sizeof(r4), c->writes_s, dc ? dc->writes_s : 0),
+			       cpu_per_write(cpu, sizeof(cpu), c));
 			if (s->ops->commits)
 				for (int n = 0; n < 2; n++) {
 					if (c->commits[n])
@@ -880,8 +943,11 @@ static void print_rows(const struct table *t)
 	       " bytes back. N clients: each its own connection, thread and 16 pages. Queue depth\n"
 	       " D: D writes in flight over 2D pages, ftvm_submit_write_page() and ftvm_reap();\n"
 	       " Redis sends D SETs and then WAIT 1; the relay and TCP keep D requests on the\n"
-	       " connection. writes / commit: the clients' writes over the page-table commits of\n"
-	       " node a and of node b meanwhile, status pagetable.commits)\n",
+	       " connection. CPU us / write: the CPU time of the processes that serve the writes\n"
+	       " (the echo; the relay and the echo; Redis's primary and replica; ftvm's nodes a\n"
+	       " and b), user and system, over the writes, /proc/PID/stat. writes / commit: the\n"
+	       " clients' writes over the page-table commits of node a and of node b meanwhile,\n"
+	       " status pagetable.commits)\n",
 	       t->o->rounds, t->o->rounds == 1 ? "" : "s", t->o->cell_ms);
 }
 
@@ -1040,7 +1106,7 @@ static int write_machine(const struct table *t, const char *path)
 /* After run_rounds(), which sorted every cell's samples (bench_percentiles). */
 static int write_data(const struct table *t)
 {
-	char dir[PATH_MAX], path[PATH_MAX + 64];
+	char dir[PATH_MAX], path[PATH_MAX + 64], cpu[16];
 	FILE *f;
 	int r;
 
@@ -1061,7 +1127,8 @@ static int write_data(const struct table *t)
 	f = data_open(path);
 	if (!f)
 		return -EIO;
-	fprintf(f, "row,clients,depth,subject,p50_us,p99_us,writes_per_s,samples\n");
+	fprintf(f,
+		"row,clients,depth,subject,p50_us,p99_us,writes_per_s,samples,cpu_us_per_write\n");
 	for (int k = 0; k < ROWS && r == 0; k++) {
 		char row_dir[PATH_MAX + 8];
 
@@ -1074,9 +1141,10 @@ static int write_data(const struct table *t)
 
 			if (!s->started || !c)
 				continue;
-			fprintf(f, "%s,%u,%u,%s,%llu,%llu,%.0f,%zu\n", rows[k].slug,
+			fprintf(f, "%s,%u,%u,%s,%llu,%llu,%.0f,%zu,%s\n", rows[k].slug,
 				rows[k].clients, rows[k].depth, s->slug, (unsigned long long)c->p50,
-				(unsigned long long)c->p99, c->writes_s, c->lat.n);
+				(unsigned long long)c->p99, c->writes_s, c->lat.n,
+				cpu_per_write(cpu, sizeof(cpu), c));
 			snprintf(samples_path, sizeof(samples_path), "%s/%s.samples", row_dir,
 				 s->slug);
 			r = write_samples(samples_path, &c->lat);

@@ -2,7 +2,8 @@
 # ftvm-bench-vmm's write-path table (issue 24) runs and prints: one round,
 # 100 ms a cell, about four seconds of load in all. A smoke run of the table,
 # not of its figures: timing is never asserted; what is checked is that every
-# subject has its figures in every row it runs, writes per commit for each
+# subject has its figures in every row it runs (the servers' CPU time per
+# write among them, measured for ftvm's busiest row), writes per commit for each
 # ftvm row, and that every aim is judged; then that --data-dir wrote the
 # summary, the samples and the machine, well formed, and that
 # tools/bench_plot.sh draws PNGs of them (that part skipped without gnuplot).
@@ -27,7 +28,8 @@ have_redis=$(command -v redis-server >/dev/null && echo yes || echo no)
 rows_of() {
 	awk -v row="$1" '$0 == row { on = 1; next } /^[^ ]/ { on = 0 } on' "$out"
 }
-figures="+$n +$n +$n +$x +$x +$x +$x"
+cpu='([0-9]+\.[0-9]|-)' # the servers' CPU us per write; "-" when no tick fell in a cell
+figures="+$n +$n +$n +$x +$x +$x +$x +$cpu"
 for row in "1 client" "4 clients" "16 clients" "1 client, queue depth 1" \
 	"1 client, queue depth 8" "1 client, queue depth 32"; do
 	grep -qx "$row" "$out" || fail "no row '$row'"
@@ -49,6 +51,8 @@ for row in "1 client" "4 clients" "16 clients" "1 client, queue depth 1" \
 done
 rows_of "16 clients" | grep -Eq "^  ftvm ack=mirror $figures +$n\.$n +$n\.$n$" ||
 	fail "no writes per commit of either node for ack=mirror with 16 clients"
+rows_of "16 clients" | grep -Eq "^  ftvm ack=mirror +$n +$n +$n +$x +$x +$x +$x +$n\.[0-9] " ||
+	fail "no CPU time per write of the pair for ack=mirror with 16 clients"
 
 aims=$(sed -n '/^aims (issue 24)/,/^$/p' "$out")
 [ "$(grep -Ec '(: met|: not met| not judged \(.*\))$' <<<"$aims")" -eq 8 ] ||
@@ -68,20 +72,21 @@ W=$DATA/write
 for f in summary.csv machine.txt; do
 	[ -s "$W/$f" ] || fail "--data-dir: no $W/$f"
 done
-[ "$(head -n 1 "$W/summary.csv")" = "row,clients,depth,subject,p50_us,p99_us,writes_per_s,samples" ] ||
+[ "$(head -n 1 "$W/summary.csv")" = "row,clients,depth,subject,p50_us,p99_us,writes_per_s,samples,cpu_us_per_write" ] ||
 	fail "summary.csv's header: $(head -n 1 "$W/summary.csv")"
 subjects="tcp relay mirror commit durable"
 [ "$have_redis" = no ] || subjects="$subjects redis"
 for row in 1,1,0 4,4,0 16,16,0 qd1,1,1 qd8,1,8 qd32,1,32; do
 	for subject in $subjects; do
-		line=$(grep -E "^$row,$subject,$n,$n,$n,$n$" "$W/summary.csv") ||
+		line=$(grep -E "^$row,$subject,$n,$n,$n,$n,$cpu$" "$W/summary.csv") ||
 			fail "summary.csv: no well-formed line for row $row, $subject"
 		file=$W/${row%%,*}/$subject.samples
 		[ -s "$file" ] || fail "no samples in $file"
 		grep -Evq '^[0-9]+$' "$file" && fail "$file: a line that is not a whole number"
 		sort -n -c "$file" || fail "$file is not sorted"
-		[ "$(wc -l <"$file")" = "${line##*,}" ] ||
-			fail "$file: $(wc -l <"$file") samples, summary.csv says ${line##*,}"
+		samples=$(cut -d, -f8 <<<"$line")
+		[ "$(wc -l <"$file")" = "$samples" ] ||
+			fail "$file: $(wc -l <"$file") samples, summary.csv says $samples"
 	done
 done
 [ "$(($(wc -l <"$W/summary.csv") - 1))" = "$((6 * $(wc -w <<<"$subjects")))" ] ||
