@@ -209,6 +209,23 @@ ProtobufCMessage *pb_arena_message_new(const ProtobufCMessageDescriptor *desc, s
 	return msg;
 }
 
+ProtobufCMessage *pb_arena_message_new_with(const ProtobufCMessage *owner,
+					    const ProtobufCMessageDescriptor *desc)
+{
+	struct pb_arena *a = prefix_of(owner)->arena;
+	ProtobufCMessage *msg;
+
+	a->prefix_due = true;
+	a->prefix_owns = false;
+	msg = alloc(a, desc->sizeof_message);
+	if (!msg) {
+		a->prefix_due = false;
+		return NULL;
+	}
+	desc->message_init(msg);
+	return msg;
+}
+
 void *pb_arena_alloc(const ProtobufCMessage *owner, size_t size)
 {
 	return bump(prefix_of(owner)->arena, size ? size : 1);

@@ -32,6 +32,11 @@ ProtobufCMessage *pb_arena_unpack_with(const ProtobufCMessage *owner,
  * memory ran out. */
 ProtobufCMessage *pb_arena_message_new(const ProtobufCMessageDescriptor *desc, size_t size);
 
+/* The same in owner's arena (a Batch's envelope, read by hand): it lives as
+ * long as owner; pb_arena_free() on it does nothing. */
+ProtobufCMessage *pb_arena_message_new_with(const ProtobufCMessage *owner,
+					    const ProtobufCMessageDescriptor *desc);
+
 /* size bytes (aligned for anything) from owner's arena, for as long as
  * owner. NULL when memory ran out. */
 void *pb_arena_alloc(const ProtobufCMessage *owner, size_t size);

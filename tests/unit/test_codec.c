@@ -11,6 +11,7 @@
 #include "check.h"
 #include "codec.h"
 #include "frame.h"
+#include "pb_arena.h"
 
 #define PV_CURRENT FTVM__PARTNER__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -1003,6 +1004,119 @@ static void *case_message(struct sent *s, const struct round_trip_case *c)
 	}
 }
 
+/* ---- The codec reads envelopes by hand: always as protobuf-c would ------ */
+
+/* got and want (both decoded) pack to the same bytes. */
+static bool same_packed(const ProtobufCMessage *got, const ProtobufCMessage *want)
+{
+	size_t n = protobuf_c_message_get_packed_size(got);
+	uint8_t *a, *b;
+	bool same;
+
+	if (n != protobuf_c_message_get_packed_size(want))
+		return false;
+	a = xmalloc(n ? n : 1);
+	b = xmalloc(n ? n : 1);
+	protobuf_c_message_pack(got, a);
+	protobuf_c_message_pack(want, b);
+	same = memcmp(a, b, n) == 0;
+	free(a);
+	free(b);
+	return same;
+}
+
+/* The codec's decode of payload (alone, borrowed, and each entry of a Batch
+ * as the session takes them) against protobuf-c's: what protobuf-c cannot
+ * parse the codec refuses as such, and what it can the codec decodes to the
+ * same message, or refuses for a rule of its own. */
+static void same_as_protobuf_c(const char *what, const uint8_t *payload, size_t len)
+{
+	const ProtobufCMessageDescriptor *desc = &ftvm__partner__envelope__descriptor;
+	ProtobufCMessage *want = pb_arena_unpack(desc, len, payload);
+
+	for (int borrowed = 0; borrowed < 2; borrowed++) {
+		Envelope *got = NULL;
+		char err[256] = "";
+		int r = borrowed ? codec_envelope_decode_borrowed(payload, len, &got, err,
+								  sizeof(err))
+				 : codec_envelope_decode(payload, len, &got, err, sizeof(err));
+		bool unparsed = r < 0 && strstr(err, "does not parse");
+
+		if (!want != unparsed)
+			FAIL("%s%s: protobuf-c %s it, the codec said %d (%s)", what,
+			     borrowed ? " (borrowed)" : "", want ? "parses" : "does not parse", r,
+			     err);
+		else if (r == 0 && !same_packed(&got->base, want))
+			FAIL("%s%s: decoded unlike protobuf-c", what,
+			     borrowed ? " (borrowed)" : "");
+		if (r == 0 && got->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH)
+			for (size_t i = 0; i < got->batch->n_envelopes; i++) {
+				const ProtobufCBinaryData *b = &got->batch->envelopes[i];
+				ProtobufCMessage *inner_want =
+					pb_arena_unpack(desc, b->len, b->data);
+				Envelope *inner = NULL;
+
+				err[0] = '\0';
+				r = codec_batch_envelope_decode(got, i, &inner, err, sizeof(err));
+				if (!inner_want != (r < 0 && strstr(err, "does not parse") != NULL))
+					FAIL("%s: batch entry %zu: protobuf-c and the codec differ "
+					     "(%d, %s)",
+					     what, i, r, err);
+				else if (r == 0 && !same_packed(&inner->base, inner_want))
+					FAIL("%s: batch entry %zu decoded unlike protobuf-c", what,
+					     i);
+				pb_arena_free(inner_want);
+			}
+		codec_envelope_free(got);
+	}
+	pb_arena_free(want);
+}
+
+/* Envelopes the hand reader must leave to protobuf-c, or read alike: a
+ * field twice, the oneof twice (two members, or one that merges), a field
+ * it does not know, a wire type that is not the field's, values past 32
+ * bits, an empty message, no message. */
+static void test_decode_edges(void)
+{
+	static const uint8_t hdr[] = { 0x08, 0x01, 0x12, 0x01, 'a', 0x18, 0x05 };
+	static const struct {
+		const char *what;
+		uint8_t tail[24];
+		size_t len;
+	} cases[] = {
+		{ "no message", { 0 }, 0 },
+		{ "empty Heartbeat", { 0x5a, 0x00 }, 2 },
+		{ "Heartbeat", { 0x5a, 0x02, 0x08, 0x07 }, 4 },
+		{ "Heartbeat twice (merged)",
+		  { 0x5a, 0x02, 0x08, 0x07, 0x5a, 0x02, 0x10, 0x02 },
+		  8 },
+		{ "Heartbeat then CommandComplete",
+		  { 0x5a, 0x02, 0x08, 0x07, 0x62, 0x02, 0x38, 0x03, 0x28, 0x09 },
+		  10 },
+		{ "seq twice", { 0x20, 0x01, 0x20, 0x02, 0x5a, 0x00 }, 6 },
+		{ "sender twice", { 0x12, 0x01, 'b', 0x5a, 0x00 }, 5 },
+		{ "an unknown field", { 0x5a, 0x00, 0xf8, 0x07, 0x01 }, 5 },
+		{ "an unknown message field", { 0xd2, 0x0f, 0x01, 0x00 }, 4 },
+		{ "epoch as bytes", { 0x1a, 0x01, 0x05 }, 3 },
+		{ "Heartbeat as a varint", { 0x58, 0x01 }, 2 },
+		{ "answers_count past 32 bits",
+		  { 0x38, 0x80, 0x80, 0x80, 0x80, 0x10, 0x28, 0x01, 0x62, 0x00 },
+		  10 },
+		{ "version past 32 bits", { 0x08, 0x81, 0x80, 0x80, 0x80, 0x10, 0x5a, 0x00 }, 8 },
+		{ "a Batch of two", { 0xf2, 0x01, 0x06, 0x0a, 0x00, 0x0a, 0x02, 0x08, 0x01 }, 9 },
+		{ "a Batch with another field", { 0xf2, 0x01, 0x04, 0x0a, 0x00, 0x10, 0x01 }, 7 },
+		{ "a truncated message", { 0x5a, 0x05, 0x08 }, 3 },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		uint8_t buf[sizeof(hdr) + 24];
+
+		memcpy(buf, hdr, sizeof(hdr));
+		memcpy(buf + sizeof(hdr), cases[i].tail, cases[i].len);
+		same_as_protobuf_c(cases[i].what, buf, sizeof(hdr) + cases[i].len);
+	}
+}
+
 static void test_round_trips(void)
 {
 	struct sent s;
@@ -1059,6 +1173,7 @@ static void test_round_trips(void)
 			else
 				cmp_envelope(c->ctx, &sent, got);
 			codec_envelope_free(got);
+			same_as_protobuf_c(c->ctx, payload, payload_len);
 		}
 		free(payload);
 		free(frame);
@@ -1469,6 +1584,8 @@ static void test_random(struct sent *s)
 			frame = seal(buf, len, &frame_len);
 		}
 
+		if (shape != 0)
+			same_as_protobuf_c("a random payload", buf, len);
 		err[0] = '\0';
 		r = codec_envelope_decode_frame(frame, frame_len, FRAME_MAX_PAYLOAD_DEFAULT, &got,
 						err, sizeof(err));
@@ -1766,6 +1883,7 @@ int main(void)
 	rng_seed(0x1234567u);
 	test_round_trips();
 	test_unknown_message();
+	test_decode_edges();
 	test_names();
 	test_envelope_block();
 	test_command_complete_copy();

@@ -182,6 +182,56 @@ out:
 	free(wp_payload);
 }
 
+/* A message made in another's arena (a Batch's envelope read by hand):
+ * initialised, freeing it does nothing, it and what is allocated for it
+ * stay until the owner goes (ASan says if not), and a message unpacked
+ * after it into the same arena is whole. */
+static void test_message_new_with(void)
+{
+	Envelope hb = FTVM__PARTNER__ENVELOPE__INIT, *owner, *made, *after;
+	Ftvm__Partner__Heartbeat beat = FTVM__PARTNER__HEARTBEAT__INIT;
+	size_t hb_len;
+	uint8_t *hb_payload;
+	char *name;
+
+	beat.sent_us = 42;
+	hb.sender = (char *)"b";
+	hb.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT;
+	hb.heartbeat = &beat;
+	hb_payload = pack(&hb.base, &hb_len);
+	owner = (Envelope *)pb_arena_unpack(&ftvm__partner__envelope__descriptor, hb_len,
+					    hb_payload);
+	CHECK(owner != NULL, "heartbeat: unpack failed");
+	if (!owner)
+		goto out;
+	made = (Envelope *)pb_arena_message_new_with(&owner->base,
+						     &ftvm__partner__envelope__descriptor);
+	CHECK(made != NULL, "message_new_with failed");
+	if (!made)
+		goto free_owner;
+	CHECK(made->base.descriptor == &ftvm__partner__envelope__descriptor &&
+		      made->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE__NOT_SET &&
+		      made->seq == 0,
+	      "not initialised");
+	name = pb_arena_alloc(&made->base, 8);
+	CHECK(name != NULL, "alloc for it failed");
+	if (name)
+		memcpy(name, "made-it", 8);
+	pb_arena_free(&made->base); /* nothing: the owner's arena */
+	churn(4096);
+	after = (Envelope *)pb_arena_unpack_with(&owner->base, &ftvm__partner__envelope__descriptor,
+						 hb_len, hb_payload);
+	CHECK(after && after->heartbeat && after->heartbeat->sent_us == 42,
+	      "unpacked after it: differs");
+	CHECK(name && strcmp(name, "made-it") == 0, "its piece changed");
+	made->seq = 7;
+	CHECK(owner->heartbeat->sent_us == 42, "the owner changed");
+free_owner:
+	pb_arena_free(&owner->base);
+out:
+	free(hb_payload);
+}
+
 /* 5000 empty items: 2 bytes each on the wire, 16 each unpacked, so the
  * pieces outgrow the block sized from the payload. */
 static void test_pieces_outgrow_the_block(void)
@@ -280,6 +330,7 @@ int main(void)
 	test_pieces_outgrow_the_block();
 	test_spare_reused();
 	test_garbage();
+	test_message_new_with();
 	for (size_t i = 0; i < n_kept; i++)
 		free(kept[i]);
 	if (failures) {
