@@ -51,8 +51,8 @@ grep -q "WritePageRequest guid=$g page=1 data=<4096 bytes crc32c $hex>" <<<"$dum
 grep -Eq "partner out b +Batch of 3" <<<"$dump" || fail "dump lacks the write's partner batch"
 grep -q "seq=[0-9]* lsn=[0-9]* AllocateWrite guid=$g page=1 owner=a/" <<<"$dump" ||
 	fail "dump lacks the AllocateWrite inside the batch"
-grep -q "answers=[0-9]* CommandComplete lock={version=1}" <<<"$dump" ||
-	fail "dump lacks the ReleasePointer's answer with the lock status"
+grep -q "answers=[0-9]* answers_count=3 CommandComplete lock={version=1}" <<<"$dump" ||
+	fail "dump lacks b's one answer to the batch, the ReleasePointer's with the lock status"
 grep -q "WritePageReply crc32c=$crc version=1" <<<"$dump" || fail "dump lacks the WritePageReply"
 # A plain release makes no new version: the page stays at the write's.
 n=$(grep -c "ReleasePointerReply crc32c=$crc version=1\$" <<<"$dump" || true)
