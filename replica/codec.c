@@ -263,9 +263,10 @@ static bool read_envelope(const uint8_t *payload, size_t len, struct wire_envelo
 		const ProtobufCFieldDescriptor *f;
 		unsigned field, wire;
 
-		if (!get_varint(&at, end, &key))
+		/* Past protobuf's largest field number: protobuf-c says no. */
+		if (!get_varint(&at, end, &key) || key >> 3 > 0x1fffffff)
 			return false;
-		field = key >> 3 > 64 ? 64 : (unsigned)(key >> 3);
+		field = (unsigned)(key >> 3);
 		wire = key & 7;
 		if ((field == 1 || (field >= 3 && field <= 7)) && wire == 0) {
 			if (!get_varint(&at, end, &w->num[field]))
