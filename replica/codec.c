@@ -255,7 +255,8 @@ struct wire_envelope {
  * in protobuf. */
 static bool read_envelope(const uint8_t *payload, size_t len, struct wire_envelope *w)
 {
-	const uint8_t *at = payload, *end = payload + len;
+	/* An empty payload may come as NULL: no arithmetic on it. */
+	const uint8_t *at = payload, *end = len ? payload + len : payload;
 	uint64_t key;
 
 	memset(w, 0, sizeof(*w));
