@@ -36,10 +36,11 @@ struct peer {
 	uint64_t held_seq[16];
 	int n_held;
 	bool hold_requests;
-	size_t last_batch;  /* requests in the last delivery */
-	void *pool;	    /* offered for one-sided page data; NULL: none */
-	const char *key;    /* the shared key (a string here); NULL: none */
-	size_t max_backlog; /* 0: the session's default */
+	size_t last_batch;	/* requests in the last delivery */
+	void *pool;		/* offered for one-sided page data; NULL: none */
+	const char *key;	/* the shared key (a string here); NULL: none */
+	size_t max_backlog;	/* 0: the session's default */
+	uint32_t dead_after_ms; /* 0: 150 */
 	/* WritePages that came: their blocks' CRC-32C, in order. */
 	uint32_t write_crcs[256];
 	int n_writes;
@@ -183,7 +184,7 @@ static int peer_start(struct peer *p)
 		.frame_count = 1024,
 		.epoch = 1,
 		.heartbeat_ms = 20,
-		.dead_after_ms = 150,
+		.dead_after_ms = p->dead_after_ms ? p->dead_after_ms : 150,
 		.max_payload = FRAME_MAX_PAYLOAD_DEFAULT,
 		.pool_base = p->pool,
 		.pool_block_frames = 64,
@@ -736,17 +737,19 @@ static void raw_retired(int fd)
 
 /* a started with a raw socket for its partner b: b listens on *ret_lfd,
  * where a's dial is accepted and returned; *ret_pa is a's port, for b's
- * dials. a's fields set before (max_backlog) stay. */
+ * dials. a's fields set before (max_backlog, dead_after_ms) stay. */
 static int start_against_raw(struct peer *a, uint16_t *ret_pa, int *ret_lfd)
 {
 	uint16_t pb = free_port();
 	size_t max_backlog = a->max_backlog;
+	uint32_t dead_after_ms = a->dead_after_ms;
 	int fd;
 
 	*ret_pa = free_port();
 	*ret_lfd = raw_listen(pb);
 	peer_init(a, "a", *ret_pa, pb);
 	a->max_backlog = max_backlog;
+	a->dead_after_ms = dead_after_ms;
 	CHECK(peer_start(a) == 0, "start a");
 	fd = accept(*ret_lfd, NULL, NULL);
 	CHECK(fd >= 0, "a dialled the raw partner");
@@ -1045,6 +1048,12 @@ static void stay_alive(int fd, int ms)
 	}
 }
 
+/* dead_after_ms for the tests that check a wait is still on 150 ms after it
+ * began: a retired connection is closed, and one that does not say Hello
+ * given up, dead_after_ms after, and a loaded machine (CI's other build)
+ * took the test past 150 ms. */
+#define WAITS_OUTLAST_MS 2000
+
 /* The link moves to a's dial while b's dial, the link until then, still
  * brings what b sent there first: b's request on the new link waits for
  * it and for b's ConnectionRetired, so a takes them in the order b sent
@@ -1056,7 +1065,7 @@ static void test_move_keeps_order(bool ended_by_close)
 	uint16_t pa;
 	int lfd, out_fd, in_fd;
 	Envelope *retired;
-	struct peer a;
+	struct peer a = { .dead_after_ms = WAITS_OUTLAST_MS };
 
 	out_fd = start_against_raw(&a, &pa, &lfd);
 	CHECK(RUN_UNTIL(connections(&a) == 1, 1000), "a's dial is up");
@@ -1101,7 +1110,7 @@ static void test_new_dial_holds_link(void)
 	uint16_t pa;
 	int lfd, out_fd, in_fd;
 	Envelope *retired;
-	struct peer a;
+	struct peer a = { .dead_after_ms = WAITS_OUTLAST_MS };
 
 	out_fd = start_against_raw(&a, &pa, &lfd);
 	RUN_UNTIL(false, 50);
