@@ -460,12 +460,9 @@ static void status_gather(struct node *n, struct status_parts *p)
 	c.partner_last_seen_ms =
 		p->rs.link_up || !p->rs.last_rx_ms ? 0 : clock_now_ms() - p->rs.last_rx_ms;
 	c.partner_store_epoch = p->hs.store.partner.epoch;
-	/* As of the store's last read, as the takeover decisions count it: a
-	 * figure past dead_after_ms means a forced takeover is not refused
-	 * for silence. */
-	c.partner_store_silent_ms = p->hs.store.round_ms > p->hs.store.partner_changed_ms
-					    ? p->hs.store.round_ms - p->hs.store.partner_changed_ms
-					    : 0;
+	/* As the takeover decisions count it: a figure past dead_after_ms
+	 * means a forced takeover is not refused for silence. */
+	c.partner_store_silent_ms = sbd_partner_silent_ms(&p->hs.store);
 	c.partner_auth_failures = p->rs.auth_failures;
 	c.partner_address_refused = p->rs.address_refused;
 	c.takeovers = p->hs.takeovers;

@@ -484,7 +484,7 @@ static uint64_t since(uint64_t then)
 static void decide(struct ha *h)
 {
 	const struct sbd_slot *p = &h->last.partner;
-	uint64_t silent = h->last.round_ms - h->last.partner_changed_ms;
+	uint64_t silent = sbd_partner_silent_ms(&h->last);
 	uint32_t dead_after = h->config->dead_after_ms;
 	char why[200];
 
@@ -743,7 +743,7 @@ int ha_new(struct event_base *base, const struct ftvm_config *config, struct vmm
 static const char *partner_not_gone(const struct ha *h, char *why, size_t len)
 {
 	const struct sbd_slot *p = &h->last.partner;
-	uint64_t silent = h->last.round_ms - h->last.partner_changed_ms;
+	uint64_t silent = sbd_partner_silent_ms(&h->last);
 
 	if (h->link_up) {
 		snprintf(why, len, "the link to %s is up: it is not gone", partner_name(h));

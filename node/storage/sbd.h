@@ -67,6 +67,13 @@ struct sbd_report {
 				       a pause of the process must not pass for news */
 };
 
+/* How long r saw the partner's slot still, up to its round's reads: the
+ * silence every decision and status count (0 before the first round). */
+static inline uint64_t sbd_partner_silent_ms(const struct sbd_report *r)
+{
+	return r->round_ms > r->partner_changed_ms ? r->round_ms - r->partner_changed_ms : 0;
+}
+
 struct sbd;
 
 /* Starts the thread on the store at path; index is this node's partition's
