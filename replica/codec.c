@@ -453,6 +453,22 @@ void codec_envelope_free(Envelope *env)
 		pb_arena_free(&env->base);
 }
 
+uint32_t codec_answers_in(const Envelope *env)
+{
+	return env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE &&
+			       env->answers_count > 1
+		       ? env->answers_count
+		       : 1;
+}
+
+const CommandComplete *codec_run_answer(const Envelope *env, uint64_t seq, CommandComplete *plain)
+{
+	if (seq == env->answers)
+		return env->command_complete;
+	ftvm__partner__command_complete__init(plain);
+	return plain;
+}
+
 const char *codec_message_name(const Envelope *env)
 {
 	const ProtobufCFieldDescriptor *f;

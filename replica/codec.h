@@ -16,6 +16,15 @@ typedef Ftvm__Partner__CommandComplete CommandComplete;
  * (Envelope.answers_count; replica/SESSION.md, "Answers in runs"). */
 #define CODEC_ANSWERS_RUN_MAX 64
 
+/* How many requests env answers: its run's length, or 1 (a CommandComplete
+ * of one seq, or anything else). */
+uint32_t codec_answers_in(const Envelope *env);
+
+/* What a run's answer env says to request seq, one of its run: the
+ * CommandComplete itself to the last, a plain success (status OK, nothing
+ * else, not even an applied_lsn; made in *plain) to each before it. */
+const CommandComplete *codec_run_answer(const Envelope *env, uint64_t seq, CommandComplete *plain);
+
 /* Packs msg (any protobuf-c message) into a new frame: header + payload.
  * The caller frees *ret_frame. */
 int codec_frame_pack(const ProtobufCMessage *msg, uint8_t **ret_frame, size_t *ret_len);

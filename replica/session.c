@@ -1207,19 +1207,16 @@ static void on_hello(struct repl_session *s, struct session_conn *sc, const Enve
 				   s->cb_arg);
 }
 
-/* An answer: to env->answers, or to the run of answers_count seqs that
- * ends there (the codec checked it): the answer is the last's, and each
- * before it succeeded with nothing to tell (not even an applied_lsn). */
+/* An answer: to env->answers, or to the run of seqs that ends there (the
+ * codec checked it), each told what codec_run_answer() says. */
 static void on_completion(struct repl_session *s, const Envelope *env)
 {
-	uint64_t count = env->answers_count ? env->answers_count : 1;
-	CommandComplete early = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+	CommandComplete plain;
 
-	for (uint64_t seq = env->answers - count + 1; seq <= env->answers; seq++)
+	for (uint64_t seq = env->answers - codec_answers_in(env) + 1; seq <= env->answers; seq++)
 		/* An answer to nothing pending came after its request timed
 		 * out: harmless. */
-		if (!pending_complete(s->pending, seq,
-				      seq == env->answers ? env->command_complete : &early))
+		if (!pending_complete(s->pending, seq, codec_run_answer(env, seq, &plain)))
 			log_debug("late answer to seq %" PRIu64 " from %s", seq,
 				  s->stats.partner_id);
 }

@@ -582,30 +582,16 @@ static bool skipped(const struct replay *rp, uint64_t seq)
 	return false;
 }
 
-/* How many requests an envelope answers: a run's length (Envelope.
- * answers_count, replica/SESSION.md "Answers in runs"), else 1. */
-static uint32_t answers_in(const Envelope *env)
-{
-	return env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE &&
-			       env->answers_count > 1
-		       ? env->answers_count
-		       : 1;
-}
-
-/* Answer i of the run env answers, alone, as the node reads it: the last
- * is the run's answer, the others plain successes. cc is its room. */
-static Envelope run_member(const Envelope *env, uint32_t i, CommandComplete *cc)
+/* Answer i of the run env answers (replica/SESSION.md, "Answers in runs"),
+ * alone, as the node reads it (codec_run_answer()). plain is room for a
+ * plain success. */
+static Envelope run_member(const Envelope *env, uint32_t i, CommandComplete *plain)
 {
 	Envelope one = *env;
-	uint32_t count = answers_in(env);
 
-	if (i + 1 < count)
-		*cc = (CommandComplete)FTVM__PARTNER__COMMAND_COMPLETE__INIT;
-	else
-		*cc = *env->command_complete;
-	one.command_complete = cc;
-	one.answers = env->answers - count + 1 + i;
+	one.answers = env->answers - codec_answers_in(env) + 1 + i;
 	one.answers_count = 0;
+	one.command_complete = (CommandComplete *)codec_run_answer(env, one.answers, plain);
 	return one;
 }
 
@@ -648,7 +634,7 @@ static void expect_one(struct replay *rp, const char *where, Envelope *want, boo
  * is waited for answer by answer. */
 static void expect_partner(struct replay *rp, const char *where, Envelope *want)
 {
-	uint32_t count = answers_in(want);
+	uint32_t count = codec_answers_in(want);
 
 	if (count == 1) {
 		expect_one(rp, where, want, false);
@@ -744,7 +730,7 @@ static void play_partner_in(struct replay *rp, struct rec *r)
 	replay_where_of(where, sizeof(where), r, 0, false);
 	if (time_driven(env, false))
 		return;
-	if (!batched && answers_in(env) == 1) {
+	if (!batched && codec_answers_in(env) == 1) {
 		if (prepare(rp, where, env))
 			replay_send_partner(rp, env);
 		return;
@@ -754,12 +740,12 @@ static void play_partner_in(struct replay *rp, struct rec *r)
 	 * run of answers goes answer by answer, each given the node's seq (the
 	 * run's seqs may map apart), in a batch. */
 	for (size_t i = 0; i < n_inner; i++)
-		n_items += answers_in(inner[i]);
+		n_items += codec_answers_in(inner[i]);
 	items = calloc(n_items, sizeof(*items));
 	if (!items)
 		return;
 	for (size_t i = 0; i < n_inner; i++) {
-		uint32_t count = answers_in(inner[i]);
+		uint32_t count = codec_answers_in(inner[i]);
 
 		if (batched)
 			replay_where_of(where, sizeof(where), r, i, true);
