@@ -1073,7 +1073,7 @@ static void same_as_protobuf_c(const char *what, const uint8_t *payload, size_t 
 }
 
 /* Envelopes the hand reader must leave to protobuf-c, or read alike: a
- * field twice, the oneof twice (two members, or one that merges), a field
+ * field twice, the oneof twice (two members, or one twice), a field
  * it does not know, a wire type that is not the field's, values past 32
  * bits, an empty message, no message. */
 static void test_decode_edges(void)
@@ -1087,7 +1087,7 @@ static void test_decode_edges(void)
 		{ "no message", { 0 }, 0 },
 		{ "empty Heartbeat", { 0x5a, 0x00 }, 2 },
 		{ "Heartbeat", { 0x5a, 0x02, 0x08, 0x07 }, 4 },
-		{ "Heartbeat twice (merged)",
+		{ "Heartbeat twice (the last counts)",
 		  { 0x5a, 0x02, 0x08, 0x07, 0x5a, 0x02, 0x10, 0x02 },
 		  8 },
 		{ "Heartbeat then CommandComplete",

@@ -632,6 +632,22 @@ static int raw_connect(uint16_t port)
 	return fd;
 }
 
+/* a started, and a raw "b" that dials it and says Hello (answers_runs: as
+ * a node that takes answers in runs): b's connection, the link up. */
+static int raw_partner_dials(struct peer *a, bool answers_runs)
+{
+	uint16_t pa = free_port(), pb = free_port();
+	int fd;
+
+	peer_init(a, "a", pa, pb);
+	CHECK(peer_start(a) == 0, "start a");
+	fd = raw_connect(pa);
+	raw_challenge(fd, "b");
+	raw_hello_says(fd, "b", 4096, false, answers_runs);
+	CHECK(RUN_UNTIL(link_up(a), 2000), "linked to the raw partner");
+	return fd;
+}
+
 static int raw_listen(uint16_t port)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET,
@@ -829,20 +845,13 @@ static void test_answers_sent_in_runs(bool partner_takes_runs)
 	static const uint64_t bytes[] = { 0, 0, 5, 0, 0, 7, 3 };
 	static const uint64_t want_seqs[] = { 3, 6, 7 };
 	static const uint32_t want_counts[] = { 3, 3, 0 };
-	uint16_t pa = free_port(), pb = free_port();
 	uint64_t seqs[8];
 	uint32_t counts[8];
 	Envelope *hello;
 	struct peer a;
+	int fd = raw_partner_dials(&a, partner_takes_runs);
 	size_t n;
-	int fd;
 
-	peer_init(&a, "a", pa, pb);
-	CHECK(peer_start(&a) == 0, "start a");
-	fd = raw_connect(pa);
-	raw_challenge(fd, "b");
-	raw_hello_says(fd, "b", 4096, true, partner_takes_runs);
-	CHECK(RUN_UNTIL(link_up(&a), 2000), "linked to the raw partner");
 	hello = raw_expect(fd, FTVM__PARTNER__ENVELOPE__MESSAGE_HELLO);
 	CHECK(hello && hello->hello->answers_runs, "a's Hello says it takes runs");
 	codec_envelope_free(hello);
@@ -1179,17 +1188,11 @@ static void test_move_wait_bounded(void)
 
 static void test_silent_partner(void)
 {
-	uint16_t pa = free_port(), pb = free_port();
 	struct peer a;
 	uint64_t t0;
-	int fd;
-
 	/* "b" is a raw socket: it says Hello, then nothing, as a hung process would. */
-	peer_init(&a, "a", pa, pb);
-	CHECK(peer_start(&a) == 0, "start a");
-	fd = raw_connect(pa);
-	raw_hello(fd, "b", 4096);
-	CHECK(RUN_UNTIL(link_up(&a), 2000), "linked to the raw partner");
+	int fd = raw_partner_dials(&a, false);
+
 	t0 = clock_now_ms();
 	CHECK(RUN_UNTIL(!link_up(&a), 2000), "silent partner reported down");
 	CHECK(clock_now_ms() - t0 <= 150 + 20 + 100, "down after %llu ms (dead_after 150)",
@@ -1238,7 +1241,6 @@ static void test_own_pause(void)
  * nothing. */
 static void test_region_update_not_a_request(void)
 {
-	uint16_t pa = free_port(), pb = free_port();
 	Envelope update = FTVM__PARTNER__ENVELOPE__INIT, request = FTVM__PARTNER__ENVELOPE__INIT,
 		 batch_env = FTVM__PARTNER__ENVELOPE__INIT;
 	Ftvm__Partner__RegionUpdate ru = FTVM__PARTNER__REGION_UPDATE__INIT;
@@ -1249,13 +1251,7 @@ static void test_region_update_not_a_request(void)
 	ProtobufCBinaryData items[2];
 	Envelope *all[] = { &update, &request, &batch_env };
 	struct peer a;
-	int fd;
-
-	peer_init(&a, "a", pa, pb);
-	CHECK(peer_start(&a) == 0, "start a");
-	fd = raw_connect(pa);
-	raw_hello(fd, "b", 4096);
-	CHECK(RUN_UNTIL(link_up(&a), 2000), "linked to the raw partner");
+	int fd = raw_partner_dials(&a, false);
 
 	region.block = 3;
 	region.generation = 7;
