@@ -914,7 +914,12 @@ static void test_journal_trim(void)
 	CHECK_OK("the partner applied up to lsn[2]",
 		 pagetable_set_applied_by_partner_lsn(pt, lsn[2]));
 	CHECK_INT("a bounded step", 2, pagetable_journal_trim(pt, "a", lsn[5], 2));
-	CHECK_INT("the rest up to the mark, not beyond, and b's", 4,
+	/* lsn[2] and b's first row: the step's range holds lsn[3] to lsn[5],
+	 * which stay. */
+	CHECK_INT("a bounded step past rows that stay", 2,
+		  pagetable_journal_trim(pt, "a", lsn[5], 2));
+	CHECK_INT("a step of none", 0, pagetable_journal_trim(pt, "a", lsn[5], 0));
+	CHECK_INT("the rest up to the mark, not beyond, and b's", 2,
 		  pagetable_journal_trim(pt, "a", lsn[5], 100));
 	CHECK_OK("commit", pagetable_commit(pt));
 	CHECK_INT("rows the partner has not applied stay", 4, pagetable_journal_count(pt));
