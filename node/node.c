@@ -170,6 +170,31 @@ static void on_state_changed(int state, const char *step, const char *reason, vo
 	n->told_epoch = e;
 }
 
+/* The partner's ack level, as its Hello said: one of the names, or "" (an
+ * older node, or something this node does not know). */
+static const char *partner_ack(const struct repl_session_stats *st)
+{
+	for (int a = CONFIG_ACK_COMMIT; a <= CONFIG_ACK_DURABLE; a++)
+		if (strcmp(st->partner_ack, config_ack_name((enum config_ack)a)) == 0)
+			return st->partner_ack;
+	return "";
+}
+
+/* Each node acknowledges at its own level (node/vmm/VMM.md,
+ * "Acknowledgement levels"), so two levels are allowed, as while the
+ * operator changes them one node at a time; but what a write survives is
+ * then the weaker one's, which the operator should hear of. */
+static void check_partner_ack(struct node *n, const struct repl_session_stats *st)
+{
+	const char *theirs = partner_ack(st), *ours = config_ack_name(n->config->ack);
+
+	if (!theirs[0] || strcmp(theirs, ours) == 0)
+		return;
+	log_warning("partner %s acknowledges at %s, this node at %s: a write survives what the "
+		    "weaker level survives; set [node] ack the same on both nodes",
+		    st->partner_id, theirs, ours);
+}
+
 static void on_link_changed(struct repl_session *s, bool up, const char *reason, void *arg)
 {
 	struct node *n = arg;
@@ -185,6 +210,8 @@ static void on_link_changed(struct repl_session *s, bool up, const char *reason,
 		events_emit(n->events, "auth", "authenticated", NULL, "partner", st.partner_id,
 			    "method", n->config->key ? "hmac-sha256" : "none", NULL);
 	events_emit(n->events, "link", up ? "up" : "down", reason, "partner", st.partner_id, NULL);
+	if (up)
+		check_partner_ack(n, &st);
 	if (!up) {
 		vmm_window_link_lost(n->vmm);
 		vmm_tickets_drop(n->vmm);
@@ -268,6 +295,7 @@ static void on_hello(struct repl_session *s, Ftvm__Partner__Hello *h, void *arg)
 	struct node *n = arg;
 
 	vmm_resync_position(n->vmm, &h->applied_lsn, &h->own_lsn);
+	h->ack = (char *)config_ack_name(n->config->ack);
 }
 
 static void on_protocol_error(struct repl_session *s, const char *peer, const char *reason,
@@ -500,6 +528,7 @@ static void status_gather(struct node *n, struct status_parts *p)
 	p->partner.store_state = (char *)sbd_state_name(
 		p->hs.store.partner_valid ? p->hs.store.partner.state : SBD_STATE_EMPTY);
 	p->partner.auth = n->config->key ? "key" : "none";
+	p->partner.ack = p->rs.link_up ? (char *)partner_ack(&p->rs) : "";
 	p->st.node = (char *)n->config->id;
 	p->st.state = (char *)state_name(n);
 	p->st.reason = p->hs.reason;

@@ -1153,6 +1153,7 @@ static void on_hello(struct repl_session *s, struct session_conn *sc, const Enve
 	s->stats.partner_epoch = h->epoch;
 	s->stats.partner_applied_lsn = h->applied_lsn;
 	s->stats.partner_own_lsn = h->own_lsn;
+	snprintf(s->stats.partner_ack, sizeof(s->stats.partner_ack), "%s", h->ack ? h->ack : "");
 	sc->state = CONN_ESTABLISHED;
 	sc->partner_marks_retired = h->marks_retired;
 	sc->partner_answers_runs = h->answers_runs;

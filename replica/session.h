@@ -58,8 +58,8 @@ struct repl_session_callbacks {
 	 * does not decode, a refused Hello); peer names it. Optional. */
 	void (*protocol_error)(struct repl_session *s, const char *peer, const char *reason,
 			       void *arg);
-	/* Fills in where this node's page table stands, for each Hello it
-	 * sends (applied_lsn, own_lsn). Optional. */
+	/* Fills in where this node's page table stands, and its ack level,
+	 * for each Hello it sends (applied_lsn, own_lsn, ack). Optional. */
 	void (*hello)(struct repl_session *s, Ftvm__Partner__Hello *h, void *arg);
 	/* A peer was refused before it could say anything: it did not prove
 	 * the key, or it came from an address other than the partner's
@@ -81,6 +81,8 @@ struct repl_session_stats {
 	uint64_t partner_epoch;
 	/* From its Hello: the last of our LSNs it applied, and its own last. */
 	uint64_t partner_applied_lsn, partner_own_lsn;
+	/* Its Hello's ack, truncated to fit; "" when it said none. */
+	char partner_ack[16];
 	uint64_t link_changes;
 	uint64_t last_rx_ms; /* monotonic ms of the last frame from the partner */
 	uint64_t requests_sent;

@@ -323,7 +323,10 @@
 	X(STR(16), ack, PB(reply, ack), JSON(39, top, 0, "ack"), TEXT_HEAD)                      \
 	/* clients following this node's events now (`ftvmctl events`, node/EVENTS.md) */       \
 	X(U64, event_followers, LIST(27), JSON(40, events, 1, "followers"),                     \
-	  TEXT_IF(20, 1, NUM, "events: ", " followers"))
+	  TEXT_IF(20, 1, NUM, "events: ", " followers"))                                        \
+	/* the partner's [node] ack as its Hello said, while linked: mirror, commit or durable; \
+	 * "" while down or from a partner that does not say */                                 \
+	X(STR(16), partner_ack, PB(partner, ack), JSON(20, partner, 13, "ack"), TEXT_HEAD)
 /* clang-format on */
 
 /* The member a row makes in struct ftvm_node_status. */

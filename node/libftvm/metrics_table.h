@@ -238,5 +238,8 @@
 	M(nbd_written_bytes, COUNTER("ftvm_nbd_written_bytes_total", "",                           \
 		"Bytes written by NBD clients since start"))                                       \
 	M(event_followers, GAUGE("ftvm_event_followers", "",                                       \
-		"Clients following this node's events now (ftvmctl events)"))
+		"Clients following this node's events now (ftvmctl events)"))                      \
+	M(partner_ack, STATE("ftvm_partner_ack_level", "level", "mirror commit durable",           \
+		"When the partner acknowledges a change, as it said when it linked: 1 for its "    \
+		"level, 0 for all while it is down or does not say"))
 /* clang-format on */

@@ -155,7 +155,10 @@ for level in mirror commit durable; do
 	[ "$(status_field a ack)" = $level ] && [ "$(status_field b ack)" = $level ] ||
 		fail "status says ack $(status_field a ack) / $(status_field b ack), not $level"
 	ctl a status | grep -q "acknowledges at $level" || fail "ftvmctl status: $(ctl a status | head -3)"
-	ok "$level: status says so (text and JSON)"
+	[ "$(status_field a partner.ack)" = $level ] && [ "$(status_field b partner.ack)" = $level ] ||
+		fail "status says the partners ack at $(status_field a partner.ack) / $(status_field b partner.ack), not $level"
+	! grep -q "this node at" "$WORK/a.log" "$WORK/b.log" || fail "$level: a warning of two levels: $(grep -h "this node at" "$WORK"/*.log)"
+	ok "$level: status says so (text and JSON), and what the partner said at its Hello"
 
 	partner_order $level "$(ctl a alloc --size $((PAGES * 4))K)"
 	# Fresh allocations: a page's version in the page table is then the
@@ -172,3 +175,26 @@ for level in mirror commit durable; do
 	wait "${PIDS[a]}" "${PIDS[b]}" || true
 	unset "PIDS[a]" "PIDS[b]"
 done
+
+# Two levels in one pair: each node acknowledges at its own, and both say
+# so, in the log (a warning, so an event too), status and metrics; the
+# pair links and serves all the same (a rolling change of the level).
+rm -rf "$WORK/a" "$WORK/b" "$WORK/shared" "$WORK"/*.log
+write_pair_configs
+sed -i "/^\[node\]/a ack = mirror" "$WORK/a.conf"
+sed -i "/^\[node\]/a ack = durable" "$WORK/b.conf"
+start_node a
+start_node b
+wait_for 5000 "pair linked" pair_up
+wait_for 5000 "a's warning" grep -q "partner b acknowledges at durable, this node at mirror" "$WORK/a.log"
+wait_for 5000 "b's warning" grep -q "partner a acknowledges at mirror, this node at durable" "$WORK/b.log"
+[ "$(status_field a partner.ack)" = durable ] && [ "$(status_field b partner.ack)" = mirror ] ||
+	fail "two levels: status says the partners ack at $(status_field a partner.ack) / $(status_field b partner.ack)"
+ctl a status | grep -q "acknowledges at durable, not as this node" || fail "two levels: ftvmctl status: $(ctl a status | head -4)"
+ctl a metrics | grep -q '^ftvm_partner_ack_level{node="a",level="durable"} 1$' ||
+	fail "two levels: metrics: $(ctl a metrics | grep partner_ack)"
+g=$(ctl a alloc --size 8K)
+ctl a write "$g" 0 --file "$WORK/block" >/dev/null && ctl b write "$g" 1 --file "$WORK/block" >/dev/null ||
+	fail "two levels: a write failed"
+ctl b --json verify | jq -e .equal >/dev/null || fail "two levels: verify: $(ctl b verify 2>&1)"
+ok "two levels (a mirror, b durable): both warned, status and metrics say the partner's, writes through both, verify equal"

@@ -238,6 +238,7 @@ static void sent_init(struct sent *s)
 	s->hello.one_sided = 1;
 	s->hello.marks_retired = 1;
 	s->hello.answers_runs = 1;
+	s->hello.ack = "durable";
 	s->hello.pool_block_frames = 0x0000000100000400ull;
 	for (int i = 0; i < 2; i++) {
 		s->region[i] = (Ftvm__Partner__PoolRegion)FTVM__PARTNER__POOL_REGION__INIT;
@@ -692,6 +693,7 @@ static void cmp_envelope(const char *ctx, const Envelope *e, const Envelope *g)
 		EQ_U(hello->one_sided);
 		EQ_U(hello->marks_retired);
 		EQ_U(hello->answers_runs);
+		EQ_S(hello->ack);
 		EQ_U(hello->pool_block_frames);
 		EQ_U(hello->n_regions);
 		cmp_regions(ctx, e->hello->regions, e->hello->n_regions, g->hello->regions,

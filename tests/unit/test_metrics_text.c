@@ -290,6 +290,7 @@ static void fill(struct ftvm_node_status *st, struct ftvm_sense *se)
 	strcpy(st->partner_state, "resyncing");
 	snprintf(st->partner_endpoint, sizeof(st->partner_endpoint), "%s", endpoint);
 	strcpy(st->partner_auth, "key");
+	strcpy(st->partner_ack, "mirror");
 	strcpy(st->partner_store_state, "active");
 	strcpy(st->store_error, "cannot write the slot");
 	strcpy(st->reason, "because 1001");
@@ -432,6 +433,7 @@ static const char *string_of(const struct ftvm_node_status *st, const char *row)
 		{ "transport", offsetof(struct ftvm_node_status, transport) },
 		{ "partner_state", offsetof(struct ftvm_node_status, partner_state) },
 		{ "partner_auth", offsetof(struct ftvm_node_status, partner_auth) },
+		{ "partner_ack", offsetof(struct ftvm_node_status, partner_ack) },
 		{ "partner_store_state", offsetof(struct ftvm_node_status, partner_store_state) },
 		{ "partner_id", offsetof(struct ftvm_node_status, partner_id) },
 		{ "partner_endpoint", offsetof(struct ftvm_node_status, partner_endpoint) },
