@@ -1695,6 +1695,21 @@ static int load_counters(struct pagetable *pt)
 	return commit_leases(pt, &pt->guid);
 }
 
+/* SQLite counts every allocation it makes under a global mutex, unless it
+ * is told not to before its first use; nothing here reads the counts
+ * (sqlite3_memory_used() and the soft heap limit need them). Off, a
+ * journal row costs about 5% fewer instructions (SQLite alone, 8 rows a
+ * commit). Once SQLite is up (a second table in one process) the call is
+ * refused, and the first call's setting stays. */
+static void sqlite_setup(void)
+{
+	static bool done;
+
+	if (!done)
+		sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+	done = true;
+}
+
 int pagetable_open(const char *path, bool synchronous_full, struct pagetable **ret)
 {
 	int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
@@ -1720,6 +1735,7 @@ int pagetable_open(const char *path, bool synchronous_full, struct pagetable **r
 #ifdef SQLITE_OPEN_EXRESCODE
 	flags |= SQLITE_OPEN_EXRESCODE;
 #endif
+	sqlite_setup();
 	/* A commit's WAL frames in one write (wal_vfs.c). */
 	r = wal_vfs_register();
 	if (r < 0) {
