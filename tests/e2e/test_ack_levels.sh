@@ -190,9 +190,13 @@ wait_for 5000 "a's warning" grep -q "partner b acknowledges at durable, this nod
 wait_for 5000 "b's warning" grep -q "partner a acknowledges at mirror, this node at durable" "$WORK/b.log"
 [ "$(status_field a partner.ack)" = durable ] && [ "$(status_field b partner.ack)" = mirror ] ||
 	fail "two levels: status says the partners ack at $(status_field a partner.ack) / $(status_field b partner.ack)"
-ctl a status | grep -q "acknowledges at durable, not as this node" || fail "two levels: ftvmctl status: $(ctl a status | head -4)"
-ctl a metrics | grep -q '^ftvm_partner_ack_level{node="a",level="durable"} 1$' ||
-	fail "two levels: metrics: $(ctl a metrics | grep partner_ack)"
+# Whole outputs first: grep -q stops reading at its match, and the
+# writer's SIGPIPE would fail the pipe.
+ctl a status >"$WORK/status.a"
+grep -q "acknowledges at durable, not as this node" "$WORK/status.a" || fail "two levels: ftvmctl status: $(head -4 "$WORK/status.a")"
+ctl a metrics >"$WORK/metrics.a"
+grep -q '^ftvm_partner_ack_level{node="a",level="durable"} 1$' "$WORK/metrics.a" ||
+	fail "two levels: metrics: $(grep partner_ack "$WORK/metrics.a")"
 g=$(ctl a alloc --size 8K)
 ctl a write "$g" 0 --file "$WORK/block" >/dev/null && ctl b write "$g" 1 --file "$WORK/block" >/dev/null ||
 	fail "two levels: a write failed"
