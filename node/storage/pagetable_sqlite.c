@@ -43,6 +43,7 @@
 #include <sqlite3.h>
 
 #include "clock.h"
+#include "fold_map.h"
 #include "log.h"
 #include "wal_vfs.h"
 
@@ -63,6 +64,9 @@
  * rows pays none, and a steady writer pays a fold a quarter as often, for
  * fewer slow writes overall (vmm/VMM.md has the figures). */
 #define FOLD_ROWS 1024
+/* A fold of rows on more pages than this is left to SQL (fold_by_page()):
+ * the map takes about 200 bytes a page (two slots of 104). */
+#define FOLD_MAP_PAGES 4096
 /* SQLite's automatic WAL checkpoint (at 1000 frames) is off: it ran inside
  * whichever commit crossed it, a pause of fdatasync calls for the clients
  * waiting on that commit. The caller checkpoints when idle
@@ -153,6 +157,8 @@ enum stmt {
 	ST_ALLOC_SET_OWNER,
 	ST_PAGE_EXISTS,
 	ST_FOLD,
+	ST_FOLD_SCAN,
+	ST_PAGE_SET,
 	ST_JOURNAL_INSERT,
 	ST_JOURNAL_MAX,
 	ST_JOURNAL_MAX_SEQ,
@@ -201,6 +207,12 @@ static const char *const stmt_sql[ST__MAX] = {
 		    " WHERE lsn >= ?2 AND seq > ?1 AND op IN ('page', 'clean', 'undo')"
 		    " GROUP BY guid, page) AS j"
 		    " WHERE pages.guid = j.guid AND pages.page = j.page",
+	/* The fold by page (fold_by_page()): the rows ST_FOLD takes, and each
+	 * page's newest set in pages. */
+	[ST_FOLD_SCAN] = "SELECT guid, page, version, crc32c, op = 'page', seq FROM journal"
+			 " WHERE lsn >= ?2 AND seq > ?1 AND op IN ('page', 'clean', 'undo')",
+	[ST_PAGE_SET] = "UPDATE pages SET version = ?3, crc32c = ?4, dirty = ?5"
+			" WHERE guid = ?1 AND page = ?2",
 	[ST_JOURNAL_INSERT] = "INSERT INTO journal(lsn, origin, origin_lsn, op, guid, page,"
 			      " version, crc32c, seq)"
 			      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -550,6 +562,64 @@ uint64_t pagetable_fold_waiting(const struct pagetable *pt)
 	return pt->fold.next_seq - 1 - mark;
 }
 
+static int set_page(const struct fold_row *row, void *arg)
+{
+	struct pagetable *pt = arg;
+	sqlite3_stmt *st = pt->stmt[ST_PAGE_SET];
+	int rc;
+
+	rc = bind_text(st, 1, row->guid);
+	rc = rc ?: bind_u64(st, 2, row->page);
+	rc = rc ?: bind_u64(st, 3, row->version);
+	rc = rc ?: sqlite3_bind_int64(st, 4, row->crc32c);
+	rc = rc ?: sqlite3_bind_int(st, 5, row->dirty);
+	if (rc != SQLITE_OK)
+		return bind_check(pt, st, rc, "fold: a page");
+	return run(pt, ST_PAGE_SET, "fold: a page");
+}
+
+/* The rows to fold, each page's newest kept in a map, then one UPDATE per
+ * page: what ST_FOLD does, in about half of its instructions (its GROUP BY
+ * sorts every row; 1024 rows over 256 pages, SQLite alone: 3.7k against
+ * 8.7k instructions a row). -ENOSPC, with nothing changed, when the rows
+ * are on more than FOLD_MAP_PAGES pages (or a guid does not fit the map):
+ * ST_FOLD does it then. */
+static int fold_by_page(struct pagetable *pt)
+{
+	sqlite3_stmt *st = pt->stmt[ST_FOLD_SCAN];
+	uint64_t rows = fold_unfolded_rows(pt);
+	struct fold_map *map;
+	int rc, r;
+
+	r = fold_map_new(rows < FOLD_MAP_PAGES ? rows : FOLD_MAP_PAGES, &map);
+	if (r < 0)
+		return fail(pt, r, "fold: out of memory");
+	rc = bind_u64(st, 1, pt->fold.mark);
+	rc = rc ?: bind_u64(st, 2, pt->fold.floor);
+	r = bind_check(pt, st, rc, "fold");
+	while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *guid = (const char *)sqlite3_column_text(st, 0);
+		struct fold_row row = {
+			.guid = guid ? guid : "",
+			.page = (uint64_t)sqlite3_column_int64(st, 1),
+			.version = (uint64_t)sqlite3_column_int64(st, 2),
+			.crc32c = (uint32_t)sqlite3_column_int64(st, 3),
+			.dirty = sqlite3_column_int(st, 4) != 0,
+			.seq = (uint64_t)sqlite3_column_int64(st, 5),
+		};
+
+		if (fold_map_put(map, &row) < 0)
+			r = -ENOSPC; /* not an error: folded the other way */
+	}
+	if (r == 0 && rc != SQLITE_DONE)
+		r = sql_fail(pt, rc, "fold: read the journal");
+	done(st);
+	if (r == 0)
+		r = fold_map_each(map, set_page, pt);
+	fold_map_free(map);
+	return r;
+}
+
 /* Brings pages up to date with the journal's page rows above the fold mark
  * and moves the mark past them, in the open transaction (opening one if
  * there is something to fold). A fold is idempotent: if it fails halfway
@@ -567,11 +637,15 @@ static int fold(struct pagetable *pt)
 	r = begin(pt);
 	if (r < 0)
 		return r;
-	rc = bind_u64(st, 1, pt->fold.mark);
-	rc = rc ?: bind_u64(st, 2, pt->fold.floor);
-	r = bind_check(pt, st, rc, "fold");
-	if (r == 0)
-		r = run(pt, ST_FOLD, "fold the journal into pages");
+	r = fold_by_page(pt);
+	if (r == -ENOSPC) {
+		pt->stats.folds_by_sql++;
+		rc = bind_u64(st, 1, pt->fold.mark);
+		rc = rc ?: bind_u64(st, 2, pt->fold.floor);
+		r = bind_check(pt, st, rc, "fold");
+		if (r == 0)
+			r = run(pt, ST_FOLD, "fold the journal into pages");
+	}
 	if (r == 0)
 		r = meta_set(pt, "folded_seq", last);
 	if (r < 0)

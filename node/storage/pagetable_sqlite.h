@@ -155,6 +155,7 @@ int pagetable_set_checkpoint_frames(struct pagetable *pt, uint32_t frames);
 struct pt_stats {
 	uint64_t folds_asked;	       /* by pagetable_fold(), rows waiting */
 	uint64_t folds_backstop;       /* by a commit that found 1024 rows waiting */
+	uint64_t folds_by_sql;	       /* any fold of rows on too many pages for the map */
 	uint64_t fold_waiting;	       /* pagetable_fold_waiting() */
 	uint64_t checkpoints_asked;    /* by pagetable_checkpoint(), frames waiting */
 	uint64_t checkpoints_backstop; /* by a commit at the frames bound */

@@ -1546,6 +1546,150 @@ static void test_fold_at_commit(void)
 	CHECK_INT("open folded the rest", MANY_ROWS, strtoull(buf, NULL, 10));
 }
 
+/* ---- A fold by page and a fold by SQL leave the same pages ------------- */
+
+/* What a page holds after the rows test_fold_both_ways wrote, by call. */
+struct fold_pages {
+	uint64_t n;
+	uint64_t *version;
+	uint32_t *crc;
+	bool *dirty;
+};
+
+static void fold_pages_alloc(struct fold_pages *f, uint64_t n)
+{
+	f->n = n;
+	f->version = xcalloc(n * sizeof(*f->version));
+	f->crc = xcalloc(n * sizeof(*f->crc));
+	f->dirty = xcalloc(n * sizeof(*f->dirty));
+}
+
+static void fold_pages_free(struct fold_pages *f)
+{
+	free(f->version);
+	free(f->crc);
+	free(f->dirty);
+}
+
+static int fold_pages_load_alloc(const struct pt_alloc *a, void *arg)
+{
+	return 0;
+}
+
+static int fold_pages_load_page(const struct pt_page *p, void *arg)
+{
+	struct fold_pages *f = arg;
+
+	if (p->page >= f->n)
+		return -EINVAL;
+	f->version[p->page] = p->version;
+	f->crc[p->page] = p->crc32c;
+	f->dirty[p->page] = p->dirty;
+	return 0;
+}
+
+static void fold_pages_compare(struct pagetable *pt, const struct fold_pages *want, const char *ctx)
+{
+	struct fold_pages got;
+	uint64_t wrong = 0, first = 0;
+
+	fold_pages_alloc(&got, want->n);
+	CHECK_OK(ctx, pagetable_load(pt, fold_pages_load_alloc, fold_pages_load_page, &got));
+	for (uint64_t i = 0; i < want->n; i++)
+		if (got.version[i] != want->version[i] || got.crc[i] != want->crc[i] ||
+		    got.dirty[i] != want->dirty[i])
+			first = wrong++ ? first : i;
+	checks++;
+	if (wrong)
+		FAIL("%s: %" PRIu64 " pages not as written, the first %" PRIu64 ": version %" PRIu64
+		     " crc 0x%x dirty %d, written %" PRIu64 " 0x%x %d",
+		     ctx, wrong, first, got.version[first], got.crc[first], got.dirty[first],
+		     want->version[first], want->crc[first], want->dirty[first]);
+	fold_pages_free(&got);
+}
+
+/* n_rows random page rows on an allocation of pages pages (each page
+ * written at least once when every_page), committed every commit_every
+ * rows (0: never), then folded: the rows' last call per page must be what
+ * pages holds, and the fold must have gone by SQL or not, as want_sql says.
+ * A quarter of the rows are own rows whose LSN was reserved before a
+ * mirrored row of the same page: the fold's scan meets them out of call
+ * order. */
+static void fold_both_ways(const char *name, uint64_t pages, bool every_page, unsigned n_rows,
+			   unsigned commit_every, bool want_sql)
+{
+	char path[300], guid[] = "w-1", ctx[128];
+	struct pt_alloc a = { .guid = guid,
+			      .home = "node-a",
+			      .owner = "node-a",
+			      .policy = "default",
+			      .size = pages * 4096,
+			      .block_size = 4096,
+			      .pages = pages };
+	struct fold_pages want;
+	struct pagetable *pt;
+	struct pt_origin o;
+	struct pt_stats st;
+	uint64_t version = 0, partner_lsn = 1000;
+
+	path_in_dir(path, sizeof(path), name);
+	pt = open_or_die(path);
+	fold_pages_alloc(&want, pages);
+	o = own(pt);
+	CHECK_OK("alloc", pagetable_alloc_put(pt, &a, 0, &o));
+	CHECK_OK("commit", pagetable_commit(pt));
+	for (unsigned i = 0; i < n_rows; i++) {
+		uint64_t page = every_page && i < pages ? (i * 7919) % pages : rng() % pages;
+		struct pt_page p = { .guid = guid,
+				     .page = page,
+				     .version = ++version,
+				     .crc32c = rng(),
+				     .dirty = rng() % 3 != 0 };
+		struct pt_origin early;
+
+		if (rng() % 4 == 0) {
+			struct pt_page m = p;
+
+			early = own(pt);
+			m.version = ++version;
+			o = mirrored(++partner_lsn);
+			CHECK_OK("mirrored row", pagetable_page_put(pt, &m, &o));
+			p.version = ++version;
+			CHECK_OK("own row, its LSN the lower", pagetable_page_put(pt, &p, &early));
+		} else {
+			o = rng() % 2 ? own(pt) : mirrored(++partner_lsn);
+			CHECK_OK("row", pagetable_page_put(pt, &p, &o));
+		}
+		want.version[page] = p.version;
+		want.crc[page] = p.crc32c;
+		want.dirty[page] = p.dirty;
+		if (commit_every && i % commit_every == commit_every - 1)
+			CHECK_OK("commit", pagetable_commit(pt));
+	}
+	CHECK_OK("fold", pagetable_fold(pt));
+	CHECK_OK("commit", pagetable_commit(pt));
+	pagetable_get_stats(pt, &st);
+	snprintf(ctx, sizeof(ctx), "%s: folded by %s", name, want_sql ? "SQL" : "page");
+	CHECK(want_sql ? st.folds_by_sql > 0 : st.folds_by_sql == 0,
+	      "%s: %" PRIu64 " folds left to SQL", ctx, st.folds_by_sql);
+	fold_pages_compare(pt, &want, ctx);
+	pagetable_close(pt);
+	pt = open_or_die(path);
+	snprintf(ctx, sizeof(ctx), "%s: reopened", name);
+	fold_pages_compare(pt, &want, ctx);
+	pagetable_close(pt);
+	fold_pages_free(&want);
+}
+
+static void test_fold_both_ways(void)
+{
+	/* 64 pages, commits folding at the backstop as they go: the map. */
+	fold_both_ways("fold_map.db", 64, false, 3000, 50, false);
+	/* Every one of 5000 pages and more in one transaction: one fold of
+	 * rows on more pages than the map takes, left to SQL. */
+	fold_both_ways("fold_sql.db", 5000, true, 6000, 0, true);
+}
+
 static void fold_then_new_incarnation(const char *path)
 {
 	struct pagetable *pt = open_or_die(path);
@@ -1981,6 +2125,7 @@ int main(void)
 	scratch_dir_make(dir, sizeof(dir), "ftvm-test-pagetable");
 
 	test_round_trip();
+	test_fold_both_ways();
 	test_uncommitted();
 	test_commit_failed();
 	test_journal();
