@@ -637,12 +637,15 @@ void vmm_destage_page(struct vmm *v, struct vmm_alloc *a, uint64_t page)
 
 	if (!v->store_queue || a->page[page].destaging || !destageable(v, a, &a->page[page]))
 		return;
-	d = calloc(1, sizeof(*d) + a->block_size);
+	d = malloc(sizeof(*d) + a->block_size);
 	if (!d) {
 		log_warning("out of memory: %s page %llu stays dirty", a->guid,
 			    (unsigned long long)page);
 		return;
 	}
+	/* The block is copied in whole before it is read (post()): only the
+	 * fields start zero. Zeroing it too was 3% of a writer's instructions. */
+	memset(d, 0, sizeof(*d));
 	snprintf(d->guid, sizeof(d->guid), "%s", a->guid);
 	d->page = page;
 	a->page[page].destaging = true;
