@@ -381,8 +381,28 @@ static void on_write_page(struct vmm *v, const Ftvm__Partner__WritePage *m, stru
 	}
 }
 
+/* Whether prev is a WritePage of guid's page: applied, since the batch
+ * went on to the request after it. */
+static bool block_came(const Envelope *prev, const char *guid, uint64_t page)
+{
+	return prev && prev->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE &&
+	       prev->write_page->page == page && strcmp(prev->write_page->guid, guid) == 0;
+}
+
+/* The CRC-32C of the page's block as released: a WritePage just before the
+ * release put a block of its crc32c in the page's frames (pagedata checked
+ * it there, inline or landed), so that is the frames' CRC without reading
+ * them again (a whole-page write's release; 1.2k instructions of the
+ * partner's per write); otherwise the frames' own, a pointer's release. */
+static uint32_t released_crc(struct vmm *v, struct vmm_alloc *a,
+			     const Ftvm__Partner__ReleasePointer *m, const Envelope *prev)
+{
+	return block_came(prev, m->guid, m->page) ? prev->write_page->crc32c
+						  : vmm_block_crc(v, a, m->page);
+}
+
 static void on_release_pointer(struct vmm *v, const Ftvm__Partner__ReleasePointer *m,
-			       const struct pt_origin *o, struct answer *ans)
+			       const struct pt_origin *o, const Envelope *prev, struct answer *ans)
 {
 	struct vmm_alloc *a;
 	struct vmm_page *p = find_page(v, m->guid, m->page, &a, ans);
@@ -414,7 +434,7 @@ static void on_release_pointer(struct vmm *v, const Ftvm__Partner__ReleasePointe
 		return;
 	/* The owner assigns versions; a mirror takes the owner's. */
 	if (vmm_page_modified(v, a, m->page, vmm_is_owner(v, a) ? p->version + 1 : m->version,
-			      vmm_block_crc(v, a, m->page), o) < 0)
+			      released_crc(v, a, m, prev), o) < 0)
 		refuse(ans, FTVM__PARTNER__STATUS__STATUS_INTERNAL, "page table write failed");
 	lock_status(p, ans);
 }
@@ -451,8 +471,9 @@ static bool block_follows(const Envelope *next, const char *guid, uint64_t page)
 	       next->write_page->page == page && strcmp(next->write_page->guid, guid) == 0;
 }
 
-/* next: the request after env in its batch, or NULL. */
-static void apply(struct vmm *v, const Envelope *env, const Envelope *next, struct answer *ans)
+/* prev, next: the requests before and after env in its batch, or NULL. */
+static void apply(struct vmm *v, const Envelope *env, const Envelope *prev, const Envelope *next,
+		  struct answer *ans)
 {
 	struct pt_origin o = { .node = env->sender, .lsn = env->lsn, .own = false };
 
@@ -491,7 +512,7 @@ static void apply(struct vmm *v, const Envelope *env, const Envelope *next, stru
 			env->allocate_write->page_in, ans);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER:
-		on_release_pointer(v, env->release_pointer, &o, ans);
+		on_release_pointer(v, env->release_pointer, &o, prev, ans);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_LANDING_GRANT:
 		on_landing_grant(v, env->landing_grant, ans);
@@ -574,7 +595,8 @@ void vmm_partner_request(struct vmm *v, Envelope *const *envs, size_t n)
 			       "not applied: seq %llu of the same batch failed",
 			       (unsigned long long)failed_seq);
 		else
-			apply(v, envs[i], i + 1 < n ? envs[i + 1] : NULL, &ans);
+			apply(v, envs[i], i ? envs[i - 1] : NULL, i + 1 < n ? envs[i + 1] : NULL,
+			      &ans);
 		if (ans.cc.status != FTVM__PARTNER__STATUS__STATUS_OK && !aborted) {
 			aborted = true;
 			failed_seq = envs[i]->seq;

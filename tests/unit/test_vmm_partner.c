@@ -282,6 +282,20 @@ static void test_write_and_release(void)
 	CHECK_INT("ReleasePointer of that read lock", STATUS(OK),
 		  status_of(ask(vmm_msg_release_pointer(&msg, "b-1", 1, "b/7/4", false, 0, 0))));
 	CHECK(vmm_peek_page(h.v, "b-1", 1, &pk) && pk.n_owners == 0, "b-1 page 1 still locked");
+
+	/* A whole-page write, [AllocateWrite, WritePage, ReleasePointer] in one
+	 * batch: the release records the CRC of the block the WritePage put
+	 * in the frames (taken from it, not read again). */
+	CHECK_INT("a whole-page write of b-1 page 1", 0,
+		  harness_partner_writes(&h, "b-1", 1, 0xa7, 2));
+	memset(block, 0xa7, sizeof(block));
+	crc = crc32c(0, block, sizeof(block));
+	CHECK(vmm_peek_page(h.v, "b-1", 1, &pk) && pk.version == 2 && pk.crc32c == crc,
+	      "b-1 page 1 after the batch: version %llu, crc 0x%x, not 2, 0x%x",
+	      (unsigned long long)pk.version, pk.crc32c, crc);
+	CHECK(harness_pt_page(&h, "b-1", 1, &row) && row.version == 2 && row.crc32c == crc,
+	      "b-1 page 1's committed row: version %llu, crc 0x%x", (unsigned long long)row.version,
+	      row.crc32c);
 }
 
 /* The answers of a turn go down together after its commit, and hold what
