@@ -540,10 +540,42 @@ struct vmm_alloc *vmm_client_page(struct vmm *v, struct client_call *call, const
 	return a;
 }
 
+/* v's decimal digits, ending just before end; returns where they start. */
+static char *decimal(char *end, unsigned long long v)
+{
+	do
+		*--end = (char)('0' + v % 10);
+	while (v /= 10);
+	return end;
+}
+
+/* "<node>/<pid>/<op n>", as snprintf's "%s/%d/%llu" writes it (a peer's
+ * pid, from SO_PEERCRED or getpid(), is not negative), without its parsing
+ * of the format: snprintf took 1.4k instructions, 2% of a whole-page write
+ * on the node a client asked. */
 void vmm_lock_owner(struct vmm *v, struct client_call *call, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/%ld/%llu", vmm_node_id(v), (long)client_call_peer_pid(call),
-		 (unsigned long long)++v->next_op);
+	const char *node = vmm_node_id(v);
+	char digits[2][24], *pid, *op;
+	size_t node_len = strlen(node), pid_len, op_len;
+
+	pid = decimal(digits[0] + sizeof(digits[0]),
+		      (unsigned long long)client_call_peer_pid(call));
+	op = decimal(digits[1] + sizeof(digits[1]), ++v->next_op);
+	pid_len = (size_t)(digits[0] + sizeof(digits[0]) - pid);
+	op_len = (size_t)(digits[1] + sizeof(digits[1]) - op);
+	if (node_len + pid_len + op_len + 3 > len) { /* cut short, as snprintf would */
+		snprintf(buf, len, "%s/%.*s/%.*s", node, (int)pid_len, pid, (int)op_len, op);
+		return;
+	}
+	memcpy(buf, node, node_len);
+	buf += node_len;
+	*buf++ = '/';
+	memcpy(buf, pid, pid_len);
+	buf += pid_len;
+	*buf++ = '/';
+	memcpy(buf, op, op_len);
+	buf[op_len] = '\0';
 }
 
 static void on_stray_lock_answer(const CommandComplete *cc, void *arg)

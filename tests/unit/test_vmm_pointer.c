@@ -51,6 +51,16 @@ static void test_owned(void)
 	CHECK(vmm_peek_page(h.v, A, 0, &pk) && pk.lock_mode == MODE(WRITE) && pk.owner0 && aw &&
 		      strcmp(pk.owner0, aw->env->allocate_write->owner) == 0,
 	      "not write-locked here by the AllocateWrite's owner");
+	{
+		unsigned long long pid = 0, op = 0;
+		char node[8] = "", end = 0;
+
+		CHECK(pk.owner0 &&
+			      sscanf(pk.owner0, "%7[^/]/%llu/%llu%c", node, &pid, &op, &end) == 3 &&
+			      strcmp(node, "a") == 0 && pid == 4242 && op > 0,
+		      "lock owner %s, not node/pid/op as a/4242/N (the harness client)",
+		      pk.owner0 ? pk.owner0 : "(none)");
+	}
 	harness_settle(&h);
 	CHECK(!first->answered, "granted before b acknowledged");
 
