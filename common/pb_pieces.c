@@ -163,18 +163,6 @@ static inline size_t varint_size(uint64_t v)
 	return n;
 }
 
-static inline size_t put_varint(uint8_t *at, uint64_t v)
-{
-	size_t n = 0;
-
-	while (v >= 0x80) {
-		at[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	at[n++] = (uint8_t)v;
-	return n;
-}
-
 static uint64_t tag_of(const ProtobufCFieldDescriptor *f, unsigned wire_type)
 {
 	return (uint64_t)f->id << 3 | wire_type;
@@ -360,8 +348,8 @@ static inline void emit_key(struct sink *s, const ProtobufCFieldDescriptor *f, u
 		s->failed = true;
 		return;
 	}
-	n = put_varint(p->own + p->own_len, tag_of(f, wire_type));
-	n += put_varint(p->own + p->own_len + n, v);
+	n = pb_put_varint(p->own + p->own_len, tag_of(f, wire_type));
+	n += pb_put_varint(p->own + p->own_len + n, v);
 	s->failed = own_added(p, n) < 0;
 	p->len += n;
 }
@@ -425,17 +413,54 @@ static bool walk_emit(struct sink *s, const ProtobufCMessage *m)
 	return true;
 }
 
+/* A sink for ret (zeroed), with what the caller named. */
+static struct sink sink_start(const ProtobufCBinaryData *refs, size_t n_refs,
+			      const struct pb_pieces *parts, size_t n_parts, struct pb_pieces *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	return (struct sink){ .base = { .append = append },
+			      .p = ret,
+			      .refs = refs,
+			      .n_refs = n_refs,
+			      .parts = parts,
+			      .n_parts = n_parts };
+}
+
+/* 0, or ret emptied: -ENOMEM, or -EPROTO when a part was not spliced. */
+static int sink_end(const struct sink *s, struct pb_pieces *ret)
+{
+	if (s->failed || s->spliced != s->n_parts) {
+		pb_pieces_free(ret);
+		return s->failed ? -ENOMEM : -EPROTO;
+	}
+	return 0;
+}
+
+int pb_pieces_pack_after(const uint8_t *head, size_t head_len, uint32_t field,
+			 const ProtobufCMessage *msg, const ProtobufCBinaryData *refs,
+			 size_t n_refs, const struct pb_pieces *parts, size_t n_parts,
+			 struct pb_pieces *ret)
+{
+	struct sink s = sink_start(refs, n_refs, parts, n_parts, ret);
+	ProtobufCFieldDescriptor key = { .id = field };
+	bool walked;
+
+	s.failed = head_len && copy_in(ret, head, head_len) < 0;
+	ret->len = head_len;
+	if (msg) {
+		emit_key(&s, &key, 2, message_size(msg, &walked));
+		/* Sized by the walk: the walk emits it whole. */
+		if (!walked || !walk_emit(&s, msg))
+			protobuf_c_message_pack_to_buffer(msg, &s.base);
+	}
+	return sink_end(&s, ret);
+}
+
 int pb_pieces_pack(const ProtobufCMessage *msg, const ProtobufCBinaryData *refs, size_t n_refs,
 		   const struct pb_pieces *parts, size_t n_parts, struct pb_pieces *ret)
 {
-	struct sink s = { .base = { .append = append },
-			  .p = ret,
-			  .refs = refs,
-			  .n_refs = n_refs,
-			  .parts = parts,
-			  .n_parts = n_parts };
+	struct sink s = sink_start(refs, n_refs, parts, n_parts, ret);
 
-	memset(ret, 0, sizeof(*ret));
 	if (!walk_emit(&s, msg)) {
 		/* Not the walk's after all: what it emitted goes. */
 		pb_pieces_free(ret);
@@ -443,11 +468,7 @@ int pb_pieces_pack(const ProtobufCMessage *msg, const ProtobufCBinaryData *refs,
 		s.failed = false;
 		protobuf_c_message_pack_to_buffer(msg, &s.base);
 	}
-	if (s.failed || s.spliced != n_parts) {
-		pb_pieces_free(ret);
-		return s.failed ? -ENOMEM : -EPROTO;
-	}
-	return 0;
+	return sink_end(&s, ret);
 }
 
 void pb_pieces_iov(const struct pb_pieces *p, struct iovec *iov)

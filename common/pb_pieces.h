@@ -20,6 +20,19 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+/* v as a protobuf varint at at (room for 10 bytes): its length. */
+static inline size_t pb_put_varint(uint8_t *at, uint64_t v)
+{
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		at[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	at[n++] = (uint8_t)v;
+	return n;
+}
+
 /* A named bytes field shorter than this is copied all the same. */
 #define PB_PIECES_REF_MIN 512
 
@@ -44,6 +57,16 @@ struct pb_pieces {
  * found in msg's bytes (ret is then empty). */
 int pb_pieces_pack(const ProtobufCMessage *msg, const ProtobufCBinaryData *refs, size_t n_refs,
 		   const struct pb_pieces *parts, size_t n_parts, struct pb_pieces *ret);
+/* As pb_pieces_pack() of a message whose fields numbered below field are
+ * packed already, head_len bytes at head, and whose field field is the
+ * message msg (NULL: none): head copied, then msg's key, length and fields.
+ * For a caller that writes a message's first fields itself, as the codec
+ * does an Envelope's header (replica/codec.c); the bytes are pb_pieces_pack's
+ * of the whole when head is what that would have written first. */
+int pb_pieces_pack_after(const uint8_t *head, size_t head_len, uint32_t field,
+			 const ProtobufCMessage *msg, const ProtobufCBinaryData *refs,
+			 size_t n_refs, const struct pb_pieces *parts, size_t n_parts,
+			 struct pb_pieces *ret);
 /* The pieces as iovecs, into iov (room for p->n). */
 void pb_pieces_iov(const struct pb_pieces *p, struct iovec *iov);
 /* The referenced pieces copied into the own buffer: p references nothing

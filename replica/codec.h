@@ -33,6 +33,14 @@ int codec_frame_pack(const ProtobufCMessage *msg, uint8_t **ret_frame, size_t *r
  * frame what they send). The caller frees *ret_payload. */
 int codec_payload_pack(const ProtobufCMessage *msg, uint8_t **ret_payload, size_t *ret_len);
 
+struct pb_pieces;
+
+/* env packed as pb_pieces_pack() packs it (common/pb_pieces.h: refs named
+ * bytes referenced, parts spliced in), the same bytes, with its header
+ * written by hand rather than walked. */
+int codec_envelope_pieces(const Envelope *env, const ProtobufCBinaryData *refs, size_t n_refs,
+			  const struct pb_pieces *parts, size_t n_parts, struct pb_pieces *ret);
+
 /* The page block env carries inline (WritePage's or ResyncPage's data), in
  * ret, to be sent from where it is (common/pb_pieces.h); false: none. */
 bool codec_envelope_block(const Envelope *env, ProtobufCBinaryData *ret);

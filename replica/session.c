@@ -640,7 +640,7 @@ static int pack_held(struct repl_session *s, struct pb_pieces *ret, bool *ret_ow
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH;
 	env.batch = &batch;
 	fill_header(s, &env);
-	r = pb_pieces_pack(&env.base, NULL, 0, s->held, s->n_held, ret);
+	r = codec_envelope_pieces(&env, NULL, 0, s->held, s->n_held, ret);
 	free(entries);
 	return r;
 }
@@ -738,8 +738,8 @@ static int send_envelope(struct repl_session *s, struct session_conn *sc, Envelo
 	int r;
 
 	fill_header(s, env);
-	r = pb_pieces_pack(&env->base, &block, codec_envelope_block(env, &block) ? 1 : 0, NULL, 0,
-			   &payload);
+	r = codec_envelope_pieces(env, &block, codec_envelope_block(env, &block) ? 1 : 0, NULL, 0,
+				  &payload);
 	if (r < 0)
 		return r;
 	if (s->holding && sc == s->active) {

@@ -12,6 +12,7 @@
 #include "codec.h"
 #include "frame.h"
 #include "pb_arena.h"
+#include "pb_pieces.h"
 
 #define PV_CURRENT FTVM__PARTNER__PROTOCOL_VERSION__PROTOCOL_VERSION_CURRENT
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -1119,6 +1120,78 @@ static void test_decode_edges(void)
 	}
 }
 
+/* codec_envelope_pieces packs env as protobuf-c does (want), its block
+ * referenced where it has one. */
+static void same_pieces(const char *what, const Envelope *env, const uint8_t *want, size_t want_len)
+{
+	ProtobufCBinaryData block;
+	bool has_block = codec_envelope_block(env, &block);
+	struct pb_pieces p;
+	const uint8_t *got;
+	int r = codec_envelope_pieces(env, &block, has_block ? 1 : 0, NULL, 0, &p);
+
+	checks++;
+	if (r < 0) {
+		FAIL("%s: codec_envelope_pieces: %d", what, r);
+		return;
+	}
+	if (has_block && p.n < 2)
+		FAIL("%s: the block was copied, not referenced (%zu pieces)", what, p.n);
+	got = pb_pieces_bytes(&p);
+	if (!got || p.len != want_len || (want_len && memcmp(got, want, want_len) != 0))
+		FAIL("%s: codec_envelope_pieces's %zu bytes are not protobuf-c's %zu", what, p.len,
+		     want_len);
+	pb_pieces_free(&p);
+}
+
+/* The header's edges: every field zero or empty, none set but the member,
+ * a member whose case is set and whose message is NULL, a long sender,
+ * numbers of every width. */
+static void test_pieces_edges(void)
+{
+	Ftvm__Partner__Heartbeat hb = FTVM__PARTNER__HEARTBEAT__INIT;
+	char long_sender[300];
+	struct {
+		const char *what;
+		Envelope env;
+	} cases[6];
+	uint8_t *payload;
+	size_t len;
+
+	memset(long_sender, 's', sizeof(long_sender) - 1);
+	long_sender[sizeof(long_sender) - 1] = '\0';
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+		cases[i].env = (Envelope)FTVM__PARTNER__ENVELOPE__INIT;
+	cases[0].what = "nothing set";
+	cases[1].what = "only the member";
+	cases[1].env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT;
+	cases[1].env.heartbeat = &hb;
+	cases[2].what = "a member case with no message";
+	cases[2].env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT;
+	cases[3].what = "an empty sender";
+	cases[3].env.sender = "";
+	cases[3].env.seq = 1;
+	cases[4].what = "a sender longer than the codec writes";
+	cases[4].env.sender = long_sender;
+	cases[4].env.epoch = 3;
+	cases[5].what = "numbers of every width";
+	cases[5].env.version = UINT32_MAX;
+	cases[5].env.sender = "a";
+	cases[5].env.epoch = UINT64_MAX;
+	cases[5].env.seq = 127;
+	cases[5].env.answers = 128;
+	cases[5].env.lsn = (uint64_t)1 << 35;
+	cases[5].env.answers_count = 16383;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		if (codec_payload_pack(&cases[i].env.base, &payload, &len) < 0) {
+			FAIL("%s: codec_payload_pack", cases[i].what);
+			continue;
+		}
+		same_pieces(cases[i].what, &cases[i].env, payload, len);
+		free(payload);
+	}
+}
+
 static void test_round_trips(void)
 {
 	struct sent s;
@@ -1176,6 +1249,7 @@ static void test_round_trips(void)
 				cmp_envelope(c->ctx, &sent, got);
 			codec_envelope_free(got);
 			same_as_protobuf_c(c->ctx, payload, payload_len);
+			same_pieces(c->ctx, &sent, payload, payload_len);
 		}
 		free(payload);
 		free(frame);
@@ -1884,6 +1958,7 @@ int main(void)
 
 	rng_seed(0x1234567u);
 	test_round_trips();
+	test_pieces_edges();
 	test_unknown_message();
 	test_decode_edges();
 	test_names();
