@@ -483,13 +483,14 @@ static int set_synchronous(struct parser *p, const char *v)
 
 static int set_ack(struct parser *p, const char *v)
 {
-	for (int a = CONFIG_ACK_COMMIT; a <= CONFIG_ACK_DURABLE; a++)
-		if (strcmp(v, config_ack_name((enum config_ack)a)) == 0) {
-			p->c->ack = (enum config_ack)a;
-			return 0;
-		}
-	return fail_key(p, "'%s' is not an acknowledgement level (want mirror, commit or durable)",
+	int a = config_ack_parse(v);
+
+	if (a < 0)
+		return fail_key(
+			p, "'%s' is not an acknowledgement level (want mirror, commit or durable)",
 			v);
+	p->c->ack = (enum config_ack)a;
+	return 0;
 }
 
 static int set_wal_checkpoint_frames(struct parser *p, const char *v)
@@ -1466,6 +1467,14 @@ const char *config_performance_name(enum config_performance p)
 const char *config_ack_name(enum config_ack a)
 {
 	return a == CONFIG_ACK_MIRROR ? "mirror" : a == CONFIG_ACK_DURABLE ? "durable" : "commit";
+}
+
+int config_ack_parse(const char *name)
+{
+	for (int a = CONFIG_ACK_COMMIT; a <= CONFIG_ACK_DURABLE; a++)
+		if (strcmp(name, config_ack_name((enum config_ack)a)) == 0)
+			return a;
+	return -1;
 }
 
 bool config_policy_find(const struct ftvm_config *c, const char *name, struct config_policy *ret)

@@ -192,6 +192,8 @@ int config_parse_performance(const char *s);
 const char *config_performance_name(enum config_performance p);
 /* "commit", "mirror" or "durable". */
 const char *config_ack_name(enum config_ack a);
+/* The level a name names ("mirror", "commit", "durable"), or -1. */
+int config_ack_parse(const char *name);
 /* name's policy: its block size and performance; the policy "default",
  * when the file has none of that name, has blocks of a page and capacity.
  * false for a policy the file does not name. */

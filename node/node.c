@@ -174,10 +174,7 @@ static void on_state_changed(int state, const char *step, const char *reason, vo
  * older node, or something this node does not know). */
 static const char *partner_ack(const struct repl_session_stats *st)
 {
-	for (int a = CONFIG_ACK_COMMIT; a <= CONFIG_ACK_DURABLE; a++)
-		if (strcmp(st->partner_ack, config_ack_name((enum config_ack)a)) == 0)
-			return st->partner_ack;
-	return "";
+	return config_ack_parse(st->partner_ack) < 0 ? "" : st->partner_ack;
 }
 
 /* Each node acknowledges at its own level (node/vmm/VMM.md,

@@ -298,6 +298,12 @@ static void test_ack_durable(void)
 		return;
 	CHECK_INT("durable with full", true, c->synchronous_full);
 	config_free(c);
+	/* Names both ways, as a partner's Hello says them (node/node.c). */
+	for (int a = CONFIG_ACK_COMMIT; a <= CONFIG_ACK_DURABLE; a++)
+		CHECK_INT(config_ack_name((enum config_ack)a), a,
+			  config_ack_parse(config_ack_name((enum config_ack)a)));
+	CHECK_INT("not a level", -1, config_ack_parse("Mirror"));
+	CHECK_INT("empty", -1, config_ack_parse(""));
 }
 
 static void test_documented_example(void)
