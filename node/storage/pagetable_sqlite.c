@@ -582,8 +582,8 @@ static int set_page(const struct fold_row *row, void *arg)
  * page: what ST_FOLD does, in about half of its instructions (its GROUP BY
  * sorts every row; 1024 rows over 256 pages, SQLite alone: 3.7k against
  * 8.7k instructions a row). -ENOSPC, with nothing changed, when the rows
- * are on more than FOLD_MAP_PAGES pages (or a guid does not fit the map):
- * ST_FOLD does it then. */
+ * are on more than FOLD_MAP_PAGES pages, a guid does not fit the map or
+ * there is no memory for it: ST_FOLD does it then. */
 static int fold_by_page(struct pagetable *pt)
 {
 	sqlite3_stmt *st = pt->stmt[ST_FOLD_SCAN];
@@ -591,9 +591,8 @@ static int fold_by_page(struct pagetable *pt)
 	struct fold_map *map;
 	int rc, r;
 
-	r = fold_map_new(rows < FOLD_MAP_PAGES ? rows : FOLD_MAP_PAGES, &map);
-	if (r < 0)
-		return fail(pt, r, "fold: out of memory");
+	if (fold_map_new(rows < FOLD_MAP_PAGES ? rows : FOLD_MAP_PAGES, &map) < 0)
+		return -ENOSPC; /* no memory for the map: the query needs none */
 	rc = bind_u64(st, 1, pt->fold.mark);
 	rc = rc ?: bind_u64(st, 2, pt->fold.floor);
 	r = bind_check(pt, st, rc, "fold");
