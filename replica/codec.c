@@ -59,8 +59,11 @@ int codec_envelope_pieces(const Envelope *env, const ProtobufCBinaryData *refs, 
 	if (env->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE__NOT_SET)
 		f = protobuf_c_message_descriptor_get_field(&ftvm__partner__envelope__descriptor,
 							    (unsigned)env->message_case);
+	/* Anything else (a member not a message is a later protocol's) is
+	 * packed whole. */
 	if (env->base.n_unknown_fields || sender_len > HEAD_SENDER_MAX ||
-	    (env->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE__NOT_SET && !f))
+	    (env->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE__NOT_SET &&
+	     (!f || f->type != PROTOBUF_C_TYPE_MESSAGE)))
 		return pb_pieces_pack(&env->base, refs, n_refs, parts, n_parts, ret);
 	n += put_number(head + n, 1, env->version);
 	if (sender_len) {
