@@ -47,6 +47,7 @@ struct vmm_destage {
 	/* What is being written: a snapshot, the page may change meanwhile. */
 	uint64_t version;
 	struct store_page_record record;
+	bool posted; /* its block is on its way: its record follows the round's fence */
 	int result;
 	uint8_t block[];
 };
@@ -186,11 +187,33 @@ void vmm_store_extent_clear(struct vmm *v, const struct vmm_alloc *a)
 
 /* ---- page-in at start: the records alone ---- */
 
+/* Whether the store's block of page i holds the page table's version of it
+ * (its CRC-32C), whatever its record says: a destage cut between its block
+ * and its record (on_destage_timer) left the record behind. */
+static bool block_is_tables(struct vmm *v, const struct vmm_alloc *a, uint64_t i)
+{
+	uint8_t *block = malloc(a->block_size);
+	int r = 0;
+	bool same;
+
+	if (!block)
+		return false;
+	if (store_queue_read(v->store_queue, block, a->block_size, block_offset(v, a, i),
+			     on_sync_done, &r) < 0)
+		r = -EIO;
+	store_queue_drain(v->store_queue);
+	same = r >= 0 && crc32c(0, block, a->block_size) == a->page[i].crc32c;
+	free(block);
+	return same;
+}
+
 /* What the store holds of page i: a newer version is taken (the page table
  * lost a commit); the page table's contents (its CRC-32C, under this version
- * or an older one that held the same bytes) make the page clean; a page table
- * ahead of the store otherwise is stale: its contents are on the partner. */
-static void take_record(struct vmm_alloc *a, uint64_t i, const struct store_page_record *rec)
+ * or an older one that held the same bytes) make the page clean, in the
+ * record or, the record behind, in the block; a page table ahead of the
+ * store otherwise is stale: its contents are on the partner. */
+static void take_record(struct vmm *v, struct vmm_alloc *a, uint64_t i,
+			const struct store_page_record *rec)
 {
 	struct vmm_page *p = &a->page[i];
 	uint64_t version = le64toh(rec->version);
@@ -209,6 +232,17 @@ static void take_record(struct vmm_alloc *a, uint64_t i, const struct store_page
 	}
 	if (p->version == 0)
 		return; /* never written: zeroes */
+	if (block_is_tables(v, a, i)) {
+		log_warning("%s page %llu: the store's record says version %llu, its block holds "
+			    "the page table's %llu (crc32c 0x%08x): a destage was cut before its "
+			    "record; the page is clean at %llu",
+			    a->guid, (unsigned long long)i, (unsigned long long)version,
+			    (unsigned long long)p->version, p->crc32c,
+			    (unsigned long long)p->version);
+		p->durable_version = p->version;
+		p->dirty = false;
+		return;
+	}
 	p->stale = true;
 	log_warning("%s page %llu: the store has version %llu (crc32c 0x%08x), the page table "
 		    "%llu (crc32c 0x%08x): its contents are not served here until the partner "
@@ -244,7 +278,7 @@ static void read_records(struct vmm *v, struct vmm_alloc *a)
 	struct store_page_record *rec = vmm_store_read_records(v, a);
 
 	for (uint64_t i = 0; rec && i < a->pages; i++)
-		take_record(a, i, &rec[i]);
+		take_record(v, a, i, &rec[i]);
 	free(rec);
 }
 
@@ -524,17 +558,48 @@ static void on_store_done(int result, void *arg)
 		round_done(d->round);
 }
 
-/* The barrier's completion: after every write of the round (fence order). */
+/* A failed fence or barrier fails every page of the round not failed yet. */
+static void round_failed(struct destage_round *rd, int result)
+{
+	for (struct vmm_destage *d = rd->pages; d; d = d->next)
+		if (d->result == 0)
+			d->result = result;
+}
+
+/* The barrier's completion: after every write of the round, stable. */
 static void on_round_barrier(int result, void *arg)
 {
 	struct destage_round *rd = arg;
 
 	if (result < 0)
-		for (struct vmm_destage *d = rd->pages; d; d = d->next)
-			if (d->result == 0)
-				d->result = result;
+		round_failed(rd, result);
 	if (--rd->pending == 0)
 		round_done(rd);
+}
+
+static void post_record(struct vmm *v, struct destage_round *rd, struct vmm_destage *d);
+
+/* The round's second half: the records of the blocks written, then one
+ * barrier behind the whole round (clean means stable). */
+static void records_and_barrier(struct vmm *v, struct destage_round *rd)
+{
+	for (struct vmm_destage *d = rd->pages; d; d = d->next)
+		post_record(v, rd, d);
+	rd->pending++;
+	if (store_queue_barrier(v->store_queue, on_round_barrier, rd) < 0)
+		on_round_barrier(-EIO, rd);
+}
+
+/* The fence's completion: every block of the round is written (or failed).
+ * Until now the fence kept the round's count above 0. */
+static void on_blocks_written(int result, void *arg)
+{
+	struct destage_round *rd = arg;
+
+	if (result < 0)
+		round_failed(rd, result);
+	rd->pending--;
+	records_and_barrier(rd->vmm, rd);
 }
 
 /* A write-locked page waits for its unlock; a stale one has nothing here
@@ -572,12 +637,24 @@ static void post(struct vmm *v, struct destage_round *rd, struct vmm_destage *d)
 	d->version = p->version;
 	d->record.version = htole64(p->version);
 	d->record.crc32c = htole32(crc32c(0, d->block, a->block_size));
-	rd->pending += 2;
+	d->posted = true;
+	rd->pending++;
 	if (store_queue_write(v->store_queue, d->block, a->block_size, block_offset(v, a, d->page),
 			      on_store_done, d) < 0) {
 		rd->pending--;
 		d->result = -EIO;
 	}
+}
+
+/* The record of a block written (post()), once the round's fence found
+ * every block written; none for a block that failed. */
+static void post_record(struct vmm *v, struct destage_round *rd, struct vmm_destage *d)
+{
+	struct vmm_alloc *a = vmm_table_find(v->table, d->guid);
+
+	if (!d->posted || d->result < 0 || !a)
+		return;
+	rd->pending++;
 	if (store_queue_write(v->store_queue, &d->record, sizeof(d->record),
 			      store_record_offset(a->store_offset, d->page), on_store_done,
 			      d) < 0) {
@@ -605,10 +682,19 @@ static void on_destage_timer(evutil_socket_t fd, short what, void *arg)
 	v->destage_round = rd;
 	for (struct vmm_destage *d = rd->pages; d; d = d->next)
 		post(v, rd, d);
-	/* Clean means stable: one barrier behind the whole round. */
+	/* A record never names a block that is not written yet: the records
+	 * start once every block is (a fence), so a node killed between a
+	 * block and its record leaves the old record, and a start that finds
+	 * the block newer than its record takes it (take_block()). Written
+	 * side by side, a record could also land before its block, naming a
+	 * version the store did not hold: seen once as a page neither node
+	 * would serve after both were killed (e2e-ack_levels, durable). */
 	rd->pending++;
-	if (store_queue_barrier(v->store_queue, on_round_barrier, rd) < 0)
-		on_round_barrier(-EIO, rd);
+	if (store_queue_fence(v->store_queue, on_blocks_written, rd) < 0) {
+		rd->pending--;
+		round_failed(rd, -EIO);
+		records_and_barrier(v, rd);
+	}
 }
 
 /* A round DESTAGE_DELAY_MS from now; at once while a flush waits (vmm/flush.c),
@@ -730,6 +816,7 @@ static void destage_all(struct vmm *v)
 {
 	struct pt_origin o = { .node = vmm_node_id(v), .own = true };
 	struct store_page_record *rec = NULL;
+	uint64_t *rec_at = NULL;     /* where each record goes */
 	uint8_t **from_flash = NULL; /* the blocks of pages whose frames went */
 	size_t n = 0, dirty = 0, locked = 0, k = 0;
 	struct vmm_alloc **all;
@@ -748,8 +835,9 @@ static void destage_all(struct vmm *v)
 	if (!dirty)
 		goto out;
 	rec = calloc(dirty, sizeof(*rec));
+	rec_at = calloc(dirty, sizeof(*rec_at));
 	from_flash = calloc(dirty, sizeof(*from_flash));
-	if (!all || !rec || !from_flash) {
+	if (!all || !rec || !rec_at || !from_flash) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -769,16 +857,21 @@ static void destage_all(struct vmm *v)
 			}
 			rec[k].version = htole64(a->page[p].version);
 			rec[k].crc32c = htole32(block ? crc32c(0, block, a->block_size) : 0);
+			rec_at[k] = store_record_offset(a->store_offset, p);
 			if (!block ||
 			    store_queue_write(v->store_queue, block, a->block_size,
-					      block_offset(v, a, p), on_sync_done, &r) < 0 ||
-			    store_queue_write(v->store_queue, &rec[k], sizeof(rec[k]),
-					      store_record_offset(a->store_offset, p), on_sync_done,
-					      &r) < 0)
+					      block_offset(v, a, p), on_sync_done, &r) < 0)
 				r = -EIO;
 			k++;
 		}
 	}
+	/* Every block written before any record, as a round does
+	 * (on_destage_timer). */
+	store_queue_drain(v->store_queue);
+	for (size_t i = 0; r == 0 && i < k; i++)
+		if (store_queue_write(v->store_queue, &rec[i], sizeof(rec[i]), rec_at[i],
+				      on_sync_done, &r) < 0)
+			r = -EIO;
 	if (store_queue_barrier(v->store_queue, on_sync_done, &r) < 0)
 		r = -EIO;
 	store_queue_drain(v->store_queue);
@@ -799,6 +892,7 @@ out:
 		free(from_flash[i]);
 	free(from_flash);
 	free(rec);
+	free(rec_at);
 	free(all);
 }
 
