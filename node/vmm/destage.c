@@ -685,7 +685,7 @@ static void on_destage_timer(evutil_socket_t fd, short what, void *arg)
 	/* A record never names a block that is not written yet: the records
 	 * start once every block is (a fence), so a node killed between a
 	 * block and its record leaves the old record, and a start that finds
-	 * the block newer than its record takes it (take_block()). Written
+	 * the block newer than its record takes it (take_record()). Written
 	 * side by side, a record could also land before its block, naming a
 	 * version the store did not hold: seen once as a page neither node
 	 * would serve after both were killed (e2e-ack_levels, durable). */
