@@ -187,33 +187,12 @@ void vmm_store_extent_clear(struct vmm *v, const struct vmm_alloc *a)
 
 /* ---- page-in at start: the records alone ---- */
 
-/* Whether the store's block of page i holds the page table's version of it
- * (its CRC-32C), whatever its record says: a destage cut between its block
- * and its record (on_destage_timer) left the record behind. */
-static bool block_is_tables(struct vmm *v, const struct vmm_alloc *a, uint64_t i)
-{
-	uint8_t *block = malloc(a->block_size);
-	int r = 0;
-	bool same;
-
-	if (!block)
-		return false;
-	if (store_queue_read(v->store_queue, block, a->block_size, block_offset(v, a, i),
-			     on_sync_done, &r) < 0)
-		r = -EIO;
-	store_queue_drain(v->store_queue);
-	same = r >= 0 && crc32c(0, block, a->block_size) == a->page[i].crc32c;
-	free(block);
-	return same;
-}
-
 /* What the store holds of page i: a newer version is taken (the page table
  * lost a commit); the page table's contents (its CRC-32C, under this version
- * or an older one that held the same bytes) make the page clean, in the
- * record or, the record behind, in the block; a page table ahead of the
- * store otherwise is stale: its contents are on the partner. */
-static void take_record(struct vmm *v, struct vmm_alloc *a, uint64_t i,
-			const struct store_page_record *rec)
+ * or an older one that held the same bytes) make the page clean. True when
+ * the record leaves the page in doubt: the page table is ahead of the record
+ * with other contents, and the block decides (settle_doubts()). */
+static bool take_record(struct vmm_alloc *a, uint64_t i, const struct store_page_record *rec)
 {
 	struct vmm_page *p = &a->page[i];
 	uint64_t version = le64toh(rec->version);
@@ -224,31 +203,61 @@ static void take_record(struct vmm *v, struct vmm_alloc *a, uint64_t i,
 		p->version = version;
 		p->crc32c = crc;
 		p->dirty = false;
-		return;
+		return false;
 	}
 	if (version && crc == p->crc32c) {
 		p->dirty = false;
-		return;
+		return false;
 	}
-	if (p->version == 0)
-		return; /* never written: zeroes */
-	if (block_is_tables(v, a, i)) {
-		log_warning("%s page %llu: the store's record says version %llu, its block holds "
-			    "the page table's %llu (crc32c 0x%08x): a destage was cut before its "
-			    "record; the page is clean at %llu",
-			    a->guid, (unsigned long long)i, (unsigned long long)version,
-			    (unsigned long long)p->version, p->crc32c,
-			    (unsigned long long)p->version);
-		p->durable_version = p->version;
-		p->dirty = false;
-		return;
+	return p->version != 0; /* 0: never written, zeroes */
+}
+
+/* The blocks of the pages in doubt, read together (one drain for up to
+ * DOUBTS_AT_ONCE of them, at most DOUBTS_BYTES of blocks): one
+ * holding the page table's CRC-32C is the page table's version, its record
+ * left behind by a destage cut between the two (on_destage_timer), and the
+ * page is clean; otherwise the page table is ahead of the store and the page
+ * is stale: its contents are on the partner. */
+#define DOUBTS_AT_ONCE 32
+#define DOUBTS_BYTES ((size_t)1 << 20)
+
+static void settle_doubts(struct vmm *v, struct vmm_alloc *a, const uint64_t *doubt, size_t n,
+			  const struct store_page_record *rec)
+{
+	uint8_t *blocks = malloc(n * a->block_size);
+	int result[DOUBTS_AT_ONCE] = { 0 };
+
+	for (size_t k = 0; blocks && k < n; k++)
+		if (store_queue_read(v->store_queue, blocks + k * a->block_size, a->block_size,
+				     block_offset(v, a, doubt[k]), on_sync_done, &result[k]) < 0)
+			result[k] = -EIO;
+	store_queue_drain(v->store_queue);
+	for (size_t k = 0; k < n; k++) {
+		struct vmm_page *p = &a->page[doubt[k]];
+		uint64_t version = le64toh(rec[doubt[k]].version);
+
+		if (blocks && result[k] >= 0 &&
+		    crc32c(0, blocks + k * a->block_size, a->block_size) == p->crc32c) {
+			log_warning(
+				"%s page %llu: the store's record says version %llu, its block "
+				"holds the page table's %llu (crc32c 0x%08x): a destage was cut "
+				"before its record; the page is clean at %llu",
+				a->guid, (unsigned long long)doubt[k], (unsigned long long)version,
+				(unsigned long long)p->version, p->crc32c,
+				(unsigned long long)p->version);
+			p->durable_version = p->version;
+			p->dirty = false;
+			continue;
+		}
+		p->stale = true;
+		log_warning(
+			"%s page %llu: the store has version %llu (crc32c 0x%08x), the page "
+			"table %llu (crc32c 0x%08x): its contents are not served here until the "
+			"partner resyncs them",
+			a->guid, (unsigned long long)doubt[k], (unsigned long long)version,
+			le32toh(rec[doubt[k]].crc32c), (unsigned long long)p->version, p->crc32c);
 	}
-	p->stale = true;
-	log_warning("%s page %llu: the store has version %llu (crc32c 0x%08x), the page table "
-		    "%llu (crc32c 0x%08x): its contents are not served here until the partner "
-		    "resyncs them",
-		    a->guid, (unsigned long long)i, (unsigned long long)version, crc,
-		    (unsigned long long)p->version, p->crc32c);
+	free(blocks);
 }
 
 struct store_page_record *vmm_store_read_records(struct vmm *v, const struct vmm_alloc *a)
@@ -276,9 +285,21 @@ struct store_page_record *vmm_store_read_records(struct vmm *v, const struct vmm
 static void read_records(struct vmm *v, struct vmm_alloc *a)
 {
 	struct store_page_record *rec = vmm_store_read_records(v, a);
+	size_t at_once = DOUBTS_BYTES / a->block_size, n = 0;
+	uint64_t doubt[DOUBTS_AT_ONCE];
 
-	for (uint64_t i = 0; rec && i < a->pages; i++)
-		take_record(v, a, i, &rec[i]);
+	at_once = at_once < 1 ? 1 : at_once > DOUBTS_AT_ONCE ? DOUBTS_AT_ONCE : at_once;
+	for (uint64_t i = 0; rec && i < a->pages; i++) {
+		if (!take_record(a, i, &rec[i]))
+			continue;
+		doubt[n++] = i;
+		if (n == at_once) {
+			settle_doubts(v, a, doubt, n, rec);
+			n = 0;
+		}
+	}
+	if (n)
+		settle_doubts(v, a, doubt, n, rec);
 	free(rec);
 }
 
@@ -685,7 +706,7 @@ static void on_destage_timer(evutil_socket_t fd, short what, void *arg)
 	/* A record never names a block that is not written yet: the records
 	 * start once every block is (a fence), so a node killed between a
 	 * block and its record leaves the old record, and a start that finds
-	 * the block newer than its record takes it (take_record()). Written
+	 * the block newer than its record takes it (settle_doubts()). Written
 	 * side by side, a record could also land before its block, naming a
 	 * version the store did not hold: seen once as a page neither node
 	 * would serve after both were killed (e2e-ack_levels, durable). */
