@@ -381,12 +381,13 @@ static void on_write_page(struct vmm *v, const Ftvm__Partner__WritePage *m, stru
 	}
 }
 
-/* Whether prev is a WritePage of guid's page: applied, since the batch
- * went on to the request after it. */
-static bool block_came(const Envelope *prev, const char *guid, uint64_t page)
+/* Whether env (NULL: none) is a WritePage of guid's page: after an
+ * AllocateWrite, the block comes with the lock; before a release, it was
+ * applied, since the batch went on to the release. */
+static bool write_page_of(const Envelope *env, const char *guid, uint64_t page)
 {
-	return prev && prev->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE &&
-	       prev->write_page->page == page && strcmp(prev->write_page->guid, guid) == 0;
+	return env && env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE &&
+	       env->write_page->page == page && strcmp(env->write_page->guid, guid) == 0;
 }
 
 /* The CRC-32C of the page's block as released: a WritePage just before the
@@ -397,8 +398,8 @@ static bool block_came(const Envelope *prev, const char *guid, uint64_t page)
 static uint32_t released_crc(struct vmm *v, struct vmm_alloc *a,
 			     const Ftvm__Partner__ReleasePointer *m, const Envelope *prev)
 {
-	return block_came(prev, m->guid, m->page) ? prev->write_page->crc32c
-						  : vmm_block_crc(v, a, m->page);
+	return write_page_of(prev, m->guid, m->page) ? prev->write_page->crc32c
+						     : vmm_block_crc(v, a, m->page);
 }
 
 static void on_release_pointer(struct vmm *v, const Ftvm__Partner__ReleasePointer *m,
@@ -464,13 +465,6 @@ static void on_sense_request(struct vmm *v, const Ftvm__Partner__SenseRequest *m
 	ans->cc.sense = &ans->sense;
 }
 
-/* Whether next is a WritePage of guid's page: the block comes with the lock. */
-static bool block_follows(const Envelope *next, const char *guid, uint64_t page)
-{
-	return next && next->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE &&
-	       next->write_page->page == page && strcmp(next->write_page->guid, guid) == 0;
-}
-
 /* prev, next: the requests before and after env in its batch, or NULL. */
 static void apply(struct vmm *v, const Envelope *env, const Envelope *prev, const Envelope *next,
 		  struct answer *ans)
@@ -508,7 +502,7 @@ static void apply(struct vmm *v, const Envelope *env, const Envelope *prev, cons
 		on_allocate_lock(
 			v, env->allocate_write->guid, env->allocate_write->page,
 			env->allocate_write->owner, FTVM__PARTNER__LOCK_MODE__LOCK_MODE_WRITE,
-			block_follows(next, env->allocate_write->guid, env->allocate_write->page),
+			write_page_of(next, env->allocate_write->guid, env->allocate_write->page),
 			env->allocate_write->page_in, ans);
 		break;
 	case FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER:
