@@ -19,11 +19,13 @@ need_tools strace jq
 PAGES=8
 KILLER_PAGES=4
 
-# start_level LEVEL: a fresh pair whose nodes acknowledge at LEVEL.
+# start_level LEVEL [LEVEL_B]: a fresh pair whose nodes acknowledge at
+# LEVEL (node b at LEVEL_B when given).
 start_level() {
 	rm -rf "$WORK/a" "$WORK/b" "$WORK/shared" "$WORK"/acked.* "$WORK"/*.log
 	write_pair_configs
-	sed -i "/^\[node\]/a ack = $1" "$WORK/a.conf" "$WORK/b.conf"
+	sed -i "/^\[node\]/a ack = $1" "$WORK/a.conf"
+	sed -i "/^\[node\]/a ack = ${2:-$1}" "$WORK/b.conf"
 	start_node a
 	start_node b
 	wait_for 5000 "pair linked" pair_up
@@ -179,13 +181,7 @@ done
 # Two levels in one pair: each node acknowledges at its own, and both say
 # so, in the log (a warning, so an event too), status and metrics; the
 # pair links and serves all the same (a rolling change of the level).
-rm -rf "$WORK/a" "$WORK/b" "$WORK/shared" "$WORK"/*.log
-write_pair_configs
-sed -i "/^\[node\]/a ack = mirror" "$WORK/a.conf"
-sed -i "/^\[node\]/a ack = durable" "$WORK/b.conf"
-start_node a
-start_node b
-wait_for 5000 "pair linked" pair_up
+start_level mirror durable
 wait_for 5000 "a's warning" grep -q "partner b acknowledges at durable, this node at mirror" "$WORK/a.log"
 wait_for 5000 "b's warning" grep -q "partner a acknowledges at mirror, this node at durable" "$WORK/b.log"
 [ "$(status_field a partner.ack)" = durable ] && [ "$(status_field b partner.ack)" = mirror ] ||
