@@ -675,11 +675,11 @@ static void status_print_text(const struct ftvm_node_status *st)
 	       coloured(st->partner_link[0] ? st->partner_link : "down", link, sizeof(link)),
 	       coloured(or_unknown(st->partner_state), partner_state, sizeof(partner_state)),
 	       st->partner_endpoint[0] ? st->partner_endpoint : "-");
-	if (up && st->partner_ack[0] && strcmp(st->partner_ack, st->ack) != 0)
-		printf(", acknowledges at %s, not as this node (set [node] ack the same on both)",
-		       st->partner_ack);
-	else if (up && st->partner_ack[0])
-		printf(", acknowledges at %s", st->partner_ack);
+	if (up && st->partner_ack[0])
+		printf(", acknowledges at %s%s", st->partner_ack,
+		       strcmp(st->partner_ack, st->ack) != 0
+			       ? ", not as this node (set [node] ack the same on both)"
+			       : "");
 	if (!up) {
 		if (st->partner_id[0]) {
 			format_ago(ago, sizeof(ago), st->partner_last_seen_ms);
