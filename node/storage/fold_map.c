@@ -79,11 +79,6 @@ int fold_map_put(struct fold_map *m, const struct fold_row *r)
 	return 0;
 }
 
-size_t fold_map_pages(const struct fold_map *m)
-{
-	return m->pages;
-}
-
 int fold_map_each(const struct fold_map *m, int (*cb)(const struct fold_row *r, void *arg),
 		  void *arg)
 {

@@ -32,8 +32,6 @@ void fold_map_free(struct fold_map *m);
  * copied). 0, -ENOSPC (max_pages pages there, r's not among them),
  * -ENAMETOOLONG or -EINVAL (an empty guid). */
 int fold_map_put(struct fold_map *m, const struct fold_row *r);
-/* The pages held. */
-size_t fold_map_pages(const struct fold_map *m);
 /* cb for each page's row, in no order; a negative return stops the walk
  * and is returned. */
 int fold_map_each(const struct fold_map *m, int (*cb)(const struct fold_row *r, void *arg),
