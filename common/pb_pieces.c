@@ -11,8 +11,6 @@ struct sink {
 	struct pb_pieces *p;
 	const ProtobufCBinaryData *refs;
 	size_t n_refs;
-	const struct pb_pieces *parts;
-	size_t n_parts, spliced;
 	bool failed;
 };
 
@@ -78,22 +76,6 @@ static int copy_in(struct pb_pieces *p, const uint8_t *data, size_t len)
 	return own_added(p, len);
 }
 
-/* The part a bytes field stands for: its data points at parts[i]. */
-static const struct pb_pieces *part_of(const struct sink *s, const uint8_t *data, size_t len)
-{
-	uintptr_t at = (uintptr_t)data, first = (uintptr_t)s->parts;
-	size_t i;
-
-	if (!s->n_parts || at < first || at >= (uintptr_t)(s->parts + s->n_parts))
-		return NULL;
-	i = (at - first) / sizeof(*s->parts);
-	if (at != (uintptr_t)&s->parts[i] || s->parts[i].len != len)
-		return NULL;
-	return &s->parts[i];
-}
-
-/* part's pieces in its place: what it references is referenced, what it
- * copied (small) is copied again, so that the whole stays few pieces. */
 /* Whether data is one of the named fields' bytes, all of them. */
 static bool named(const struct sink *s, const uint8_t *data, size_t len)
 {
@@ -103,32 +85,14 @@ static bool named(const struct sink *s, const uint8_t *data, size_t len)
 	return false;
 }
 
-static int splice(struct pb_pieces *p, const struct pb_pieces *part)
-{
-	int r = 0;
-
-	for (size_t i = 0; r == 0 && i < part->n; i++) {
-		const struct pb_piece *q = &part->piece[i];
-
-		r = q->ref ? add_piece(p, q->ref, 0, q->len)
-			   : copy_in(p, part->own + q->off, q->len);
-	}
-	return r;
-}
-
 static void append(ProtobufCBuffer *buffer, size_t len, const uint8_t *data)
 {
 	struct sink *s = (struct sink *)buffer;
-	const struct pb_pieces *part;
 	int r;
 
 	if (s->failed || len == 0)
 		return;
-	part = part_of(s, data, len);
-	if (part) {
-		r = splice(s->p, part);
-		s->spliced++;
-	} else if (len >= PB_PIECES_REF_MIN && named(s, data, len)) {
+	if (len >= PB_PIECES_REF_MIN && named(s, data, len)) {
 		r = add_piece(s->p, data, 0, len);
 	} else {
 		r = copy_in(s->p, data, len);
@@ -151,17 +115,6 @@ static void append(ProtobufCBuffer *buffer, size_t len, const uint8_t *data)
  * proto3 packs; other types; proto2 labels) or with unknown fields is left
  * to protobuf-c whole, so a field added later is packed right, only slower.
  * Field order is the descriptor's, as protobuf-c's. */
-
-static inline size_t varint_size(uint64_t v)
-{
-	size_t n = 1;
-
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
-}
 
 static uint64_t tag_of(const ProtobufCFieldDescriptor *f, unsigned wire_type)
 {
@@ -314,7 +267,7 @@ static bool walk_size(const ProtobufCMessage *m, size_t *ret)
 		if (!present(m, f, member, kind))
 			continue;
 		if (kind == WALK_SCALAR) {
-			size += varint_size(tag_of(f, 0)) + varint_size(scalar_of(f, member));
+			size += pb_varint_size(tag_of(f, 0)) + pb_varint_size(scalar_of(f, member));
 			continue;
 		}
 		n = value_count(m, f);
@@ -330,7 +283,7 @@ static bool walk_size(const ProtobufCMessage *m, size_t *ret)
 			else
 				len = message_size(*(const ProtobufCMessage *const *)value,
 						   &walked);
-			size += varint_size(tag_of(f, 2)) + varint_size(len) + len;
+			size += pb_varint_size(tag_of(f, 2)) + pb_varint_size(len) + len;
 		}
 	}
 	*ret = size;
@@ -413,62 +366,87 @@ static bool walk_emit(struct sink *s, const ProtobufCMessage *m)
 	return true;
 }
 
-/* A sink for ret (zeroed), with what the caller named. */
-static struct sink sink_start(const ProtobufCBinaryData *refs, size_t n_refs,
-			      const struct pb_pieces *parts, size_t n_parts, struct pb_pieces *ret)
+/* A sink appending to p, with what the caller named. */
+static struct sink sink_on(struct pb_pieces *p, const ProtobufCBinaryData *refs, size_t n_refs)
 {
-	memset(ret, 0, sizeof(*ret));
-	return (struct sink){ .base = { .append = append },
-			      .p = ret,
-			      .refs = refs,
-			      .n_refs = n_refs,
-			      .parts = parts,
-			      .n_parts = n_parts };
+	return (struct sink){
+		.base = { .append = append }, .p = p, .refs = refs, .n_refs = n_refs
+	};
 }
 
-/* 0, or ret emptied: -ENOMEM, or -EPROTO when a part was not spliced. */
-static int sink_end(const struct sink *s, struct pb_pieces *ret)
+/* Where p ends, to go back to. */
+struct mark {
+	size_t n, own_len, len, last_len;
+};
+
+static struct mark mark_of(const struct pb_pieces *p)
 {
-	if (s->failed || s->spliced != s->n_parts) {
-		pb_pieces_free(ret);
-		return s->failed ? -ENOMEM : -EPROTO;
-	}
+	return (struct mark){ .n = p->n,
+			      .own_len = p->own_len,
+			      .len = p->len,
+			      .last_len = p->n ? p->piece[p->n - 1].len : 0 };
+}
+
+static void back_to(struct pb_pieces *p, const struct mark *m)
+{
+	p->n = m->n;
+	p->own_len = m->own_len;
+	p->len = m->len;
+	if (p->n)
+		p->piece[p->n - 1].len = m->last_len;
+}
+
+size_t pb_pieces_size(const ProtobufCMessage *m)
+{
+	bool walked;
+
+	return message_size(m, &walked);
+}
+
+/* m's fields into s: by the walk, or where m is not the walk's (which may
+ * show after some of its fields went out), by protobuf-c from where it
+ * started. */
+static void sink_message(struct sink *s, const ProtobufCMessage *m)
+{
+	struct mark start = mark_of(s->p);
+
+	if (walk_emit(s, m))
+		return;
+	back_to(s->p, &start);
+	protobuf_c_message_pack_to_buffer(m, &s->base);
+}
+
+int pb_pieces_add(struct pb_pieces *p, const ProtobufCMessage *m, const ProtobufCBinaryData *refs,
+		  size_t n_refs)
+{
+	struct sink s = sink_on(p, refs, n_refs);
+
+	sink_message(&s, m);
+	return s.failed ? -ENOMEM : 0;
+}
+
+int pb_pieces_add_field(struct pb_pieces *p, uint32_t field, const ProtobufCMessage *m, size_t size,
+			const ProtobufCBinaryData *refs, size_t n_refs)
+{
+	struct sink s = sink_on(p, refs, n_refs);
+	ProtobufCFieldDescriptor key = { .id = field };
+
+	emit_key(&s, &key, 2, size);
+	sink_message(&s, m);
+	return s.failed ? -ENOMEM : 0;
+}
+
+int pb_pieces_add_copy(struct pb_pieces *p, const void *bytes, size_t len)
+{
+	if (len && copy_in(p, bytes, len) < 0)
+		return -ENOMEM;
+	p->len += len;
 	return 0;
 }
 
-int pb_pieces_pack_after(const uint8_t *head, size_t head_len, uint32_t field,
-			 const ProtobufCMessage *msg, const ProtobufCBinaryData *refs,
-			 size_t n_refs, const struct pb_pieces *parts, size_t n_parts,
-			 struct pb_pieces *ret)
+void pb_pieces_clear(struct pb_pieces *p)
 {
-	struct sink s = sink_start(refs, n_refs, parts, n_parts, ret);
-	ProtobufCFieldDescriptor key = { .id = field };
-	bool walked;
-
-	s.failed = head_len && copy_in(ret, head, head_len) < 0;
-	ret->len = head_len;
-	if (msg) {
-		emit_key(&s, &key, 2, message_size(msg, &walked));
-		/* Sized by the walk: the walk emits it whole. */
-		if (!walked || !walk_emit(&s, msg))
-			protobuf_c_message_pack_to_buffer(msg, &s.base);
-	}
-	return sink_end(&s, ret);
-}
-
-int pb_pieces_pack(const ProtobufCMessage *msg, const ProtobufCBinaryData *refs, size_t n_refs,
-		   const struct pb_pieces *parts, size_t n_parts, struct pb_pieces *ret)
-{
-	struct sink s = sink_start(refs, n_refs, parts, n_parts, ret);
-
-	if (!walk_emit(&s, msg)) {
-		/* Not the walk's after all: what it emitted goes. */
-		pb_pieces_free(ret);
-		s.spliced = 0;
-		s.failed = false;
-		protobuf_c_message_pack_to_buffer(msg, &s.base);
-	}
-	return sink_end(&s, ret);
+	p->n = p->own_len = p->len = 0;
 }
 
 void pb_pieces_iov(const struct pb_pieces *p, struct iovec *iov)

@@ -1,4 +1,4 @@
-/* Packing a protobuf-c message in pieces, for a gathered write: the bytes
+/* Packing protobuf-c messages in pieces, for a gathered write: the bytes
  * fields the caller names (a page's block) are not copied but referenced
  * where the message points, and everything else (keys, lengths, numbers,
  * strings, other bytes) is copied into a buffer the pieces own. The bytes
@@ -9,6 +9,10 @@
  * pack_to_buffer, of whose appends only one that is exactly a named
  * field's bytes is referenced, so a protobuf-c that packed through a buffer
  * of its own would cost copies, never a dangling piece.
+ *
+ * Pieces are appended, so that a caller packs several messages, with keys
+ * and lengths of its own between them, into one payload (a Batch of
+ * envelopes: replica/codec.c).
  *
  * The memory a piece references must stay as it is until the pieces are
  * sent, flattened or freed. */
@@ -33,6 +37,18 @@ static inline size_t pb_put_varint(uint8_t *at, uint64_t v)
 	return n;
 }
 
+/* How many bytes pb_put_varint() writes for v. */
+static inline size_t pb_varint_size(uint64_t v)
+{
+	size_t n = 1;
+
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
 /* A named bytes field shorter than this is copied all the same. */
 #define PB_PIECES_REF_MIN 512
 
@@ -49,24 +65,23 @@ struct pb_pieces {
 	size_t len; /* the whole payload's */
 };
 
-/* Packs msg into ret (zeroed first), referencing the bytes of refs (fields
- * of msg). A bytes field of msg whose data points at parts[i] (and whose len
- * is parts[i].len) stands for that payload: its pieces go in its place, so
- * an envelope that carries packed envelopes as bytes (a Batch) is packed
- * without copying them again. 0; -ENOMEM, or -EPROTO when a part was not
- * found in msg's bytes (ret is then empty). */
-int pb_pieces_pack(const ProtobufCMessage *msg, const ProtobufCBinaryData *refs, size_t n_refs,
-		   const struct pb_pieces *parts, size_t n_parts, struct pb_pieces *ret);
-/* As pb_pieces_pack() of a message whose fields numbered below field are
- * packed already, head_len bytes at head, and whose field field is the
- * message msg (NULL: none): head copied, then msg's key, length and fields.
- * For a caller that writes a message's first fields itself, as the codec
- * does an Envelope's header (replica/codec.c); the bytes are pb_pieces_pack's
- * of the whole when head is what that would have written first. */
-int pb_pieces_pack_after(const uint8_t *head, size_t head_len, uint32_t field,
-			 const ProtobufCMessage *msg, const ProtobufCBinaryData *refs,
-			 size_t n_refs, const struct pb_pieces *parts, size_t n_parts,
-			 struct pb_pieces *ret);
+/* Appending to p (a zeroed struct pb_pieces is empty), each 0 or -ENOMEM;
+ * after a failure p holds part of what was asked, and its caller clears it
+ * or frees it. */
+/* m's fields, packed: the bytes protobuf_c_message_pack() makes, those of
+ * the bytes fields named in refs referenced. */
+int pb_pieces_add(struct pb_pieces *p, const ProtobufCMessage *m, const ProtobufCBinaryData *refs,
+		  size_t n_refs);
+/* m as field field of the message being packed: its key, its length
+ * (size, pb_pieces_size(m)) and its fields, as pb_pieces_add(). */
+int pb_pieces_add_field(struct pb_pieces *p, uint32_t field, const ProtobufCMessage *m, size_t size,
+			const ProtobufCBinaryData *refs, size_t n_refs);
+/* len bytes, copied (keys and lengths a caller wrote itself). */
+int pb_pieces_add_copy(struct pb_pieces *p, const void *bytes, size_t len);
+/* m's packed size, as protobuf_c_message_get_packed_size(m). */
+size_t pb_pieces_size(const ProtobufCMessage *m);
+/* Empties p, keeping its memory for the next payload. */
+void pb_pieces_clear(struct pb_pieces *p);
 /* The pieces as iovecs, into iov (room for p->n). */
 void pb_pieces_iov(const struct pb_pieces *p, struct iovec *iov);
 /* The referenced pieces copied into the own buffer: p references nothing

@@ -26,18 +26,23 @@ int codec_payload_pack(const ProtobufCMessage *msg, uint8_t **ret_payload, size_
 	return 0;
 }
 
-/* ---- An Envelope packed in pieces: its header by hand ------------------
+/* ---- Envelopes packed in pieces: their headers by hand -----------------
  *
  * pb_pieces' walk of an Envelope turns over its 36 fields to find the seven
  * of its header and the one member of its oneof that is set: about 2.7k
  * instructions for each of a page write's three requests and their Batch.
  * The header is written here, as protobuf-c writes it (fields 1 to 7 in
- * order, each left out when zero or empty), and only the member is walked
- * (pb_pieces_pack_after). test_codec holds the bytes to protobuf-c's. */
+ * order, each left out when zero or empty), and only the member is walked.
+ *
+ * A Batch goes into one payload: each envelope sized first, then the
+ * outer header, the Batch's key and length, and each entry's key and
+ * length before the envelope itself, all appended to the same pieces.
+ * Packing each entry into pieces of its own and splicing those into the
+ * Batch cost two allocations and a second copy per entry. test_codec holds
+ * the bytes of both to protobuf-c's. */
 
-/* Senders longer than this (node ids are shorter) go to pb_pieces whole. */
-#define HEAD_SENDER_MAX 128
-#define HEAD_MAX (6 * (1 + 10) + 1 + 2 + HEAD_SENDER_MAX)
+/* An envelope's header fields before and after its sender, at most. */
+#define HEAD_NUMBERS (6 * (1 + 10))
 
 /* Field field (wire type varint) of value v at at, unless v is 0. */
 static size_t put_number(uint8_t *at, unsigned field, uint64_t v)
@@ -48,42 +53,49 @@ static size_t put_number(uint8_t *at, unsigned field, uint64_t v)
 	return 1 + pb_put_varint(at + 1, v);
 }
 
-int codec_envelope_pieces(const Envelope *env, const ProtobufCBinaryData *refs, size_t n_refs,
-			  const struct pb_pieces *parts, size_t n_parts, struct pb_pieces *ret)
+static size_t number_size(uint64_t v)
 {
-	size_t sender_len = env->sender ? strlen(env->sender) : 0, n = 0;
-	const ProtobufCFieldDescriptor *f = NULL;
-	const ProtobufCMessage *member = NULL;
-	uint8_t head[HEAD_MAX];
+	return v ? 1 + pb_varint_size(v) : 0;
+}
 
-	if (env->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE__NOT_SET)
-		f = protobuf_c_message_descriptor_get_field(&ftvm__partner__envelope__descriptor,
-							    (unsigned)env->message_case);
-	/* Anything else (a member not a message is a later protocol's) is
-	 * packed whole. */
-	if (env->base.n_unknown_fields || sender_len > HEAD_SENDER_MAX ||
-	    (env->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE__NOT_SET &&
-	     (!f || f->type != PROTOBUF_C_TYPE_MESSAGE)))
-		return pb_pieces_pack(&env->base, refs, n_refs, parts, n_parts, ret);
+static size_t sender_len(const Envelope *env)
+{
+	return env->sender ? strlen(env->sender) : 0;
+}
+
+static size_t head_size(const Envelope *env)
+{
+	size_t sender = sender_len(env);
+
+	return number_size(env->version) + (sender ? 1 + pb_varint_size(sender) + sender : 0) +
+	       number_size(env->epoch) + number_size(env->seq) + number_size(env->answers) +
+	       number_size(env->lsn) + number_size(env->answers_count);
+}
+
+static int add_head(struct pb_pieces *p, const Envelope *env)
+{
+	size_t sender = sender_len(env), n = 0;
+	uint8_t head[HEAD_NUMBERS + 1 + 10];
+	int r = 0;
+
 	n += put_number(head + n, 1, env->version);
-	if (sender_len) {
+	if (sender) {
 		head[n++] = 2 << 3 | 2;
-		n += pb_put_varint(head + n, sender_len);
-		memcpy(head + n, env->sender, sender_len);
-		n += sender_len;
+		n += pb_put_varint(head + n, sender);
+		r = pb_pieces_add_copy(p, head, n) ?: pb_pieces_add_copy(p, env->sender, sender);
+		n = 0;
 	}
 	n += put_number(head + n, 3, env->epoch);
 	n += put_number(head + n, 4, env->seq);
 	n += put_number(head + n, 5, env->answers);
 	n += put_number(head + n, 6, env->lsn);
 	n += put_number(head + n, 7, env->answers_count);
-	if (f)
-		memcpy(&member, (const uint8_t *)env + f->offset, sizeof(member));
-	return pb_pieces_pack_after(head, n, f ? f->id : 0, member, refs, n_refs, parts, n_parts,
-				    ret);
+	return r ?: pb_pieces_add_copy(p, head, n);
 }
 
-bool codec_envelope_block(const Envelope *env, ProtobufCBinaryData *ret)
+/* The page block env carries inline, in ret, to be referenced; false:
+ * none. */
+static bool envelope_block(const Envelope *env, ProtobufCBinaryData *ret)
 {
 	if (env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE)
 		*ret = env->write_page->data;
@@ -92,6 +104,98 @@ bool codec_envelope_block(const Envelope *env, ProtobufCBinaryData *ret)
 	else
 		return false;
 	return ret->len > 0;
+}
+
+/* An envelope sized, for packing next. */
+struct envelope_plan {
+	bool whole;			/* pb_pieces packs all of it (an unknown field, say) */
+	const ProtobufCMessage *member; /* its oneof's, NULL for none */
+	uint32_t field;
+	size_t member_size, size; /* the member's and the envelope's */
+	ProtobufCBinaryData block;
+	size_t n_block;
+};
+
+static void plan_envelope(const Envelope *env, struct envelope_plan *plan)
+{
+	const ProtobufCFieldDescriptor *f = NULL;
+	ProtobufCBinaryData block = { 0 };
+	bool has_block = envelope_block(env, &block);
+
+	*plan = (struct envelope_plan){ .block = block, .n_block = has_block ? 1 : 0 };
+	if (env->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE__NOT_SET)
+		f = protobuf_c_message_descriptor_get_field(&ftvm__partner__envelope__descriptor,
+							    (unsigned)env->message_case);
+	/* Anything else (a member not a message is a later protocol's) is
+	 * packed whole. */
+	if (env->base.n_unknown_fields ||
+	    (env->message_case != FTVM__PARTNER__ENVELOPE__MESSAGE__NOT_SET &&
+	     (!f || f->type != PROTOBUF_C_TYPE_MESSAGE))) {
+		plan->whole = true;
+		plan->size = pb_pieces_size(&env->base);
+		return;
+	}
+	plan->size = head_size(env);
+	if (!f)
+		return;
+	memcpy(&plan->member, (const uint8_t *)env + f->offset, sizeof(plan->member));
+	if (!plan->member) /* a case set, and no message: protobuf-c packs nothing */
+		return;
+	plan->field = f->id;
+	plan->member_size = pb_pieces_size(plan->member);
+	plan->size += pb_varint_size((uint64_t)f->id << 3) + pb_varint_size(plan->member_size) +
+		      plan->member_size;
+}
+
+static int add_planned(struct pb_pieces *p, const Envelope *env, const struct envelope_plan *plan)
+{
+	int r;
+
+	if (plan->whole)
+		return pb_pieces_add(p, &env->base, &plan->block, plan->n_block);
+	r = add_head(p, env);
+	if (r == 0 && plan->member)
+		r = pb_pieces_add_field(p, plan->field, plan->member, plan->member_size,
+					&plan->block, plan->n_block);
+	return r;
+}
+
+int codec_envelope_pieces(const Envelope *env, struct pb_pieces *p)
+{
+	struct envelope_plan plan;
+
+	plan_envelope(env, &plan);
+	return add_planned(p, env, &plan);
+}
+
+/* A key of wire type 2 and a length, copied into p. */
+static int add_key_len(struct pb_pieces *p, uint32_t field, size_t len)
+{
+	uint8_t buf[20];
+	size_t n = pb_put_varint(buf, (uint64_t)field << 3 | 2);
+
+	n += pb_put_varint(buf + n, len);
+	return pb_pieces_add_copy(p, buf, n);
+}
+
+int codec_batch_pieces(const Envelope *outer, Envelope *const *envs, size_t n, struct pb_pieces *p)
+{
+	struct envelope_plan few[8], *plans = n <= 8 ? few : calloc(n, sizeof(*plans));
+	size_t batch = 0;
+	int r;
+
+	if (!plans)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		plan_envelope(envs[i], &plans[i]);
+		batch += 1 + pb_varint_size(plans[i].size) + plans[i].size;
+	}
+	r = add_head(p, outer) ?: add_key_len(p, FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH, batch);
+	for (size_t i = 0; i < n && r == 0; i++)
+		r = add_key_len(p, 1, plans[i].size) ?: add_planned(p, envs[i], &plans[i]);
+	if (plans != few)
+		free(plans);
+	return r;
 }
 
 /* What codec_command_complete_copy() hands out is cc, in one of these. A

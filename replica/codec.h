@@ -35,15 +35,17 @@ int codec_payload_pack(const ProtobufCMessage *msg, uint8_t **ret_payload, size_
 
 struct pb_pieces;
 
-/* env packed as pb_pieces_pack() packs it (common/pb_pieces.h: refs named
- * bytes referenced, parts spliced in), the same bytes, with its header
- * written by hand rather than walked. */
-int codec_envelope_pieces(const Envelope *env, const ProtobufCBinaryData *refs, size_t n_refs,
-			  const struct pb_pieces *parts, size_t n_parts, struct pb_pieces *ret);
+/* env appended to p (common/pb_pieces.h): the bytes protobuf-c packs, with
+ * the page block it carries inline (WritePage's or ResyncPage's data)
+ * referenced, not copied, and its header written by hand rather than
+ * walked. 0 or -ENOMEM. */
+int codec_envelope_pieces(const Envelope *env, struct pb_pieces *p);
 
-/* The page block env carries inline (WritePage's or ResyncPage's data), in
- * ret, to be sent from where it is (common/pb_pieces.h); false: none. */
-bool codec_envelope_block(const Envelope *env, ProtobufCBinaryData *ret);
+/* outer's header (fields 1 to 7; nothing else of it) and, as its member, a
+ * Batch of the n envelopes envs, appended to p: the bytes protobuf-c packs
+ * for outer with batch.envelopes the envs packed, each block referenced.
+ * 0 or -ENOMEM. */
+int codec_batch_pieces(const Envelope *outer, Envelope *const *envs, size_t n, struct pb_pieces *p);
 
 /* A copy of cc that owns all it points to, for an answer kept past the
  * state it was read from (codec.c says how it is made). NULL when out of

@@ -192,12 +192,9 @@ struct repl_session {
 
 	struct pending_table *pending;
 	uint64_t next_seq;
-	/* While a call sends several envelopes as one payload (holding), the
-	 * packed ones wait here; they may reference the caller's blocks, which
-	 * are there until the call returns, and no longer. */
-	bool holding;
-	struct pb_pieces *held;
-	size_t n_held, held_cap;
+	/* The memory of the last payload send_together() packed, kept for
+	 * the next (empty between calls). */
+	struct pb_pieces out;
 	int state; /* our NodeState, as advertised */
 
 	/* Corking (see the top): the frames waiting for turn_end, their
@@ -242,7 +239,6 @@ struct repl_session {
 };
 
 static void schedule_dial(struct repl_session *s);
-static void drop_held(struct repl_session *s);
 static void drop_conn(struct repl_session *s, struct session_conn *sc, const char *reason);
 static void on_hello(struct repl_session *s, struct session_conn *sc, const Envelope *env);
 static int send_envelope(struct repl_session *s, struct session_conn *sc, Envelope *env);
@@ -480,7 +476,6 @@ static void link_down(struct repl_session *s, const char *reason)
 	s->active = NULL;
 	drop_rx_held(s); /* the link's, from a partner that is gone */
 	close_retiring(s, UINT64_MAX);
-	drop_held(s); /* answers to a partner that is gone */
 	drop_corked(s);
 	s->stats.link_up = false;
 	s->stats.link_changes++;
@@ -590,61 +585,6 @@ static void fill_header(struct repl_session *s, Envelope *env)
 	env->epoch = is_auth(env) ? 0 : s->config.epoch;
 }
 
-static void drop_held(struct repl_session *s)
-{
-	for (size_t i = 0; i < s->n_held; i++)
-		pb_pieces_free(&s->held[i]);
-	s->n_held = 0;
-}
-
-/* Takes payload over (it is held until sent or dropped, before the call
- * that holds returns). */
-static int hold(struct repl_session *s, struct pb_pieces *payload)
-{
-	if (s->n_held == s->held_cap) {
-		size_t cap = s->held_cap ? 2 * s->held_cap : 16;
-		struct pb_pieces *h = realloc(s->held, cap * sizeof(*h));
-		if (!h)
-			return -ENOMEM;
-		s->held = h;
-		s->held_cap = cap;
-	}
-	s->held[s->n_held++] = *payload;
-	return 0;
-}
-
-/* The held envelopes as one payload, in ret: a Batch, whose entries are the
- * held payloads' pieces (not copied again), or the one alone (*ret_owned
- * false: the held one's, which drop_held frees). */
-static int pack_held(struct repl_session *s, struct pb_pieces *ret, bool *ret_owned)
-{
-	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
-	Ftvm__Partner__Batch batch = FTVM__PARTNER__BATCH__INIT;
-	ProtobufCBinaryData *entries;
-	int r;
-
-	*ret_owned = s->n_held != 1;
-	if (s->n_held == 1) {
-		*ret = s->held[0];
-		return 0;
-	}
-	entries = calloc(s->n_held, sizeof(*entries));
-	if (!entries)
-		return -ENOMEM;
-	/* Each entry stands for a held payload (pb_pieces_pack splices it in). */
-	for (size_t i = 0; i < s->n_held; i++)
-		entries[i] = (ProtobufCBinaryData){ .len = s->held[i].len,
-						    .data = (uint8_t *)&s->held[i] };
-	batch.n_envelopes = s->n_held;
-	batch.envelopes = entries;
-	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH;
-	env.batch = &batch;
-	fill_header(s, &env);
-	r = codec_envelope_pieces(&env, NULL, 0, s->held, s->n_held, ret);
-	free(entries);
-	return r;
-}
-
 /* A block the device would not register (pinned memory short: RLIMIT_MEMLOCK,
  * say) costs a one-sided transfer, not the operation: its data goes inline.
  * An operator should hear of it, but not at every write. */
@@ -705,50 +645,32 @@ static int send_behind_writes(struct repl_session *s, struct repl_conn *conn,
 	return r;
 }
 
-/* Sends the held envelopes, after the RDMA WRITEs of writes (n_writes 0:
- * none, a plain send). */
-static int send_held(struct repl_session *s, const struct repl_remote_write *writes,
-		     size_t n_writes)
+/* payload to the link, after the RDMA WRITEs of writes (n_writes 0: none, a
+ * plain send). */
+static int send_payload(struct repl_session *s, const struct repl_remote_write *writes,
+			size_t n_writes, struct pb_pieces *payload)
 {
 	struct repl_conn *conn = s->active->conn;
-	struct pb_pieces payload;
-	bool owned;
-	int r;
+	int r = 0;
 
-	r = pack_held(s, &payload, &owned);
-	if (r < 0)
-		return r;
 	if (!n_writes)
-		r = wire_send(s, conn, &payload);
+		r = wire_send(s, conn, payload);
 	else if (!cut(s) && s->n_corked && (r = send_corked(s, NULL)) < 0)
 		s->cork_failed = true; /* and turn_end, active, drops the link */
 	else if (!cut(s))
-		r = send_behind_writes(s, conn, writes, n_writes, &payload);
-	if (owned)
-		pb_pieces_free(&payload);
-	else
-		s->held[0] = payload; /* flattened, maybe: drop_held frees it */
+		r = send_behind_writes(s, conn, writes, n_writes, payload);
 	return r;
 }
 
 static int send_envelope(struct repl_session *s, struct session_conn *sc, Envelope *env)
 {
-	struct pb_pieces payload;
-	ProtobufCBinaryData block;
+	struct pb_pieces payload = { 0 };
 	int r;
 
 	fill_header(s, env);
-	r = codec_envelope_pieces(env, &block, codec_envelope_block(env, &block) ? 1 : 0, NULL, 0,
-				  &payload);
-	if (r < 0)
-		return r;
-	if (s->holding && sc == s->active) {
-		r = hold(s, &payload);
-		if (r < 0)
-			pb_pieces_free(&payload);
-		return r;
-	}
-	r = wire_send(s, sc->conn, &payload);
+	r = codec_envelope_pieces(env, &payload);
+	if (r == 0)
+		r = wire_send(s, sc->conn, &payload);
 	pb_pieces_free(&payload);
 	return r;
 }
@@ -1754,9 +1676,8 @@ void repl_session_free(struct repl_session *s)
 	if (!s)
 		return;
 	pending_table_free(s->pending);
-	drop_held(s);
 	drop_rx_held(s);
-	free(s->held);
+	pb_pieces_free(&s->out);
 	free(s->cork_buf);
 	free(s->corked);
 	free(s->cork_payloads);
@@ -1795,15 +1716,26 @@ int repl_session_request(struct repl_session *s, Envelope *env, uint32_t timeout
 static int send_together(struct repl_session *s, Envelope *const *envs, size_t n,
 			 const struct repl_remote_write *writes, size_t n_writes)
 {
-	int r = 0;
+	/* Taken out while in use: a send that led to another would find none
+	 * and pack into memory of its own, which is dropped below. */
+	struct pb_pieces payload = s->out;
+	Envelope outer = FTVM__PARTNER__ENVELOPE__INIT;
+	int r;
 
-	s->holding = true;
-	for (size_t i = 0; i < n && r >= 0; i++)
-		r = send_envelope(s, s->active, envs[i]);
-	s->holding = false;
-	if (r >= 0)
-		r = send_held(s, writes, n_writes);
-	drop_held(s);
+	s->out = (struct pb_pieces){ 0 };
+	for (size_t i = 0; i < n; i++)
+		fill_header(s, envs[i]);
+	if (n == 1) {
+		r = codec_envelope_pieces(envs[0], &payload);
+	} else {
+		fill_header(s, &outer);
+		r = codec_batch_pieces(&outer, envs, n, &payload);
+	}
+	if (r == 0)
+		r = send_payload(s, writes, n_writes, &payload);
+	pb_pieces_clear(&payload);
+	pb_pieces_free(&s->out);
+	s->out = payload;
 	return r;
 }
 

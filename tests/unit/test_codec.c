@@ -1120,27 +1120,55 @@ static void test_decode_edges(void)
 	}
 }
 
+/* Whether one of p's pieces is data, referenced. */
+static bool references(const struct pb_pieces *p, const void *data)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (p->piece[i].ref == data)
+			return true;
+	return false;
+}
+
+/* p's bytes are want's (pb_pieces_bytes flattens p). */
+static void same_bytes(const char *what, struct pb_pieces *p, const uint8_t *want, size_t want_len)
+{
+	const uint8_t *got = pb_pieces_bytes(p);
+
+	checks++;
+	if (!got || p->len != want_len || (want_len && memcmp(got, want, want_len) != 0))
+		FAIL("%s: %zu bytes in pieces are not protobuf-c's %zu", what, p->len, want_len);
+}
+
+/* The block env carries inline (WritePage's or ResyncPage's data), NULL for
+ * none. */
+static const void *block_of(const Envelope *env)
+{
+	const ProtobufCBinaryData *b =
+		env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE
+			? &env->write_page->data
+		: env->message_case == FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE
+			? &env->resync_page->data
+			: NULL;
+
+	return b && b->len ? b->data : NULL;
+}
+
 /* codec_envelope_pieces packs env as protobuf-c does (want), its block
  * referenced where it has one. */
 static void same_pieces(const char *what, const Envelope *env, const uint8_t *want, size_t want_len)
 {
-	ProtobufCBinaryData block;
-	bool has_block = codec_envelope_block(env, &block);
-	struct pb_pieces p;
-	const uint8_t *got;
-	int r = codec_envelope_pieces(env, &block, has_block ? 1 : 0, NULL, 0, &p);
+	const void *block = block_of(env);
+	struct pb_pieces p = { 0 };
+	int r = codec_envelope_pieces(env, &p);
 
 	checks++;
 	if (r < 0) {
 		FAIL("%s: codec_envelope_pieces: %d", what, r);
 		return;
 	}
-	if (has_block && p.n < 2)
+	if (block && !references(&p, block))
 		FAIL("%s: the block was copied, not referenced (%zu pieces)", what, p.n);
-	got = pb_pieces_bytes(&p);
-	if (!got || p.len != want_len || (want_len && memcmp(got, want, want_len) != 0))
-		FAIL("%s: codec_envelope_pieces's %zu bytes are not protobuf-c's %zu", what, p.len,
-		     want_len);
+	same_bytes(what, &p, want, want_len);
 	pb_pieces_free(&p);
 }
 
@@ -1171,7 +1199,7 @@ static void test_pieces_edges(void)
 	cases[3].what = "an empty sender";
 	cases[3].env.sender = "";
 	cases[3].env.seq = 1;
-	cases[4].what = "a sender longer than the codec writes";
+	cases[4].what = "a sender of 299 bytes (two bytes of length)";
 	cases[4].env.sender = long_sender;
 	cases[4].env.epoch = 3;
 	cases[5].what = "numbers of every width";
@@ -1696,8 +1724,9 @@ static void test_random(struct sent *s)
 	free(valid);
 }
 
-/* The page block an envelope carries inline: WritePage's and ResyncPage's
- * data, none for an empty one or any other message. */
+/* The page block an envelope carries inline, referenced when packed in
+ * pieces: WritePage's and ResyncPage's data; nothing of an empty one (a
+ * landed ResyncPage) or of any other message. */
 static void test_envelope_block(void)
 {
 	static uint8_t block[4096];
@@ -1705,22 +1734,140 @@ static void test_envelope_block(void)
 	Ftvm__Partner__ResyncPage rp = FTVM__PARTNER__RESYNC_PAGE__INIT;
 	Ftvm__Partner__SpaceRequest sr = FTVM__PARTNER__SPACE_REQUEST__INIT;
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
-	ProtobufCBinaryData got = { 0 };
+	struct pb_pieces p = { 0 };
 
+	memset(block, 0x3c, sizeof(block));
 	wp.data = (ProtobufCBinaryData){ .len = sizeof(block), .data = block };
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE;
 	env.write_page = &wp;
-	CHECK(codec_envelope_block(&env, &got) && got.data == block && got.len == sizeof(block),
-	      "WritePage's block");
+	CHECK(codec_envelope_pieces(&env, &p) == 0 && references(&p, block), "WritePage's block");
+	pb_pieces_clear(&p);
 	rp.data = wp.data;
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RESYNC_PAGE;
 	env.resync_page = &rp;
-	CHECK(codec_envelope_block(&env, &got) && got.data == block, "ResyncPage's block");
+	CHECK(codec_envelope_pieces(&env, &p) == 0 && references(&p, block), "ResyncPage's block");
+	pb_pieces_clear(&p);
 	rp.data.len = 0; /* landed: no data */
-	CHECK(!codec_envelope_block(&env, &got), "a landed ResyncPage has a block");
+	CHECK(codec_envelope_pieces(&env, &p) == 0 && p.n == 1 && !p.piece[0].ref,
+	      "a landed ResyncPage referenced something");
+	pb_pieces_clear(&p);
 	env.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_SPACE_REQUEST;
 	env.space_request = &sr;
-	CHECK(!codec_envelope_block(&env, &got), "a SpaceRequest has a block");
+	CHECK(codec_envelope_pieces(&env, &p) == 0 && p.n == 1 && !p.piece[0].ref,
+	      "a SpaceRequest referenced something");
+	pb_pieces_free(&p);
+}
+
+/* codec_batch_pieces against protobuf-c: an outer header and a Batch of the
+ * first n of a page write's requests, its answer, a heartbeat, an envelope
+ * with an unknown field (packed whole), one with no member and small and
+ * large blocks, for n from 1 to past the plans the codec keeps on its
+ * stack; every large block referenced. */
+static void test_batch_pieces(void)
+{
+	enum {
+		N = 12
+	};
+	static uint8_t blocks[N][4096];
+	Envelope envs[N], *ptrs[N], outer = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__WritePage wps[N];
+	Ftvm__Partner__AllocateWrite aw = FTVM__PARTNER__ALLOCATE_WRITE__INIT;
+	Ftvm__Partner__ReleasePointer rel = FTVM__PARTNER__RELEASE_POINTER__INIT;
+	CommandComplete cc = FTVM__PARTNER__COMMAND_COMPLETE__INIT;
+	Ftvm__Partner__Heartbeat hb = FTVM__PARTNER__HEARTBEAT__INIT;
+	ProtobufCMessageUnknownField unknown = { .tag = 900,
+						 .wire_type = PROTOBUF_C_WIRE_TYPE_VARINT,
+						 .len = 1,
+						 .data = (uint8_t[]){ 0x05 } };
+	struct pb_pieces p = { 0 };
+
+	aw.guid = rel.guid = "a-12";
+	aw.page = rel.page = 9;
+	aw.owner = rel.owner = "a/4242/7";
+	rel.modified = true;
+	rel.version = 301;
+	rel.crc32c = 0xfeedf00d;
+	cc.reason = "a reason";
+	cc.applied_lsn = 77;
+	hb.sent_us = 123456789;
+	for (int i = 0; i < N; i++) {
+		envs[i] = (Envelope)FTVM__PARTNER__ENVELOPE__INIT;
+		envs[i].version = PV_CURRENT;
+		envs[i].sender = "a";
+		envs[i].epoch = 5;
+		envs[i].seq = 1000 + (uint64_t)i;
+		envs[i].lsn = i % 3 ? 0 : 40000 + (uint64_t)i;
+		ptrs[i] = &envs[i];
+		memset(blocks[i], 'A' + i, sizeof(blocks[i]));
+		wps[i] = (Ftvm__Partner__WritePage)FTVM__PARTNER__WRITE_PAGE__INIT;
+		wps[i].guid = "a-12";
+		wps[i].page = (uint64_t)i;
+		wps[i].crc32c = 0x1234u * (uint32_t)i;
+		wps[i].data = (ProtobufCBinaryData){ .len = i % 4 == 1 ? 20 : sizeof(blocks[i]),
+						     .data = blocks[i] };
+		switch (i % 7) {
+		case 0:
+			envs[i].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_ALLOCATE_WRITE;
+			envs[i].allocate_write = &aw;
+			break;
+		case 1:
+		case 4:
+			envs[i].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE;
+			envs[i].write_page = &wps[i];
+			break;
+		case 2:
+			envs[i].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_RELEASE_POINTER;
+			envs[i].release_pointer = &rel;
+			break;
+		case 3:
+			envs[i].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_COMMAND_COMPLETE;
+			envs[i].command_complete = &cc;
+			envs[i].answers = 999;
+			envs[i].answers_count = 3;
+			break;
+		case 5:
+			envs[i].message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_HEARTBEAT;
+			envs[i].heartbeat = &hb;
+			envs[i].base.n_unknown_fields = 1;
+			envs[i].base.unknown_fields = &unknown;
+			break;
+		default:
+			break; /* no member */
+		}
+	}
+	outer.version = PV_CURRENT;
+	outer.sender = "a";
+	outer.epoch = 5;
+	for (size_t n = 1; n <= N; n++) {
+		Ftvm__Partner__Batch batch = FTVM__PARTNER__BATCH__INIT;
+		ProtobufCBinaryData entries[N];
+		Envelope whole = outer;
+		uint8_t *want;
+		size_t want_len;
+		char what[64];
+
+		for (size_t i = 0; i < n; i++)
+			CHECK(codec_payload_pack(&envs[i].base, &entries[i].data,
+						 &entries[i].len) == 0,
+			      "entry %zu packs", i);
+		batch.n_envelopes = n;
+		batch.envelopes = entries;
+		whole.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH;
+		whole.batch = &batch;
+		CHECK(codec_payload_pack(&whole.base, &want, &want_len) == 0, "the batch packs");
+		snprintf(what, sizeof(what), "a batch of %zu", n);
+		pb_pieces_clear(&p);
+		CHECK(codec_batch_pieces(&outer, ptrs, n, &p) == 0, "%s: packed in pieces", what);
+		for (size_t i = 0; i < n; i++)
+			if (block_of(&envs[i]) && wps[i].data.len >= PB_PIECES_REF_MIN)
+				CHECK(references(&p, blocks[i]), "%s: block %zu referenced", what,
+				      i);
+		same_bytes(what, &p, want, want_len);
+		free(want);
+		for (size_t i = 0; i < n; i++)
+			free(entries[i].data);
+	}
+	pb_pieces_free(&p);
 }
 
 /* ---- codec_envelope_decode_borrowed against codec_envelope_decode ------ */
@@ -1963,6 +2110,7 @@ int main(void)
 	test_decode_edges();
 	test_names();
 	test_envelope_block();
+	test_batch_pieces();
 	test_command_complete_copy();
 	test_borrowed_decode();
 

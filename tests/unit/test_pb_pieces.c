@@ -1,8 +1,9 @@
 /* common/pb_pieces.c: a message packed in pieces adds up to exactly what
  * protobuf_c_message_pack makes, with the large bytes fields named
- * referenced, not copied, and the others copied; a Batch whose entries stand
- * for payloads in pieces adds up to the Batch of those payloads packed, and
- * one whose entry is not found fails; flattening keeps the bytes. */
+ * referenced, not copied, and the others copied; messages, fields and bytes
+ * appended one after another add up to their bytes end to end, also where
+ * the walk gives a message to protobuf-c halfway, and again after a clear
+ * that kept the memory; flattening keeps the bytes. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -69,13 +70,14 @@ static void write_page(Envelope *env, Ftvm__Partner__WritePage *wp, uint8_t *dat
 
 /* Packed in pieces (refs named) and packed whole: the same bytes. */
 static void check_same(const char *what, const ProtobufCMessage *m, const ProtobufCBinaryData *refs,
-		       size_t n_refs, const struct pb_pieces *parts, size_t n_parts,
-		       const ProtobufCMessage *whole, struct pb_pieces *ret)
+		       size_t n_refs, struct pb_pieces *ret)
 {
 	size_t len;
-	uint8_t *want = packed(whole ? whole : m, &len), *got;
+	uint8_t *want = packed(m, &len), *got;
 
-	CHECK(pb_pieces_pack(m, refs, n_refs, parts, n_parts, ret) == 0, "%s: packs", what);
+	memset(ret, 0, sizeof(*ret));
+	CHECK(pb_pieces_add(ret, m, refs, n_refs) == 0, "%s: packs", what);
+	CHECK(pb_pieces_size(m) == len, "%s: sized %zu, packed %zu", what, pb_pieces_size(m), len);
 	got = joined(ret);
 	CHECK(ret->len == len && memcmp(got, want, len) == 0, "%s: %zu bytes in pieces, %zu packed",
 	      what, ret->len, len);
@@ -102,10 +104,10 @@ static void test_block_referenced(void)
 		write_page(&env, &wp, data, len);
 		snprintf(what, sizeof(what), "WritePage of %zu bytes", len);
 		/* Not named: copied, however long. */
-		check_same(what, &env.base, NULL, 0, NULL, 0, NULL, &p);
+		check_same(what, &env.base, NULL, 0, &p);
 		CHECK(!references(&p, data) && p.n == 1, "%s, not named: referenced", what);
 		pb_pieces_free(&p);
-		check_same(what, &env.base, &wp.data, 1, NULL, 0, NULL, &p);
+		check_same(what, &env.base, &wp.data, 1, &p);
 		if (len >= PB_PIECES_REF_MIN) {
 			CHECK(references(&p, data), "%s: the block is referenced", what);
 			CHECK(p.own_len < 64, "%s: %zu bytes copied", what, p.own_len);
@@ -138,65 +140,80 @@ static void test_empty(void)
 	Envelope env = FTVM__PARTNER__ENVELOPE__INIT;
 	struct pb_pieces p;
 
-	check_same("an empty envelope", &env.base, NULL, 0, NULL, 0, NULL, &p);
+	check_same("an empty envelope", &env.base, NULL, 0, &p);
 	CHECK(p.len == 0 && p.n == 0, "nothing: %zu bytes, %zu pieces", p.len, p.n);
 	CHECK(pb_pieces_bytes(&p) != NULL && p.len == 0, "an empty payload has bytes");
 	pb_pieces_free(&p);
 }
 
-/* A Batch whose entries stand for payloads in pieces: the same bytes as the
- * Batch of those payloads packed, the blocks still referenced. */
-static void test_batch_splices(void)
+/* want + the bytes of m packed, in *at, growing it. */
+static void then_packed(uint8_t **want, size_t *len, const ProtobufCMessage *m)
 {
-	enum {
-		N = 5
-	};
-	static uint8_t blocks[N][8192];
-	Envelope envs[N], outer = FTVM__PARTNER__ENVELOPE__INIT, whole_outer;
-	Ftvm__Partner__WritePage wps[N];
-	Ftvm__Partner__Batch batch = FTVM__PARTNER__BATCH__INIT, whole_batch;
-	ProtobufCBinaryData stand_in[N], whole[N];
-	struct pb_pieces parts[N], p;
+	size_t more = protobuf_c_message_get_packed_size(m);
 
-	for (int i = 0; i < N; i++) {
-		size_t len = i % 2 ? sizeof(blocks[i]) : 20; /* big and small entries */
+	*want = realloc(*want, *len + more + 1);
+	CHECK(*want != NULL, "room for what is wanted");
+	protobuf_c_message_pack(m, *want + *len);
+	*len += more;
+}
 
-		memset(blocks[i], 'a' + i, sizeof(blocks[i]));
-		write_page(&envs[i], &wps[i], blocks[i], len);
-		CHECK(pb_pieces_pack(&envs[i].base, &wps[i].data, 1, NULL, 0, &parts[i]) == 0,
-		      "entry %d packs", i);
-		stand_in[i] =
-			(ProtobufCBinaryData){ .len = parts[i].len, .data = (uint8_t *)&parts[i] };
-		whole[i].data = packed(&envs[i].base, &whole[i].len);
+/* Appended one after another: bytes copied, a message as a field of an
+ * Envelope (its key and length, then its fields, its block referenced), a
+ * whole message, and an AllocationDigest whose header the walk packs
+ * before its repeated numbers send it to protobuf-c, which starts it again:
+ * what is appended adds up to each packed, end to end. Cleared, the same
+ * again in the memory kept. */
+static void test_appended(void)
+{
+	static uint8_t block[8192];
+	Envelope env, member_only = FTVM__PARTNER__ENVELOPE__INIT;
+	Ftvm__Partner__WritePage wp;
+	Ftvm__Partner__AllocationDigest digest = FTVM__PARTNER__ALLOCATION_DIGEST__INIT;
+	Ftvm__Partner__Header header = FTVM__PARTNER__HEADER__INIT;
+	uint64_t versions[] = { 1, 300, 70000 };
+	static const uint8_t raw[] = { 0x08, 0x01, 0x12, 0x01, 0x61 };
+	struct pb_pieces p = { 0 };
+	uint8_t *want = NULL, *got, *own;
+	size_t len = 0;
+
+	memset(block, 0x5c, sizeof(block));
+	write_page(&env, &wp, block, sizeof(block));
+	member_only.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE;
+	member_only.write_page = &wp;
+	header.guid = "a-7";
+	header.pages = 3;
+	digest.header = &header;
+	digest.n_page_version = 3;
+	digest.page_version = versions;
+
+	want = xmalloc(sizeof(raw));
+	memcpy(want, raw, sizeof(raw));
+	len = sizeof(raw);
+	then_packed(&want, &len, &member_only.base);
+	then_packed(&want, &len, &env.base);
+	then_packed(&want, &len, &digest.base);
+
+	for (int round = 0; round < 2; round++) {
+		CHECK(pb_pieces_add_copy(&p, raw, sizeof(raw)) == 0, "bytes appended");
+		CHECK(pb_pieces_add_field(&p, FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE, &wp.base,
+					  pb_pieces_size(&wp.base), &wp.data, 1) == 0,
+		      "a field appended");
+		CHECK(pb_pieces_add(&p, &env.base, &wp.data, 1) == 0, "a message appended");
+		CHECK(pb_pieces_add(&p, &digest.base, NULL, 0) == 0, "a digest appended");
+		got = joined(&p);
+		CHECK(p.len == len && memcmp(got, want, len) == 0,
+		      "round %d: %zu bytes appended, %zu packed end to end", round, p.len, len);
+		CHECK(references(&p, block) && p.n == 5,
+		      "round %d: the block referenced twice, between copies: %zu pieces", round,
+		      p.n);
+		free(got);
+		own = p.own;
+		pb_pieces_clear(&p);
+		CHECK(p.n == 0 && p.len == 0 && p.own == own, "round %d: cleared, memory kept",
+		      round);
 	}
-	outer.version = 1;
-	outer.sender = "a";
-	outer.epoch = 9;
-	outer.message_case = FTVM__PARTNER__ENVELOPE__MESSAGE_BATCH;
-	outer.batch = &batch;
-	batch.n_envelopes = N;
-	batch.envelopes = stand_in;
-	whole_outer = outer;
-	whole_batch = batch;
-	whole_batch.envelopes = whole;
-	whole_outer.batch = &whole_batch;
-	check_same("a batch of 5", &outer.base, NULL, 0, parts, N, &whole_outer.base, &p);
-	CHECK(references(&p, blocks[1]) && references(&p, blocks[3]),
-	      "the batch references the big blocks");
-	CHECK(p.n == 5, "copied, block, copied, block, copied: %zu pieces", p.n);
-	CHECK(p.own_len < 400, "the batch copied %zu bytes", p.own_len);
 	pb_pieces_free(&p);
-
-	/* An entry whose length differs from the payload it points at is not
-	 * that payload: not spliced, and the batch fails rather than go out
-	 * with the entry's bytes copied from the wrong place. */
-	stand_in[0].len = parts[0].len - 1;
-	CHECK_INT("a part not found", -EPROTO, pb_pieces_pack(&outer.base, NULL, 0, parts, N, &p));
-	CHECK(p.n == 0 && p.len == 0 && !p.own, "a failed pack left pieces");
-	for (int i = 0; i < N; i++) {
-		pb_pieces_free(&parts[i]);
-		free(whole[i].data);
-	}
+	free(want);
 }
 
 /* Random WritePages against protobuf-c, sizes around the threshold. */
@@ -214,7 +231,7 @@ static void test_random(void)
 		write_page(&env, &wp, data, len);
 		env.seq = rng();
 		wp.page = (uint64_t)rng() << (rng() % 32);
-		check_same("random WritePage", &env.base, &wp.data, 1, NULL, 0, NULL, &p);
+		check_same("random WritePage", &env.base, &wp.data, 1, &p);
 		pb_pieces_free(&p);
 		free(data);
 	}
@@ -417,7 +434,7 @@ static void test_every_message(void)
 			m = random_message(list[k], 0);
 			snprintf(what, sizeof(what), "a random %s (round %d)", list[k]->short_name,
 				 round);
-			check_same(what, m, named_refs, n_named, NULL, 0, NULL, &p);
+			check_same(what, m, named_refs, n_named, &p);
 			pb_pieces_free(&p);
 			made_free();
 			if ((unsigned)failures > failed_before + 5)
@@ -431,7 +448,7 @@ int main(void)
 	rng_seed(0x5eed1e5);
 	test_block_referenced();
 	test_empty();
-	test_batch_splices();
+	test_appended();
 	test_random();
 	test_every_message();
 	printf("pb_pieces: %d checks, %d failed\n", checks, failures);
