@@ -436,9 +436,14 @@ int pb_pieces_add_field(struct pb_pieces *p, uint32_t field, const ProtobufCMess
 	return s.failed ? -ENOMEM : 0;
 }
 
-int pb_pieces_add_copy(struct pb_pieces *p, const void *bytes, size_t len)
+uint8_t *pb_pieces_room(struct pb_pieces *p, size_t len)
 {
-	if (len && copy_in(p, bytes, len) < 0)
+	return own_room(p, len) < 0 ? NULL : p->own + p->own_len;
+}
+
+int pb_pieces_added(struct pb_pieces *p, size_t len)
+{
+	if (len && own_added(p, len) < 0)
 		return -ENOMEM;
 	p->len += len;
 	return 0;

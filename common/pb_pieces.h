@@ -76,8 +76,11 @@ int pb_pieces_add(struct pb_pieces *p, const ProtobufCMessage *m, const Protobuf
  * (size, pb_pieces_size(m)) and its fields, as pb_pieces_add(). */
 int pb_pieces_add_field(struct pb_pieces *p, uint32_t field, const ProtobufCMessage *m, size_t size,
 			const ProtobufCBinaryData *refs, size_t n_refs);
-/* len bytes, copied (keys and lengths a caller wrote itself). */
-int pb_pieces_add_copy(struct pb_pieces *p, const void *bytes, size_t len);
+/* Room for up to len bytes at the end of p, for a caller to write its own
+ * (keys, lengths, numbers) and then say how many it wrote with
+ * pb_pieces_added(). NULL when memory ran out. */
+uint8_t *pb_pieces_room(struct pb_pieces *p, size_t len);
+int pb_pieces_added(struct pb_pieces *p, size_t len);
 /* m's packed size, as protobuf_c_message_get_packed_size(m). */
 size_t pb_pieces_size(const ProtobufCMessage *m);
 /* Empties p, keeping its memory for the next payload. */

@@ -41,7 +41,7 @@ int codec_payload_pack(const ProtobufCMessage *msg, uint8_t **ret_payload, size_
  * Batch cost two allocations and a second copy per entry. test_codec holds
  * the bytes of both to protobuf-c's. */
 
-/* An envelope's header fields before and after its sender, at most. */
+/* An envelope's header numbers (fields 1 and 3 to 7), at most. */
 #define HEAD_NUMBERS (6 * (1 + 10))
 
 /* Field field (wire type varint) of value v at at, unless v is 0. */
@@ -75,22 +75,23 @@ static size_t head_size(const Envelope *env)
 static int add_head(struct pb_pieces *p, const Envelope *env)
 {
 	size_t sender = sender_len(env), n = 0;
-	uint8_t head[HEAD_NUMBERS + 1 + 10];
-	int r = 0;
+	uint8_t *head = pb_pieces_room(p, HEAD_NUMBERS + 1 + 10 + sender);
 
+	if (!head)
+		return -ENOMEM;
 	n += put_number(head + n, 1, env->version);
 	if (sender) {
 		head[n++] = 2 << 3 | 2;
 		n += pb_put_varint(head + n, sender);
-		r = pb_pieces_add_copy(p, head, n) ?: pb_pieces_add_copy(p, env->sender, sender);
-		n = 0;
+		memcpy(head + n, env->sender, sender);
+		n += sender;
 	}
 	n += put_number(head + n, 3, env->epoch);
 	n += put_number(head + n, 4, env->seq);
 	n += put_number(head + n, 5, env->answers);
 	n += put_number(head + n, 6, env->lsn);
 	n += put_number(head + n, 7, env->answers_count);
-	return r ?: pb_pieces_add_copy(p, head, n);
+	return pb_pieces_added(p, n);
 }
 
 /* The page block env carries inline, in ret, to be referenced; false:
@@ -168,14 +169,17 @@ int codec_envelope_pieces(const Envelope *env, struct pb_pieces *p)
 	return add_planned(p, env, &plan);
 }
 
-/* A key of wire type 2 and a length, copied into p. */
+/* A key of wire type 2 and a length, into p. */
 static int add_key_len(struct pb_pieces *p, uint32_t field, size_t len)
 {
-	uint8_t buf[20];
-	size_t n = pb_put_varint(buf, (uint64_t)field << 3 | 2);
+	uint8_t *at = pb_pieces_room(p, 20);
+	size_t n;
 
-	n += pb_put_varint(buf + n, len);
-	return pb_pieces_add_copy(p, buf, n);
+	if (!at)
+		return -ENOMEM;
+	n = pb_put_varint(at, (uint64_t)field << 3 | 2);
+	n += pb_put_varint(at + n, len);
+	return pb_pieces_added(p, n);
 }
 
 int codec_batch_pieces(const Envelope *outer, Envelope *const *envs, size_t n, struct pb_pieces *p)

@@ -157,7 +157,7 @@ static void then_packed(uint8_t **want, size_t *len, const ProtobufCMessage *m)
 	*len += more;
 }
 
-/* Appended one after another: bytes copied, a message as a field of an
+/* Appended one after another: bytes written into room, a message as a field of an
  * Envelope (its key and length, then its fields, its block referenced), a
  * whole message, and an AllocationDigest whose header the walk packs
  * before its repeated numbers send it to protobuf-c, which starts it again:
@@ -194,7 +194,11 @@ static void test_appended(void)
 	then_packed(&want, &len, &digest.base);
 
 	for (int round = 0; round < 2; round++) {
-		CHECK(pb_pieces_add_copy(&p, raw, sizeof(raw)) == 0, "bytes appended");
+		uint8_t *room = pb_pieces_room(&p, 4 * sizeof(raw));
+
+		CHECK(room != NULL, "room for bytes");
+		memcpy(room, raw, sizeof(raw));
+		CHECK(pb_pieces_added(&p, sizeof(raw)) == 0, "bytes written into the room");
 		CHECK(pb_pieces_add_field(&p, FTVM__PARTNER__ENVELOPE__MESSAGE_WRITE_PAGE, &wp.base,
 					  pb_pieces_size(&wp.base), &wp.data, 1) == 0,
 		      "a field appended");
