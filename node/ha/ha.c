@@ -233,6 +233,9 @@ struct ha {
 	uint64_t old_mailbox_counter;
 
 	bool link_up;
+	/* Active and linked: since when the partner says starting (0: it does
+	 * not), for partner_left_waiting(). */
+	uint64_t partner_starting_ms;
 	bool deciding;		 /* the link is lost and nobody took over yet */
 	uint64_t link_lost_ms;	 /* when */
 	bool fence_requested;	 /* we asked the partner to fence itself */
@@ -584,6 +587,29 @@ static void resume(struct ha *h)
 	maybe_resync(h);
 }
 
+/* Active and linked, with the partner starting for dead_after_ms: it took
+ * a Hello of ours sent after we went active, and waits for a resync, while
+ * we linked with it starting and wait for nothing (ha/HA.md, "Hellos that
+ * cross"). A partner that links starting goes active in the same exchange,
+ * and one that restarts is taken over as its link comes up; one left
+ * starting otherwise (this, or its side of a resync failed) needs a resync
+ * all the same. */
+static bool partner_left_waiting(struct ha *h)
+{
+	struct repl_session_stats st;
+	uint64_t now = clock_now_ms();
+
+	repl_session_get_stats(h->session, &st);
+	if (h->state != STATE(ACTIVE) || !h->link_up || h->deciding || h->takeover_epoch ||
+	    st.partner_state != STATE(STARTING)) {
+		h->partner_starting_ms = 0;
+		return false;
+	}
+	if (!h->partner_starting_ms)
+		h->partner_starting_ms = now;
+	return now - h->partner_starting_ms >= h->config->dead_after_ms;
+}
+
 static void on_report(const struct sbd_report *r, void *arg)
 {
 	struct ha *h = arg;
@@ -611,6 +637,11 @@ static void on_report(const struct sbd_report *r, void *arg)
 	if (h->state == STATE(ACTIVE) || h->state == STATE(SOLO)) {
 		if (must_fence(h))
 			return;
+	}
+	if (partner_left_waiting(h)) {
+		begin_takeover(h, "it has stayed starting with the link up: it waits for a resync "
+				  "that only a new epoch sends");
+		return;
 	}
 	/* The partner fenced itself with the link up (it read a fence request
 	 * of ours after the link came back): it serves nothing, we serve all. */

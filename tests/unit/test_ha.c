@@ -10,7 +10,9 @@
  * survivor) is moved behind by a new epoch and resynced, instead of both
  * waiting for ever; a partner at that epoch saying solo is left alone; an
  * operator's forced takeover is refused while the partner may live, and
- * otherwise takes an epoch above the partner's and answers once done. The
+ * otherwise takes an epoch above the partner's and answers once done; a
+ * partner that stays starting with the link up (the Hellos crossed) is
+ * taken over and resynced, one that goes active is left alone. The
  * real vmm, session and slots are tested in test_session, test_sbd and the
  * e2e failover tests. */
 #include <event2/event.h>
@@ -545,6 +547,57 @@ static void test_takeover_and_back(struct event_base *base, const struct ftvm_co
 	ha_free(h, true);
 }
 
+/* Slot rounds, as the fence thread makes them, until ms have passed or our
+ * slot says solo (a takeover began). */
+static void slot_rounds_for(uint64_t ms, uint32_t partner_state)
+{
+	uint64_t start = clock_now_ms();
+	struct timespec tick = { 0, 20 * 1000 * 1000 };
+
+	while (clock_now_ms() - start < ms && slot_state != STATE(SOLO)) {
+		slot_round(partner_state, 2, 0);
+		nanosleep(&tick, NULL);
+	}
+}
+
+/* Hellos that cross (ha/HA.md): this node linked with its partner starting
+ * and went active, but the partner took a Hello sent after that and waits,
+ * starting, for a resync. Past dead_after_ms of it the node takes over
+ * (a new epoch) and resyncs it; a partner that goes active meanwhile, as
+ * one linking at the same time does, is left alone. */
+static void test_crossed_hellos(struct event_base *base, const struct ftvm_config *config)
+{
+	struct ha *h = start_active(base, config);
+	unsigned sets;
+
+	resyncs_sent = 0;
+	slot_rounds_for(config->dead_after_ms / 2, SBD_STATE_STARTING);
+	CHECK_INT("the partner starting for half of dead_after_ms: still active", STATE(ACTIVE),
+		  node_state);
+	fake_link.partner_state = STATE(ACTIVE); /* its heartbeat says it went active */
+	slot_rounds_for(config->dead_after_ms + 100, SBD_STATE_ACTIVE);
+	CHECK_INT("a partner that went active: still active", STATE(ACTIVE), node_state);
+	CHECK_INT("... at its epoch", 2, fake_epoch);
+	ha_free(h, true);
+
+	h = start_active(base, config);
+	resyncs_sent = 0;
+	slot_rounds_for(config->dead_after_ms / 2, SBD_STATE_STARTING);
+	CHECK_INT("half of dead_after_ms: still active", STATE(ACTIVE), node_state);
+	slot_rounds_for(config->dead_after_ms, SBD_STATE_STARTING);
+	CHECK_INT("the partner starting past dead_after_ms: our slot says solo", STATE(SOLO),
+		  slot_state);
+	CHECK_INT("... at a new epoch", 3, slot_epoch);
+	CHECK_INT("... active until it is written", STATE(ACTIVE), node_state);
+	sets = mode_sets;
+	slot_round(SBD_STATE_STARTING, 2, 0);
+	CHECK_INT("written: resyncing the partner", STATE(RESYNCING), node_state);
+	CHECK_INT("... one resync", 1, resyncs_sent);
+	CHECK_INT("... from the new epoch", 3, resync_sent_at_epoch);
+	CHECK(mode_sets > sets, "the mode was set");
+	ha_free(h, true);
+}
+
 /* A resync that cannot start, the fake *fail failing with err: the partner,
  * at partner_epoch, is left as it is and the node serves alone on; its
  * reason says so. */
@@ -637,6 +690,7 @@ int main(void)
 	test_table();
 	test_takeover_and_back(base, &config);
 	test_resync_send_ends(base, &config);
+	test_crossed_hellos(base, &config);
 	{
 		struct ftvm_config refuse = config;
 
