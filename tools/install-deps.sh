@@ -10,6 +10,8 @@ packages=(
 	libevent-dev libprotobuf-c-dev libsqlite3-dev libsystemd-dev libinih-dev libjson-c-dev
 	# the partner channel's authentication (HMAC-SHA256, nonces): OpenSSL's libcrypto
 	libssl-dev
+	# CRC-32C of page blocks (common/crc32c.c): Intel's ISA-L
+	libisal-dev
 	# the RDMA transport (meson option rdma=auto builds it when these are found)
 	libibverbs-dev librdmacm-dev
 	# the ASan+UBSan build and the libFuzzer targets

@@ -1,10 +1,11 @@
 /* crc32c(): known vectors, incremental use, and agreement with an independent
  * bitwise reference over many lengths and alignments.
  *
- * crc32c.c picks the SSE 4.2 path or the table path at run time, and both are
- * static, so crc32c() alone only ever exercises one of them on a given CPU.
- * To check the other too, this file also compiles crc32c.c a second time with
- * its one exported name changed, which puts the static paths in reach. */
+ * crc32c.c picks ISA-L for long buffers and, for short ones, the SSE 4.2 path
+ * or the table path at run time, all static, so crc32c() alone exercises
+ * each only for the lengths it gives it on a given CPU. To check every path
+ * at every length, this file also compiles crc32c.c a second time with its
+ * one exported name changed, which puts the static paths in reach. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -116,6 +117,11 @@ static uint32_t via_table(uint32_t crc, const uint8_t *p, size_t len)
 	return ~crc32c_table(~crc, p, len);
 }
 
+static uint32_t via_isal(uint32_t crc, const uint8_t *p, size_t len)
+{
+	return ~crc32c_isal(~crc, p, len);
+}
+
 #if defined(__x86_64__)
 static uint32_t via_sse42(uint32_t crc, const uint8_t *p, size_t len)
 {
@@ -128,6 +134,7 @@ static const struct {
 	uint32_t (*fn)(uint32_t, const uint8_t *, size_t);
 } paths[] = {
 	{ "table", via_table },
+	{ "isa-l", via_isal },
 #if defined(__x86_64__)
 	{ "sse4.2", via_sse42 }, /* last: left out where the CPU lacks it */
 #endif
@@ -180,8 +187,9 @@ static void test_paths(void)
 		    crc32c(0, storage, 300));
 }
 
-/* Every length to past a page frame's, so that each way a length splits
- * into interleaved blocks and a tail is met, from unaligned starts. */
+/* Every length to past a page frame's, from unaligned starts: across the
+ * threshold between the paths, and every way ISA-L's folding of 64 bytes a
+ * step leaves a tail. */
 static void test_lengths(void)
 {
 	enum {
@@ -195,7 +203,7 @@ static void test_lengths(void)
 		check_paths(storage + len % 16, len, len & 1 ? rng() : 0, len % 16);
 }
 
-/* Long buffers: many rounds of interleaved blocks, then what is left. */
+/* Long buffers: many of ISA-L's steps, then what is left. */
 static void test_long(void)
 {
 	static const size_t lens[] = { (64u << 10) + 1, (64u << 10) + 13, (192u << 10) + 5,

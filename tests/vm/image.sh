@@ -37,7 +37,7 @@ PACKAGES=(
 	linux-image-amd64 systemd-sysv systemd udev kmod iproute2 procps iputils-ping
 	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest libibverbs1 librdmacm1
 	libevent-2.1-7 libprotobuf-c1 libsqlite3-0 libsystemd0 libinih1 libjson-c5 libssl3
-	libnbd0 jq python3 nbd-client e2fsprogs
+	libisal2 libnbd0 jq python3 nbd-client e2fsprogs
 	pacemaker pacemaker-cli-utils corosync resource-agents
 )
 
