@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # A destage writes a page's block and then its record (node/vmm/destage.c,
 # on_destage_timer; node/vmm/VMM.md, "The backing store"):
-# - the record's write starts only once the block's returned (strace on the
-#   owner while it destages), so a node killed in between leaves the old
-#   record beside the new block, never a record naming a block the store
-#   does not hold;
+# - each write of the record starts only once the block's write before it
+#   returned (strace on the owner while it destages), so a node killed in
+#   between leaves the old record beside the new block, never a record
+#   naming a block the store does not hold;
 # - a start that finds a record behind its block takes the block when it
 #   holds the page table's version: here the store is left as that kill
 #   would leave it (the record of version 1 beside the block of version 2),
@@ -32,10 +32,13 @@ reads() { ctl "$1" read "$2" 0 2>/dev/null | cmp -s - "$(fill "$3")"; }
 PAGES=64
 
 # records_after_blocks TRACE EXTENT PAGES: in an strace -f -ttt -T of
-# pwrite64 on a node, each page's record (16 bytes at EXTENT + 16 page)
-# began after its block's write (4096 bytes at EXTENT + the records' room,
-# node/storage/store.c, + 4096 page) returned; prints the records seen,
-# fails naming the first that did not.
+# pwrite64 on a node, each write of a page's record (16 bytes at EXTENT + 16
+# page) began after the latest write of its block that began before it (4096
+# bytes at EXTENT + the records' room, node/storage/store.c, + 4096 page)
+# had returned. A page may be destaged twice, the same version again when a
+# stop's last destage comes before the round that wrote it was done with, so
+# each record is paired with the block write before it, not the last one.
+# Prints the records seen, fails naming the first that did not.
 records_after_blocks() {
 	python3 - "$1" "$2" "$3" <<'PY'
 import re, sys
@@ -43,30 +46,33 @@ trace, extent, pages = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 records_size = (pages * 16 + 4095) // 4096 * 4096
 entry = re.compile(r'^(\d+) +([\d.]+) pwrite64\(\d+, .*, (\d+), (\d+)(\) += (\d+) <([\d.]+)>| <unfinished)')
 resumed = re.compile(r'^(\d+) +([\d.]+) <\.\.\. pwrite64 resumed>.* = (\d+)')
-pending, block_end, record_start = {}, {}, {}
+pending, blocks, records = {}, {}, []
 for line in open(trace):
     m = entry.match(line)
     if m:
         pid, ts, length, off = m.group(1), float(m.group(2)), int(m.group(3)), int(m.group(4))
         if length == 16:
-            record_start.setdefault(off, ts)
+            records.append((off, ts))
         elif m.group(6) is not None:
-            block_end[off] = ts + float(m.group(7))
+            blocks.setdefault(off, []).append([ts, ts + float(m.group(7))])
         else:
-            pending[pid] = off
+            write = [ts, None]
+            blocks.setdefault(off, []).append(write)
+            pending[pid] = write
         continue
     m = resumed.match(line)
     if m and m.group(1) in pending:
-        block_end[pending.pop(m.group(1))] = float(m.group(2))
+        pending.pop(m.group(1))[1] = float(m.group(2))
 seen = 0
-for off, start in sorted(record_start.items()):
+for off, start in records:
     if off < extent or off >= extent + pages * 16:
         continue
     page = (off - extent) // 16
-    block = extent + records_size + page * 4096
-    if block not in block_end or start < block_end[block]:
-        print("page %d: its record began at %.6f, its block returned at %s"
-              % (page, start, block_end.get(block, "never")))
+    before = [w for w in blocks.get(extent + records_size + page * 4096, []) if w[0] < start]
+    end = max(before)[1] if before else None
+    if end is None or start < end:
+        print("page %d: its record began at %.6f, its block's write before it returned at %s"
+              % (page, start, end if end is not None else "never"))
         sys.exit(1)
     seen += 1
 print(seen)
