@@ -87,6 +87,18 @@ void vmm_holdings_forget_landings(struct vmm *v);
 /* ha/holdings.c: right behind a resync's snapshot, the partner learns the
  * pointers this node's clients hold (node/ha/HA.md, "Solo and rejoin"). */
 void vmm_holdings_mirror(struct vmm *v);
+/* ha/holdings.c: how many snapshots the holdings went behind so far. A
+ * grant or a release notes it as its request leaves; what the partner did
+ * with the request, a resync that went after it has undone. */
+uint64_t vmm_holdings_snapshots(struct vmm *v);
+/* ha/holdings.c: h to the partner again as its grant went, behind what the
+ * link carries now; false when it could not be sent (the link down). */
+bool vmm_holding_mirror(struct vmm *v, struct vmm_holding *h);
+/* ha/holdings.c: h into the list (vmm_holding_add()) after a request that
+ * left at snapshots (its grant, a release that failed), and to the partner
+ * again when a snapshot went since: the partner took its lock, or kept it,
+ * before the resync replaced its table. */
+void vmm_holding_add_after(struct vmm *v, struct vmm_holding *h, uint64_t snapshots);
 /* ha/holdings.c: this node fenced itself, or is resynced: the pointers its
  * clients hold are revoked, their frames kept from every page until each is
  * released (node/ha/HA.md, "Pointers of a fenced node are revoked"). */

@@ -141,48 +141,74 @@ static void remirror_finish(struct vmm_op *base)
 	free(op);
 }
 
+/* As its grant went: AllocateRead or AllocateWrite with the holder. */
+bool vmm_holding_mirror(struct vmm *v, struct vmm_holding *h)
+{
+	struct remirror_op *op = calloc(1, sizeof(*op));
+	struct vmm_msg msg;
+	Envelope *env;
+
+	if (!op) {
+		log_error("resync: out of memory mirroring the pointers held here");
+		return false;
+	}
+	op->op.vmm = v;
+	op->op.finish = remirror_finish;
+	snprintf(op->guid, sizeof(op->guid), "%s", h->guid);
+	op->page = h->page;
+	snprintf(op->owner, sizeof(op->owner), "%s", h->owner);
+	h->has_landing = false; /* given on the old link */
+	env = vmm_msg_allocate(&msg, h->guid, h->page, h->owner, h->write, false);
+	if (vmm_op_send(&op->op, &env, 1) < 0) {
+		log_warning("resync: cannot mirror the pointer %s holds on %s page %llu: %s",
+			    h->owner, h->guid, (unsigned long long)h->page,
+			    op->op.reason[0] ? op->op.reason : "link down");
+		free(op);
+		return false;
+	}
+	return true;
+}
+
 /* The partner a resync just brought back knows none of our clients'
  * pointers: they were granted while it was away, or went with its process.
- * Each goes to it again as its grant did (AllocateRead or AllocateWrite with
- * the holder), behind the snapshot on the same link, so a release finds the
- * lock there; this node owns every allocation by then, so it never
- * conflicts. */
+ * Each goes to it again as its grant did, behind the snapshot on the same
+ * link, so a release finds the lock there; this node owns every allocation
+ * by then, so it never conflicts. */
 void vmm_holdings_mirror(struct vmm *v)
 {
+	struct failover_state *f = vmm_failover(v);
 	unsigned n = 0;
 
-	for (struct vmm_holding *h = vmm_failover(v)->holdings; h; h = h->next) {
-		struct remirror_op *op;
-		struct vmm_msg msg;
-		Envelope *env;
-
+	f->holdings_mirrored++;
+	for (struct vmm_holding *h = f->holdings; h; h = h->next) {
 		if (h->revoked)
 			continue;
-		op = calloc(1, sizeof(*op));
-		if (!op) {
-			log_error("resync: out of memory mirroring the pointers held here");
+		if (!vmm_holding_mirror(v, h))
 			return;
-		}
-		op->op.vmm = v;
-		op->op.finish = remirror_finish;
-		snprintf(op->guid, sizeof(op->guid), "%s", h->guid);
-		op->page = h->page;
-		snprintf(op->owner, sizeof(op->owner), "%s", h->owner);
-		h->has_landing = false; /* given on the old link */
-		env = vmm_msg_allocate(&msg, h->guid, h->page, h->owner, h->write, false);
-		if (vmm_op_send(&op->op, &env, 1) < 0) {
-			log_warning(
-				"resync: cannot mirror the pointer %s holds on %s page %llu: %s",
-				h->owner, h->guid, (unsigned long long)h->page,
-				op->op.reason[0] ? op->op.reason : "link down");
-			free(op);
-			return;
-		}
 		n++;
 	}
 	if (n)
 		log_info("resync: %u pointer(s) held by this node's clients mirrored to %s", n,
 			 vmm_partner_id(v));
+}
+
+uint64_t vmm_holdings_snapshots(struct vmm *v)
+{
+	return vmm_failover(v)->holdings_mirrored;
+}
+
+/* A request that left before a snapshot: the partner took it first (the
+ * link keeps the order), then the resync replaced its table, and
+ * vmm_holdings_mirror() ran while h was out of the list. */
+void vmm_holding_add_after(struct vmm *v, struct vmm_holding *h, uint64_t snapshots)
+{
+	vmm_holding_add(v, h);
+	if (snapshots == vmm_holdings_snapshots(v))
+		return;
+	if (vmm_holding_mirror(v, h))
+		log_info("resync: the pointer %s holds on %s page %llu was in flight across the "
+			 "resync: mirrored to %s again",
+			 h->owner, h->guid, (unsigned long long)h->page, vmm_partner_id(v));
 }
 
 /* Whether h is a write pointer whose client wrote into its page's block:

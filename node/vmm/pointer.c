@@ -43,6 +43,7 @@ struct pointer_op {
 	uint64_t deadline_ms;
 	uint64_t ticket;
 	size_t lock_index;
+	uint64_t snapshots; /* vmm_holdings_snapshots() as the request left */
 };
 
 struct release_op {
@@ -52,6 +53,7 @@ struct release_op {
 	bool owned;
 	uint64_t new_version;
 	uint32_t crc;
+	uint64_t snapshots; /* vmm_holdings_snapshots() as the request left */
 };
 
 static void release(struct vmm *v, struct client_call *call, struct vmm_holding *h, bool modified);
@@ -103,7 +105,7 @@ static bool hold(struct vmm *v, struct pointer_op *op, struct vmm_alloc *a)
 		release(v, NULL, h, h->write);
 		return true;
 	}
-	vmm_holding_add(v, h);
+	vmm_holding_add_after(v, h, op->snapshots);
 	pointer_reply(v, op->op.call, a, op->page);
 	return true;
 }
@@ -260,6 +262,7 @@ void vmm_pointer_retry(struct vmm *v, const struct vmm_page_request *req)
 	op->lock_index = n;
 	envs[n] = vmm_msg_allocate(&msgs[n], a->guid, req->page, op->owner, req->write, req->write);
 	n++;
+	op->snapshots = vmm_holdings_snapshots(v);
 	if (vmm_op_send(&op->op, envs, n) < 0) {
 		let_page_go(v, op, a);
 		vmm_reply_error(req->call, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE, "%s",
@@ -336,7 +339,7 @@ static void on_release_retry(evutil_socket_t fd, short what, void *arg)
  * client wrote is not taken for the page's version. Back, the partner
  * takes it; taken over, this node completes it alone; fenced, the holding
  * goes (vmm_holdings_revoke). false when its time is up. */
-static bool release_later(struct vmm *v, struct vmm_holding *h, int status)
+static bool release_later(struct vmm *v, struct vmm_holding *h, int status, uint64_t snapshots)
 {
 	if ((status != FTVM__PARTNER__STATUS__STATUS_NO_SPACE &&
 	     status != FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE) ||
@@ -346,7 +349,7 @@ static bool release_later(struct vmm *v, struct vmm_holding *h, int status)
 	if (!h->retry)
 		return false;
 	vmm_timer_add_ms(h->retry, VMM_RETRY_MS);
-	vmm_holding_add(v, h);
+	vmm_holding_add_after(v, h, snapshots);
 	return true;
 }
 
@@ -355,18 +358,18 @@ static bool release_later(struct vmm *v, struct vmm_holding *h, int status)
  * once the partner cannot take it, and the partner learns of it when the pair
  * resyncs. */
 static void release_failed(struct vmm *v, struct client_call *call, struct vmm_holding *h,
-			   int status, const char *reason)
+			   int status, const char *reason, uint64_t snapshots)
 {
 	struct vmm_alloc *a = vmm_table_find(v->table, h->guid);
 
 	if (call) {
-		vmm_holding_add(v, h);
+		vmm_holding_add_after(v, h, snapshots);
 		vmm_reply_error(call, status,
 				"%s page %llu: release failed, pointer still held: %s", h->guid,
 				(unsigned long long)h->page, reason);
 		return;
 	}
-	if (a && release_later(v, h, status))
+	if (a && release_later(v, h, status, snapshots))
 		return;
 	log_warning("%s page %llu: pointer of a gone client released here only: %s", h->guid,
 		    (unsigned long long)h->page, reason);
@@ -385,9 +388,23 @@ static void release_finish(struct vmm_op *base)
 	if (op->op.status != FTVM__PARTNER__STATUS__STATUS_OK || !a) {
 		release_failed(v, op->op.call, h,
 			       a ? op->op.status : FTVM__PARTNER__STATUS__STATUS_NOT_FOUND,
-			       a ? op->op.reason : "allocation released meanwhile");
+			       a ? op->op.reason : "allocation released meanwhile", op->snapshots);
 		free(op);
 		return;
+	}
+	if (op->modified && op->snapshots != vmm_holdings_snapshots(v)) {
+		/* The partner applied it, then a resync replaced its table with
+		 * the page as it was here, without its block (the client had
+		 * written into it) and without the lock: the lock goes again,
+		 * and the release behind it. */
+		log_info("resync: the release of %s page %llu by %s was in flight across the "
+			 "resync: sent again",
+			 h->guid, (unsigned long long)h->page, h->owner);
+		if (vmm_holding_mirror(v, h)) {
+			release(v, op->op.call, h, true);
+			free(op);
+			return;
+		}
 	}
 	if (op->modified) {
 		op->new_version = op->owned ? op->new_version : op->op.lock_version;
@@ -446,6 +463,7 @@ static void release(struct vmm *v, struct client_call *call, struct vmm_holding 
 	op->h = h;
 	op->modified = modified;
 	op->owned = vmm_is_owner(v, a);
+	op->snapshots = vmm_holdings_snapshots(v);
 	/* A plain release leaves the block as the page has it (for a write
 	 * pointer, vmm_op_release_pointer has checked): no checksum to take. */
 	op->crc = modified ? vmm_block_crc(v, a, h->page) : a->page[h->page].crc32c;
@@ -460,7 +478,8 @@ static void release(struct vmm *v, struct client_call *call, struct vmm_holding 
 	n++;
 	if (send_release(v, op, a, msgs, envs, n) < 0) {
 		release_failed(v, call, h, FTVM__PARTNER__STATUS__STATUS_PARTNER_UNAVAILABLE,
-			       op->op.reason[0] ? op->op.reason : "cannot reach the partner");
+			       op->op.reason[0] ? op->op.reason : "cannot reach the partner",
+			       op->snapshots);
 		free(op);
 	}
 }

@@ -6,8 +6,14 @@
  *
  * Node a owns A (two pages). Each case puts a in solo, writes a page (an
  * operation completed alone, a turn from done) and asks for the resync at
- * once, so that it has to wait. */
+ * once, so that it has to wait.
+ *
+ * And a pointer's grant and a modified release whose requests left before
+ * the snapshot: the partner took each, then the resync undid it; at the
+ * answer the lock is mirrored again, and the release sent again behind it
+ * (node/ha/HA.md, "Solo and rejoin"). */
 #include "check.h"
+#include "client_server.h"
 #include "failover.h"
 #include "vmm.h"
 #include "vmm_harness.h"
@@ -96,12 +102,120 @@ static void test_fenced_while_waiting(void)
 	CHECK(!vmm_resync_busy(h.v), "no resync under way");
 }
 
+/* Taken over with the link up: the resync's snapshot goes, behind what is
+ * in flight. */
+static void snapshot_now(struct sent *s)
+{
+	size_t begins = sent_count(MSG(RESYNC_BEGIN));
+
+	vmm_set_mode(h.v, VMM_MODE_SOLO, "test: took over, the link up");
+	CHECK(vmm_resync_send(h.v, 0, 0, on_sent, s) == 0, "the resync is asked for");
+	CHECK(RUN_UNTIL(&h, sent_count(MSG(RESYNC_BEGIN)) == begins + 1), "the snapshot went");
+}
+
+/* A grant in flight across a resync: the partner took the pointer's lock
+ * (its AllocateWrite came before ResyncBegin), then the resync replaced its
+ * table, and the holding here came with the answer, after the holdings
+ * were mirrored behind the snapshot. The partner must get the lock again,
+ * or the pointer's release finds none there and the page stays newer here
+ * than on the partner (e2e-drill_load: "WritePage to a-14 page 0, which
+ * nobody has write-locked", verify unequal). */
+static void test_grant_across_snapshot(void)
+{
+	struct fake_client *c = fake_client_new(7, 0, 4747, CLIENT_RIGHT_POINTERS);
+	size_t before, after = 0;
+	struct fake_request *aw;
+	struct sent s = { 0 };
+	struct fake_call *p;
+
+	vmm_set_mode(h.v, VMM_MODE_MIRRORED, "test: linked");
+	p = harness_pointer_call(&h, c, A, 1, true, false);
+	aw = fake_session_pending(h.s, MSG(ALLOCATE_WRITE));
+	CHECK(aw != NULL, "the grant's AllocateWrite went to the partner");
+	snapshot_now(&s);
+	before = fake_session_requests(h.s);
+	fake_session_answer_status(h.s, aw, STATUS(OK), "");
+	CHECK(RUN_UNTIL(&h, harness_status(p) != -1), "the pointer is granted");
+	CHECK_INT("granted", STATUS(OK), harness_status(p));
+	for (size_t i = before; i < fake_session_requests(h.s); i++) {
+		const Envelope *env = fake_session_request(h.s, i)->env;
+
+		after += env->message_case == MSG(ALLOCATE_WRITE) &&
+			 env->allocate_write->page == 1 &&
+			 strcmp(env->allocate_write->guid, A) == 0;
+	}
+	CHECK_INT("the lock mirrored again after the snapshot", 1, after);
+	fake_session_answer_all(h.s);
+	CHECK(RUN_UNTIL(&h, s.done), "the resync ends");
+	CHECK_INT("the resync's status", STATUS(OK), s.status);
+	harness_release_call(&h, c, A, 1, false);
+	fake_session_answer_all(h.s);
+	harness_settle(&h);
+	fake_client_free(c);
+}
+
+/* The same for a write pointer's release, modified: the partner applied it
+ * (its [WritePage, ReleasePointer] came before ResyncBegin), then the resync
+ * replaced its table with the page as it was here, without its block (the
+ * client had written into it) and without the lock. At the answer the lock
+ * goes again and the release behind it, and only then is the client told. */
+static void test_release_across_snapshot(void)
+{
+	struct fake_client *c = fake_client_new(8, 0, 4848, CLIENT_RIGHT_POINTERS);
+	size_t before;
+	struct peek_page pk;
+	struct fake_request *rel;
+	struct sent s = { 0 };
+	struct fake_call *p, *r;
+	uint64_t version;
+	unsigned locks = 0, writes = 0, releases = 0;
+
+	vmm_set_mode(h.v, VMM_MODE_MIRRORED, "test: linked");
+	p = harness_pointer(&h, c, A, 0, true);
+	CHECK(vmm_peek_page(h.v, A, 0, &pk), "page 0 is there");
+	version = pk.version;
+	memset((uint8_t *)vmm_pool_base(h.v) + p->reply->pointer->offset, 0x77, HARNESS_PAGE);
+	r = harness_release_call(&h, c, A, 0, true);
+	rel = fake_session_pending(h.s, MSG(RELEASE_POINTER));
+	CHECK(rel != NULL, "the release went to the partner");
+	snapshot_now(&s);
+	/* What went until now is answered, the release and the resync; what
+	 * those answers send is not, yet. */
+	before = fake_session_requests(h.s);
+	for (size_t i = 0; i < before; i++)
+		if (!fake_session_request(h.s, i)->answered)
+			fake_session_answer_status(h.s, fake_session_request(h.s, i), STATUS(OK),
+						   NULL);
+	harness_settle(&h);
+	for (size_t i = before; i < fake_session_requests(h.s); i++) {
+		const Envelope *env = fake_session_request(h.s, i)->env;
+
+		locks += env->message_case == MSG(ALLOCATE_WRITE) && env->allocate_write->page == 0;
+		writes += env->message_case == MSG(WRITE_PAGE) && env->write_page->page == 0;
+		releases += env->message_case == MSG(RELEASE_POINTER) &&
+			    env->release_pointer->page == 0 && env->release_pointer->modified &&
+			    env->release_pointer->version == version + 1;
+	}
+	CHECK_INT("the lock mirrored again after the snapshot", 1, locks);
+	CHECK_INT("... the block again", 1, writes);
+	CHECK_INT("... and the release at the next version", 1, releases);
+	CHECK_INT("the client waits for the second answer", -1, harness_status(r));
+	fake_session_answer_all(h.s);
+	CHECK(RUN_UNTIL(&h, harness_status(r) != -1 && s.done), "the release is answered");
+	CHECK_INT("released", STATUS(OK), harness_status(r));
+	CHECK(vmm_peek_page(h.v, A, 0, &pk) && pk.version == version + 1 && pk.n_owners == 0,
+	      "page 0 at version %llu, unlocked", (unsigned long long)pk.version);
+	fake_client_free(c);
+}
+
 int main(void)
 {
 	harness_start(&h, "vmm-resync", "64K", "1M", "");
 	harness_alloc(&h, 2 * HARNESS_PAGE, A, sizeof(A));
 	test_waits_then_sends();
 	test_fenced_while_waiting();
+	test_grant_across_snapshot();
+	test_release_across_snapshot();
 	CHECK_INT("calls unanswered", 0, harness_stop(&h));
 	printf("%d checks, %d failed\n", checks, failures);
 	return failures ? 1 : 0;
