@@ -102,6 +102,9 @@ static bool hold(struct vmm *v, struct pointer_op *op, struct vmm_alloc *a)
 		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
 				"client gone before the grant");
 		h->deadline_ms = clock_now_ms() + v->config->request_timeout_ms;
+		/* Its lock went with a resync meanwhile (vmm_holding_add_after). */
+		if (op->snapshots != vmm_holdings_snapshots(v))
+			vmm_holding_mirror(v, h);
 		release(v, NULL, h, h->write);
 		return true;
 	}

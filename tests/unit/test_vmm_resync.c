@@ -8,10 +8,11 @@
  * operation completed alone, a turn from done) and asks for the resync at
  * once, so that it has to wait.
  *
- * And a pointer's grant and a modified release whose requests left before
- * the snapshot: the partner took each, then the resync undid it; at the
- * answer the lock is mirrored again, and the release sent again behind it
- * (node/ha/HA.md, "Solo and rejoin"). */
+ * And a pointer's grant (its client there, or gone before the answer) and a
+ * modified release whose requests left before the snapshot: the partner
+ * took each, then the resync undid it; at the answer the lock is mirrored
+ * again, and the release sent again behind it (node/ha/HA.md, "Solo and
+ * rejoin"). */
 #include "check.h"
 #include "client_server.h"
 #include "failover.h"
@@ -154,6 +155,41 @@ static void test_grant_across_snapshot(void)
 	fake_client_free(c);
 }
 
+/* The grant's client gone before the answer: the pointer is released at
+ * once, the lock mirrored again ahead of the release. */
+static void test_gone_grant_across_snapshot(void)
+{
+	struct fake_client *c = fake_client_new(9, 0, 4949, CLIENT_RIGHT_POINTERS);
+	struct fake_request *aw;
+	struct sent s = { 0 };
+	size_t before, lock_at = 0, release_at = 0;
+
+	vmm_set_mode(h.v, VMM_MODE_MIRRORED, "test: linked");
+	harness_pointer_call(&h, c, A, 1, true, false);
+	aw = fake_session_pending(h.s, MSG(ALLOCATE_WRITE));
+	CHECK(aw != NULL, "the grant's AllocateWrite went to the partner");
+	snapshot_now(&s);
+	fake_client_close(c, h.v);
+	before = fake_session_requests(h.s);
+	fake_session_answer_status(h.s, aw, STATUS(OK), "");
+	harness_settle(&h);
+	for (size_t i = before; i < fake_session_requests(h.s); i++) {
+		const Envelope *env = fake_session_request(h.s, i)->env;
+
+		if (env->message_case == MSG(ALLOCATE_WRITE) && !lock_at)
+			lock_at = i;
+		if (env->message_case == MSG(RELEASE_POINTER) && !release_at)
+			release_at = i;
+	}
+	CHECK(lock_at && release_at && lock_at < release_at,
+	      "the lock mirrored again (request %zu) ahead of the release (%zu)", lock_at,
+	      release_at);
+	fake_session_answer_all(h.s);
+	CHECK(RUN_UNTIL(&h, s.done), "the resync ends");
+	harness_settle(&h);
+	fake_client_free(c);
+}
+
 /* The same for a write pointer's release, modified: the partner applied it
  * (its [WritePage, ReleasePointer] came before ResyncBegin), then the resync
  * replaced its table with the page as it was here, without its block (the
@@ -215,6 +251,7 @@ int main(void)
 	test_waits_then_sends();
 	test_fenced_while_waiting();
 	test_grant_across_snapshot();
+	test_gone_grant_across_snapshot();
 	test_release_across_snapshot();
 	CHECK_INT("calls unanswered", 0, harness_stop(&h));
 	printf("%d checks, %d failed\n", checks, failures);
