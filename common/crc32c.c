@@ -11,7 +11,6 @@
  * the way out; crc32c() inverts it at both ends. */
 #include "crc32c.h"
 
-#include <limits.h>
 #include <pthread.h>
 
 #include <isa-l/crc.h>
