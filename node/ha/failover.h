@@ -92,8 +92,9 @@ void vmm_holdings_mirror(struct vmm *v);
  * with the request, a resync that went after it has undone. */
 uint64_t vmm_holdings_snapshots(struct vmm *v);
 /* ha/holdings.c: h to the partner again as its grant went, behind what the
- * link carries now; false when it could not be sent (the link down). */
-bool vmm_holding_mirror(struct vmm *v, struct vmm_holding *h);
+ * link carries now, when a snapshot went since the request that counted
+ * snapshots left; true when it went. */
+bool vmm_holding_mirror_since(struct vmm *v, struct vmm_holding *h, uint64_t snapshots);
 /* ha/holdings.c: h into the list (vmm_holding_add()) after a request that
  * left at snapshots (its grant, a release that failed), and to the partner
  * again when a snapshot went since: the partner took its lock, or kept it,

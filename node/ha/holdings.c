@@ -141,8 +141,9 @@ static void remirror_finish(struct vmm_op *base)
 	free(op);
 }
 
-/* As its grant went: AllocateRead or AllocateWrite with the holder. */
-bool vmm_holding_mirror(struct vmm *v, struct vmm_holding *h)
+/* h to the partner again as its grant went (AllocateRead or AllocateWrite
+ * with the holder); false when it could not be sent (the link down). */
+static bool mirror_one(struct vmm *v, struct vmm_holding *h)
 {
 	struct remirror_op *op = calloc(1, sizeof(*op));
 	struct vmm_msg msg;
@@ -183,7 +184,7 @@ void vmm_holdings_mirror(struct vmm *v)
 	for (struct vmm_holding *h = f->holdings; h; h = h->next) {
 		if (h->revoked)
 			continue;
-		if (!vmm_holding_mirror(v, h))
+		if (!mirror_one(v, h))
 			return;
 		n++;
 	}
@@ -200,15 +201,20 @@ uint64_t vmm_holdings_snapshots(struct vmm *v)
 /* A request that left before a snapshot: the partner took it first (the
  * link keeps the order), then the resync replaced its table, and
  * vmm_holdings_mirror() ran while h was out of the list. */
+bool vmm_holding_mirror_since(struct vmm *v, struct vmm_holding *h, uint64_t snapshots)
+{
+	if (snapshots == vmm_holdings_snapshots(v) || !mirror_one(v, h))
+		return false;
+	log_info("resync: the pointer %s holds on %s page %llu was in flight across the resync: "
+		 "mirrored to %s again",
+		 h->owner, h->guid, (unsigned long long)h->page, vmm_partner_id(v));
+	return true;
+}
+
 void vmm_holding_add_after(struct vmm *v, struct vmm_holding *h, uint64_t snapshots)
 {
 	vmm_holding_add(v, h);
-	if (snapshots == vmm_holdings_snapshots(v))
-		return;
-	if (vmm_holding_mirror(v, h))
-		log_info("resync: the pointer %s holds on %s page %llu was in flight across the "
-			 "resync: mirrored to %s again",
-			 h->owner, h->guid, (unsigned long long)h->page, vmm_partner_id(v));
+	vmm_holding_mirror_since(v, h, snapshots);
 }
 
 /* Whether h is a write pointer whose client wrote into its page's block:

@@ -102,9 +102,7 @@ static bool hold(struct vmm *v, struct pointer_op *op, struct vmm_alloc *a)
 		vmm_reply_error(op->op.call, FTVM__PARTNER__STATUS__STATUS_INTERNAL,
 				"client gone before the grant");
 		h->deadline_ms = clock_now_ms() + v->config->request_timeout_ms;
-		/* Its lock went with a resync meanwhile (vmm_holding_add_after). */
-		if (op->snapshots != vmm_holdings_snapshots(v))
-			vmm_holding_mirror(v, h);
+		vmm_holding_mirror_since(v, h, op->snapshots); /* ahead of the release */
 		release(v, NULL, h, h->write);
 		return true;
 	}
@@ -395,19 +393,14 @@ static void release_finish(struct vmm_op *base)
 		free(op);
 		return;
 	}
-	if (op->modified && op->snapshots != vmm_holdings_snapshots(v)) {
-		/* The partner applied it, then a resync replaced its table with
-		 * the page as it was here, without its block (the client had
-		 * written into it) and without the lock: the lock goes again,
-		 * and the release behind it. */
-		log_info("resync: the release of %s page %llu by %s was in flight across the "
-			 "resync: sent again",
-			 h->guid, (unsigned long long)h->page, h->owner);
-		if (vmm_holding_mirror(v, h)) {
-			release(v, op->op.call, h, true);
-			free(op);
-			return;
-		}
+	/* The partner applied it, then a resync replaced its table with the
+	 * page as it was here, without its block (the client had written into
+	 * it) and without the lock: the lock goes again, and the release
+	 * behind it. */
+	if (op->modified && vmm_holding_mirror_since(v, h, op->snapshots)) {
+		release(v, op->op.call, h, true);
+		free(op);
+		return;
 	}
 	if (op->modified) {
 		op->new_version = op->owned ? op->new_version : op->op.lock_version;
