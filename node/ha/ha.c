@@ -644,9 +644,12 @@ static void on_report(const struct sbd_report *r, void *arg)
 		return;
 	}
 	/* The partner fenced itself with the link up (it read a fence request
-	 * of ours after the link came back): it serves nothing, we serve all. */
+	 * of ours after the link came back): it serves nothing, we serve all.
+	 * At our epoch only: both active means both at it, so a fenced slot at
+	 * an older one was written before our last takeover, whose resync made
+	 * the partner active, and says so at its next heartbeat. */
 	if (h->state == STATE(ACTIVE) && !h->deciding && r->partner_valid &&
-	    r->partner.state == SBD_STATE_FENCED && r->partner.epoch <= vmm_epoch(h->vmm)) {
+	    r->partner.state == SBD_STATE_FENCED && r->partner.epoch == vmm_epoch(h->vmm)) {
 		begin_takeover(h, "its slot in the store says fenced");
 		return;
 	}

@@ -565,6 +565,39 @@ static void slot_rounds_for(uint64_t ms, uint32_t partner_state)
  * starting, for a resync. Past dead_after_ms of it the node takes over
  * (a new epoch) and resyncs it; a partner that goes active meanwhile, as
  * one linking at the same time does, is left alone. */
+/* The partner fenced itself with the link up: taken over when its slot says
+ * so at our epoch; a fenced slot from before our last takeover is not news. */
+static void test_partner_fenced_linked(struct event_base *base, const struct ftvm_config *config)
+{
+	struct vmm_resync_stats stats = { .pages = 1 };
+	struct ha *h = start_active(base, config);
+
+	slot_round(SBD_STATE_FENCED, 2, 0);
+	CHECK_INT("the partner fenced at our epoch, linked: our slot says solo", STATE(SOLO),
+		  slot_state);
+	CHECK_INT("... at the next epoch", 3, slot_epoch);
+	slot_round(SBD_STATE_FENCED, 2, 0);
+	CHECK_INT("written: resyncing the partner", STATE(RESYNCING), node_state);
+	CHECK(resync_done, "a resync was sent");
+	fake_mode = VMM_MODE_MIRRORED; /* as resync.c does in the snapshot's turn */
+	resync_done(FTVM__PARTNER__STATUS__STATUS_OK, "", &stats, resync_done_arg);
+	CHECK_INT("resynced: active", STATE(ACTIVE), node_state);
+
+	/* The partner is active now, its slot says fenced at 2 until its next
+	 * heartbeat. */
+	resyncs_sent = 0;
+	slot_round(SBD_STATE_FENCED, 2, 0);
+	CHECK_INT("its slot still fenced at the old epoch: still active", STATE(ACTIVE),
+		  node_state);
+	CHECK_INT("... our slot too", STATE(ACTIVE), slot_state);
+	CHECK_INT("... at our epoch", 3, slot_epoch);
+	CHECK_INT("... no new resync", 0, resyncs_sent);
+	slot_round(SBD_STATE_FENCED, 3, 0);
+	CHECK_INT("fenced again, at our epoch: taken over", STATE(SOLO), slot_state);
+	CHECK_INT("... at the next epoch", 4, slot_epoch);
+	ha_free(h, true);
+}
+
 static void test_crossed_hellos(struct event_base *base, const struct ftvm_config *config)
 {
 	struct ha *h = start_active(base, config);
@@ -691,6 +724,7 @@ int main(void)
 	test_takeover_and_back(base, &config);
 	test_resync_send_ends(base, &config);
 	test_crossed_hellos(base, &config);
+	test_partner_fenced_linked(base, &config);
 	{
 		struct ftvm_config refuse = config;
 
