@@ -33,6 +33,16 @@
  * What a client may do is decided once, at accept, from its credentials
  * (SO_PEERCRED, SO_PEERGROUPS): vmm/VMM.md, "Who may do what".
  *
+ * Replies in turns. A client with many requests in flight (the asynchronous
+ * calls) gets many replies in one turn of the loop: a partner's answer
+ * completes a run of page writes. The first reply of a turn to a
+ * connection goes at once (a lone call waits for nothing); those that follow
+ * in the same turn wait in the connection's cork, by reference, and go at
+ * the turn's end in one writev: the server's turn_end, an event made active
+ * by that first reply, which runs after the callbacks already due in this
+ * turn. What the socket does not take then moves to the bufferevent's
+ * output, as any reply's rest does, so replies keep their order.
+ *
  * The bufferevent writes; a frame_reader (frame_read.h) reads for it and runs
  * its read and event callbacks. */
 #define _GNU_SOURCE /* struct ucred */
@@ -73,6 +83,9 @@
  * trying again instead of spinning on a listener that stays readable. */
 #define ACCEPT_RETRY_MS 1000
 #define HANGUP_CHECK_MS 100
+/* Replies a turn's end sends in one call (see the top); more go as the
+ * socket takes them. */
+#define CORK_IOV 64
 
 struct client_conn {
 	struct client_server *server; /* NULL once closed */
@@ -80,6 +93,12 @@ struct client_conn {
 	struct frame_reader *reader;  /* NULL once closed */
 	struct event *hangup;	      /* draining with calls outstanding */
 	struct client_conn *prev, *next;
+	/* Replies in turns (see the top): a reply went this turn; those after
+	 * it wait in cork; the next connection on the server's turn list,
+	 * which holds a reference. */
+	bool turn_sent;
+	struct evbuffer *cork;
+	struct client_conn *turn_next;
 	unsigned refs;	/* one for the open connection, one per outstanding call */
 	unsigned calls; /* outstanding calls */
 	bool read_eof;	/* the client shut down its sending side */
@@ -158,6 +177,10 @@ struct client_server {
 	struct client_conn *conns;
 	uint64_t next_id;
 	bool closing; /* client_server_free: the owner is stopping, no gone() */
+	/* Replies in turns (see the top): the connections that had a reply this
+	 * turn, and the event that ends it. */
+	struct client_conn *turn_conns;
+	struct event *turn_end;
 };
 
 static void conn_unref(struct client_conn *conn)
@@ -177,6 +200,9 @@ static void conn_close(struct client_conn *conn)
 	conn->hangup = NULL;
 	frame_reader_free(conn->reader);
 	conn->reader = NULL;
+	if (conn->cork)
+		evbuffer_free(conn->cork); /* its frames with it */
+	conn->cork = NULL;
 	bufferevent_free(conn->bev);
 	conn->bev = NULL;
 	if (conn->prev)
@@ -194,10 +220,15 @@ static void conn_close(struct client_conn *conn)
 	conn_unref(conn);
 }
 
+static size_t corked(const struct client_conn *conn)
+{
+	return conn->cork ? evbuffer_get_length(conn->cork) : 0;
+}
+
 /* Closes a draining connection once nothing is left to send. */
 static void conn_maybe_finish(struct client_conn *conn)
 {
-	if (!conn->bev || !conn->read_eof || conn->calls > 0)
+	if (!conn->bev || !conn->read_eof || conn->calls > 0 || corked(conn) > 0)
 		return;
 	if (evbuffer_get_length(bufferevent_get_output(conn->bev)) > 0)
 		return; /* write_cb comes back when the output is flushed */
@@ -219,19 +250,96 @@ static void free_frame(const void *data, size_t len, void *arg)
 	free((void *)data);
 }
 
+/* What waits in conn's cork goes: one sendmsg of up to CORK_IOV frames, the
+ * rest to the bufferevent's output. Returns -1 when the connection was
+ * closed for it. */
+static int flush_cork(struct client_conn *conn)
+{
+	struct evbuffer_iovec vec[CORK_IOV];
+	struct iovec iov[CORK_IOV];
+	struct msghdr msg = { .msg_iov = iov };
+	ssize_t n;
+	int k;
+
+	if (corked(conn) == 0)
+		return 0;
+	k = evbuffer_peek(conn->cork, -1, NULL, vec, CORK_IOV);
+	for (int i = 0; i < k && i < CORK_IOV; i++)
+		iov[i] = (struct iovec){ .iov_base = vec[i].iov_base, .iov_len = vec[i].iov_len };
+	msg.msg_iovlen = (size_t)(k < CORK_IOV ? k : CORK_IOV);
+	n = sendmsg(bufferevent_getfd(conn->bev), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (n > 0)
+		evbuffer_drain(conn->cork, (size_t)n);
+	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+		log_debug("client pid %d: cannot send replies: %s, closing", (int)conn->pid,
+			  strerror(errno));
+		conn_close(conn);
+		return -1;
+	}
+	if (corked(conn) > 0 &&
+	    evbuffer_add_buffer(bufferevent_get_output(conn->bev), conn->cork) < 0) {
+		log_debug("client pid %d: cannot queue replies, closing", (int)conn->pid);
+		conn_close(conn);
+		return -1;
+	}
+	return 0;
+}
+
+/* The turn that sent replies ended: what waits goes. */
+static void on_turn_end(evutil_socket_t fd, short what, void *arg)
+{
+	struct client_server *s = arg;
+	struct client_conn *conn;
+
+	while ((conn = s->turn_conns)) {
+		s->turn_conns = conn->turn_next;
+		conn->turn_next = NULL;
+		conn->turn_sent = false;
+		if (conn->bev && flush_cork(conn) == 0)
+			conn_maybe_finish(conn);
+		conn_unref(conn);
+	}
+}
+
+/* A reply goes to conn this turn: conn joins the turn's list. */
+static void turn_note(struct client_conn *conn)
+{
+	struct client_server *s = conn->server;
+
+	conn->turn_sent = true;
+	conn->refs++;
+	conn->turn_next = s->turn_conns;
+	if (!s->turn_conns)
+		event_active(s->turn_end, EV_TIMEOUT, 0);
+	s->turn_conns = conn;
+}
+
+/* The frame (malloc'd, len bytes) waits in conn's cork for the turn's end,
+ * which frees it. */
+static int cork_reply(struct client_conn *conn, uint8_t *frame, size_t len)
+{
+	if (!conn->cork && !(conn->cork = evbuffer_new()))
+		return -ENOMEM;
+	if (evbuffer_add_reference(conn->cork, frame, len, free_frame, NULL) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
 static void send_reply(struct client_conn *conn, Ftvm__Client__ClientReply *reply)
 {
 	Ftvm__Client__ClientReply too_big = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	size_t len = ftvm__client__client_reply__get_packed_size(reply), done = 0;
 	struct evbuffer *out = bufferevent_get_output(conn->bev);
+	size_t queued = evbuffer_get_length(out) + corked(conn);
 	uint8_t *frame;
+	ssize_t n;
 
-	if (evbuffer_get_length(out) >= conn->server->config.output_limit) {
+	if (queued >= conn->server->config.output_limit) {
 		/* It asks and does not read: queueing more would let it grow
 		 * the node without bound. */
 		log_warning("client pid %d uid %u: %zu bytes of replies unread, at [client] "
 			    "output_limit (%zu), dropping it",
-			    (int)conn->pid, (unsigned)conn->uid, evbuffer_get_length(out),
+			    (int)conn->pid, (unsigned)conn->uid, queued,
 			    conn->server->config.output_limit);
 		conn_close(conn);
 		return;
@@ -254,13 +362,18 @@ static void send_reply(struct client_conn *conn, Ftvm__Client__ClientReply *repl
 	frame_seal(frame, len);
 	tap(conn, true, NULL, frame + FRAME_HEADER_SIZE, len);
 	len += FRAME_HEADER_SIZE;
-	/* With nothing queued, write straight away: leaving it to the bufferevent
-	 * costs one more trip through the event loop (and two epoll_ctl) on
-	 * every reply. */
+	/* With nothing queued, write straight away (or at the turn's end):
+	 * leaving it to the bufferevent costs one more trip through the event
+	 * loop (and two epoll_ctl) on every reply. */
+	if (evbuffer_get_length(out) == 0 && conn->turn_sent) {
+		if (cork_reply(conn, frame, len) == 0)
+			return;
+		free(frame);
+		goto fail;
+	}
 	if (evbuffer_get_length(out) == 0) {
-		ssize_t n =
-			send(bufferevent_getfd(conn->bev), frame, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-
+		turn_note(conn);
+		n = send(bufferevent_getfd(conn->bev), frame, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 		done = n > 0 ? (size_t)n : 0;
 	}
 	if (done == len) {
@@ -364,6 +477,8 @@ void client_call_reply_fd(struct client_call *call, Ftvm__Client__ClientReply *r
 
 	reply->id = call->id;
 	len = ftvm__client__client_reply__get_packed_size(reply);
+	if (conn && conn->bev && flush_cork(conn) < 0)
+		conn = NULL; /* closed for it */
 	if (!conn || !conn->bev || evbuffer_get_length(bufferevent_get_output(conn->bev)) > 0 ||
 	    len > conn->server->config.max_payload || !(frame = malloc(FRAME_HEADER_SIZE + len))) {
 		Ftvm__Client__ClientReply busy = FTVM__CLIENT__CLIENT_REPLY__INIT;
@@ -765,7 +880,8 @@ int client_server_new(struct event_base *base, const struct client_server_config
 		goto fail;
 	}
 	s->accept_retry = evtimer_new(base, accept_retry_cb, s);
-	if (!s->accept_retry) {
+	s->turn_end = event_new(base, -1, 0, on_turn_end, s);
+	if (!s->accept_retry || !s->turn_end) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -784,6 +900,8 @@ int client_server_new(struct event_base *base, const struct client_server_config
 fail:
 	if (s->accept_retry)
 		event_free(s->accept_retry);
+	if (s->turn_end)
+		event_free(s->turn_end);
 	if (fd >= 0) {
 		unix_listen_unlink(path, &s->file);
 		close(fd);
@@ -800,6 +918,8 @@ void client_server_free(struct client_server *s)
 	s->closing = true;
 	while (s->conns)
 		conn_close(s->conns);
+	on_turn_end(-1, 0, s); /* each closed: drops the list's references */
+	event_free(s->turn_end);
 	if (s->listener)
 		evconnlistener_free(s->listener);
 	if (s->accept_retry)

@@ -5,12 +5,15 @@
  * closed after shutting down its sending side first. One that only shut down
  * its sending side is still answered, and one that closes with nothing
  * outstanding is gone as ever. A call's request stays as it came until the
- * call is answered, however many requests are read meanwhile. */
+ * call is answered, however many requests are read meanwhile. Replies made
+ * in one turn of the loop: the first goes at once, the rest at the turn's
+ * end, in order. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -31,10 +34,21 @@ static uint64_t client;				    /* the connection it came on */
 static unsigned gone;				    /* gone() for that connection */
 static const Ftvm__Client__ClientRequest *held_req; /* its request */
 static unsigned answered_at_once;		    /* calls that came while one was kept */
+#define KEPT_MAX 5
+static struct client_call *kept[KEPT_MAX]; /* keep_all: every call, in turn */
+static unsigned n_kept;
+static bool keep_all;
 
-/* Keeps the first call; those that come while it is kept are answered. */
+/* Keeps the first call; those that come while it is kept are answered.
+ * With keep_all, keeps them all. */
 static void on_request(struct client_call *call, const Ftvm__Client__ClientRequest *req, void *arg)
 {
+	if (keep_all) {
+		if (n_kept == KEPT_MAX)
+			die("more calls than kept[] holds");
+		kept[n_kept++] = call;
+		return;
+	}
 	if (held) {
 		Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 
@@ -221,6 +235,88 @@ static void test_request_kept(const char *path)
 	close(fd);
 }
 
+static bool all_kept(void)
+{
+	return n_kept == KEPT_MAX;
+}
+
+static int client_fd;
+static int bytes_in_turn = -1; /* what the client could read as the turn went on */
+
+/* One turn answers every kept call. */
+static void answer_kept(evutil_socket_t fd, short what, void *arg)
+{
+	for (unsigned i = 0; i < n_kept; i++) {
+		Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+
+		client_call_reply(kept[i], &reply);
+	}
+	n_kept = 0;
+	if (ioctl(client_fd, FIONREAD, &bytes_in_turn) < 0)
+		die("FIONREAD");
+}
+
+static size_t reply_frame_size(uint64_t id)
+{
+	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+
+	reply.id = id;
+	return FRAME_HEADER_SIZE + ftvm__client__client_reply__get_packed_size(&reply);
+}
+
+static bool turn_answered(void)
+{
+	return bytes_in_turn >= 0;
+}
+
+/* Replies made in one turn to one client: the first goes at once, the rest
+ * wait for the turn's end (one send for them all), and all come in order. */
+static void test_replies_in_turns(const char *path)
+{
+	uint8_t buf[4096];
+	size_t want = 0, got = 0, off = 0;
+	unsigned ids_in_order = 0;
+
+	client_fd = connect_to(path);
+	keep_all = true;
+	for (uint64_t id = 11; id < 11 + KEPT_MAX; id++) {
+		ask_list(client_fd, id);
+		want += reply_frame_size(id);
+	}
+	CHECK(run_until(all_kept, DEADLINE_MS), "%u calls kept", KEPT_MAX);
+	keep_all = false;
+	if (event_base_once(base, -1, EV_TIMEOUT, answer_kept, NULL, NULL) < 0)
+		die("event_base_once");
+	CHECK(run_until(turn_answered, DEADLINE_MS), "the turn answered them");
+	CHECK_INT("in the turn, the first reply alone was sent", (int)reply_frame_size(11),
+		  bytes_in_turn);
+	while (got < want) {
+		ssize_t n = recv(client_fd, buf + got, sizeof(buf) - got, MSG_DONTWAIT);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	CHECK_INT("after the turn, every reply", (int)want, (int)got);
+	for (uint64_t id = 11; off < got && id < 11 + KEPT_MAX; id++) {
+		const uint8_t *payload;
+		size_t len;
+		Ftvm__Client__ClientReply *reply;
+		const char *why;
+
+		if (frame_decode(buf + off, got - off, FRAME_MAX_PAYLOAD_DEFAULT, &payload, &len,
+				 &why) <= 0)
+			break;
+		reply = ftvm__client__client_reply__unpack(NULL, len, payload);
+		if (reply && reply->id == id)
+			ids_in_order++;
+		ftvm__client__client_reply__free_unpacked(reply, NULL);
+		off += FRAME_HEADER_SIZE + len;
+	}
+	CHECK_INT("... in the order they were made", KEPT_MAX, (int)ids_in_order);
+	close(client_fd);
+}
+
 int main(void)
 {
 	char dir[96], path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* dir + "/c.sock" fits */
@@ -246,6 +342,7 @@ int main(void)
 	test_hangup(path, SHUTDOWN);
 	test_hangup(path, ANSWERED_THEN_CLOSE);
 	test_request_kept(path);
+	test_replies_in_turns(path);
 	client_server_free(s);
 	event_base_free(base);
 	scratch_dir_remove(dir);
