@@ -951,25 +951,38 @@ static void print_rows(const struct table *t)
 	       t->o->rounds, t->o->rounds == 1 ? "" : "s", t->o->cell_ms);
 }
 
-/* A ratio held against a bound: "p50 44 us / Redis 41 us = 1.07x (aim <= 1.00x): not met". */
-static void print_aim(const char *what, const struct cell *c, const struct cell *ref, bool latency,
-		      double bound, const char *missing)
+/* A ratio held against a bound, and beside the relay's figure in the same
+ * row (the floor), which an aim not met may be limited by (issue 24: "either
+ * met, or shown by the same run to be limited by the relay floor, with ftvm
+ * within 1.2x of it"): "44 / 41 us = 1.07x; the relay 40 us, ftvm 1.10x it:
+ * not met, within 1.2x the relay". For writes/s, how many times ftvm's the
+ * relay's is. */
+static void print_aim(const char *what, const struct cell *c, const struct cell *ref,
+		      const struct cell *relay_cell, bool latency, double bound,
+		      const char *missing)
 {
-	double v, w;
+	double v, w, f = 0, behind = 0;
+	bool met;
 
-	printf("  %-58s ", what);
+	printf("  %-52s ", what);
 	if (!c || !ref) {
 		printf("not judged (%s)\n", missing);
 		return;
 	}
 	v = latency ? (double)c->p50 : c->writes_s;
 	w = latency ? (double)ref->p50 : ref->writes_s;
-	if (latency)
-		printf("%.0f / %.0f us = %.2fx: %s\n", v, w, v / w,
-		       v <= bound * w ? "met" : "not met");
-	else
-		printf("%.0f / %.0f writes/s = %.2fx: %s\n", v, w, v / w,
-		       v >= bound * w ? "met" : "not met");
+	met = latency ? v <= bound * w : v >= bound * w;
+	printf(latency ? "%.0f / %.0f us = %.2fx" : "%.0f / %.0f writes/s = %.2fx", v, w, v / w);
+	if (relay_cell) {
+		f = latency ? (double)relay_cell->p50 : relay_cell->writes_s;
+		behind = latency ? v / f : f / v;
+		printf(latency ? "; the relay %.0f us, ftvm %.2fx it"
+			       : "; the relay %.0f writes/s, %.2fx ftvm's",
+		       f, behind);
+	}
+	printf(": %s\n", met			       ? "met"
+			 : relay_cell && behind <= 1.2 ? "not met, within 1.2x the relay"
+						       : "not met");
 }
 
 static void print_aims(const struct table *t)
@@ -981,21 +994,21 @@ static void print_aims(const struct table *t)
 
 	printf("\naims (issue 24), from this run:\n");
 	print_aim("ack=mirror: 1 client p50 <= Redis's", cell_of(mirror, ROW_1),
-		  cell_of(redis, ROW_1), true, 1.0,
+		  cell_of(redis, ROW_1), cell_of(relay, ROW_1), true, 1.0,
 		  no_redis ? no_redis : "ack=mirror not in this run");
 	print_aim("ack=mirror: 16 clients >= 1.5x Redis's writes/s", cell_of(mirror, ROW_16),
-		  cell_of(redis, ROW_16), false, 1.5,
+		  cell_of(redis, ROW_16), cell_of(relay, ROW_16), false, 1.5,
 		  no_redis ? no_redis : "ack=mirror not in this run");
 	print_aim("ack=mirror: QD 32 >= 2x Redis's 16-client writes/s", cell_of(mirror, ROW_QD32),
-		  cell_of(redis, ROW_16), false, 2.0,
+		  cell_of(redis, ROW_16), cell_of(relay, ROW_QD32), false, 2.0,
 		  no_redis  ? no_redis
 		  : !mirror ? "ack=mirror not in this run"
 			    : "no queue-depth rows for ftvm");
 	print_aim("ack=commit: 1 client p50 <= 1.3x Redis's", cell_of(commit, ROW_1),
-		  cell_of(redis, ROW_1), true, 1.3,
+		  cell_of(redis, ROW_1), cell_of(relay, ROW_1), true, 1.3,
 		  no_redis ? no_redis : "ack=commit not in this run");
 	print_aim("ack=commit: 16 clients >= 1.0x Redis's writes/s", cell_of(commit, ROW_16),
-		  cell_of(redis, ROW_16), false, 1.0,
+		  cell_of(redis, ROW_16), cell_of(relay, ROW_16), false, 1.0,
 		  no_redis ? no_redis : "ack=commit not in this run");
 	printf("  each ftvm p50 within 1.2x the relay's in the same row:\n");
 	for (size_t i = 0; i < t->n; i++) {
