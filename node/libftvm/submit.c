@@ -654,10 +654,16 @@ static void sync_fds(struct ftvm_client *c)
 			q->ev_set = read(q->evfd, &count, sizeof(count)) != sizeof(count);
 	}
 
-	/* Set again when it fired (its count goes back to 0) or moved. */
+	/* Set again when a deadline comes before the one it is armed for, when
+	 * it fired (its count goes back to 0), and for one already past. Not
+	 * when the earliest deadline moves later or goes (a request answered):
+	 * it then fires early, once, and the reap that follows sets it again,
+	 * where setting it on every change cost two system calls a request
+	 * at queue depth 1. */
 	if (!usable(c))
 		deadline = 0;
-	if (deadline != q->timer_ms || (deadline && deadline <= now)) {
+	if ((deadline && (!q->timer_ms || deadline < q->timer_ms)) ||
+	    (q->timer_ms && q->timer_ms <= now) || (deadline && deadline <= now)) {
 		its.it_value.tv_sec = (time_t)(deadline / 1000);
 		its.it_value.tv_nsec = (long)(deadline % 1000) * 1000000;
 		if (timerfd_settime(q->tfd, TFD_TIMER_ABSTIME, &its, NULL) == 0)

@@ -1,0 +1,195 @@
+/* libftvm's completion descriptor and a request's deadline, against a node
+ * played here (a unix socket and a thread, as test_discover.c): the timer
+ * behind ftvm_completion_fd() is armed no later than the earliest deadline
+ * of the requests on the connection, though it is not set again each time
+ * that deadline moves (submit.c, sync_fds()). A first write is answered;
+ * a second, submitted later, never is: polling the descriptor alone (and
+ * reaping with timeout 0 whenever it is readable) must bring the second's
+ * completion, -ETIMEDOUT, once its 10 s are up, not before, and no reap
+ * may wait. The timer was armed for the first write's deadline, which
+ * comes earlier: it fires for nothing, and the reap then must arm it for
+ * the second's (a timer left as it fired keeps the descriptor readable:
+ * the poll wakes a few times, not over and over). */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "client.pb-c.h"
+#include "frame.h"
+#include "ftvm.h"
+
+#define TIMEOUT_MS 10000 /* libftvm's CALL_TIMEOUT_MS */
+#define APART_MS 1500	 /* between the two submits */
+#define GIVE_UP_MS (3 * TIMEOUT_MS)
+
+static atomic_bool silent; /* the node reads on and answers nothing */
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- the node ---- */
+
+static int answer(int fd, const Ftvm__Client__ClientRequest *req)
+{
+	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
+	Ftvm__Client__WritePageReply wr = FTVM__CLIENT__WRITE_PAGE_REPLY__INIT;
+	uint8_t frame[256];
+	size_t len;
+
+	reply.id = req->id;
+	reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_WRITE_PAGE;
+	reply.write_page = &wr;
+	wr.version = 1;
+	len = ftvm__client__client_reply__get_packed_size(&reply);
+	if (FRAME_HEADER_SIZE + len > sizeof(frame))
+		return -1;
+	ftvm__client__client_reply__pack(&reply, frame + FRAME_HEADER_SIZE);
+	frame_seal(frame, len);
+	return write(fd, frame, FRAME_HEADER_SIZE + len) == (ssize_t)(FRAME_HEADER_SIZE + len) ? 0
+											       : -1;
+}
+
+/* Answers the one connection's requests, until silent, then only reads. */
+static void *node_thread(void *arg)
+{
+	static uint8_t buf[1 << 16];
+	int lfd = *(int *)arg, fd = accept(lfd, NULL, NULL);
+	size_t have = 0;
+
+	if (fd < 0) {
+		perror("test_reap_deadline: accept");
+		return NULL;
+	}
+	for (;;) {
+		const uint8_t *payload;
+		size_t payload_len;
+		const char *why;
+		ssize_t n = read(fd, buf + have, sizeof(buf) - have);
+		int len;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		while ((len = frame_decode(buf, have, sizeof(buf), &payload, &payload_len, &why)) >
+		       0) {
+			Ftvm__Client__ClientRequest *req =
+				ftvm__client__client_request__unpack(NULL, payload_len, payload);
+			int r = !req ? -1 : atomic_load(&silent) ? 0 : answer(fd, req);
+
+			ftvm__client__client_request__free_unpacked(req, NULL);
+			if (r < 0)
+				goto out;
+			memmove(buf, buf + len, have - (size_t)len);
+			have -= (size_t)len;
+		}
+		if (len < 0) {
+			FAIL("the node read a bad frame: %s", why);
+			break;
+		}
+	}
+out:
+	close(fd);
+	return NULL;
+}
+
+/* ---- the client ---- */
+
+static void test_deadline(struct ftvm_client *c)
+{
+	static uint8_t block[4096];
+	struct ftvm_completion done[4];
+	uint64_t second_sent, completed_at = 0;
+	unsigned wakeups = 0;
+	int fd = ftvm_completion_fd(c), r, result = 0;
+
+	CHECK(fd >= 0, "a completion descriptor: %d", fd);
+	CHECK_INT("first write submitted", 0, ftvm_submit_write_page(c, "a-1", 0, block, 4096, 1));
+	r = ftvm_reap(c, done, 4, GIVE_UP_MS);
+	CHECK_INT("... and answered", 1, r);
+	if (r == 1)
+		CHECK_INT("... OK", 0, done[0].result);
+
+	usleep(APART_MS * 1000);
+	atomic_store(&silent, true);
+	second_sent = now_ms();
+	CHECK_INT("second write submitted", 0, ftvm_submit_write_page(c, "a-1", 1, block, 4096, 2));
+	while (!completed_at && now_ms() < second_sent + GIVE_UP_MS) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		if (poll(&p, 1, (int)(second_sent + GIVE_UP_MS - now_ms())) <= 0)
+			continue;
+		wakeups++;
+		r = ftvm_reap(c, done, 4, 0);
+		if (r == 1 && done[0].cookie == 2) {
+			completed_at = now_ms();
+			result = done[0].result;
+		} else if (r != 0) {
+			FAIL("a reap gave %d completions (cookie %llu)", r,
+			     r > 0 ? (unsigned long long)done[0].cookie : 0ULL);
+		}
+	}
+	CHECK(completed_at,
+	      "the unanswered write completed through the descriptor alone "
+	      "(%u wakeups in %d s)",
+	      wakeups, GIVE_UP_MS / 1000);
+	if (!completed_at)
+		return;
+	CHECK_INT("... timed out", -ETIMEDOUT, result);
+	/* The early fire, then the deadline: a descriptor left readable would
+	 * wake the poll over and over instead. */
+	CHECK(wakeups <= 4, "... after %u wakeups", wakeups);
+	CHECK(completed_at - second_sent >= TIMEOUT_MS,
+	      "... not before its deadline (%llu ms after it left)",
+	      (unsigned long long)(completed_at - second_sent));
+}
+
+int main(void)
+{
+	char dir[96], path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct ftvm_client *c;
+	pthread_t node;
+	int lfd;
+
+	scratch_dir_make(dir, sizeof(dir), "ftvm-test-reap");
+	snprintf(path, sizeof(path), "%s/n.sock", dir);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 1) < 0)
+		die("listen");
+	if (pthread_create(&node, NULL, node_thread, &lfd) != 0)
+		die("pthread_create");
+	if (ftvm_connect(path, &c) < 0)
+		die("ftvm_connect");
+
+	test_deadline(c);
+
+	ftvm_disconnect(c);
+	pthread_join(node, NULL);
+	close(lfd);
+	scratch_dir_remove(dir);
+	if (failures) {
+		fprintf(stderr, "%d of %d check(s) failed\n", failures, checks);
+		return 1;
+	}
+	printf("reap_deadline: %d checks passed\n", checks);
+	return 0;
+}
