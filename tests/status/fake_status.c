@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "client.pb-c.h"
-#include "frame.h"
+#include "played_node.h"
 #include "status_counts.h"
 
 #define STR_MAX 16
@@ -141,27 +141,10 @@ static int print_rows(void)
 	return 0;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-static int answer(int fd, struct fake *f, const Ftvm__Client__ClientRequest *req)
+static int answer(int fd, const Ftvm__Client__ClientRequest *req, void *arg)
 {
 	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
-	uint8_t *frame;
-	size_t len;
-	int r;
+	struct fake *f = arg;
 
 	reply.id = req->id;
 	if (req->request_case == FTVM__CLIENT__CLIENT_REQUEST__REQUEST_STATUS) {
@@ -171,53 +154,16 @@ static int answer(int fd, struct fake *f, const Ftvm__Client__ClientRequest *req
 		reply.status = FTVM__PARTNER__STATUS__STATUS_UNSUPPORTED;
 		reply.reason = "ftvm-fake-status answers status alone";
 	}
-	len = ftvm__client__client_reply__get_packed_size(&reply);
-	frame = malloc(FRAME_HEADER_SIZE + len);
-	if (!frame)
-		return -1;
-	ftvm__client__client_reply__pack(&reply, frame + FRAME_HEADER_SIZE);
-	frame_seal(frame, len);
-	r = write_all(fd, frame, FRAME_HEADER_SIZE + len);
-	free(frame);
-	return r;
+	return played_node_reply(fd, &reply);
 }
 
 /* Answers the requests of one connection until it closes. */
 static void serve(int fd, struct fake *f)
 {
-	static uint8_t buf[1 << 16];
-	size_t have = 0;
+	const char *why = "";
 
-	for (;;) {
-		const uint8_t *payload;
-		size_t payload_len;
-		const char *why;
-		ssize_t n = read(fd, buf + have, sizeof(buf) - have);
-		int len;
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;
-		have += (size_t)n;
-		while ((len = frame_decode(buf, have, sizeof(buf), &payload, &payload_len, &why)) >
-		       0) {
-			Ftvm__Client__ClientRequest *req =
-				ftvm__client__client_request__unpack(NULL, payload_len, payload);
-
-			if (!req || answer(fd, f, req) < 0) {
-				ftvm__client__client_request__free_unpacked(req, NULL);
-				return;
-			}
-			ftvm__client__client_request__free_unpacked(req, NULL);
-			memmove(buf, buf + len, have - (size_t)len);
-			have -= (size_t)len;
-		}
-		if (len < 0) {
-			fprintf(stderr, "ftvm-fake-status: a bad frame: %s\n", why);
-			return;
-		}
-	}
+	if (played_node_serve(fd, answer, f, &why) == -EBADMSG)
+		fprintf(stderr, "ftvm-fake-status: %s\n", why);
 }
 
 int main(int argc, char **argv)

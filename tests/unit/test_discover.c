@@ -25,8 +25,8 @@
 
 #include "check.h"
 #include "client.pb-c.h"
-#include "frame.h"
 #include "ftvm.h"
+#include "played_node.h"
 
 #define CANARY 0xa5
 #define SPARE 32      /* bytes past the row, as a newer ftvm.h might add */
@@ -144,30 +144,12 @@ static void check_all_set(const char *what, const ProtobufCMessage *m)
 	}
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-static int answer(int fd, const Ftvm__Client__ClientRequest *req)
+static int answer(int fd, const Ftvm__Client__ClientRequest *req, void *arg)
 {
 	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	Ftvm__Client__DiscoverReply dr = FTVM__CLIENT__DISCOVER_REPLY__INIT;
 	static struct fake_row rows[ROWS_SENT];
 	Ftvm__Client__DiscoveredNode *nodes[ROWS_SENT];
-	uint8_t *frame;
-	size_t len;
-	int r;
 
 	atomic_fetch_add(&requests, 1);
 	reply.id = req->id;
@@ -186,58 +168,21 @@ static int answer(int fd, const Ftvm__Client__ClientRequest *req)
 		reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_DISCOVER;
 		reply.discover = &dr;
 	}
-	len = ftvm__client__client_reply__get_packed_size(&reply);
-	frame = malloc(FRAME_HEADER_SIZE + len);
-	if (!frame)
-		return -1;
-	ftvm__client__client_reply__pack(&reply, frame + FRAME_HEADER_SIZE);
-	frame_seal(frame, len);
-	r = write_all(fd, frame, FRAME_HEADER_SIZE + len);
-	free(frame);
-	return r;
+	return played_node_reply(fd, &reply);
 }
 
 /* Answers the one connection's requests until it closes. */
 static void *node_thread(void *arg)
 {
-	static uint8_t buf[1 << 16];
 	int lfd = *(int *)arg, fd = accept(lfd, NULL, NULL);
-	size_t have = 0;
+	const char *why = "";
 
 	if (fd < 0) {
 		perror("test_discover: accept");
 		return NULL;
 	}
-	for (;;) {
-		const uint8_t *payload;
-		size_t payload_len;
-		const char *why;
-		ssize_t n = read(fd, buf + have, sizeof(buf) - have);
-		int len;
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-		while ((len = frame_decode(buf, have, sizeof(buf), &payload, &payload_len, &why)) >
-		       0) {
-			Ftvm__Client__ClientRequest *req =
-				ftvm__client__client_request__unpack(NULL, payload_len, payload);
-			int r = req ? answer(fd, req) : -1;
-
-			ftvm__client__client_request__free_unpacked(req, NULL);
-			if (r < 0)
-				goto out;
-			memmove(buf, buf + len, have - (size_t)len);
-			have -= (size_t)len;
-		}
-		if (len < 0) {
-			FAIL("the node read a bad frame: %s", why);
-			break;
-		}
-	}
-out:
+	if (played_node_serve(fd, answer, NULL, &why) == -EBADMSG)
+		FAIL("the node read a bad frame: %s", why);
 	close(fd);
 	return NULL;
 }

@@ -26,8 +26,8 @@
 
 #include "check.h"
 #include "client.pb-c.h"
-#include "frame.h"
 #include "ftvm.h"
+#include "played_node.h"
 
 #define TIMEOUT_MS 10000 /* libftvm's CALL_TIMEOUT_MS */
 #define APART_MS 1500	 /* between the two submits */
@@ -45,67 +45,32 @@ static uint64_t now_ms(void)
 
 /* ---- the node ---- */
 
-static int answer(int fd, const Ftvm__Client__ClientRequest *req)
+static int answer(int fd, const Ftvm__Client__ClientRequest *req, void *arg)
 {
 	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	Ftvm__Client__WritePageReply wr = FTVM__CLIENT__WRITE_PAGE_REPLY__INIT;
-	uint8_t frame[256];
-	size_t len;
 
+	if (atomic_load(&silent))
+		return 0;
 	reply.id = req->id;
 	reply.reply_case = FTVM__CLIENT__CLIENT_REPLY__REPLY_WRITE_PAGE;
 	reply.write_page = &wr;
 	wr.version = 1;
-	len = ftvm__client__client_reply__get_packed_size(&reply);
-	if (FRAME_HEADER_SIZE + len > sizeof(frame))
-		return -1;
-	ftvm__client__client_reply__pack(&reply, frame + FRAME_HEADER_SIZE);
-	frame_seal(frame, len);
-	return write(fd, frame, FRAME_HEADER_SIZE + len) == (ssize_t)(FRAME_HEADER_SIZE + len) ? 0
-											       : -1;
+	return played_node_reply(fd, &reply);
 }
 
 /* Answers the one connection's requests, until silent, then only reads. */
 static void *node_thread(void *arg)
 {
-	static uint8_t buf[1 << 16];
 	int lfd = *(int *)arg, fd = accept(lfd, NULL, NULL);
-	size_t have = 0;
+	const char *why = "";
 
 	if (fd < 0) {
 		perror("test_reap_deadline: accept");
 		return NULL;
 	}
-	for (;;) {
-		const uint8_t *payload;
-		size_t payload_len;
-		const char *why;
-		ssize_t n = read(fd, buf + have, sizeof(buf) - have);
-		int len;
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-		while ((len = frame_decode(buf, have, sizeof(buf), &payload, &payload_len, &why)) >
-		       0) {
-			Ftvm__Client__ClientRequest *req =
-				ftvm__client__client_request__unpack(NULL, payload_len, payload);
-			int r = !req ? -1 : atomic_load(&silent) ? 0 : answer(fd, req);
-
-			ftvm__client__client_request__free_unpacked(req, NULL);
-			if (r < 0)
-				goto out;
-			memmove(buf, buf + len, have - (size_t)len);
-			have -= (size_t)len;
-		}
-		if (len < 0) {
-			FAIL("the node read a bad frame: %s", why);
-			break;
-		}
-	}
-out:
+	if (played_node_serve(fd, answer, NULL, &why) == -EBADMSG)
+		FAIL("the node read a bad frame: %s", why);
 	close(fd);
 	return NULL;
 }
