@@ -38,7 +38,7 @@
  * completes a run of page writes. The first reply of a turn to a
  * connection goes at once (a lone call waits for nothing); those that follow
  * in the same turn wait in the connection's cork, by reference, and go at
- * the turn's end in one writev: the server's turn_end, an event made active
+ * the turn's end in one sendmsg: the server's turn_end, an event made active
  * by that first reply, which runs after the callbacks already due in this
  * turn. What the socket does not take then moves to the bufferevent's
  * output, as any reply's rest does, so replies keep their order.
