@@ -657,9 +657,9 @@ static void sync_fds(struct ftvm_client *c)
 	/* Set again when a deadline comes before the one it is armed for, when
 	 * it fired (its count goes back to 0), and for one already past. Not
 	 * when the earliest deadline moves later or goes (a request answered):
-	 * it then fires early, once, and the reap that follows sets it again,
-	 * where setting it on every change cost two system calls a request
-	 * at queue depth 1. */
+	 * it then fires early, once, and the reap that follows sets it again
+	 * (disarms it, with nothing submitted), where setting it on every
+	 * change cost two system calls a request at queue depth 1. */
 	if (!usable(c))
 		deadline = 0;
 	if ((deadline && (!q->timer_ms || deadline < q->timer_ms)) ||
@@ -862,6 +862,8 @@ int ftvm_reap_sized(struct ftvm_client *c, struct ftvm_completion *out, unsigned
 		return e;
 	for (;;) {
 		q = c->queue;
+		if (q && q->used == 0)
+			sync_fds(c); /* a timer that fired for nothing stops saying so */
 		if (!q || q->used == 0)
 			break;
 		pump(c);

@@ -2,14 +2,16 @@
  * played here (a unix socket and a thread, as test_discover.c): the timer
  * behind ftvm_completion_fd() is armed no later than the earliest deadline
  * of the requests on the connection, though it is not set again each time
- * that deadline moves (submit.c, sync_fds()). A first write is answered;
- * a second, submitted later, never is: polling the descriptor alone (and
- * reaping with timeout 0 whenever it is readable) must bring the second's
- * completion, -ETIMEDOUT, once its 10 s are up, not before, and no reap
- * may wait. The timer was armed for the first write's deadline, which
- * comes earlier: it fires for nothing, and the reap then must arm it for
- * the second's (a timer left as it fired keeps the descriptor readable:
- * the poll wakes a few times, not over and over). */
+ * that deadline moves (submit.c, sync_fds()), so it can fire for nothing.
+ * - Idle: a write answered and reaped, nothing submitted after it. Its
+ *   deadline passes: the descriptor may wake the poll once, and after a
+ *   reap (which returns 0) it is quiet again, not readable over and over.
+ * - A deadline later than the armed one: a write answered, and a second,
+ *   submitted 1.5 s later, never. Polling the descriptor alone (and reaping
+ *   with timeout 0 whenever it is readable) must bring the second's
+ *   completion, -ETIMEDOUT, once its 10 s are up, not before: the timer,
+ *   armed for the first write's deadline, fires early, and the reap then
+ *   must arm it for the second's. A few wakeups, not over and over. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -77,25 +79,58 @@ static void *node_thread(void *arg)
 
 /* ---- the client ---- */
 
+static uint8_t block[4096];
+
+/* A write the node answers, reaped. */
+static void write_answered(struct ftvm_client *c, uint64_t cookie)
+{
+	struct ftvm_completion done[4];
+	int r;
+
+	CHECK_INT("a write submitted", 0,
+		  ftvm_submit_write_page(c, "a-1", 0, block, sizeof(block), cookie));
+	r = ftvm_reap(c, done, 4, GIVE_UP_MS);
+	CHECK_INT("... and answered", 1, r);
+	if (r == 1)
+		CHECK_INT("... OK", 0, done[0].result);
+}
+
+static void test_idle(struct ftvm_client *c)
+{
+	struct ftvm_completion done[4];
+	uint64_t until;
+	unsigned wakeups = 0;
+	int fd = ftvm_completion_fd(c);
+
+	CHECK(fd >= 0, "a completion descriptor: %d", fd);
+	write_answered(c, 1);
+	until = now_ms() + TIMEOUT_MS + APART_MS;
+	while (now_ms() < until) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		if (poll(&p, 1, (int)(until - now_ms())) <= 0)
+			continue;
+		wakeups++;
+		CHECK_INT("idle: a reap finds nothing", 0, ftvm_reap(c, done, 4, 0));
+		if (wakeups > 4)
+			break;
+	}
+	CHECK(wakeups <= 1, "idle past the answered write's deadline: %u wakeups", wakeups);
+}
+
 static void test_deadline(struct ftvm_client *c)
 {
-	static uint8_t block[4096];
 	struct ftvm_completion done[4];
 	uint64_t second_sent, completed_at = 0;
 	unsigned wakeups = 0;
 	int fd = ftvm_completion_fd(c), r, result = 0;
 
-	CHECK(fd >= 0, "a completion descriptor: %d", fd);
-	CHECK_INT("first write submitted", 0, ftvm_submit_write_page(c, "a-1", 0, block, 4096, 1));
-	r = ftvm_reap(c, done, 4, GIVE_UP_MS);
-	CHECK_INT("... and answered", 1, r);
-	if (r == 1)
-		CHECK_INT("... OK", 0, done[0].result);
-
+	write_answered(c, 1);
 	usleep(APART_MS * 1000);
 	atomic_store(&silent, true);
 	second_sent = now_ms();
-	CHECK_INT("second write submitted", 0, ftvm_submit_write_page(c, "a-1", 1, block, 4096, 2));
+	CHECK_INT("second write submitted", 0,
+		  ftvm_submit_write_page(c, "a-1", 1, block, sizeof(block), 2));
 	while (!completed_at && now_ms() < second_sent + GIVE_UP_MS) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 
@@ -145,6 +180,7 @@ int main(void)
 	if (ftvm_connect(path, &c) < 0)
 		die("ftvm_connect");
 
+	test_idle(c);
 	test_deadline(c);
 
 	ftvm_disconnect(c);
