@@ -589,10 +589,11 @@ static inline int ftvm_reap(struct ftvm_client *c, struct ftvm_completion *out, 
  * node's replies, and room to send what waits), an eventfd the library
  * signals (completions ready, or work another thread's call left) and a
  * timerfd set no later than the next request's deadline (early after the
- * request it was set for completed, once). It stays the same across a
- * move to the other node, until ftvm_disconnect() closes it: do not close
- * it, read it or change what it watches. Readable may be spurious: then
- * ftvm_reap(..., 0) returns 0.
+ * request it was set for completed, once); the connection stays watched
+ * after the last request until a reap finds nothing submitted. It stays
+ * the same across a move to the other node, until ftvm_disconnect() closes
+ * it: do not close it, read it or change what it watches. Readable may be
+ * spurious: then ftvm_reap(..., 0) returns 0.
  * @param c a client.
  * @return the descriptor, or -errno (-EINVAL for a NULL client; -EMFILE,
  *         -ENOMEM when it cannot be made).

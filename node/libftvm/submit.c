@@ -621,6 +621,7 @@ static void sync_fds(struct ftvm_client *c)
 	bool work = q->n_done > 0, on_conn = false, waiting = false;
 	uint64_t deadline = 0, now = client_now_ms(), count = 1;
 	struct itimerspec its = { 0 };
+	int conn_fd;
 
 	for (unsigned i = 0; i < FTVM_SUBMIT_MAX; i++) {
 		const struct req *r = &q->req[i];
@@ -638,14 +639,17 @@ static void sync_fds(struct ftvm_client *c)
 	if (waiting && q->stalled_since &&
 	    (!deadline || q->stalled_since + CALL_TIMEOUT_MS < deadline))
 		deadline = q->stalled_since + CALL_TIMEOUT_MS;
-	/* No connection to wait on: only a reap moves them. And the socket only
-	 * while requests are on it: a late reply to nobody would otherwise wake
-	 * the caller for nothing, again and again. EPOLLOUT: send_some() left
-	 * requests waiting, so the socket was full. */
+	/* No connection to wait on: only a reap moves them. The socket while
+	 * requests are on it, and after them, so that the next submit need not
+	 * add it again (with its removal, two system calls a request at queue
+	 * depth 1), until a reap with nothing submitted stops watching it
+	 * (ftvm_reap_sized()): a late reply to nobody, or the node's close,
+	 * wakes the caller once, not again and again. EPOLLOUT: send_some()
+	 * left requests waiting, so the socket was full. */
 	if (on_conn && !usable(c))
 		work = true;
-	if (!watch(q, on_conn && usable(c) ? c->conn.fd : -1,
-		   EPOLLIN | (waiting ? (uint32_t)EPOLLOUT : 0)))
+	conn_fd = usable(c) && (on_conn || q->watched_fd == c->conn.fd) ? c->conn.fd : -1;
+	if (!watch(q, conn_fd, EPOLLIN | (waiting ? (uint32_t)EPOLLOUT : 0)))
 		work = true; /* wake the caller all the same */
 	if (work != q->ev_set) {
 		if (work)
@@ -862,8 +866,14 @@ int ftvm_reap_sized(struct ftvm_client *c, struct ftvm_completion *out, unsigned
 		return e;
 	for (;;) {
 		q = c->queue;
-		if (q && q->used == 0)
-			sync_fds(c); /* a timer that fired for nothing stops saying so */
+		if (q && q->used == 0) {
+			/* Nothing submitted: what woke the caller, if anything, was
+			 * a timer that fired for nothing or bytes to nobody (a late
+			 * reply, the node's close). The socket is watched again at
+			 * the next submit, and the timer stops saying so. */
+			watch(q, -1, 0);
+			sync_fds(c);
+		}
 		if (!q || q->used == 0)
 			break;
 		pump(c);

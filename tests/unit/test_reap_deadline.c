@@ -3,9 +3,11 @@
  * behind ftvm_completion_fd() is armed no later than the earliest deadline
  * of the requests on the connection, though it is not set again each time
  * that deadline moves (submit.c, sync_fds()), so it can fire for nothing.
- * - Idle: a write answered and reaped, nothing submitted after it. Its
- *   deadline passes: the descriptor may wake the poll once, and after a
- *   reap (which returns 0) it is quiet again, not readable over and over.
+ * - Idle: a write answered and reaped, nothing submitted after it. A reply
+ *   to nobody comes, then the write's deadline passes: the descriptor may
+ *   wake the poll once for each, and after a reap (which returns 0) it is
+ *   quiet again, not readable over and over. The socket stays watched
+ *   after a request (submit.c, sync_fds()) until such a reap.
  * - A deadline later than the armed one: a write answered, and a second,
  *   submitted 1.5 s later, never. Polling the descriptor alone (and reaping
  *   with timeout 0 whenever it is readable) must bring the second's
@@ -35,7 +37,8 @@
 #define APART_MS 1500	 /* between the two submits */
 #define GIVE_UP_MS (3 * TIMEOUT_MS)
 
-static atomic_bool silent; /* the node reads on and answers nothing */
+static atomic_bool silent;	/* the node reads on and answers nothing */
+static atomic_int node_fd = -1; /* the node's end of the connection */
 
 static uint64_t now_ms(void)
 {
@@ -71,6 +74,7 @@ static void *node_thread(void *arg)
 		perror("test_reap_deadline: accept");
 		return NULL;
 	}
+	atomic_store(&node_fd, fd);
 	if (played_node_serve(fd, answer, NULL, &why) == -EBADMSG)
 		FAIL("the node read a bad frame: %s", why);
 	close(fd);
@@ -97,6 +101,7 @@ static void write_answered(struct ftvm_client *c, uint64_t cookie)
 
 static void test_idle(struct ftvm_client *c)
 {
+	Ftvm__Client__ClientReply stray = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	struct ftvm_completion done[4];
 	uint64_t until;
 	unsigned wakeups = 0;
@@ -104,6 +109,8 @@ static void test_idle(struct ftvm_client *c)
 
 	CHECK(fd >= 0, "a completion descriptor: %d", fd);
 	write_answered(c, 1);
+	stray.id = 999999; /* no request has it */
+	CHECK_INT("a reply to nobody sent", 0, played_node_reply(atomic_load(&node_fd), &stray));
 	until = now_ms() + TIMEOUT_MS + APART_MS;
 	while (now_ms() < until) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -115,7 +122,8 @@ static void test_idle(struct ftvm_client *c)
 		if (wakeups > 4)
 			break;
 	}
-	CHECK(wakeups <= 1, "idle past the answered write's deadline: %u wakeups", wakeups);
+	CHECK(wakeups <= 2,
+	      "idle, a reply to nobody, past the answered write's deadline: %u wakeups", wakeups);
 }
 
 static void test_deadline(struct ftvm_client *c)
