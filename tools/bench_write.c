@@ -955,8 +955,8 @@ static void print_rows(const struct table *t)
  * row (the floor), which an aim not met may be limited by (issue 24: "either
  * met, or shown by the same run to be limited by the relay floor, with ftvm
  * within 1.2x of it"): "44 / 41 us = 1.07x; the relay 40 us, ftvm 1.10x it:
- * not met, within 1.2x the relay". For writes/s, how many times ftvm's the
- * relay's is. */
+ * not met, within 1.2x the relay". For writes/s, the relay's as a multiple
+ * of ftvm's. */
 static void print_aim(const char *what, const struct cell *c, const struct cell *ref,
 		      const struct cell *relay_cell, bool latency, double bound,
 		      const char *missing)
