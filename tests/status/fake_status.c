@@ -168,7 +168,6 @@ static void serve(int fd, struct fake *f)
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	static struct fake f;
 	int lfd;
 
@@ -179,7 +178,8 @@ int main(int argc, char **argv)
 		return print_rows();
 	if (argc == 2 && strcmp(argv[1], "--list-rows") == 0)
 		return print_list_rows();
-	if ((argc != 2 && !no_list) || strlen(path) >= sizeof(addr.sun_path)) {
+	if ((argc != 2 && !no_list) ||
+	    strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
 		fprintf(stderr,
 			"usage: ftvm-fake-status [--no-list] SOCKET | --rows | --list-rows\n");
 		return 2;
@@ -187,10 +187,8 @@ int main(int argc, char **argv)
 	fake_fill(&f);
 	if (no_list)
 		f.reply.n_counters = 0;
-	strcpy(addr.sun_path, path);
-	lfd = socket(AF_UNIX, SOCK_STREAM, 0);
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
-	    listen(lfd, 4) < 0) {
+	lfd = played_node_listen(path, 4);
+	if (lfd < 0) {
 		perror("ftvm-fake-status");
 		return 1;
 	}

@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "frame.h"
@@ -75,4 +77,47 @@ int played_node_serve(int fd, played_answer_fn answer, void *arg, const char **w
 		if (len < 0)
 			return -EBADMSG;
 	}
+}
+
+int played_node_listen(const char *path, int backlog)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, backlog) < 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+int played_node_serve_one(int lfd, played_answer_fn answer, void *arg, const char **why)
+{
+	int fd = accept(lfd, NULL, NULL), r;
+
+	if (fd < 0)
+		return -errno;
+	r = played_node_serve(fd, answer, arg, why);
+	close(fd);
+	return r;
+}
+
+void *played_node_thread(void *arg)
+{
+	struct played_node *node = arg;
+
+	node->why = "";
+	node->result = played_node_serve_one(node->lfd, node->answer, node->arg, &node->why);
+	return NULL;
 }

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -169,22 +168,6 @@ static int answer(int fd, const Ftvm__Client__ClientRequest *req, void *arg)
 		reply.discover = &dr;
 	}
 	return played_node_reply(fd, &reply);
-}
-
-/* Answers the one connection's requests until it closes. */
-static void *node_thread(void *arg)
-{
-	int lfd = *(int *)arg, fd = accept(lfd, NULL, NULL);
-	const char *why = "";
-
-	if (fd < 0) {
-		perror("test_discover: accept");
-		return NULL;
-	}
-	if (played_node_serve(fd, answer, NULL, &why) == -EBADMSG)
-		FAIL("the node read a bad frame: %s", why);
-	close(fd);
-	return NULL;
 }
 
 /* ---- the client ---- */
@@ -337,21 +320,22 @@ static void test_refusals(struct ftvm_client *c)
 
 int main(void)
 {
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	char dir[80], path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	struct ftvm_client *c = NULL;
-	pthread_t node;
-	char dir[80];
+	struct played_node node = { .answer = answer };
+	pthread_t thread;
 	int lfd, r;
 
 	memset(long_name, 'n', LONG_NAME);
 	scratch_dir_make(dir, sizeof(dir), "ftvm-test-discover");
-	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/node.sock", dir);
-	lfd = socket(AF_UNIX, SOCK_STREAM, 0);
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(lfd, 1) < 0)
+	snprintf(path, sizeof(path), "%s/node.sock", dir);
+	lfd = played_node_listen(path, 1);
+	if (lfd < 0)
 		die("the node's socket");
-	if (pthread_create(&node, NULL, node_thread, &lfd) != 0)
+	node.lfd = lfd;
+	if (pthread_create(&thread, NULL, played_node_thread, &node) != 0)
 		die("pthread_create");
-	r = ftvm_connect(addr.sun_path, &c);
+	r = ftvm_connect(path, &c);
 	if (r < 0) {
 		errno = -r;
 		die("ftvm_connect");
@@ -364,7 +348,11 @@ int main(void)
 	test_refusals(c);
 
 	ftvm_disconnect(c);
-	pthread_join(node, NULL);
+	pthread_join(thread, NULL);
+	if (node.result == -EBADMSG)
+		FAIL("the node read a bad frame: %s", node.why);
+	else if (node.result < 0)
+		fprintf(stderr, "test_discover: accept: %s\n", strerror(-node.result));
 	close(lfd);
 	scratch_dir_remove(dir);
 	printf("%d checks, %d failures\n", checks, failures);

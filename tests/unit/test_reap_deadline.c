@@ -23,13 +23,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "client.pb-c.h"
+#include "clock.h"
 #include "ftvm.h"
 #include "played_node.h"
 
@@ -40,14 +39,6 @@
 static atomic_bool silent;	/* the node reads on and answers nothing */
 static atomic_int node_fd = -1; /* the node's end of the connection */
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ---- the node ---- */
 
 static int answer(int fd, const Ftvm__Client__ClientRequest *req, void *arg)
@@ -55,6 +46,7 @@ static int answer(int fd, const Ftvm__Client__ClientRequest *req, void *arg)
 	Ftvm__Client__ClientReply reply = FTVM__CLIENT__CLIENT_REPLY__INIT;
 	Ftvm__Client__WritePageReply wr = FTVM__CLIENT__WRITE_PAGE_REPLY__INIT;
 
+	atomic_store(&node_fd, fd);
 	if (atomic_load(&silent))
 		return 0;
 	reply.id = req->id;
@@ -62,23 +54,6 @@ static int answer(int fd, const Ftvm__Client__ClientRequest *req, void *arg)
 	reply.write_page = &wr;
 	wr.version = 1;
 	return played_node_reply(fd, &reply);
-}
-
-/* Answers the one connection's requests, until silent, then only reads. */
-static void *node_thread(void *arg)
-{
-	int lfd = *(int *)arg, fd = accept(lfd, NULL, NULL);
-	const char *why = "";
-
-	if (fd < 0) {
-		perror("test_reap_deadline: accept");
-		return NULL;
-	}
-	atomic_store(&node_fd, fd);
-	if (played_node_serve(fd, answer, NULL, &why) == -EBADMSG)
-		FAIL("the node read a bad frame: %s", why);
-	close(fd);
-	return NULL;
 }
 
 /* ---- the client ---- */
@@ -111,11 +86,11 @@ static void test_idle(struct ftvm_client *c)
 	write_answered(c, 1);
 	stray.id = 999999; /* no request has it */
 	CHECK_INT("a reply to nobody sent", 0, played_node_reply(atomic_load(&node_fd), &stray));
-	until = now_ms() + TIMEOUT_MS + APART_MS;
-	while (now_ms() < until) {
+	until = clock_now_ms() + TIMEOUT_MS + APART_MS;
+	while (clock_now_ms() < until) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 
-		if (poll(&p, 1, (int)(until - now_ms())) <= 0)
+		if (poll(&p, 1, (int)(until - clock_now_ms())) <= 0)
 			continue;
 		wakeups++;
 		CHECK_INT("idle: a reap finds nothing", 0, ftvm_reap(c, done, 4, 0));
@@ -136,18 +111,18 @@ static void test_deadline(struct ftvm_client *c)
 	write_answered(c, 1);
 	usleep(APART_MS * 1000);
 	atomic_store(&silent, true);
-	second_sent = now_ms();
+	second_sent = clock_now_ms();
 	CHECK_INT("second write submitted", 0,
 		  ftvm_submit_write_page(c, "a-1", 1, block, sizeof(block), 2));
-	while (!completed_at && now_ms() < second_sent + GIVE_UP_MS) {
+	while (!completed_at && clock_now_ms() < second_sent + GIVE_UP_MS) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 
-		if (poll(&p, 1, (int)(second_sent + GIVE_UP_MS - now_ms())) <= 0)
+		if (poll(&p, 1, (int)(second_sent + GIVE_UP_MS - clock_now_ms())) <= 0)
 			continue;
 		wakeups++;
 		r = ftvm_reap(c, done, 4, 0);
 		if (r == 1 && done[0].cookie == 2) {
-			completed_at = now_ms();
+			completed_at = clock_now_ms();
 			result = done[0].result;
 		} else if (r != 0) {
 			FAIL("a reap gave %d completions (cookie %llu)", r,
@@ -172,18 +147,18 @@ static void test_deadline(struct ftvm_client *c)
 int main(void)
 {
 	char dir[96], path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct ftvm_client *c;
-	pthread_t node;
+	struct played_node node = { .answer = answer };
+	pthread_t thread;
 	int lfd;
 
 	scratch_dir_make(dir, sizeof(dir), "ftvm-test-reap");
 	snprintf(path, sizeof(path), "%s/n.sock", dir);
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 1) < 0)
+	lfd = played_node_listen(path, 1);
+	if (lfd < 0)
 		die("listen");
-	if (pthread_create(&node, NULL, node_thread, &lfd) != 0)
+	node.lfd = lfd;
+	if (pthread_create(&thread, NULL, played_node_thread, &node) != 0)
 		die("pthread_create");
 	if (ftvm_connect(path, &c) < 0)
 		die("ftvm_connect");
@@ -192,7 +167,11 @@ int main(void)
 	test_deadline(c);
 
 	ftvm_disconnect(c);
-	pthread_join(node, NULL);
+	pthread_join(thread, NULL);
+	if (node.result == -EBADMSG)
+		FAIL("the node read a bad frame: %s", node.why);
+	else if (node.result < 0)
+		fprintf(stderr, "test_reap_deadline: accept: %s\n", strerror(-node.result));
 	close(lfd);
 	scratch_dir_remove(dir);
 	if (failures) {
