@@ -365,13 +365,13 @@ static void send_reply(struct client_conn *conn, Ftvm__Client__ClientReply *repl
 	/* With nothing queued, write straight away (or at the turn's end):
 	 * leaving it to the bufferevent costs one more trip through the event
 	 * loop (and two epoll_ctl) on every reply. */
-	if (evbuffer_get_length(out) == 0 && conn->turn_sent) {
-		if (cork_reply(conn, frame, len) == 0)
-			return;
-		free(frame);
-		goto fail;
-	}
 	if (evbuffer_get_length(out) == 0) {
+		if (conn->turn_sent) {
+			if (cork_reply(conn, frame, len) == 0)
+				return;
+			free(frame);
+			goto fail;
+		}
 		turn_note(conn);
 		n = send(bufferevent_getfd(conn->bev), frame, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 		done = n > 0 ? (size_t)n : 0;

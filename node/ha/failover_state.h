@@ -32,9 +32,10 @@ struct failover_state {
 	/* holdings.c: the pointers this node's clients hold, newest first;
 	 * vmm/pointer.c adds and takes them through failover.h's calls. */
 	struct vmm_holding *holdings;
-	/* How many times they were mirrored behind a snapshot (a grant whose
-	 * request left before the last one is mirrored again: holdings.c). */
-	uint64_t holdings_mirrored;
+	/* How many snapshots they were mirrored behind (a grant whose request
+	 * left before the last one is mirrored again: holdings.c), as
+	 * vmm_holdings_snapshots() tells it. */
+	uint64_t holdings_snapshots;
 	/* The resync_pages_dropped row of `ftvmctl status`, counted in
 	 * resync.c (`vmm_failover(v)->counted.resync_pages_dropped++`); which
 	 * way a resync's blocks went is pagedata's to count

@@ -180,7 +180,7 @@ void vmm_holdings_mirror(struct vmm *v)
 	struct failover_state *f = vmm_failover(v);
 	unsigned n = 0;
 
-	f->holdings_mirrored++;
+	f->holdings_snapshots++;
 	for (struct vmm_holding *h = f->holdings; h; h = h->next) {
 		if (h->revoked)
 			continue;
@@ -195,7 +195,7 @@ void vmm_holdings_mirror(struct vmm *v)
 
 uint64_t vmm_holdings_snapshots(struct vmm *v)
 {
-	return vmm_failover(v)->holdings_mirrored;
+	return vmm_failover(v)->holdings_snapshots;
 }
 
 /* A request that left before a snapshot: the partner took it first (the

@@ -866,16 +866,17 @@ int ftvm_reap_sized(struct ftvm_client *c, struct ftvm_completion *out, unsigned
 		return e;
 	for (;;) {
 		q = c->queue;
-		if (q && q->used == 0) {
+		if (!q)
+			break;
+		if (q->used == 0) {
 			/* Nothing submitted: what woke the caller, if anything, was
 			 * a timer that fired for nothing or bytes to nobody (a late
 			 * reply, the node's close). The socket is watched again at
 			 * the next submit, and the timer stops saying so. */
 			watch(q, -1, 0);
 			sync_fds(c);
-		}
-		if (!q || q->used == 0)
 			break;
+		}
 		pump(c);
 		n = pop(q, out, max, row_size);
 		sync_fds(c);
